@@ -1,0 +1,1 @@
+"""contextstore: durable, auditable conversation history for LLM agents."""

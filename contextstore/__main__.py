@@ -1,0 +1,5 @@
+"""``python -m contextstore`` runs the command-line interface."""
+
+from contextstore.cli import main
+
+main()

@@ -1,0 +1,229 @@
+"""The ``contextstore`` command: the only module that prints or exits.
+
+Every library error becomes a one-line message on stderr and the error's exit code; no
+traceback is shown for a user mistake.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+
+from contextstore import demo_data
+from contextstore.core.errors import ContextStoreError
+from contextstore.store import ContextStore
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _summarise_block(block: Any) -> str:
+    if not isinstance(block, dict):
+        return str(block)
+    kind = block.get("type")
+    if kind == "text":
+        text = str(block.get("text", "")).replace("\n", " ")
+        return f"text: {text[:60]}{'...' if len(text) > 60 else ''}"
+    if kind == "tool_use":
+        return f"tool_use {block.get('name')}({json.dumps(block.get('input'))[:40]}) id={block.get('id')}"
+    if kind == "tool_result":
+        content = block.get("content")
+        if isinstance(content, list):
+            content = " ".join(str(c.get("text", f"[{c.get('type')}]")) for c in content if isinstance(c, dict))
+        text = str(content).replace("\n", " ")
+        error = " error" if block.get("is_error") else ""
+        return f"tool_result{error} for {block.get('tool_use_id')}: {text[:50]}{'...' if len(text) > 50 else ''}"
+    if kind == "image":
+        source = block.get("source") or {}
+        return f"image {source.get('media_type', '')} ({len(str(source.get('data', '')))} base64 chars)"
+    return str(kind)
+
+
+def _conversation_table(messages: Sequence[dict[str, Any]]) -> str:
+    rows = []
+    for position, message in enumerate(messages):
+        content = message.get("content")
+        parts = [content] if isinstance(content, str) else content or []
+        summary = " | ".join(
+            _summarise_block({"type": "text", "text": p} if isinstance(p, str) else p) for p in parts
+        )
+        rows.append((position, message.get("role"), summary))
+    return _table(("#", "role", "content"), rows)
+
+
+def _handle_errors(func: F) -> F:
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ContextStoreError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _open(ctx: click.Context, **kwargs: Any) -> ContextStore:
+    store = ContextStore.open(ctx.obj.get("db"), **kwargs)
+    ctx.call_on_close(store.close)
+    return store
+
+
+@click.group()
+@click.option(
+    "--db",
+    metavar="PATH_OR_URL",
+    envvar="CONTEXTSTORE_DB",
+    help="Database file or SQLAlchemy URL (default: $CONTEXTSTORE_DB, else the per-user "
+    "data directory).",
+)
+@click.version_option(package_name="contextstore")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None) -> None:
+    """contextstore: durable, auditable conversation history for LLM agents."""
+    ctx.ensure_object(dict)
+    ctx.obj["db"] = db
+
+
+@cli.command()
+@click.pass_context
+@_handle_errors
+def demo(ctx: click.Context) -> None:
+    """Write a realistic agent session, checkpoint it, break it, roll it back, show the rows."""
+    store = _open(ctx)
+    click.echo(f"database: {store.location}")
+    conv = store.create_conversation(
+        model_id="claude-sonnet-4-5", context_window=200_000, title="demo: fix the CSV header"
+    )
+    click.echo(f"conversation: {conv.id}\n")
+    written = store.append(conv.id, demo_data.opening_turns())
+    store.record_request(conv.id, tokens_in=3_120, tokens_out=180, cache_reads=1_900, cost=0.0142)
+    cp = store.checkpoint(conv.id, "after-reading", note="both files read")
+    click.echo(
+        f"wrote {len(written)} messages ({sum(m.token_count for m in written):,} tokens counted "
+        f"once, at append); checkpoint 'after-reading' at ts {cp.ts}"
+    )
+    store.append(conv.id, demo_data.risky_turns())
+    store.record_request(conv.id, tokens_in=3_900, tokens_out=240, cost=0.0161)
+    before = store.row_counts(conv.id)
+    now_view = store.render(conv.id)
+    report = store.rollback(conv.id, "after-reading")
+    after = store.row_counts(conv.id)
+    click.echo("\nrows of this conversation per table:")
+    names = [n for n in before if n != "conversations"]
+    click.echo(
+        _table(
+            ("table", "before rollback", "removed", "after rollback"),
+            [(n, before[n], report.removed.get(n, 0), after[n]) for n in names],
+        )
+    )
+    click.echo(f"\nthe view before the rollback ({len(now_view)} messages):")
+    click.echo(_conversation_table(now_view))
+    click.echo(f"\nthe view as of the checkpoint (render(as_of={cp.ts})):")
+    at_checkpoint = store.render(conv.id, as_of=cp.ts)
+    click.echo(_conversation_table(at_checkpoint))
+    current = store.render(conv.id)
+    same = "identical to" if current == at_checkpoint else "DIFFERENT from"
+    click.echo(f"\nafter rollback('after-reading') the view now is {same} the view at the checkpoint;")
+    click.echo(
+        f"{report.total_removed} rows were removed in one transaction and kept in "
+        "archived_rows (inspect them with: sqlite3 <db> 'SELECT table_name, ts FROM archived_rows')."
+    )
+
+
+@cli.command()
+@click.pass_context
+@_handle_errors
+def migrate(ctx: click.Context) -> None:
+    """Upgrade the database schema to the current version."""
+    store = _open(ctx)
+    click.echo(f"{store.location}: schema is up to date")
+
+
+@cli.command("conversations")
+@click.pass_context
+@_handle_errors
+def list_conversations(ctx: click.Context) -> None:
+    """List the conversations in the database."""
+    store = _open(ctx, auto_migrate=False)
+    rows = [
+        (c.id, c.model_id or "", c.context_window or "", c.title or "", c.last_ts)
+        for c in store.list_conversations()
+    ]
+    click.echo(_table(("id", "model", "window", "title", "last ts"), rows))
+
+
+@cli.command()
+@click.argument("conversation_id")
+@click.option("--as-of", type=int, default=None, help="Render as of this ts (milliseconds).")
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(["stored", "anthropic", "openai", "gemini"]),
+    default="stored",
+    show_default=True,
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the messages as JSON.")
+@click.pass_context
+@_handle_errors
+def render(ctx: click.Context, conversation_id: str, as_of: int | None, format_: str, as_json: bool) -> None:
+    """Show the conversation as the model sees it (now, or as of a past ts)."""
+    store = _open(ctx, auto_migrate=False)
+    view = store.render(conversation_id, as_of=as_of, format=None if format_ == "stored" else format_)
+    if as_json or format_ in ("openai", "gemini"):
+        click.echo(json.dumps(view, indent=2, ensure_ascii=False))
+    else:
+        click.echo(_conversation_table(view))
+
+
+@cli.command()
+@click.argument("conversation_id")
+@click.pass_context
+@_handle_errors
+def checkpoints(ctx: click.Context, conversation_id: str) -> None:
+    """List a conversation's checkpoints."""
+    store = _open(ctx, auto_migrate=False)
+    rows = [(c.ts, c.label or "", c.git_hash or "", c.note or "") for c in store.checkpoints(conversation_id)]
+    click.echo(_table(("ts", "label", "git", "note"), rows))
+
+
+@cli.command()
+@click.argument("conversation_id")
+@click.option("--to", "target", required=True, help="A checkpoint label, or a ts in milliseconds.")
+@click.option("--purge", is_flag=True, help="Delete the removed rows instead of archiving them.")
+@click.pass_context
+@_handle_errors
+def rollback(ctx: click.Context, conversation_id: str, target: str, purge: bool) -> None:
+    """Remove every row written after a checkpoint, in one transaction."""
+    store = _open(ctx, auto_migrate=False)
+    to: str | int = int(target) if target.isdigit() else target
+    report = store.rollback(conversation_id, to, purge=purge)
+    click.echo(_table(("table", "rows removed"), sorted(report.removed.items())))
+
+
+@cli.command()
+@click.argument("conversation_id")
+@click.pass_context
+@_handle_errors
+def check(ctx: click.Context, conversation_id: str) -> None:
+    """Verify a conversation's invariants (indices, timeline, decodable rows, pairing)."""
+    store = _open(ctx, auto_migrate=False)
+    store.check(conversation_id)
+    click.echo(f"{conversation_id}: ok")
+
+
+def main() -> None:
+    """Entry point of the ``contextstore`` console script."""
+    cli(obj={})

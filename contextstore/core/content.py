@@ -1,0 +1,263 @@
+"""Content models for Anthropic-style messages, used to validate what callers append.
+
+The models check the shape of each block (types, required fields) and keep every field
+they do not know (``extra="allow"``): Cline adds ``call_id``, ``signature`` and
+``reasoning_details`` to blocks and ``id``, ``modelInfo``, ``metrics`` to messages, and an
+append followed by a render must give them back unchanged. Validation never rewrites the
+caller's data: the store keeps the caller's dicts (deep-copied), not the models' dumps.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from contextstore.core.errors import InvalidMessageError
+
+Role = Literal["user", "assistant"]
+ROLES: frozenset[str] = frozenset({"user", "assistant"})
+
+
+class _Block(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Base64Source(_Block):
+    """Inline media: ``{"type": "base64", "media_type": ..., "data": ...}``."""
+
+    type: Literal["base64"]
+    media_type: str
+    data: str
+
+
+class UrlSource(_Block):
+    """Media referenced by URL."""
+
+    type: Literal["url"]
+    url: str
+
+
+class TextSource(_Block):
+    """A plain-text document source."""
+
+    type: Literal["text"]
+    media_type: str = "text/plain"
+    data: str
+
+
+class FileSource(_Block):
+    """A document or image uploaded through a provider's files API."""
+
+    type: Literal["file"]
+    file_id: str
+
+
+class ContentSource(_Block):
+    """A document made of content blocks."""
+
+    type: Literal["content"]
+    content: Any
+
+
+MediaSource = Annotated[
+    Base64Source | UrlSource | TextSource | FileSource | ContentSource,
+    Field(discriminator="type"),
+]
+
+
+class TextBlock(_Block):
+    """``{"type": "text", "text": ...}``."""
+
+    type: Literal["text"]
+    text: str
+
+
+class ImageBlock(_Block):
+    """An image, inline (base64) or by URL."""
+
+    type: Literal["image"]
+    source: MediaSource
+
+
+class DocumentBlock(_Block):
+    """A document (PDF or plain text), inline or by URL."""
+
+    type: Literal["document"]
+    source: MediaSource
+
+
+class ToolUseBlock(_Block):
+    """An assistant's tool call; ``id`` pairs it with its result."""
+
+    type: Literal["tool_use"]
+    id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    input: dict[str, Any]
+
+
+class ToolResultBlock(_Block):
+    """The result of a tool call; its content is a string or a list of text/image blocks."""
+
+    type: Literal["tool_result"]
+    tool_use_id: str = Field(min_length=1)
+    content: str | list[dict[str, Any]] | None = None
+    is_error: bool | None = None
+
+
+class ThinkingBlock(_Block):
+    """Extended thinking; the API requires its ``signature`` when sent back."""
+
+    type: Literal["thinking"]
+    thinking: str
+    signature: str | None = None
+
+
+class RedactedThinkingBlock(_Block):
+    """Encrypted thinking, passed back verbatim."""
+
+    type: Literal["redacted_thinking"]
+    data: str
+
+
+ContentBlock = Annotated[
+    TextBlock
+    | ImageBlock
+    | DocumentBlock
+    | ToolUseBlock
+    | ToolResultBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock,
+    Field(discriminator="type"),
+]
+
+BLOCK_TYPES: frozenset[str] = frozenset(
+    {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"}
+)
+
+_BLOCK_ADAPTER: TypeAdapter[Any] = TypeAdapter(ContentBlock)
+_INNER_RESULT_TYPES = frozenset({"text", "image", "document", "search_result"})
+
+
+@dataclass(frozen=True)
+class NormalizedMessage:
+    """A validated message split the way the store keeps it.
+
+    ``blocks`` are deep copies of the caller's blocks; ``was_string`` remembers that the
+    content was a plain string (stored as one text block); ``meta`` holds every
+    message-level field other than ``role`` and ``content``.
+    """
+
+    role: str
+    blocks: list[dict[str, Any]]
+    was_string: bool
+    meta: dict[str, Any]
+
+    def to_message(self) -> dict[str, Any]:
+        """Rebuild the message dict exactly as the caller gave it."""
+        content: Any = self.blocks[0]["text"] if self.was_string else copy.deepcopy(self.blocks)
+        message: dict[str, Any] = {"role": self.role, "content": content}
+        message.update(copy.deepcopy(self.meta))
+        return message
+
+
+def _describe(errors: ValidationError) -> str:
+    first = errors.errors()[0]
+    location = ".".join(str(part) for part in first["loc"])
+    return f"{location}: {first['msg']}" if location else str(first["msg"])
+
+
+def validate_block(block: Any, position: str) -> dict[str, Any]:
+    """Check one content block and return a deep copy of it.
+
+    Raises:
+        InvalidMessageError: naming the block's position and what is wrong with it.
+    """
+    if not isinstance(block, dict):
+        raise InvalidMessageError(
+            f"{position} must be a dict content block, got {type(block).__name__}; "
+            "pass blocks like {'type': 'text', 'text': '...'}."
+        )
+    kind = block.get("type")
+    if kind not in BLOCK_TYPES:
+        raise InvalidMessageError(
+            f"{position} has unknown type {kind!r}; use one of {', '.join(sorted(BLOCK_TYPES))}."
+        )
+    if kind == "tool_result" and not block.get("tool_use_id"):
+        raise InvalidMessageError(
+            f"{position} is a tool_result without a tool_use_id; set tool_use_id to the id of "
+            "the tool_use block it answers."
+        )
+    try:
+        _BLOCK_ADAPTER.validate_python(block)
+    except ValidationError as exc:
+        raise InvalidMessageError(f"{position} ({kind}) is malformed: {_describe(exc)}.") from exc
+    if kind == "tool_result" and isinstance(block.get("content"), list):
+        for inner_idx, inner in enumerate(block["content"]):
+            inner_kind = inner.get("type") if isinstance(inner, dict) else None
+            if inner_kind not in _INNER_RESULT_TYPES:
+                raise InvalidMessageError(
+                    f"{position}.content[{inner_idx}] has type {inner_kind!r}; tool results "
+                    "hold text, image or document blocks."
+                )
+            if inner_kind in ("text", "image", "document"):
+                validate_block(inner, f"{position}.content[{inner_idx}]")
+    return copy.deepcopy(block)
+
+
+def normalize_message(role: Any, content: Any, meta: Any = None) -> NormalizedMessage:
+    """Validate a message and split it into role, blocks and message-level fields.
+
+    Args:
+        role: ``"user"`` or ``"assistant"``.
+        content: a string, or a non-empty list of content blocks.
+        meta: extra message-level fields to keep (Cline's ``id``, ``modelInfo``...).
+
+    Raises:
+        InvalidMessageError: on any problem; the caller's objects are never modified.
+    """
+    if role not in ROLES:
+        raise InvalidMessageError(
+            f"role {role!r} is not valid; messages have role 'user' or 'assistant' "
+            "(pass a system prompt to prepare_request(system=...))."
+        )
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict) or not all(isinstance(key, str) for key in meta):
+        raise InvalidMessageError("message metadata must be a dict with string keys.")
+    if {"role", "content"} & meta.keys():
+        raise InvalidMessageError("message metadata cannot contain 'role' or 'content'.")
+    if isinstance(content, str):
+        blocks = [{"type": "text", "text": content}]
+        return NormalizedMessage(role, blocks, True, copy.deepcopy(meta))
+    if not isinstance(content, list) or not content:
+        raise InvalidMessageError(
+            "content must be a string or a non-empty list of content blocks, got "
+            f"{type(content).__name__ if not isinstance(content, list) else 'an empty list'}."
+        )
+    blocks = [validate_block(block, f"content[{i}]") for i, block in enumerate(content)]
+    if role == "user" and any(b["type"] in ("tool_use", "thinking") for b in blocks):
+        raise InvalidMessageError(
+            "a user message cannot contain tool_use or thinking blocks; those belong to "
+            "assistant messages."
+        )
+    if role == "assistant" and any(b["type"] == "tool_result" for b in blocks):
+        raise InvalidMessageError(
+            "an assistant message cannot contain tool_result blocks; send results in the "
+            "next user message."
+        )
+    return NormalizedMessage(role, blocks, False, copy.deepcopy(meta))
+
+
+def normalize_message_dict(message: Any) -> NormalizedMessage:
+    """Validate a whole ``{"role", "content", ...extra fields}`` dict."""
+    if not isinstance(message, dict):
+        raise InvalidMessageError(
+            f"a message must be a dict with 'role' and 'content', got {type(message).__name__}."
+        )
+    if "role" not in message or "content" not in message:
+        raise InvalidMessageError("a message needs both 'role' and 'content'.")
+    meta = {k: v for k, v in message.items() if k not in ("role", "content")}
+    return normalize_message(message["role"], message["content"], meta)

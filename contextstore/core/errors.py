@@ -1,0 +1,89 @@
+"""Every error contextstore raises derives from :class:`ContextStoreError`.
+
+Messages follow one rule: say what happened, then what to do about it. The CLI is the
+only place an error turns into an exit code; library callers catch ``ContextStoreError``.
+"""
+
+from __future__ import annotations
+
+
+class ContextStoreError(Exception):
+    """Base class of every error raised by contextstore."""
+
+    exit_code: int = 1
+
+
+class InvalidInputError(ContextStoreError, ValueError):
+    """The caller passed something contextstore cannot accept; nothing was written."""
+
+    exit_code = 2
+
+
+class InvalidMessageError(InvalidInputError):
+    """A message or one of its content blocks is malformed."""
+
+
+class ContentTooLargeError(InvalidInputError):
+    """A message exceeds the documented size limit."""
+
+
+class TimelineError(InvalidInputError):
+    """A timestamp would break the conversation's strictly increasing timeline."""
+
+
+class NotFoundError(ContextStoreError, LookupError):
+    """A conversation, checkpoint or request that the caller named does not exist."""
+
+    exit_code = 3
+
+
+class ConversationNotFoundError(NotFoundError):
+    """No conversation has the given id."""
+
+
+class CheckpointNotFoundError(NotFoundError):
+    """No checkpoint of the conversation has the given label or timestamp."""
+
+
+class RequestNotFoundError(NotFoundError):
+    """No API request of the conversation has the given id."""
+
+
+class SchemaError(ContextStoreError):
+    """The database schema is not the one this version of contextstore expects."""
+
+    exit_code = 4
+
+
+class SchemaOutdatedError(SchemaError):
+    """The database is at an older migration revision and automatic migration is off."""
+
+
+class MigrationError(SchemaError):
+    """A migration failed; the database was left as it was before the attempt."""
+
+
+class IntegrityViolationError(ContextStoreError):
+    """Stored rows break an invariant (pairing, unique indices, the timeline, a payload hash)."""
+
+    exit_code = 5
+
+
+class CorruptRowError(IntegrityViolationError):
+    """A stored value cannot be decoded; it is reported, never silently reset."""
+
+
+class PayloadMismatchError(IntegrityViolationError):
+    """A request payload rebuilt from rows does not match the hash stored when it was sent."""
+
+
+class ReadOnlyError(ContextStoreError):
+    """A write was attempted through a store opened read-only."""
+
+    exit_code = 6
+
+
+class DatabaseBusyError(ContextStoreError):
+    """The database stayed locked by other writers beyond the bounded retry."""
+
+    exit_code = 7

@@ -1,0 +1,209 @@
+"""The conversation the model sees, computed from the stored messages (the view rules).
+
+In order: the cut (messages 0 and 1, then everything after the deleted range), the
+effective block rewrites, the orphan filter on the first message after the cut, and the
+tool pairing repair. Every function here is pure: it returns new lists and new message
+dicts wherever something changes and never modifies what it was given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from contextstore.core.overlays import Message, OverlayMap, apply_overlays
+
+DeletedRange = tuple[int, int]
+IndexedView = list[tuple[int, Message]]
+"""Visible messages paired with their index in the stored conversation."""
+
+RESULT_MISSING = "result missing"
+"""Content of the placeholder result inserted for a tool call whose result was lost."""
+
+ORPHANS_DROPPED = "[Tool results of calls in the removed part of the conversation were dropped.]"
+"""Text left in a user message whose only blocks were orphan tool results."""
+
+
+def visible_start(deleted_range: DeletedRange | None) -> int:
+    """Index of the first message shown after messages 0 and 1 (never below 2)."""
+    if deleted_range is None:
+        return 2
+    return max(2, deleted_range[1] + 1)
+
+
+def cut(
+    messages: Sequence[Message],
+    deleted_range: DeletedRange | None,
+    overlays: OverlayMap | None = None,
+) -> IndexedView:
+    """Return the visible messages with their indices, rewrites applied, nothing repaired.
+
+    This is what processors read: block positions are still those of the stored rows, so
+    a proposed rewrite can name its block.
+    """
+    start = visible_start(deleted_range)
+    indices = [*range(min(2, len(messages))), *range(start, len(messages))]
+    if overlays:
+        return [(i, apply_overlays(messages[i], i, overlays)) for i in indices]
+    return [(i, messages[i]) for i in indices]
+
+
+def _tool_use_ids(message: Message) -> list[str]:
+    content = message.get("content")
+    if message.get("role") != "assistant" or not isinstance(content, list):
+        return []
+    return [
+        block["id"]
+        for block in content
+        if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id")
+    ]
+
+
+def drop_orphan_results(view: IndexedView) -> IndexedView:
+    """Remove, from the first message after a cut, results whose call is not visible.
+
+    Cline removes every tool result of that message, including ones that still pair (and
+    a summary delivered as a result); only results whose ``tool_use_id`` the visible
+    assistant message before it did not issue are dropped here. A message left empty gets
+    a short text saying what was dropped, since providers reject empty messages.
+    """
+    if len(view) < 3 or view[2][0] <= 2:
+        return view
+    idx, first = view[2]
+    content = first.get("content")
+    if first.get("role") != "user" or not isinstance(content, list):
+        return view
+    issued = set(_tool_use_ids(view[1][1]))
+    kept = [
+        block
+        for block in content
+        if not (
+            isinstance(block, dict)
+            and block.get("type") == "tool_result"
+            and block.get("tool_use_id") not in issued
+        )
+    ]
+    if len(kept) == len(content):
+        return view
+    new_message = dict(first)
+    new_message["content"] = kept or [{"type": "text", "text": ORPHANS_DROPPED}]
+    return [*view[:2], (idx, new_message), *view[3:]]
+
+
+def _results_in_order(content: list[Any], ids: list[str]) -> bool:
+    position = 0
+    for block in content:
+        if position >= len(ids):
+            break
+        if (
+            isinstance(block, dict)
+            and block.get("type") == "tool_result"
+            and block.get("tool_use_id") == ids[position]
+        ):
+            position += 1
+        else:
+            return False
+    return position == len(ids)
+
+
+def _paired_user_message(user: Message, ids: list[str]) -> Message | None:
+    """Return ``user`` rebuilt so that its first blocks answer ``ids``, or None if it does."""
+    content = user.get("content")
+    if isinstance(content, str):
+        blocks: list[Any] = [{"type": "text", "text": content}] if content else []
+    else:
+        blocks = list(content) if isinstance(content, list) else []
+    results: dict[str, Any] = {}
+    others: list[Any] = []
+    for block in blocks:
+        if isinstance(block, dict) and block.get("type") == "tool_result" and block.get(
+            "tool_use_id"
+        ):
+            results[block["tool_use_id"]] = block
+        else:
+            others.append(block)
+    if (
+        isinstance(content, list)
+        and results
+        and _results_in_order(blocks, ids)
+        and len(results) == len(set(ids))
+    ):
+        return None
+    rebuilt = [
+        results.get(tool_id)
+        or {"type": "tool_result", "tool_use_id": tool_id, "content": RESULT_MISSING}
+        for tool_id in ids
+    ]
+    new_message = dict(user)
+    new_message["content"] = rebuilt + others
+    return new_message
+
+
+def ensure_tool_results_follow_tool_use(messages: Sequence[Message]) -> list[Message]:
+    """Make every assistant ``tool_use`` be answered first thing in the next user message.
+
+    For each assistant message with tool calls followed by a user message, the user
+    message is rebuilt (when needed) as: the results for the calls in call order, a
+    ``result missing`` placeholder for each lost one, then its other blocks in their
+    order; results for ids the assistant never issued are dropped. Unlike Cline, a user
+    message with string content keeps its text (as a text block after the results), tool
+    results in a user message that follows no tool call at all are dropped too (a
+    provider rejects them), and the caller's objects are never modified. Messages that need no change are returned
+    as the same objects.
+    """
+    out = list(messages)
+    for i in range(len(out) - 1):
+        if out[i + 1].get("role") != "user":
+            continue
+        ids = _tool_use_ids(out[i])
+        rebuilt = (
+            _paired_user_message(out[i + 1], ids) if ids else _without_results(out[i + 1])
+        )
+        if rebuilt is not None:
+            out[i + 1] = rebuilt
+    return out
+
+
+def _without_results(user: Message) -> Message | None:
+    """Drop tool results from a user message that follows no tool call (None: none there)."""
+    content = user.get("content")
+    if not isinstance(content, list):
+        return None
+    kept = [
+        block
+        for block in content
+        if not (isinstance(block, dict) and block.get("type") == "tool_result")
+    ]
+    if len(kept) == len(content):
+        return None
+    new_message = dict(user)
+    new_message["content"] = kept or [{"type": "text", "text": ORPHANS_DROPPED}]
+    return new_message
+
+
+def truncated_messages(
+    messages: Sequence[Message], deleted_range: DeletedRange | None
+) -> list[Message]:
+    """The view without rewrites: the cut, the orphan filter, then the pairing repair.
+
+    Messages 0 and 1 are always kept, then everything after ``deleted_range[1]``. A range
+    whose end is below 2 hides nothing (it never shows message 1 twice).
+    """
+    view = drop_orphan_results(cut(messages, deleted_range))
+    return ensure_tool_results_follow_tool_use([message for _, message in view])
+
+
+def build_view(
+    messages: Sequence[Message],
+    deleted_range: DeletedRange | None,
+    overlays: OverlayMap | None,
+) -> list[Message]:
+    """The whole view: cut, rewrites, orphan filter, pairing repair."""
+    view = drop_orphan_results(cut(messages, deleted_range, overlays))
+    return ensure_tool_results_follow_tool_use([message for _, message in view])
+
+
+def repair_indexed(view: IndexedView) -> list[Message]:
+    """Finish an already cut and rewritten view: orphan filter, then pairing repair."""
+    filtered = drop_orphan_results(view)
+    return ensure_tool_results_follow_tool_use([message for _, message in filtered])

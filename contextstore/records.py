@@ -1,0 +1,118 @@
+"""The values the store returns: frozen dataclasses, safe to keep and compare."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A conversation's row."""
+
+    id: str
+    created_ts: int
+    last_ts: int
+    title: str | None = None
+    model_id: str | None = None
+    context_window: int | None = None
+    parent_id: str | None = None
+    forked_at_ts: int | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AppendedMessage:
+    """What :meth:`ContextStore.append` wrote: the message's index, ``ts`` and token count."""
+
+    conversation_id: str
+    index: int
+    ts: int
+    role: str
+    token_count: int
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One API request row: its usage and, for prepared requests, the payload's hash."""
+
+    id: int
+    conversation_id: str
+    ts: int
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cache_writes: int | None = None
+    cache_reads: int | None = None
+    cost: float | None = None
+    model_id: str | None = None
+    format: str | None = None
+    payload_sha256: str | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        """``tokens_in + tokens_out + cache_writes + cache_reads`` (missing values count 0)."""
+        return sum(
+            v or 0 for v in (self.tokens_in, self.tokens_out, self.cache_writes, self.cache_reads)
+        )
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A named moment of a conversation: exactly the rows with ``ts <= self.ts``."""
+
+    id: int
+    conversation_id: str
+    ts: int
+    label: str | None = None
+    git_hash: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class RollbackReport:
+    """What a rollback removed, per table, and where it was archived."""
+
+    conversation_id: str
+    cutoff_ts: int
+    removed: dict[str, int]
+    rollback_id: int
+    archived: bool
+
+    @property
+    def total_removed(self) -> int:
+        """Rows removed across all tables (blocks included)."""
+        return sum(self.removed.values())
+
+
+@dataclass(frozen=True)
+class TruncationDecision:
+    """What a prepare or an explicit truncation decided, and why."""
+
+    action: str
+    """``"none"``, ``"dedupe"`` (file-read de-duplication was enough) or ``"truncate"``."""
+    keep: str | None = None
+    deleted_range: tuple[int, int] | None = None
+    previous_range: tuple[int, int] | None = None
+    tokens_total: int | None = None
+    deduplicated: tuple[int, ...] = ()
+    fraction_saved: float = 0.0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    """The request to send: the view, the whole payload, and what was decided for it."""
+
+    conversation_id: str
+    messages: list[dict[str, Any]]
+    deleted_range: tuple[int, int] | None
+    decision: TruncationDecision
+    format: str = "anthropic"
+    payload: dict[str, Any] = field(default_factory=dict)
+    request_id: int | None = None
+    ts: int | None = None
+
+    @property
+    def truncated(self) -> bool:
+        """True when this prepare hid more messages than before."""
+        return self.decision.action == "truncate"

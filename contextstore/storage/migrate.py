@@ -1,0 +1,148 @@
+"""Running the Alembic migrations from inside the installed package.
+
+The revisions live in the top-level ``migrations/`` folder of the source tree and ship in
+the wheel as ``contextstore.migrations``; :func:`migrations_location` finds them in an
+installed package (wheel or editable) and, failing that, in a source checkout.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, text
+
+from contextstore.core.errors import MigrationError, SchemaOutdatedError
+from contextstore.storage.engine import make_engine, resolve_target
+
+_ADVISORY_LOCK_KEY = 0x636F6E7478  # "contx": serialises concurrent migrations on PostgreSQL
+
+
+def migrations_location() -> Path:
+    """The directory holding ``env.py`` and ``versions/``."""
+    try:
+        resource = importlib.resources.files("contextstore.migrations")
+        path = Path(str(resource))
+        if (path / "env.py").is_file():
+            return path
+    except ModuleNotFoundError:
+        pass
+    checkout = Path(__file__).resolve().parents[2] / "migrations"
+    if (checkout / "env.py").is_file():
+        return checkout
+    raise MigrationError(
+        "contextstore's migrations are missing from this installation; reinstall the "
+        "package (pip install --force-reinstall contextstore)."
+    )
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    """An Alembic config pointing at the packaged migrations, optionally on ``connection``."""
+    config = Config()
+    config.set_main_option("script_location", str(migrations_location()))
+    config.set_main_option("path_separator", "os")
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+def head_revision() -> str:
+    """The newest revision this version of contextstore knows."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def current_revision(connection: Connection) -> str | None:
+    """The revision the database is at (None for an empty database)."""
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+def _lock_for_migration(connection: Connection) -> None:
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_LOCK_KEY})
+
+
+def ensure_schema(engine: Engine, *, auto_migrate: bool, is_sqlite: bool) -> None:
+    """Bring the database to head, or refuse a stale one when ``auto_migrate`` is off.
+
+    The whole upgrade runs in one transaction that holds the write lock, so two processes
+    opening a new database at once migrate it once, and a failed migration leaves the
+    database as it was.
+
+    Raises:
+        SchemaOutdatedError: the database is behind and ``auto_migrate`` is False.
+        MigrationError: the database is newer than this version, or a migration failed.
+    """
+    head = head_revision()
+    with engine.connect() as probe:
+        current = current_revision(probe)
+        probe.rollback()
+    if current == head:
+        return
+    _refuse_unknown(current)
+    if not auto_migrate:
+        raise SchemaOutdatedError(
+            f"the database is at revision {current or 'none (empty)'} but this version of "
+            f"contextstore needs {head}; run 'contextstore migrate' (or open the store with "
+            "auto_migrate=True) to upgrade it."
+        )
+    upgrade(engine, is_sqlite=is_sqlite)
+
+
+def _refuse_unknown(current: str | None) -> None:
+    if current is None:
+        return
+    script = ScriptDirectory.from_config(alembic_config())
+    try:
+        script.get_revision(current)
+    except Exception as exc:
+        raise MigrationError(
+            f"the database is at revision {current}, which this version of contextstore does "
+            "not know (it was written by a newer version); upgrade contextstore."
+        ) from exc
+
+
+def upgrade(engine: Engine, *, is_sqlite: bool, revision: str = "head") -> None:
+    """Upgrade the database to ``revision`` in one transaction."""
+    _migrate(engine, is_sqlite=is_sqlite, action="upgrade", revision=revision)
+
+
+def downgrade(engine: Engine, *, is_sqlite: bool, revision: str) -> None:
+    """Downgrade the database to ``revision`` in one transaction."""
+    _migrate(engine, is_sqlite=is_sqlite, action="downgrade", revision=revision)
+
+
+def _migrate(engine: Engine, *, is_sqlite: bool, action: str, revision: str) -> None:
+    with engine.connect() as connection:
+        if is_sqlite:
+            connection = connection.execution_options(contextstore_begin="IMMEDIATE")
+        try:
+            with connection.begin():
+                _lock_for_migration(connection)
+                config = alembic_config(connection)
+                if action == "upgrade":
+                    command.upgrade(config, revision)
+                else:
+                    command.downgrade(config, revision)
+        except (MigrationError, SchemaOutdatedError):
+            raise
+        except Exception as exc:
+            raise MigrationError(
+                f"the {action} to {revision} failed and was rolled back, so the database is "
+                f"unchanged: {exc}"
+            ) from exc
+
+
+def engine_for_cli(url: str | None) -> Engine:
+    """The engine ``alembic`` uses when run from the command line."""
+    from contextstore.storage.paths import default_database_path
+
+    location = url or os.environ.get("CONTEXTSTORE_DB") or None
+    target = resolve_target(location, default_database_path())
+    return make_engine(target)

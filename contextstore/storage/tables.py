@@ -1,0 +1,225 @@
+"""The schema, as SQLAlchemy Core tables (the Alembic migrations are derived from it).
+
+Every row of a conversation's timeline (messages, deleted ranges, context updates, API
+requests, checkpoints) carries ``ts``: integer milliseconds, strictly increasing within the
+conversation in the order written, so a checkpoint at ``T`` is exactly the rows with
+``ts <= T`` and a rollback is ``DELETE ... WHERE ts > T`` on each of these tables.
+Constraint names follow one convention so that SQLite batch migrations can address them.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    Float,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+conversations = Table(
+    "conversations",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("created_ts", BigInteger, nullable=False),
+    Column("last_ts", BigInteger, nullable=False),
+    Column("title", Text),
+    Column("model_id", String(200)),
+    Column("context_window", Integer),
+    Column("parent_id", String(64), ForeignKey("conversations.id", ondelete="SET NULL")),
+    Column("forked_at_ts", BigInteger),
+    Column("metadata", JSON, nullable=False, default=dict),
+    CheckConstraint("context_window IS NULL OR context_window > 0", name="window_positive"),
+)
+
+messages = Table(
+    "messages",
+    metadata,
+    Column(
+        "conversation_id",
+        String(64),
+        ForeignKey("conversations.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("idx", Integer, primary_key=True),
+    Column("ts", BigInteger, nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("token_count", Integer, nullable=False),
+    Column("was_string", Boolean, nullable=False, default=False),
+    Column("meta", JSON, nullable=False, default=dict),
+    CheckConstraint("role IN ('user', 'assistant')", name="role"),
+    CheckConstraint("idx >= 0", name="idx_nonnegative"),
+    UniqueConstraint("conversation_id", "ts"),
+)
+
+blocks = Table(
+    "blocks",
+    metadata,
+    Column("conversation_id", String(64), primary_key=True),
+    Column("message_idx", Integer, primary_key=True),
+    Column("block_idx", Integer, primary_key=True),
+    Column("type", String(32), nullable=False),
+    Column("text", Text),
+    Column("tool_use_id", String(200)),
+    Column("tool_name", String(200)),
+    Column("data", JSON, nullable=False),
+    ForeignKeyConstraint(
+        ["conversation_id", "message_idx"],
+        ["messages.conversation_id", "messages.idx"],
+        ondelete="CASCADE",
+    ),
+    Index("ix_blocks_tool_use_id", "conversation_id", "tool_use_id"),
+)
+
+deleted_ranges = Table(
+    "deleted_ranges",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column(
+        "conversation_id",
+        String(64),
+        ForeignKey("conversations.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("ts", BigInteger, nullable=False),
+    Column("start_idx", Integer, nullable=False),
+    Column("end_idx", Integer, nullable=False),
+    Column("keep", String(16), nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("tokens_total", Integer),
+    Column("summary", Text),
+    CheckConstraint("start_idx = 2", name="start_is_two"),
+    CheckConstraint("end_idx >= 1", name="end_at_least_one"),
+    UniqueConstraint("conversation_id", "ts"),
+)
+
+context_updates = Table(
+    "context_updates",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column(
+        "conversation_id",
+        String(64),
+        ForeignKey("conversations.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("ts", BigInteger, nullable=False),
+    Column("message_idx", Integer, nullable=False),
+    Column("block_idx", Integer, nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("mode", String(16), nullable=False, default="text"),
+    Column("text", Text, nullable=False),
+    Column("metadata", JSON, nullable=False, default=dict),
+    Column("source", String(200), nullable=False),
+    Column("base_hash", String(64)),
+    Index("ix_context_updates_block", "conversation_id", "message_idx", "block_idx", "ts"),
+    UniqueConstraint("conversation_id", "ts", "message_idx", "block_idx"),
+)
+
+api_requests = Table(
+    "api_requests",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column(
+        "conversation_id",
+        String(64),
+        ForeignKey("conversations.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("ts", BigInteger, nullable=False),
+    Column("tokens_in", Integer),
+    Column("tokens_out", Integer),
+    Column("cache_writes", Integer),
+    Column("cache_reads", Integer),
+    Column("cost", Float),
+    Column("model_id", String(200)),
+    Column("format", String(16)),
+    Column("options_sha256", String(64), ForeignKey("request_options.sha256")),
+    Column("payload_sha256", String(64)),
+    Column("message_count", Integer),
+    UniqueConstraint("conversation_id", "ts"),
+)
+
+request_options = Table(
+    "request_options",
+    metadata,
+    Column("sha256", String(64), primary_key=True),
+    Column("data", JSON, nullable=False),
+)
+"""System prompt, tools and render settings of prepared requests, stored once per content."""
+
+checkpoints = Table(
+    "checkpoints",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column(
+        "conversation_id",
+        String(64),
+        ForeignKey("conversations.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("ts", BigInteger, nullable=False),
+    Column("label", String(200)),
+    Column("git_hash", String(64)),
+    Column("note", Text),
+    UniqueConstraint("conversation_id", "ts"),
+    Index("ix_checkpoints_label", "conversation_id", "label"),
+)
+
+rollbacks = Table(
+    "rollbacks",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column(
+        "conversation_id",
+        String(64),
+        ForeignKey("conversations.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("cutoff_ts", BigInteger, nullable=False),
+    Column("ran_at", BigInteger, nullable=False),
+    Column("target", String(200)),
+    Column("purged", Boolean, nullable=False, default=False),
+    Column("counts", JSON, nullable=False),
+)
+
+archived_rows = Table(
+    "archived_rows",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("rollback_id", Integer, ForeignKey("rollbacks.id", ondelete="CASCADE"), nullable=False),
+    Column("conversation_id", String(64), nullable=False),
+    Column("table_name", String(32), nullable=False),
+    Column("ts", BigInteger, nullable=False),
+    Column("data", JSON, nullable=False),
+    Index("ix_archived_rows_conversation", "conversation_id", "ts"),
+)
+
+TIMELINE_TABLES: tuple[Table, ...] = (
+    context_updates,
+    deleted_ranges,
+    api_requests,
+    checkpoints,
+    messages,
+)
+"""Tables whose rows a rollback removes (blocks go with their messages)."""

@@ -1,0 +1,1 @@
+"""Alembic migrations of the contextstore schema (shipped as ``contextstore.migrations``)."""
