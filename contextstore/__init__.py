@@ -1,1 +1,75 @@
-"""contextstore: durable, auditable conversation history for LLM agents."""
+"""contextstore: durable, auditable conversation history for LLM agents.
+
+Rows are the truth and the conversation sent to a model is a query: see
+:class:`ContextStore` for the store, and the pure functions exported here for the view
+rules and context-window policy on plain message lists.
+"""
+
+from contextstore.core.errors import (
+    CheckpointNotFoundError,
+    ContentTooLargeError,
+    ContextStoreError,
+    ConversationNotFoundError,
+    CorruptRowError,
+    DatabaseBusyError,
+    IntegrityViolationError,
+    InvalidInputError,
+    InvalidMessageError,
+    MigrationError,
+    NotFoundError,
+    PayloadMismatchError,
+    ReadOnlyError,
+    RequestNotFoundError,
+    SchemaError,
+    SchemaOutdatedError,
+    TimelineError,
+)
+from contextstore.core.overlays import BlockUpdate, UpdateKind, UpdateMode, text_hash
+from contextstore.core.view import ensure_tool_results_follow_tool_use, truncated_messages
+from contextstore.records import (
+    AppendedMessage,
+    Checkpoint,
+    Conversation,
+    PreparedRequest,
+    RequestRecord,
+    RollbackReport,
+    TruncationDecision,
+)
+from contextstore.store import ContextStore
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AppendedMessage",
+    "BlockUpdate",
+    "Checkpoint",
+    "CheckpointNotFoundError",
+    "ContentTooLargeError",
+    "ContextStore",
+    "ContextStoreError",
+    "Conversation",
+    "ConversationNotFoundError",
+    "CorruptRowError",
+    "DatabaseBusyError",
+    "IntegrityViolationError",
+    "InvalidInputError",
+    "InvalidMessageError",
+    "MigrationError",
+    "NotFoundError",
+    "PayloadMismatchError",
+    "PreparedRequest",
+    "ReadOnlyError",
+    "RequestNotFoundError",
+    "RequestRecord",
+    "RollbackReport",
+    "SchemaError",
+    "SchemaOutdatedError",
+    "TimelineError",
+    "TruncationDecision",
+    "UpdateKind",
+    "UpdateMode",
+    "__version__",
+    "ensure_tool_results_follow_tool_use",
+    "text_hash",
+    "truncated_messages",
+]

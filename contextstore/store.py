@@ -28,14 +28,24 @@ from contextstore.core.errors import (
 )
 from contextstore.core.overlays import BlockUpdate, UpdateKind, UpdateMode, block_text, text_hash
 from contextstore.core.tokens import TiktokenCounter, TokenCounter, message_tokens
+from contextstore.context_manager import (
+    Summarizer,
+    decide_and_write,
+    explicit_truncate,
+    policy_from_conversation,
+)
+from contextstore.core.truncation import normalize_keep
 from contextstore.core.view import build_view
 from contextstore.records import (
     AppendedMessage,
     Checkpoint,
     Conversation,
+    PreparedRequest,
     RequestRecord,
     RollbackReport,
+    TruncationDecision,
 )
+from contextstore.storage.copy import copy_history
 from contextstore.storage import queries
 from contextstore.storage.clock import last_ts, now_ms, tick
 from contextstore.storage.engine import Database, Durability, make_engine, resolve_target
@@ -908,3 +918,258 @@ class ContextStore:
         if exists is None:
             connection.execute(insert(request_options).values(sha256=digest, data=dict(options)))
         return digest
+
+    # -- context management and requests ---------------------------------------------
+
+    def create_subagent(
+        self,
+        parent_id: str,
+        *,
+        model_id: str | None = None,
+        context_window: int | None = None,
+        title: str | None = None,
+    ) -> Conversation:
+        """Create a subagent's conversation as a child of ``parent_id``.
+
+        Its prepares follow Cline's SubagentRunner: compaction at 75 % of the window with
+        the ``quarter`` strategy, no notices, and no truncation when it cannot progress.
+        """
+        parent = self.get_conversation(parent_id)
+        return self.create_conversation(
+            model_id=model_id or parent.model_id,
+            context_window=context_window or parent.context_window,
+            title=title,
+            metadata={"subagent": True},
+            parent_id=parent_id,
+        )
+
+    def set_auto_condense(self, conversation_id: str, threshold: float | None) -> None:
+        """Turn auto-condense on at ``threshold`` (a fraction of the window) or off (None).
+
+        With auto-condense on, a prepare compacts once the previous request reaches
+        ``min(floor(window * threshold), max allowed size)`` tokens, unless the last
+        truncation left at most two messages (so a summary is never summarised).
+        """
+        policy_from_conversation(None, {}, threshold)
+
+        def work(connection: Connection) -> None:
+            conv = self._conversation(connection, conversation_id)
+            meta = dict(conv.metadata)
+            if threshold is None:
+                meta.pop("auto_condense", None)
+            else:
+                meta["auto_condense"] = threshold
+            connection.execute(
+                update(conversations).where(conversations.c.id == conversation_id).values(metadata=meta)
+            )
+
+        self._db.write(work)
+
+    def prepare_request(
+        self,
+        conversation_id: str,
+        *,
+        system: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        format: str = "anthropic",
+        model: str | None = None,
+        max_tokens: int | None = None,
+        auto_condense: float | None = None,
+        summarizer: Summarizer | None = None,
+    ) -> PreparedRequest:
+        """Decide on context management, persist the decision, and build the request.
+
+        Call it before every model request. From the newest recorded request's token total
+        and the conversation's window it decides: nothing; file-read de-duplication alone
+        (when that saves at least 30 %); or de-duplication, the truncation notice and a
+        larger deleted range (``half``, or ``quarter`` after a jump to a smaller window).
+        The decision, then a request row holding the payload's SHA-256, are written in one
+        transaction. Record the provider's usage afterwards with
+        ``record_request(conversation_id, request_id=ctx.request_id, ...)``.
+        """
+        from contextstore.renderers import registry
+
+        if format not in registry.FORMATS:
+            raise InvalidInputError(
+                f"format {format!r} is not supported; use one of {', '.join(registry.FORMATS)}."
+            )
+        _check_int("max_tokens", max_tokens, minimum=1)
+        _check_text("model", model, 200)
+        options = self._request_options(format, system, tools, model, max_tokens)
+
+        def work(connection: Connection) -> PreparedRequest:
+            conv = self._conversation(connection, conversation_id)
+            last_ts(connection, conversation_id, lock=True)
+            policy = policy_from_conversation(conv.context_window, conv.metadata, auto_condense)
+            decision = decide_and_write(connection, conversation_id, policy, summarizer=summarizer)
+            state = queries.load_state(connection, conversation_id)
+            view = build_view(state.messages, state.deleted_range, state.overlays)
+            payload = self._payload(view, options)
+            digest = self._store_options(connection, options)
+            (stamp,) = tick(connection, conversation_id)
+            request_id = connection.execute(
+                insert(api_requests)
+                .values(
+                    conversation_id=conversation_id,
+                    ts=stamp,
+                    model_id=model or conv.model_id,
+                    format=format,
+                    options_sha256=digest,
+                    payload_sha256=payload_sha256(payload),
+                    message_count=len(view),
+                )
+                .returning(api_requests.c.id)
+            ).scalar_one()
+            return PreparedRequest(
+                conversation_id=conversation_id,
+                messages=registry.render("anthropic", view),
+                deleted_range=state.deleted_range,
+                decision=decision,
+                format=format,
+                payload=payload,
+                request_id=int(request_id),
+                ts=stamp,
+            )
+
+        return self._db.write(work)
+
+    @staticmethod
+    def _request_options(
+        format: str,
+        system: str | None,
+        tools: Sequence[Mapping[str, Any]] | None,
+        model: str | None,
+        max_tokens: int | None,
+    ) -> dict[str, Any]:
+        if system is not None and not isinstance(system, str):
+            raise InvalidInputError("system must be a string.")
+        if tools is not None and (
+            isinstance(tools, str | bytes | Mapping)
+            or not all(isinstance(t, Mapping) and isinstance(t.get("name"), str) for t in tools)
+        ):
+            raise InvalidInputError(
+                "tools must be a list of tool definitions like {'name': ..., 'description': ..., "
+                "'input_schema': {...}}."
+            )
+        options = {
+            "format": format,
+            "system": system,
+            "tools": [dict(t) for t in tools] if tools is not None else None,
+            "model": model,
+            "max_tokens": max_tokens,
+        }
+        try:
+            return dict(json.loads(_canonical_json(options)))
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"system and tools must be JSON-serialisable: {exc}.") from exc
+
+    @staticmethod
+    def _payload(view: list[dict[str, Any]], options: Mapping[str, Any]) -> dict[str, Any]:
+        from contextstore.renderers import registry
+
+        return registry.build_request(
+            options["format"],
+            view,
+            system=options.get("system"),
+            tools=options.get("tools"),
+            model=options.get("model"),
+            max_tokens=options.get("max_tokens"),
+        )
+
+    def request_payload(self, conversation_id: str, request_id: int) -> dict[str, Any]:
+        """Rebuild a prepared request's exact payload from rows, verified against its hash.
+
+        Raises:
+            RequestNotFoundError: the request does not exist or was not prepared here.
+            PayloadMismatchError: the rebuilt payload's hash differs from the stored one.
+        """
+        _check_int("request_id", request_id, minimum=1, optional=False)
+        with self._db.read() as connection:
+            record = self._request(connection, conversation_id, request_id)
+            row = connection.execute(
+                select(request_options.c.data)
+                .select_from(api_requests.join(request_options))
+                .where(api_requests.c.id == request_id)
+            ).first()
+            if row is None or record.payload_sha256 is None:
+                raise RequestNotFoundError(
+                    f"request {request_id} was recorded without a prepared payload; only "
+                    "requests from prepare_request can be rebuilt."
+                )
+            options = queries._json(row.data, f"options of request {request_id}")
+            state = queries.load_state(connection, conversation_id, record.ts)
+        view = build_view(state.messages, state.deleted_range, state.overlays)
+        payload = self._payload(view, options)
+        if payload_sha256(payload) != record.payload_sha256:
+            raise PayloadMismatchError(
+                f"request {request_id} rebuilt from rows does not match the payload hash stored "
+                "when it was sent; rows it depends on were changed outside contextstore."
+            )
+        return payload
+
+    def truncate(
+        self,
+        conversation_id: str,
+        keep: str = "half",
+        *,
+        summary: str | None = None,
+        summarizer: Summarizer | None = None,
+        reason: str | None = None,
+        first_user_replacement: bool = True,
+    ) -> TruncationDecision:
+        """Truncate now, for the explicit flows: ``none`` after a summary, ``last_two`` for a
+        condense, ``quarter`` to retry after a provider's context-window error.
+
+        Writes the new range, the truncation notice (carrying ``summary``, or what
+        ``summarizer`` returns for the messages being hidden) and the first-user-message
+        replacement, in one transaction. The original rows stay.
+        """
+        if summary is not None and not isinstance(summary, str):
+            raise InvalidInputError("summary must be a string.")
+        why = reason or f"explicit truncation (keep={keep})"
+        if not isinstance(why, str):
+            raise InvalidInputError("reason must be a string.")
+        normalize_keep(keep)
+
+        def work(connection: Connection) -> TruncationDecision:
+            last_ts(connection, conversation_id, lock=True)
+            return explicit_truncate(
+                connection,
+                conversation_id,
+                keep,
+                reason=why,
+                summary=summary,
+                summarizer=summarizer,
+                first_user_replacement=first_user_replacement,
+            )
+
+        return self._db.write(work)
+
+    def fork(self, conversation_id: str, at: int | str | None = None, *, title: str | None = None) -> Conversation:
+        """A new conversation with the history of ``conversation_id`` up to ``at``.
+
+        ``at`` is a ts, a checkpoint label, or None for now. The rows with ``ts <= at``
+        (messages, blocks, ranges, updates, requests, checkpoints) are copied with their
+        timestamps, so the fork renders exactly as its parent did at ``at``.
+        """
+        new_id = uuid.uuid4().hex
+
+        def work(connection: Connection) -> Conversation:
+            parent = self._conversation(connection, conversation_id)
+            cutoff = parent.last_ts if at is None else self._resolve_cutoff(connection, conversation_id, at)
+            row = {
+                "id": new_id,
+                "created_ts": now_ms(),
+                "last_ts": cutoff,
+                "title": title if title is not None else parent.title,
+                "model_id": parent.model_id,
+                "context_window": parent.context_window,
+                "parent_id": conversation_id,
+                "forked_at_ts": cutoff,
+                "metadata": {k: v for k, v in parent.metadata.items() if k != "subagent"},
+            }
+            connection.execute(insert(conversations).values(**row))
+            copy_history(connection, conversation_id, new_id, cutoff)
+            return Conversation(**row)
+
+        return self._db.write(work)

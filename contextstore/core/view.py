@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from contextstore.core.overlays import Message, OverlayMap, apply_overlays
+from contextstore.core.truncation import visible_start
 
 DeletedRange = tuple[int, int]
 IndexedView = list[tuple[int, Message]]
@@ -22,13 +23,6 @@ RESULT_MISSING = "result missing"
 
 ORPHANS_DROPPED = "[Tool results of calls in the removed part of the conversation were dropped.]"
 """Text left in a user message whose only blocks were orphan tool results."""
-
-
-def visible_start(deleted_range: DeletedRange | None) -> int:
-    """Index of the first message shown after messages 0 and 1 (never below 2)."""
-    if deleted_range is None:
-        return 2
-    return max(2, deleted_range[1] + 1)
 
 
 def cut(

@@ -1,0 +1,132 @@
+"""Shared fixtures: stores on every backend, and factories for realistic messages.
+
+Every store test runs on an in-memory SQLite database, a SQLite file, and PostgreSQL when
+``CONTEXTSTORE_TEST_POSTGRES_URL`` names a server (each test in its own schema, dropped
+afterwards).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextstore import ContextStore
+
+POSTGRES_URL = os.environ.get("CONTEXTSTORE_TEST_POSTGRES_URL")
+BACKENDS = ["memory", "file", "postgres"]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_default_location(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test ever touches the user's real default database."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("XDG_DATA_HOME", str(home))
+    monkeypatch.delenv("CONTEXTSTORE_DB", raising=False)
+
+
+def postgres_schema_store(**kwargs: Any) -> tuple[ContextStore, Any]:
+    """Open a store in a fresh PostgreSQL schema; returns it and a cleanup function."""
+    import sqlalchemy as sa
+
+    assert POSTGRES_URL
+    schema = f"cs_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(POSTGRES_URL)
+    with admin.begin() as connection:
+        connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    store = ContextStore.open(
+        POSTGRES_URL,
+        engine_kwargs={"connect_args": {"options": f"-csearch_path={schema}"}},
+        **kwargs,
+    )
+
+    def cleanup() -> None:
+        store.close()
+        with admin.begin() as connection:
+            connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+    return store, cleanup
+
+
+def open_backend(backend: str, tmp_path: Path, **kwargs: Any) -> tuple[ContextStore, Any]:
+    """A fresh store on ``backend`` and its cleanup."""
+    if backend == "memory":
+        store = ContextStore.open(":memory:", **kwargs)
+        return store, store.close
+    if backend == "file":
+        store = ContextStore.open(tmp_path / "store.db", **kwargs)
+        return store, store.close
+    if not POSTGRES_URL:
+        pytest.skip("set CONTEXTSTORE_TEST_POSTGRES_URL to run the PostgreSQL backend")
+    return postgres_schema_store(**kwargs)
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ContextStore]:
+    """A fresh, empty store on each backend."""
+    opened, cleanup = open_backend(request.param, tmp_path)
+    try:
+        yield opened
+    finally:
+        cleanup()
+
+
+@pytest.fixture
+def memory_store() -> Iterator[ContextStore]:
+    """A fresh in-memory store (for tests about pure behaviour on top of the store)."""
+    with ContextStore.open(":memory:") as opened:
+        yield opened
+
+
+@pytest.fixture
+def file_store(tmp_path: Path) -> Iterator[ContextStore]:
+    """A fresh store in a SQLite file."""
+    with ContextStore.open(tmp_path / "agent.db") as opened:
+        yield opened
+
+
+# -- message factories -------------------------------------------------------------------
+
+
+def text(value: str) -> dict[str, Any]:
+    """A text block."""
+    return {"type": "text", "text": value}
+
+
+def user(*blocks: Any) -> dict[str, Any]:
+    """A user message from blocks (strings become text blocks)."""
+    return {"role": "user", "content": [text(b) if isinstance(b, str) else b for b in blocks]}
+
+
+def assistant(*blocks: Any) -> dict[str, Any]:
+    """An assistant message from blocks (strings become text blocks)."""
+    return {"role": "assistant", "content": [text(b) if isinstance(b, str) else b for b in blocks]}
+
+
+def tool_use(tool_id: str, name: str = "read_file", **arguments: Any) -> dict[str, Any]:
+    """An assistant tool call."""
+    return {"type": "tool_use", "id": tool_id, "name": name, "input": arguments}
+
+
+def tool_result(tool_id: str, content: Any = "ok", **extra: Any) -> dict[str, Any]:
+    """A tool result answering ``tool_id``."""
+    return {"type": "tool_result", "tool_use_id": tool_id, "content": content, **extra}
+
+
+def file_read(tool_id: str, path: str, body: str) -> dict[str, Any]:
+    """A native read_file result, as Cline writes it."""
+    return tool_result(tool_id, [text(f"[read_file for '{path}'] Result:\n{body}")])
+
+
+def session(turns: int) -> list[dict[str, Any]]:
+    """A task followed by ``turns`` tool-call/result pairs: 1 + 2 * turns messages."""
+    messages: list[dict[str, Any]] = [user("<task>fix the bug</task>")]
+    for i in range(turns):
+        messages.append(assistant(f"step {i}", tool_use(f"t{i}", path=f"f{i}.py")))
+        messages.append(user(tool_result(f"t{i}", f"contents of f{i}.py")))
+    return messages

@@ -1,0 +1,118 @@
+"""Context-window sizing and compaction triggers (Cline's rules, without model clamps)."""
+
+from __future__ import annotations
+
+import pytest
+
+from contextstore.core.errors import InvalidInputError
+from contextstore.core.window import (
+    DEFAULT_CONTEXT_WINDOW,
+    ContextWindowInfo,
+    context_window_info,
+    keep_for_overflow,
+    request_total,
+    should_compact,
+)
+
+
+@pytest.mark.parametrize(
+    ("window", "expected_window", "expected_max"),
+    [
+        (None, 128_000, 98_000),
+        (0, 128_000, 98_000),
+        (8_192, 8_192, 6_553.6),
+        (32_000, 32_000, 25_600),
+        (64_000, 64_000, 37_000),
+        (65_536, 65_536, 52_428.8),
+        (128_000, 128_000, 98_000),
+        (131_072, 131_072, 104_857.6),
+        (163_840, 163_840, 131_072),
+        (200_000, 200_000, 160_000),
+        (256_000, 256_000, 216_000),
+        (400_000, 400_000, 360_000),
+        (1_000_000, 1_000_000, 960_000),
+        (1_048_576, 1_048_576, 1_008_576),
+    ],
+)
+def test_window_table_matches_cline(
+    window: int | None, expected_window: int, expected_max: float
+) -> None:
+    info = context_window_info(window)
+    assert info.context_window == expected_window
+    assert info.max_allowed_size == pytest.approx(expected_max)
+    assert isinstance(info, ContextWindowInfo)
+    assert isinstance(info.max_allowed_size, float)
+
+
+def test_unknown_window_defaults_to_128k() -> None:
+    assert DEFAULT_CONTEXT_WINDOW == 128_000
+    assert context_window_info(None).context_window == 128_000
+
+
+def test_a_configured_window_is_authoritative_no_model_clamp() -> None:
+    assert context_window_info(1_000_000).max_allowed_size == 960_000
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "128000", True])
+def test_invalid_window_is_refused(bad: object) -> None:
+    with pytest.raises(InvalidInputError, match="context window"):
+        context_window_info(bad)  # type: ignore[arg-type]
+
+
+def test_request_total_sums_all_four_counts_and_treats_none_as_zero() -> None:
+    assert request_total(100, 20, 3, 4) == 127
+    assert request_total(None, 20, None, None) == 20
+    assert request_total(None, None, None, None) == 0
+
+
+def test_request_total_refuses_negative_counts() -> None:
+    with pytest.raises(InvalidInputError, match="tokens_out"):
+        request_total(1, -2, 0, 0)
+
+
+def test_should_compact_is_inclusive_at_max_allowed() -> None:
+    assert should_compact(160_000, 200_000) is True
+    assert should_compact(159_999, 200_000) is False
+
+
+def test_should_compact_uses_default_window_when_unknown() -> None:
+    assert should_compact(98_000, None) is True
+    assert should_compact(97_999, 0) is False
+
+
+def test_threshold_is_a_floored_fraction_of_the_window() -> None:
+    # floor(200_000 * 0.75) = 150_000
+    assert should_compact(150_000, 200_000, 0.75) is True
+    assert should_compact(149_999, 200_000, 0.75) is False
+    # floor(8_192 * 0.5) = 4_096
+    assert should_compact(4_096, 8_192, 0.5) is True
+    assert should_compact(4_095, 8_192, 0.5) is False
+
+
+def test_threshold_is_capped_at_max_allowed() -> None:
+    assert should_compact(160_000, 200_000, 0.95) is True
+    assert should_compact(159_999, 200_000, 1.0) is False
+
+
+@pytest.mark.parametrize("bad", [0, 0.0, -0.5, 1.01, float("nan"), True])
+def test_threshold_outside_unit_interval_is_refused(bad: float) -> None:
+    with pytest.raises(InvalidInputError, match="threshold"):
+        should_compact(1, 200_000, bad)
+
+
+def test_keep_for_overflow_none_below_max_allowed() -> None:
+    assert keep_for_overflow(159_999, 200_000) is None
+
+
+def test_keep_for_overflow_half_from_max_allowed() -> None:
+    assert keep_for_overflow(160_000, 200_000) == "half"
+    assert keep_for_overflow(320_000, 200_000) == "half"
+
+
+def test_keep_for_overflow_quarter_when_half_still_exceeds() -> None:
+    assert keep_for_overflow(320_001, 200_000) == "quarter"
+
+
+def test_keep_for_overflow_refuses_negative_totals() -> None:
+    with pytest.raises(InvalidInputError):
+        keep_for_overflow(-1, 200_000)

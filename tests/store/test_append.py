@@ -1,0 +1,168 @@
+"""Appending messages: validation, losslessness, token counts, and refusals that write nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from contextstore import (
+    ContentTooLargeError,
+    ContextStore,
+    ConversationNotFoundError,
+    InvalidInputError,
+    InvalidMessageError,
+    TimelineError,
+)
+from contextstore.core.tokens import TiktokenCounter
+from tests.conftest import assistant, file_read, tool_result, tool_use, user
+
+CLINE_ASSISTANT: dict[str, Any] = {
+    "role": "assistant",
+    "content": [
+        {"type": "thinking", "thinking": "let me look", "signature": "sig=="},
+        {"type": "text", "text": "Reading.", "call_id": "c1", "reasoning_details": [{"k": 1}]},
+        {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a.py"},
+         "call_id": "c2", "signature": "s"},
+    ],
+    "id": "resp_123",
+    "ts": 1700000000000,
+    "modelInfo": {"modelId": "claude-sonnet-4-5", "providerId": "anthropic", "mode": "act"},
+    "metrics": {"tokens": {"prompt": 10, "completion": 5, "cached": 0}, "cost": 0.01},
+}
+
+
+def test_append_returns_index_ts_and_token_count(store: ContextStore) -> None:
+    conv = store.create_conversation(model_id="claude-sonnet-4-5", context_window=200_000)
+    first = store.append(conv.id, "user", [{"type": "text", "text": "<task>hello</task>"}])
+    second = store.append(conv.id, "assistant", "Hi there")
+    assert (first.index, second.index) == (0, 1)
+    assert first.ts < second.ts
+    assert first.token_count > 4 and second.token_count > 4
+
+
+def test_append_many_is_one_transaction(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    good = user("task")
+    with pytest.raises(InvalidMessageError, match="message 1"):
+        store.append(conv.id, [good, {"role": "robot", "content": "x"}])
+    assert store.messages(conv.id) == []
+    written = store.append(conv.id, [good, assistant("ok")])
+    assert [w.index for w in written] == [0, 1]
+
+
+def test_append_then_render_is_lossless(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    originals = [
+        user("<task>x</task>", {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}),
+        CLINE_ASSISTANT,
+        user(tool_result("toolu_1", [{"type": "text", "text": "body"}], is_error=False, call_id="c2")),
+        {"role": "assistant", "content": "plain string content"},
+        {"role": "user", "content": "string user content"},
+        {"role": "assistant", "content": [{"type": "redacted_thinking", "data": "abc"}, {"type": "text", "text": "done"}]},
+    ]
+    store.append(conv.id, originals)
+    assert store.messages(conv.id) == originals
+    assert store.render(conv.id) == originals
+
+
+def test_callers_objects_are_not_mutated(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    message = user("hello")
+    snapshot = repr(message)
+    store.append(conv.id, [message])
+    rendered = store.render(conv.id)
+    rendered[0]["content"][0]["text"] = "changed"
+    assert repr(message) == snapshot
+    assert store.render(conv.id)[0]["content"][0]["text"] == "hello"
+
+
+def test_token_counts_are_computed_once_at_append(memory_store: ContextStore) -> None:
+    counter = TiktokenCounter()
+    store = ContextStore(memory_store.database, location=":memory:", token_counter=counter)
+    conv = store.create_conversation()
+    store.append(conv.id, [user("one two three"), assistant("four")])
+    calls = counter.calls
+    assert calls > 0
+    store.render(conv.id)
+    store.messages(conv.id)
+    assert counter.calls == calls
+
+
+def test_images_and_documents_get_documented_estimates(memory_store: ContextStore) -> None:
+    from contextstore.demo_data import tiny_png
+
+    conv = memory_store.create_conversation()
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": tiny_png(300, 250)}}
+    url_image = {"type": "image", "source": {"type": "url", "url": "https://example.invalid/a.png"}}
+    written = memory_store.append(conv.id, [user(image), user(url_image)])
+    assert written[0].token_count == 4 + 100  # ceil(300 * 250 / 750)
+    assert written[1].token_count == 4 + 1_600
+
+
+@pytest.mark.parametrize(
+    ("role", "content", "expected"),
+    [
+        ("system", "x", "role 'system' is not valid"),
+        ("user", [], "non-empty list"),
+        ("user", 42, "content must be a string"),
+        ("user", [{"type": "video"}], "unknown type 'video'"),
+        ("user", [{"type": "tool_result", "content": "x"}], "without a tool_use_id"),
+        ("user", [{"type": "text"}], "malformed"),
+        ("user", ["just a string"], "must be a dict"),
+        ("assistant", [{"type": "tool_use", "id": "", "name": "x", "input": {}}], "malformed"),
+        ("user", [tool_use("a")], "cannot contain tool_use"),
+        ("assistant", [tool_result("a")], "cannot contain tool_result"),
+    ],
+)
+def test_bad_messages_are_refused_and_nothing_is_written(
+    store: ContextStore, role: str, content: Any, expected: str
+) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, "user", "first")
+    before = store.row_counts()
+    with pytest.raises(InvalidMessageError, match=expected):
+        store.append(conv.id, role, content)
+    assert store.row_counts() == before
+
+
+def test_unknown_conversation(store: ContextStore) -> None:
+    with pytest.raises(ConversationNotFoundError, match="no conversation has id 'nope'"):
+        store.append("nope", "user", "x")
+    with pytest.raises(ConversationNotFoundError):
+        store.render("nope")
+
+
+def test_a_ts_earlier_than_the_last_is_refused(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    written = store.append(conv.id, "user", "x")
+    before = store.row_counts()
+    with pytest.raises(TimelineError, match="not later than"):
+        store.append(conv.id, "assistant", "y", ts=written.ts)
+    assert store.row_counts() == before
+    forced = store.append(conv.id, "assistant", "y", ts=written.ts + 1_000)
+    assert forced.ts == written.ts + 1_000
+
+
+def test_oversized_messages_get_a_clear_error(tmp_path: Any) -> None:
+    with ContextStore.open(":memory:", max_message_bytes=1_000) as small:
+        conv = small.create_conversation()
+        with pytest.raises(ContentTooLargeError, match="over the limit of 1,000"):
+            small.append(conv.id, "user", "x" * 2_000)
+        assert small.messages(conv.id) == []
+
+
+def test_create_conversation_validates(store: ContextStore) -> None:
+    with pytest.raises(InvalidInputError, match="context_window"):
+        store.create_conversation(context_window=0)
+    conv = store.create_conversation(id="fixed-id", title="t", metadata={"cwd": "/w"})
+    assert store.get_conversation("fixed-id") == conv
+    with pytest.raises(InvalidInputError, match="already exists"):
+        store.create_conversation(id="fixed-id")
+
+
+def test_file_read_factory_round_trips(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    messages = [user("t"), assistant(tool_use("a", path="x")), user(file_read("a", "x", "body"))]
+    store.append(conv.id, messages)
+    assert store.render(conv.id) == messages
