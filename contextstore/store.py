@@ -747,10 +747,10 @@ class ContextStore:
             (stamp,) = tick(connection, conversation_id)
             count = queries.next_message_idx(connection, conversation_id)
             current = queries.load_deleted_range(connection, conversation_id)
-            if end >= count:
+            if end >= count - 1:
                 raise InvalidInputError(
-                    f"end {end} is beyond the last message (index {count - 1}); the newest "
-                    "message always stays visible."
+                    f"end {end} is beyond the last message but one (index {count - 2}); the "
+                    "newest message always stays visible."
                 )
             if current is not None and end < current[1]:
                 raise InvalidInputError(

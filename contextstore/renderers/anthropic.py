@@ -1,0 +1,292 @@
+"""Render stored messages as an Anthropic Messages API request.
+
+Stored messages are already Anthropic ``MessageParam`` dicts, but a source agent keeps
+more beside them than the API takes: Cline adds ``ts``, ``id``, ``modelInfo`` and
+``metrics`` to messages and ``call_id``, ``reasoning_details`` (and, for Gemini turns,
+``signature``) to blocks, and keeps thinking blocks that never got a signature. The API
+rejects all of these, so this renderer keeps, per block type, only the fields the API
+documents.
+
+The helpers :func:`check_messages`, :func:`content_blocks`, :func:`system_text` and
+:func:`check_tools` read the shared input format and are used by the other renderers.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from contextstore.core.errors import InvalidInputError, InvalidMessageError
+from contextstore.core.overlays import Block, Message
+
+SystemPrompt = str | Sequence[Mapping[str, Any]]
+"""A system prompt: a string, or Anthropic text blocks (which may carry ``cache_control``)."""
+
+Tool = Mapping[str, Any]
+"""A tool in Anthropic's schema: ``{"name", "description", "input_schema"}``."""
+
+ROLES = frozenset({"user", "assistant"})
+
+_BLOCK_FIELDS: dict[str, frozenset[str]] = {
+    "text": frozenset({"type", "text", "cache_control", "citations"}),
+    "image": frozenset({"type", "source", "cache_control"}),
+    "document": frozenset({"type", "source", "title", "context", "citations", "cache_control"}),
+    "search_result": frozenset(
+        {"type", "source", "title", "content", "citations", "cache_control"}
+    ),
+    "tool_use": frozenset({"type", "id", "name", "input", "cache_control"}),
+    "tool_result": frozenset({"type", "tool_use_id", "content", "is_error", "cache_control"}),
+    "thinking": frozenset({"type", "thinking", "signature"}),
+    "redacted_thinking": frozenset({"type", "data"}),
+}
+"""The fields the API accepts, per block type."""
+
+_FOREIGN_FIELDS = frozenset({"call_id", "reasoning_details"})
+"""Fields agents add to blocks of any type; removed from block types not listed above."""
+
+
+def check_messages(messages: Sequence[Mapping[str, Any]]) -> None:
+    """Refuse input that is not a sequence of Anthropic-style messages.
+
+    Args:
+        messages: The messages a renderer was given.
+
+    Raises:
+        InvalidMessageError: A message is not a mapping, has a role other than
+            ``user``/``assistant``, or content that is neither a string nor a list.
+    """
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise InvalidMessageError("messages must be a list of message dicts.")
+    for position, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise InvalidMessageError(
+                f"messages[{position}] is a {type(message).__name__}; pass a dict with "
+                "'role' and 'content'."
+            )
+        if message.get("role") not in ROLES:
+            raise InvalidMessageError(
+                f"messages[{position}] has role {message.get('role')!r}; use 'user' or 'assistant'."
+            )
+        if not isinstance(message.get("content"), (str, list)):
+            raise InvalidMessageError(
+                f"messages[{position}] content must be a string or a list of blocks."
+            )
+
+
+def content_blocks(message: Mapping[str, Any]) -> list[Block]:
+    """Return the message's content as a list of blocks (a string is one text block).
+
+    Items of a content list that are not dicts are skipped. The blocks are the caller's
+    own objects: read them, do not change them.
+    """
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return [block for block in content if isinstance(block, dict)]
+    return []
+
+
+def system_text(system: SystemPrompt) -> str:
+    """Return a system prompt as one string (text blocks joined by a blank line)."""
+    if isinstance(system, str):
+        return system
+    return "\n\n".join(
+        str(block.get("text", "")) for block in system if block.get("type", "text") == "text"
+    )
+
+
+def check_tools(tools: Sequence[Tool]) -> None:
+    """Refuse tools without a string ``name``.
+
+    Raises:
+        InvalidInputError: A tool is not a mapping or has no string ``name``.
+    """
+    for position, tool in enumerate(tools):
+        if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
+            raise InvalidInputError(
+                f"tools[{position}] must be a dict with a string 'name' (Anthropic tool schema)."
+            )
+
+
+def _clean_block(block: Block) -> Block | None:
+    """Return a copy of ``block`` with only accepted fields, or None to drop it."""
+    kind = block.get("type")
+    if kind == "thinking" and not block.get("signature"):
+        return None
+    if kind == "text" and _blank(block.get("text")):
+        return None
+    allowed = _BLOCK_FIELDS.get(str(kind))
+    if allowed is None:
+        cleaned = {k: copy.deepcopy(v) for k, v in block.items() if k not in _FOREIGN_FIELDS}
+    else:
+        cleaned = {k: copy.deepcopy(v) for k, v in block.items() if k in allowed}
+    if kind == "tool_result" and isinstance(cleaned.get("content"), list):
+        cleaned["content"] = _clean_blocks(cleaned["content"])
+    return cleaned
+
+
+def _blank(text: Any) -> bool:
+    """True for text the API refuses in a text block (empty or whitespace only)."""
+    return not isinstance(text, str) or not text.strip()
+
+
+def _clean_blocks(blocks: Sequence[Any]) -> list[Block]:
+    cleaned = (_clean_block(b) for b in blocks if isinstance(b, dict))
+    return [block for block in cleaned if block is not None]
+
+
+def _clean_message(message: Mapping[str, Any]) -> Message:
+    content = message["content"]
+    if isinstance(content, str):
+        return {"role": message["role"], "content": "" if _blank(content) else content}
+    return {"role": message["role"], "content": _clean_blocks(content)}
+
+
+def _as_blocks(content: str | list[Block]) -> list[Block]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def _merge_same_role(messages: Sequence[Message]) -> list[Message]:
+    """Drop messages left empty and merge the same-role neighbours that this creates."""
+    merged: list[Message] = []
+    for message in messages:
+        if not message["content"]:
+            continue
+        if merged and merged[-1]["role"] == message["role"]:
+            previous = merged[-1]
+            previous["content"] = [
+                *_as_blocks(previous["content"]),
+                *_as_blocks(message["content"]),
+            ]
+        else:
+            merged.append(message)
+    return merged
+
+
+def render_messages(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
+    """Return the messages as the Anthropic API accepts them.
+
+    Each message keeps only ``role`` and ``content`` (string content stays a string).
+    Blocks keep only the fields the API documents for their type; thinking blocks without
+    a signature and blank text blocks (which the API refuses) are dropped. A message left
+    without content is dropped and its neighbours, now of the same role, are merged so
+    that roles still alternate.
+
+    Args:
+        messages: Anthropic-style messages, already cut and tool-paired. Not modified.
+
+    Returns:
+        New message dicts sharing no objects with the input.
+
+    Raises:
+        InvalidMessageError: The input is not a list of Anthropic-style messages.
+    """
+    check_messages(messages)
+    return _merge_same_role([_clean_message(m) for m in messages])
+
+
+def build_request(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    system: SystemPrompt | None = None,
+    tools: Sequence[Tool] | None = None,
+    model: str | None = None,
+    max_tokens: int | None = None,
+) -> dict[str, Any]:
+    """Return a Messages API request body; arguments left as None are omitted.
+
+    Args:
+        messages: Anthropic-style messages, already cut and tool-paired. Not modified.
+        system: The system prompt, a string or a list of text blocks.
+        tools: Tools in Anthropic's schema, copied as given.
+        model: The model id.
+        max_tokens: The output token limit.
+
+    Returns:
+        ``{"model", "max_tokens", "system", "tools", "messages"}`` (present keys only).
+
+    Raises:
+        InvalidInputError: A message or a tool is malformed.
+    """
+    body: dict[str, Any] = {}
+    if model is not None:
+        body["model"] = model
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    if system is not None:
+        body["system"] = system if isinstance(system, str) else copy.deepcopy(list(system))
+    if tools is not None:
+        check_tools(tools)
+        body["tools"] = [copy.deepcopy(dict(tool)) for tool in tools]
+    body["messages"] = render_messages(messages)
+    return body
+
+
+def violations(messages: Sequence[Any]) -> list[str]:
+    """Return the ways ``messages`` break the Messages API's role and tool-pairing rules.
+
+    Checked: roles alternate, starting with ``user``; no message is empty and no text
+    block is blank; the ``tool_result`` blocks at the start of the user message after an
+    assistant message answer each of its ``tool_use`` ids exactly once; no
+    ``tool_result`` follows another kind of block or names an id the previous assistant
+    message did not use.
+    """
+    problems: list[str] = []
+    calls: list[str] = []
+    for position, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            problems.append(f"messages[{position}] is not a dict")
+            calls = []
+            continue
+        problems.extend(_shape_problems(position, message))
+        blocks = content_blocks(message)
+        if message.get("role") == "user":
+            problems.extend(_result_problems(position, blocks, calls))
+        elif calls:
+            problems.append(f"messages[{position}]: tool_use ids {calls} are not answered")
+        calls = []
+        if message.get("role") == "assistant":
+            calls = [str(b.get("id")) for b in blocks if b.get("type") == "tool_use"]
+    if calls:
+        problems.append(f"end of messages: tool_use ids {calls} are not answered")
+    return problems
+
+
+def _shape_problems(position: int, message: Mapping[str, Any]) -> list[str]:
+    problems: list[str] = []
+    role = message.get("role")
+    expected = "user" if position % 2 == 0 else "assistant"
+    if role != expected:
+        problems.append(f"messages[{position}] has role {role!r}, expected {expected!r}")
+    if not message.get("content"):
+        problems.append(f"messages[{position}] has empty content")
+    blank = [
+        b for b in content_blocks(message) if b.get("type") == "text" and _blank(b.get("text"))
+    ]
+    if blank:
+        problems.append(f"messages[{position}] has {len(blank)} blank text block(s)")
+    return problems
+
+
+def _result_problems(position: int, blocks: Sequence[Block], pending: Sequence[str]) -> list[str]:
+    problems: list[str] = []
+    answered: list[str] = []
+    leading = True
+    for block in blocks:
+        if block.get("type") != "tool_result":
+            leading = False
+            continue
+        result_id = str(block.get("tool_use_id"))
+        if not leading:
+            problems.append(f"messages[{position}]: tool_result {result_id} follows other content")
+        if result_id not in pending:
+            problems.append(f"messages[{position}]: tool_result {result_id} answers no tool_use")
+        elif result_id in answered:
+            problems.append(f"messages[{position}]: tool_result {result_id} is repeated")
+        answered.append(result_id)
+    missing = [call_id for call_id in pending if call_id not in answered]
+    if missing:
+        problems.append(f"messages[{position}]: tool_use ids {missing} have no tool_result")
+    return problems

@@ -1,0 +1,322 @@
+"""Render stored messages as a Gemini ``generateContent`` request.
+
+The mapping from Anthropic blocks to Gemini parts:
+
+* ``text`` -> ``{"text"}``; a ``signature`` a Gemini turn left on the block (Cline keeps
+  Gemini's thought signatures there) is sent back as ``thoughtSignature``;
+* base64 images and documents -> ``inlineData``; URL images and documents ->
+  ``fileData`` (the MIME type guessed from the URL); plain-text documents -> ``text``;
+* ``tool_use`` -> ``functionCall`` (``id``, ``name``, ``args``);
+* ``tool_result`` -> ``functionResponse`` named after the matching ``tool_use`` (or
+  :data:`UNKNOWN_TOOL_NAME`), with ``{"output": text}`` or, when ``is_error``,
+  ``{"error": text}``; images a result returned follow as ``inlineData`` parts of the
+  same user turn;
+* ``thinking`` -> a ``thought`` text part, which hardening strips; ``redacted_thinking``
+  is dropped.
+
+The contents are then passed through :func:`~contextstore.core.hardening.harden_history`,
+so the result always alternates roles, starts and ends with a user turn and pairs every
+call with a response.
+"""
+
+from __future__ import annotations
+
+import copy
+import mimetypes
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from contextstore.core.errors import InvalidInputError
+from contextstore.core.hardening import (
+    DEFAULT_CONTINUATION,
+    DEFAULT_FINAL_USER_TEXT,
+    DEFAULT_LOST_RESPONSE,
+    Content,
+    Part,
+    harden_history,
+)
+from contextstore.core.overlays import Block
+from contextstore.renderers.anthropic import (
+    SystemPrompt,
+    Tool,
+    check_messages,
+    check_tools,
+    content_blocks,
+    system_text,
+)
+
+UNKNOWN_TOOL_NAME = "unknown_tool"
+"""The name given to a response whose ``tool_use_id`` matches no ``tool_use``."""
+
+FALLBACK_MIME_TYPE = "application/octet-stream"
+"""The MIME type of a URL source whose type cannot be guessed from the URL."""
+
+TEXT_SEPARATOR = "\n\n"
+
+_ROLES = {"user": "user", "assistant": "model"}
+
+
+def _signed(part: Part, block: Block) -> Part:
+    signature = block.get("signature")
+    if isinstance(signature, str) and signature:
+        part["thoughtSignature"] = signature
+    return part
+
+
+def _media_part(block: Block, default_type: str) -> Part | None:
+    """Return the part for an image or document source, or None if it cannot be sent."""
+    source = block.get("source")
+    if not isinstance(source, Mapping):
+        return None
+    kind = source.get("type")
+    if kind == "base64":
+        mime_type = source.get("media_type") or default_type
+        return {"inlineData": {"mimeType": mime_type, "data": source.get("data", "")}}
+    if kind == "url":
+        url = str(source.get("url", ""))
+        mime_type = mimetypes.guess_type(url)[0] or FALLBACK_MIME_TYPE
+        return {"fileData": {"mimeType": mime_type, "fileUri": url}}
+    if kind == "text":
+        return {"text": str(source.get("data", ""))}
+    if kind == "content":
+        inner = source.get("content")
+        if isinstance(inner, str):
+            return {"text": inner}
+        texts = [str(b.get("text", "")) for b in inner or [] if isinstance(b, dict)]
+        return {"text": TEXT_SEPARATOR.join(texts)}
+    return None
+
+
+def _result_payload(block: Block) -> tuple[str, list[Part]]:
+    """Return a tool result's text and the media parts it carries."""
+    content = block.get("content")
+    if isinstance(content, str):
+        return content, []
+    texts: list[str] = []
+    media: list[Part] = []
+    for item in content if isinstance(content, list) else []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "text":
+            texts.append(str(item.get("text", "")))
+            continue
+        part = _content_part(item) if item.get("type") in {"image", "document"} else None
+        if part is not None and "text" in part:
+            texts.append(part["text"])
+        elif part is not None:
+            media.append(part)
+    return TEXT_SEPARATOR.join(texts), media
+
+
+def _response_parts(block: Block, names: Mapping[str, str]) -> list[Part]:
+    call_id = str(block.get("tool_use_id", ""))
+    text, media = _result_payload(block)
+    key = "error" if block.get("is_error") else "output"
+    response: dict[str, Any] = {
+        "name": names.get(call_id, UNKNOWN_TOOL_NAME),
+        "response": {key: text},
+    }
+    if call_id:
+        response["id"] = call_id
+    return [{"functionResponse": response}, *media]
+
+
+def _content_part(block: Block) -> Part | None:
+    """Convert one block that maps to a single part (not a tool result)."""
+    kind = block.get("type")
+    if kind == "text":
+        return _signed({"text": str(block.get("text", ""))}, block)
+    if kind == "image":
+        return _media_part(block, "image/png")
+    if kind == "document":
+        return _media_part(block, "application/pdf")
+    if kind == "tool_use":
+        call = {
+            "id": str(block.get("id", "")),
+            "name": str(block.get("name", "")),
+            "args": copy.deepcopy(block.get("input") or {}),
+        }
+        return _signed({"functionCall": call}, block)
+    if kind == "thinking":
+        return {"text": str(block.get("thinking", "")), "thought": True}
+    return None
+
+
+def _parts(blocks: Sequence[Block], names: Mapping[str, str]) -> list[Part]:
+    parts: list[Part] = []
+    for block in blocks:
+        if block.get("type") == "tool_result":
+            parts.extend(_response_parts(block, names))
+            continue
+        part = _content_part(block)
+        # An empty text part is rejected by the API and says nothing.
+        if part is not None and part.get("text") != "":
+            parts.append(part)
+    return parts
+
+
+def _tool_names(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Map every ``tool_use`` id to its tool name."""
+    names: dict[str, str] = {}
+    for message in messages:
+        for block in content_blocks(message):
+            if block.get("type") == "tool_use" and block.get("id"):
+                names[str(block["id"])] = str(block.get("name", ""))
+    return names
+
+
+def render_contents(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    lost_response: str = DEFAULT_LOST_RESPONSE,
+    continuation: str = DEFAULT_CONTINUATION,
+    final_user_text: str = DEFAULT_FINAL_USER_TEXT,
+) -> list[Content]:
+    """Return the messages as hardened Gemini ``contents``.
+
+    Args:
+        messages: Anthropic-style messages, already cut and tool-paired. Not modified.
+        lost_response: Error text for a call hardening finds unanswered.
+        continuation: Text of the user turn added when the history starts with the model.
+        final_user_text: Text of the user turn added when it ends with the model.
+
+    Returns:
+        New ``Content`` dicts that satisfy Gemini's role and pairing rules.
+
+    Raises:
+        InvalidMessageError: The input is not a list of Anthropic-style messages.
+    """
+    check_messages(messages)
+    names = _tool_names(messages)
+    contents = [
+        {"role": _ROLES[message["role"]], "parts": _parts(content_blocks(message), names)}
+        for message in messages
+    ]
+    return harden_history(
+        contents,
+        lost_response=lost_response,
+        continuation=continuation,
+        final_user_text=final_user_text,
+    )
+
+
+def render_tool(tool: Tool) -> dict[str, Any]:
+    """Convert an Anthropic tool definition to a Gemini function declaration.
+
+    The ``input_schema`` is passed unchanged as ``parameters``.
+
+    Raises:
+        InvalidInputError: The tool is an Anthropic server tool (a ``type`` other than
+            ``custom``), which Gemini cannot run.
+    """
+    if tool.get("type", "custom") != "custom":
+        raise InvalidInputError(
+            f"tool {tool.get('name')!r} has type {tool.get('type')!r}, an Anthropic server "
+            "tool; Gemini cannot run it, so leave it out of the tools for this format."
+        )
+    declaration: dict[str, Any] = {"name": tool["name"]}
+    if tool.get("description") is not None:
+        declaration["description"] = tool["description"]
+    declaration["parameters"] = copy.deepcopy(
+        tool.get("input_schema") or {"type": "object", "properties": {}}
+    )
+    return declaration
+
+
+def _model_resource(model: str) -> str:
+    return model if model.startswith(("models/", "tunedModels/")) else f"models/{model}"
+
+
+def build_request(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    system: SystemPrompt | None = None,
+    tools: Sequence[Tool] | None = None,
+    model: str | None = None,
+    max_tokens: int | None = None,
+) -> dict[str, Any]:
+    """Return a ``generateContent`` request body; arguments left as None are omitted.
+
+    Args:
+        messages: Anthropic-style messages, already cut and tool-paired. Not modified.
+        system: The system prompt, sent as ``systemInstruction``.
+        tools: Tools in Anthropic's schema, sent as one ``functionDeclarations`` tool.
+        model: The model id, sent as the request's ``model`` resource name
+            (``models/<id>``), so that the body alone says which model it was for.
+        max_tokens: The output token limit, sent as ``generationConfig.maxOutputTokens``.
+
+    Returns:
+        ``{"model", "contents", "systemInstruction", "tools", "generationConfig"}``
+        (present keys only).
+
+    Raises:
+        InvalidInputError: A message or a tool is malformed.
+    """
+    body: dict[str, Any] = {}
+    if model is not None:
+        body["model"] = _model_resource(model)
+    body["contents"] = render_contents(messages)
+    if system is not None:
+        body["systemInstruction"] = {"parts": [{"text": system_text(system)}]}
+    if tools is not None:
+        check_tools(tools)
+        body["tools"] = [{"functionDeclarations": [render_tool(tool) for tool in tools]}]
+    if max_tokens is not None:
+        body["generationConfig"] = {"maxOutputTokens": max_tokens}
+    return body
+
+
+def violations(contents: Sequence[Any]) -> list[str]:
+    """Return the ways ``contents`` break Gemini's role and function-call rules.
+
+    Checked: roles are ``user``/``model`` and alternate, starting and ending with
+    ``user``; no turn is empty; the turn after a model turn with ``functionCall`` parts
+    holds exactly as many ``functionResponse`` parts, with the same ids; no response
+    appears in any other turn.
+    """
+    problems: list[str] = []
+    calls: list[Any] = []
+    for position, turn in enumerate(contents):
+        if not isinstance(turn, Mapping):
+            problems.append(f"contents[{position}] is not a dict")
+            calls = []
+            continue
+        problems.extend(_turn_shape_problems(position, turn, len(contents)))
+        parts = [p for p in turn.get("parts") or [] if isinstance(p, Mapping)]
+        responses = [p["functionResponse"].get("id") for p in parts if "functionResponse" in p]
+        if calls or responses:
+            problems.extend(_pairing_problems(position, calls, responses))
+        calls = [p["functionCall"].get("id") for p in parts if "functionCall" in p]
+        if turn.get("role") != "model":
+            calls = []
+    if calls:
+        problems.append("end of contents: the last model turn's calls are not answered")
+    return problems
+
+
+def _turn_shape_problems(position: int, turn: Mapping[str, Any], count: int) -> list[str]:
+    problems: list[str] = []
+    role = turn.get("role")
+    expected = "user" if position % 2 == 0 else "model"
+    if role != expected:
+        problems.append(f"contents[{position}] has role {role!r}, expected {expected!r}")
+    if position == count - 1 and role != "user":
+        problems.append(f"contents[{position}] is the last turn but not a user turn")
+    if not turn.get("parts"):
+        problems.append(f"contents[{position}] has no parts")
+    return problems
+
+
+def _pairing_problems(position: int, calls: Sequence[Any], responses: Sequence[Any]) -> list[str]:
+    problems: list[str] = []
+    if len(calls) != len(responses):
+        problems.append(
+            f"contents[{position}] has {len(responses)} function responses for "
+            f"{len(calls)} function calls"
+        )
+    if sorted(map(str, calls)) != sorted(map(str, responses)):
+        problems.append(
+            f"contents[{position}]: response ids {list(responses)} do not match call ids "
+            f"{list(calls)}"
+        )
+    return problems

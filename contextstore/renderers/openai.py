@@ -1,0 +1,315 @@
+"""Render stored messages as an OpenAI Chat Completions request.
+
+The mapping from Anthropic blocks:
+
+* user text, images and documents become one ``user`` message (a plain string when it
+  holds only text, else content parts);
+* assistant text becomes the ``content`` string (``None`` when the turn only calls
+  tools) and each ``tool_use`` one entry of ``tool_calls``, whose ``arguments`` are the
+  input as compact JSON (no spaces, non-ASCII kept as is);
+* each ``tool_result`` becomes a ``tool`` message, in block order, placed before the rest
+  of its user message. A result flagged ``is_error`` is prefixed with ``"Error: "``.
+  Tool messages carry text only, so images and files a result returned follow in a
+  ``user`` message, and the tool message says how many follow;
+* thinking blocks are dropped (Chat Completions has no field to send them back in).
+
+Text blocks of one message are joined with a blank line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from contextstore.core.errors import InvalidInputError
+from contextstore.core.overlays import Block
+from contextstore.renderers.anthropic import (
+    SystemPrompt,
+    Tool,
+    check_messages,
+    check_tools,
+    content_blocks,
+    system_text,
+)
+
+ChatMessage = dict[str, Any]
+"""One Chat Completions message (``system``, ``user``, ``assistant`` or ``tool``)."""
+
+ContentPart = dict[str, Any]
+"""One part of a user message's content list (``text``, ``image_url``, ``file``)."""
+
+ERROR_PREFIX = "Error: "
+"""Put before the text of a tool result flagged ``is_error``."""
+
+ATTACHMENT_NOTE = "[{count} attachment(s) from this tool result follow in the next user message.]"
+"""Appended to a tool message whose images or files were moved to a user message."""
+
+PDF_FILENAME = "document.pdf"
+"""The file name given to a base64 PDF document (Anthropic documents have none)."""
+
+TEXT_SEPARATOR = "\n\n"
+
+
+def tool_arguments(tool_input: Any) -> str:
+    """Return a tool input as the JSON string Chat Completions expects in ``arguments``.
+
+    Compact separators and raw non-ASCII characters keep the string short; key order is
+    the one the model produced.
+    """
+    return json.dumps(
+        tool_input if tool_input is not None else {}, separators=(",", ":"), ensure_ascii=False
+    )
+
+
+def _media_url(source: Mapping[str, Any], default_type: str) -> str | None:
+    """Return a URL for a base64 or URL source, or None for other source types."""
+    if source.get("type") == "base64":
+        media_type = source.get("media_type") or default_type
+        return f"data:{media_type};base64,{source.get('data', '')}"
+    if source.get("type") == "url":
+        url = source.get("url")
+        return str(url) if url is not None else None
+    return None
+
+
+def _image_part(block: Block) -> ContentPart | None:
+    source = block.get("source")
+    url = _media_url(source, "image/png") if isinstance(source, Mapping) else None
+    return None if url is None else {"type": "image_url", "image_url": {"url": url}}
+
+
+def _document_parts(block: Block) -> list[ContentPart]:
+    """A PDF becomes a file part; a text document its text; a URL document a reference."""
+    source = block.get("source")
+    if not isinstance(source, Mapping):
+        return []
+    kind = source.get("type")
+    if kind == "base64":
+        data_url = _media_url(source, "application/pdf")
+        return [{"type": "file", "file": {"filename": PDF_FILENAME, "file_data": data_url}}]
+    if kind == "text":
+        return [{"type": "text", "text": str(source.get("data", ""))}]
+    if kind == "content":
+        inner = source.get("content")
+        return _user_parts(
+            [{"type": "text", "text": inner}]
+            if isinstance(inner, str)
+            else [b for b in inner or [] if isinstance(b, dict)]
+        )
+    if kind == "url":
+        return [{"type": "text", "text": f"[document: {source.get('url', '')}]"}]
+    return []
+
+
+def _user_parts(blocks: Sequence[Block]) -> list[ContentPart]:
+    """Convert the user-visible blocks; tool results, thinking and unknown types are skipped."""
+    parts: list[ContentPart] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text":
+            parts.append({"type": "text", "text": str(block.get("text", ""))})
+        elif kind == "image":
+            image = _image_part(block)
+            if image is not None:
+                parts.append(image)
+        elif kind == "document":
+            parts.extend(_document_parts(block))
+    return parts
+
+
+def _user_content(parts: Sequence[ContentPart]) -> str | list[ContentPart]:
+    if all(part["type"] == "text" for part in parts):
+        return TEXT_SEPARATOR.join(part["text"] for part in parts)
+    return list(parts)
+
+
+def _result_blocks(block: Block) -> list[Block]:
+    content = block.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return [item for item in content if isinstance(item, dict)]
+    return []
+
+
+def _tool_message(block: Block) -> tuple[ChatMessage, list[ContentPart]]:
+    """Return the tool message for a ``tool_result`` and the parts it cannot carry."""
+    parts = _user_parts(_result_blocks(block))
+    texts = [part["text"] for part in parts if part["type"] == "text"]
+    attachments = [part for part in parts if part["type"] != "text"]
+    text = TEXT_SEPARATOR.join(texts)
+    if block.get("is_error"):
+        text = ERROR_PREFIX + text
+    if attachments:
+        note = ATTACHMENT_NOTE.format(count=len(attachments))
+        text = f"{text}{TEXT_SEPARATOR}{note}" if text else note
+    message = {"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")), "content": text}
+    return message, attachments
+
+
+def _render_user(blocks: Sequence[Block]) -> list[ChatMessage]:
+    rendered: list[ChatMessage] = []
+    attachments: list[ContentPart] = []
+    for block in blocks:
+        if block.get("type") == "tool_result":
+            message, moved = _tool_message(block)
+            rendered.append(message)
+            attachments.extend(moved)
+    parts = [*attachments, *_user_parts(blocks)]
+    if parts:
+        rendered.append({"role": "user", "content": _user_content(parts)})
+    return rendered
+
+
+def _tool_call(block: Block) -> dict[str, Any]:
+    return {
+        "id": str(block.get("id", "")),
+        "type": "function",
+        "function": {
+            "name": str(block.get("name", "")),
+            "arguments": tool_arguments(block.get("input")),
+        },
+    }
+
+
+def _render_assistant(blocks: Sequence[Block]) -> list[ChatMessage]:
+    texts = [str(b.get("text", "")) for b in blocks if b.get("type") == "text"]
+    calls = [_tool_call(b) for b in blocks if b.get("type") == "tool_use"]
+    content = TEXT_SEPARATOR.join(texts)
+    if not content and not calls:
+        return []
+    message: ChatMessage = {"role": "assistant", "content": content or None}
+    if calls:
+        message["tool_calls"] = calls
+    return [message]
+
+
+def render_messages(
+    messages: Sequence[Mapping[str, Any]], *, system: SystemPrompt | None = None
+) -> list[ChatMessage]:
+    """Return the messages as Chat Completions ``messages``.
+
+    Args:
+        messages: Anthropic-style messages, already cut and tool-paired. Not modified.
+        system: A system prompt, sent first as a ``system`` message when given.
+
+    Returns:
+        New message dicts sharing no objects with the input. An assistant message with
+        neither text nor tool calls (only thinking, say) is left out.
+
+    Raises:
+        InvalidMessageError: The input is not a list of Anthropic-style messages.
+    """
+    check_messages(messages)
+    rendered: list[ChatMessage] = []
+    if system is not None:
+        rendered.append({"role": "system", "content": system_text(system)})
+    for message in messages:
+        blocks = content_blocks(message)
+        if message["role"] == "assistant":
+            rendered.extend(_render_assistant(blocks))
+        else:
+            rendered.extend(_render_user(blocks))
+    return rendered
+
+
+def render_tool(tool: Tool) -> dict[str, Any]:
+    """Convert an Anthropic tool definition to a Chat Completions function tool.
+
+    Raises:
+        InvalidInputError: The tool is an Anthropic server tool (it has a ``type`` other
+            than ``custom``), which has no Chat Completions equivalent.
+    """
+    if tool.get("type", "custom") != "custom":
+        raise InvalidInputError(
+            f"tool {tool.get('name')!r} has type {tool.get('type')!r}, an Anthropic server "
+            "tool; OpenAI cannot run it, so leave it out of the tools for this format."
+        )
+    function: dict[str, Any] = {"name": tool["name"]}
+    if tool.get("description") is not None:
+        function["description"] = tool["description"]
+    function["parameters"] = json.loads(
+        json.dumps(tool.get("input_schema") or {"type": "object", "properties": {}})
+    )
+    return {"type": "function", "function": function}
+
+
+def build_request(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    system: SystemPrompt | None = None,
+    tools: Sequence[Tool] | None = None,
+    model: str | None = None,
+    max_tokens: int | None = None,
+) -> dict[str, Any]:
+    """Return a Chat Completions request body; arguments left as None are omitted.
+
+    Args:
+        messages: Anthropic-style messages, already cut and tool-paired. Not modified.
+        system: The system prompt, sent as the first message.
+        tools: Tools in Anthropic's schema, converted to function tools.
+        model: The model id.
+        max_tokens: The output token limit, sent as ``max_completion_tokens`` (the field
+            that replaced the deprecated ``max_tokens`` and that reasoning models accept).
+
+    Returns:
+        ``{"model", "max_completion_tokens", "messages", "tools"}`` (present keys only).
+
+    Raises:
+        InvalidInputError: A message or a tool is malformed.
+    """
+    body: dict[str, Any] = {}
+    if model is not None:
+        body["model"] = model
+    if max_tokens is not None:
+        body["max_completion_tokens"] = max_tokens
+    body["messages"] = render_messages(messages, system=system)
+    if tools is not None:
+        check_tools(tools)
+        body["tools"] = [render_tool(tool) for tool in tools]
+    return body
+
+
+def violations(messages: Sequence[Any]) -> list[str]:
+    """Return the ways ``messages`` break Chat Completions' tool-call rules.
+
+    Checked: roles are known; an assistant message has content or tool calls; the
+    messages right after an assistant message with ``tool_calls`` are ``tool`` messages
+    answering each call id exactly once; no ``tool`` message appears anywhere else.
+    """
+    problems: list[str] = []
+    pending: list[str] = []
+    for position, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            problems.append(f"messages[{position}] is not a dict")
+            continue
+        role = message.get("role")
+        if role == "tool":
+            problems.extend(_tool_message_problems(position, message, pending))
+            continue
+        if pending:
+            problems.append(f"messages[{position}]: tool calls {pending} are not answered")
+        pending = []
+        if role not in {"system", "developer", "user", "assistant"}:
+            problems.append(f"messages[{position}] has unknown role {role!r}")
+        if role == "assistant":
+            pending = [str(call.get("id")) for call in message.get("tool_calls") or []]
+            if message.get("content") is None and not pending:
+                problems.append(f"messages[{position}]: assistant has no content or tool calls")
+    if pending:
+        problems.append(f"end of messages: tool calls {pending} are not answered")
+    return problems
+
+
+def _tool_message_problems(
+    position: int, message: Mapping[str, Any], pending: list[str]
+) -> list[str]:
+    """Check one tool message against the calls still waiting (consumed from ``pending``)."""
+    call_id = str(message.get("tool_call_id"))
+    if call_id not in pending:
+        return [f"messages[{position}]: tool message {call_id} answers no pending tool call"]
+    pending.remove(call_id)
+    if not isinstance(message.get("content"), (str, list)):
+        return [f"messages[{position}]: tool message {call_id} has no content"]
+    return []

@@ -1,0 +1,110 @@
+"""Pick a renderer by name: one entry point for every provider format.
+
+The store renders through this module, so a format name reaches a renderer in one place
+and an unknown name fails the same way everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from contextstore.core.errors import InvalidInputError
+from contextstore.renderers import anthropic, gemini, openai
+from contextstore.renderers.anthropic import SystemPrompt, Tool
+
+FORMATS = ("anthropic", "openai", "gemini")
+"""The provider formats contextstore renders, in the order documented."""
+
+_RENDER: dict[str, Callable[[Sequence[Mapping[str, Any]]], list[dict[str, Any]]]] = {
+    "anthropic": anthropic.render_messages,
+    "openai": openai.render_messages,
+    "gemini": gemini.render_contents,
+}
+
+_BUILD = {
+    "anthropic": anthropic.build_request,
+    "openai": openai.build_request,
+    "gemini": gemini.build_request,
+}
+
+_VIOLATIONS: dict[str, Callable[[Sequence[Any]], list[str]]] = {
+    "anthropic": anthropic.violations,
+    "openai": openai.violations,
+    "gemini": gemini.violations,
+}
+
+_HISTORY_KEY = {"anthropic": "messages", "openai": "messages", "gemini": "contents"}
+
+
+def _checked(format: str) -> str:
+    if format not in FORMATS:
+        raise InvalidInputError(f"unknown format {format!r}; use one of: {', '.join(FORMATS)}.")
+    return format
+
+
+def render(format: str, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Return the conversation in a provider's format, without system prompt or tools.
+
+    Args:
+        format: One of :data:`FORMATS`.
+        messages: Anthropic-style messages, already cut and tool-paired. Not modified.
+
+    Returns:
+        Anthropic or OpenAI ``messages``, or Gemini ``contents``.
+
+    Raises:
+        InvalidInputError: ``format`` is unknown, or a message is malformed.
+    """
+    return _RENDER[_checked(format)](messages)
+
+
+def build_request(
+    format: str,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    system: SystemPrompt | None = None,
+    tools: Sequence[Tool] | None = None,
+    model: str | None = None,
+    max_tokens: int | None = None,
+) -> dict[str, Any]:
+    """Return a whole request body for a provider; arguments left as None are omitted.
+
+    Args:
+        format: One of :data:`FORMATS`.
+        messages: Anthropic-style messages, already cut and tool-paired. Not modified.
+        system: The system prompt (a string, or Anthropic text blocks).
+        tools: Tool definitions in Anthropic's schema (``name``, ``description``,
+            ``input_schema``), converted for the provider.
+        model: The model id.
+        max_tokens: The output token limit.
+
+    Raises:
+        InvalidInputError: ``format`` is unknown, or a message or tool is malformed.
+    """
+    builder = _BUILD[_checked(format)]
+    return builder(messages, system=system, tools=tools, model=model, max_tokens=max_tokens)
+
+
+def validate_provider_payload(format: str, payload: Any) -> list[str]:
+    """Return every way ``payload`` breaks the provider's role and tool-pairing rules.
+
+    An empty list means the provider will accept the conversation's shape. Used by
+    tests, and by the store as an invariant check before a payload is sent.
+
+    Args:
+        format: One of :data:`FORMATS`.
+        payload: A request body (a mapping with ``messages`` or ``contents``) or the
+            bare list those keys hold.
+
+    Returns:
+        One human-readable sentence per violation, in conversation order.
+
+    Raises:
+        InvalidInputError: ``format`` is unknown.
+    """
+    key = _HISTORY_KEY[_checked(format)]
+    history = payload.get(key) if isinstance(payload, Mapping) else payload
+    if isinstance(history, (str, bytes)) or not isinstance(history, Sequence):
+        return [f"payload has no {key} list"]
+    return _VIOLATIONS[format](history)

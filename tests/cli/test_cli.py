@@ -1,0 +1,77 @@
+"""The command line: the demo end to end, and errors as one line with an exit code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from contextstore import ContextStore
+from contextstore.cli import cli
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args), obj={})
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_demo_writes_checkpoints_rolls_back_and_shows_the_rows(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    code, out, err = _run("--db", str(db), "demo")
+    assert code == 0, err
+    assert "rows of this conversation per table" in out
+    assert re.search(r"messages\s+7\s+2\s+5", out)
+    assert "identical to the view at the checkpoint" in out
+    with ContextStore.open(db) as store:
+        (conv,) = store.list_conversations()
+        assert len(store.messages(conv.id)) == 5
+
+
+def test_demo_uses_the_default_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTEXTSTORE_DB", str(tmp_path / "env.db"))
+    code, out, _ = _run("demo")
+    assert code == 0 and (tmp_path / "env.db").exists() and str(tmp_path / "env.db") in out
+
+
+def test_render_checkpoints_rollback_and_check_commands(tmp_path: Path) -> None:
+    db = str(tmp_path / "c.db")
+    _run("--db", db, "demo")
+    with ContextStore.open(db) as store:
+        conv_id = store.list_conversations()[0].id
+    code, out, _ = _run("--db", db, "checkpoints", conv_id)
+    assert code == 0 and "after-reading" in out
+    code, out, _ = _run("--db", db, "render", conv_id, "--format", "openai")
+    assert code == 0 and '"tool_calls"' in out
+    code, out, _ = _run("--db", db, "check", conv_id)
+    assert code == 0 and out.strip().endswith("ok")
+    code, out, _ = _run("--db", db, "conversations")
+    assert conv_id in out
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["render", "nope"], 3, "no conversation has id 'nope'"),
+        (["rollback", "nope", "--to", "x"], 3, "no conversation has id 'nope'"),
+        (["render", "nope", "--as-of", "-5"], 2, "as_of must be"),
+    ],
+)
+def test_user_mistakes_are_one_line_errors_with_exit_codes(
+    tmp_path: Path, args: list[str], code: int, message: str
+) -> None:
+    db = str(tmp_path / "e.db")
+    _run("--db", db, "migrate")
+    exit_code, _, err = _run("--db", db, *args)
+    assert exit_code == code
+    assert message in err and "Traceback" not in err
+    assert err.count("\n") == 1
+
+
+def test_a_stale_database_tells_which_command_upgrades_it(tmp_path: Path) -> None:
+    db = tmp_path / "stale.db"
+    db.touch()
+    code, _, err = _run("--db", str(db), "conversations")
+    assert code == 4 and "contextstore migrate" in err
+    assert _run("--db", str(db), "migrate")[0] == 0

@@ -1,0 +1,151 @@
+"""Anthropic renderer: only the fields the Messages API takes, nothing else changed."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from aliasing import shares_containers
+from conversations import Case, cases, message_fields, text, tool_result, tool_use
+
+from contextstore.core.errors import InvalidMessageError
+from contextstore.renderers.anthropic import build_request, render_messages, violations
+
+
+def test_message_level_fields_are_dropped() -> None:
+    rendered = render_messages(message_fields())
+    assert all(set(message) == {"role", "content"} for message in rendered)
+
+
+def test_block_extras_are_dropped_and_api_fields_kept() -> None:
+    cited = {**text("quoted"), "citations": [{"type": "char_location"}], "signature": "g"}
+    messages = [
+        {"role": "user", "content": [{**text("a"), "cache_control": {"type": "ephemeral"}}]},
+        {"role": "assistant", "content": [cited, {**tool_use("t", "f", {}), "call_id": "c"}]},
+        {"role": "user", "content": [{**tool_result("t", [{**text("r"), "call_id": "c"}])}]},
+    ]
+    rendered = render_messages(messages)
+    assert rendered[0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+    assert rendered[1]["content"][0] == {
+        "type": "text",
+        "text": "quoted",
+        "citations": [{"type": "char_location"}],
+    }
+    assert "call_id" not in rendered[1]["content"][1]
+    assert rendered[2]["content"][0]["content"] == [text("r")]
+
+
+def test_string_content_stays_a_string() -> None:
+    rendered = render_messages([{"role": "user", "content": "hello"}])
+    assert rendered == [{"role": "user", "content": "hello"}]
+
+
+@pytest.mark.parametrize("signature", [None, ""])
+def test_unsigned_thinking_is_dropped(signature: str | None) -> None:
+    thinking = {"type": "thinking", "thinking": "hmm"}
+    if signature is not None:
+        thinking["signature"] = signature
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [thinking, text("a")]},
+    ]
+    assert render_messages(messages)[1]["content"] == [text("a")]
+
+
+def test_signed_thinking_keeps_its_signature_only() -> None:
+    block = {"type": "thinking", "thinking": "hmm", "signature": "s", "summary": "x"}
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": [block]}]
+    assert render_messages(messages)[1]["content"] == [
+        {"type": "thinking", "thinking": "hmm", "signature": "s"}
+    ]
+
+
+def test_message_emptied_by_dropping_is_removed_and_neighbours_merged() -> None:
+    messages = [
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "unsigned"}]},
+        {"role": "user", "content": [text("second")]},
+    ]
+    assert render_messages(messages) == [
+        {"role": "user", "content": [text("first"), text("second")]}
+    ]
+
+
+def test_unknown_block_type_passes_through_without_agent_fields() -> None:
+    block = {"type": "server_tool_use", "id": "s", "name": "web_search", "call_id": "c"}
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": [block]}]
+    assert render_messages(messages)[1]["content"] == [
+        {"type": "server_tool_use", "id": "s", "name": "web_search"}
+    ]
+
+
+def test_build_request_omits_none_fields() -> None:
+    assert build_request([{"role": "user", "content": "q"}]) == {
+        "messages": [{"role": "user", "content": "q"}]
+    }
+
+
+def test_build_request_orders_and_copies_fields() -> None:
+    tools = [{"name": "f", "description": "d", "input_schema": {"type": "object"}}]
+    system = [{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}]
+    body = build_request(
+        [{"role": "user", "content": "q"}], system=system, tools=tools, model="m", max_tokens=9
+    )
+    assert list(body) == ["model", "max_tokens", "system", "tools", "messages"]
+    assert body["tools"] == tools and body["system"] == system
+    assert not shares_containers(body, [tools, system])
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [{"role": "system", "content": "x"}],
+        [{"role": "user", "content": None}],
+        ["not a message"],
+    ],
+)
+def test_malformed_messages_are_refused(bad: list[object]) -> None:
+    with pytest.raises(InvalidMessageError):
+        render_messages(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("case", cases(), ids=lambda case: case.name)
+def test_input_is_neither_mutated_nor_shared(case: Case) -> None:
+    messages = case.messages
+    before = copy.deepcopy(messages)
+    rendered = render_messages(messages)
+    assert messages == before
+    assert not shares_containers(rendered, messages)
+
+
+def test_violations_report_role_and_pairing_errors() -> None:
+    messages = [
+        {"role": "assistant", "content": [tool_use("t1", "f", {}), tool_use("t2", "f", {})]},
+        {"role": "user", "content": [text("late"), tool_result("t1", "x"), tool_result("zz", "")]},
+    ]
+    problems = violations(messages)
+    assert any("expected 'user'" in p for p in problems)
+    assert any("follows other content" in p for p in problems)
+    assert any("zz answers no tool_use" in p for p in problems)
+    assert any("['t2'] have no tool_result" in p for p in problems)
+
+
+def test_violations_report_unanswered_calls_at_the_end() -> None:
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [tool_use("t", "f", {})]},
+    ]
+    assert violations(messages) == ["end of messages: tool_use ids ['t'] are not answered"]
+
+
+def test_blank_text_is_dropped() -> None:
+    messages = [
+        {"role": "user", "content": [text("q"), text("  ")]},
+        {"role": "assistant", "content": [text("")]},
+        {"role": "user", "content": "\n"},
+        {"role": "assistant", "content": "a"},
+    ]
+    assert render_messages(messages) == [
+        {"role": "user", "content": [text("q")]},
+        {"role": "assistant", "content": "a"},
+    ]

@@ -1,0 +1,177 @@
+"""Gemini renderer: parts per block, then hardening."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from aliasing import shares_containers
+from conversations import Case, cases, png_image, text, tool_result, tool_use
+
+from contextstore.core.errors import InvalidInputError
+from contextstore.core.hardening import SKIP_SIGNATURE
+from contextstore.renderers.gemini import (
+    UNKNOWN_TOOL_NAME,
+    build_request,
+    render_contents,
+    violations,
+)
+
+
+def _call_and_result(result: dict[str, object]) -> list[dict[str, object]]:
+    return [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [tool_use("t", "read", {"p": 1})]},
+        {"role": "user", "content": [result]},
+    ]
+
+
+def test_roles_and_text() -> None:
+    contents = render_contents(
+        [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [text("a")]},
+            {"role": "user", "content": [text("b")]},
+        ]
+    )
+    assert contents == [
+        {"role": "user", "parts": [{"text": "q"}]},
+        {"role": "model", "parts": [{"text": "a"}]},
+        {"role": "user", "parts": [{"text": "b"}]},
+    ]
+
+
+def test_tool_use_and_result_become_call_and_response() -> None:
+    contents = render_contents(_call_and_result(tool_result("t", "data")))
+    assert contents[1]["parts"] == [
+        {
+            "functionCall": {"name": "read", "args": {"p": 1}, "id": "t"},
+            "thoughtSignature": SKIP_SIGNATURE,
+        }
+    ]
+    assert contents[2]["parts"] == [
+        {"functionResponse": {"name": "read", "response": {"output": "data"}, "id": "t"}}
+    ]
+
+
+def test_error_result_uses_the_error_key() -> None:
+    contents = render_contents(_call_and_result(tool_result("t", "bad", is_error=True)))
+    assert contents[2]["parts"][0]["functionResponse"]["response"] == {"error": "bad"}
+
+
+def test_result_images_follow_the_responses_in_the_same_turn() -> None:
+    contents = render_contents(_call_and_result(tool_result("t", [text("shot"), png_image()])))
+    assert [next(iter(part)) for part in contents[2]["parts"]] == ["functionResponse", "inlineData"]
+    assert contents[2]["parts"][1]["inlineData"]["mimeType"] == "image/png"
+
+
+def test_url_image_becomes_file_data() -> None:
+    image = {"type": "image", "source": {"type": "url", "url": "https://x.test/a.webp"}}
+    contents = render_contents([{"role": "user", "content": [image]}])
+    assert contents[0]["parts"] == [
+        {"fileData": {"mimeType": "image/webp", "fileUri": "https://x.test/a.webp"}}
+    ]
+
+
+def test_result_for_an_unknown_call_gets_a_placeholder_name_and_call() -> None:
+    contents = render_contents(
+        [{"role": "user", "content": [tool_result("gone", "old"), text("now")]}]
+    )
+    model_turn = contents[1]
+    assert model_turn["parts"][0]["functionCall"] == {
+        "name": UNKNOWN_TOOL_NAME,
+        "args": {},
+        "id": "gone",
+    }
+    assert violations(contents) == []
+
+
+def test_thinking_is_stripped_and_gemini_signatures_are_sent_back() -> None:
+    messages = [
+        {"role": "user", "content": "q"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "hm", "signature": "s"},
+                {**tool_use("t", "read", {}), "signature": "gemini-sig"},
+            ],
+        },
+        {"role": "user", "content": [tool_result("t", "x")]},
+    ]
+    parts = render_contents(messages)[1]["parts"]
+    assert parts == [
+        {"functionCall": {"name": "read", "args": {}, "id": "t"}, "thoughtSignature": "gemini-sig"}
+    ]
+
+
+def test_sentinel_texts_can_be_replaced() -> None:
+    messages = [{"role": "assistant", "content": [tool_use("t", "f", {})]}]
+    contents = render_contents(
+        messages, lost_response="LOST", continuation="START", final_user_text="END"
+    )
+    assert contents[0]["parts"] == [{"text": "START"}]
+    assert contents[2]["parts"][0]["functionResponse"]["response"] == {"error": "LOST"}
+
+
+def test_build_request_shape() -> None:
+    tools = [{"name": "f", "description": "d", "input_schema": {"type": "object"}}]
+    body = build_request(
+        [{"role": "user", "content": "q"}],
+        system="S",
+        tools=tools,
+        model="gemini-2.5-pro",
+        max_tokens=11,
+    )
+    assert body == {
+        "model": "models/gemini-2.5-pro",
+        "contents": [{"role": "user", "parts": [{"text": "q"}]}],
+        "systemInstruction": {"parts": [{"text": "S"}]},
+        "tools": [
+            {
+                "functionDeclarations": [
+                    {"name": "f", "description": "d", "parameters": {"type": "object"}}
+                ]
+            }
+        ],
+        "generationConfig": {"maxOutputTokens": 11},
+    }
+
+
+def test_build_request_omits_none_fields() -> None:
+    assert build_request([{"role": "user", "content": "q"}]) == {
+        "contents": [{"role": "user", "parts": [{"text": "q"}]}]
+    }
+
+
+def test_server_tools_are_refused() -> None:
+    with pytest.raises(InvalidInputError):
+        build_request(
+            [{"role": "user", "content": "q"}], tools=[{"type": "bash_20250124", "name": "bash"}]
+        )
+
+
+@pytest.mark.parametrize("case", cases(), ids=lambda case: case.name)
+def test_input_is_neither_mutated_nor_shared(case: Case) -> None:
+    before = copy.deepcopy(case.messages)
+    contents = render_contents(case.messages)
+    assert case.messages == before
+    assert not shares_containers(contents, case.messages)
+
+
+def test_violations_report_role_and_count_errors() -> None:
+    contents = [
+        {
+            "role": "model",
+            "parts": [
+                {"functionCall": {"id": "a", "name": "f", "args": {}}},
+                {"functionCall": {"id": "b", "name": "f", "args": {}}},
+            ],
+        },
+        {"role": "user", "parts": [{"functionResponse": {"id": "a", "name": "f", "response": {}}}]},
+        {"role": "model", "parts": []},
+    ]
+    problems = violations(contents)
+    assert any("expected 'user'" in p for p in problems)
+    assert any("1 function responses for 2 function calls" in p for p in problems)
+    assert any("no parts" in p for p in problems)
+    assert any("last turn but not a user turn" in p for p in problems)

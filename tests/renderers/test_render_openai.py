@@ -1,0 +1,207 @@
+"""OpenAI Chat Completions renderer: block-by-block conversion rules."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from aliasing import shares_containers
+from conversations import Case, cases, png_image, text, tool_result, tool_use
+
+from contextstore.core.errors import InvalidInputError
+from contextstore.renderers.openai import (
+    ATTACHMENT_NOTE,
+    build_request,
+    render_messages,
+    tool_arguments,
+    violations,
+)
+
+
+def _assistant_calls(*calls: dict[str, object]) -> dict[str, object]:
+    return {"role": "assistant", "content": list(calls)}
+
+
+def test_system_prompt_comes_first() -> None:
+    rendered = render_messages([{"role": "user", "content": "q"}], system="S")
+    assert rendered[0] == {"role": "system", "content": "S"}
+
+
+def test_system_blocks_are_joined() -> None:
+    system = [text("one"), text("two")]
+    assert render_messages([], system=system)[0]["content"] == "one\n\ntwo"
+
+
+def test_text_only_user_content_becomes_a_string() -> None:
+    rendered = render_messages([{"role": "user", "content": [text("a"), text("b")]}])
+    assert rendered == [{"role": "user", "content": "a\n\nb"}]
+
+
+def test_assistant_with_only_tool_calls_has_null_content() -> None:
+    rendered = render_messages(
+        [
+            {"role": "user", "content": "q"},
+            _assistant_calls(tool_use("t", "f", {"k": "é", "n": [1, 2]})),
+            {"role": "user", "content": [tool_result("t", "ok")]},
+        ]
+    )
+    assistant = rendered[1]
+    assert assistant["content"] is None
+    assert assistant["tool_calls"] == [
+        {
+            "id": "t",
+            "type": "function",
+            "function": {"name": "f", "arguments": '{"k":"é","n":[1,2]}'},
+        }
+    ]
+
+
+def test_arguments_are_compact_json_in_model_order() -> None:
+    assert tool_arguments({"b": 1, "a": {"c": None}}) == '{"b":1,"a":{"c":null}}'
+    assert json.loads(tool_arguments(None)) == {}
+
+
+def test_tool_messages_precede_the_rest_of_the_user_message() -> None:
+    rendered = render_messages(
+        [
+            {"role": "user", "content": "q"},
+            _assistant_calls(tool_use("t1", "f", {}), tool_use("t2", "f", {})),
+            {
+                "role": "user",
+                "content": [tool_result("t1", "one"), tool_result("t2", "two"), text("next")],
+            },
+        ]
+    )
+    assert rendered[2:] == [
+        {"role": "tool", "tool_call_id": "t1", "content": "one"},
+        {"role": "tool", "tool_call_id": "t2", "content": "two"},
+        {"role": "user", "content": "next"},
+    ]
+
+
+def test_error_results_are_prefixed() -> None:
+    rendered = render_messages(
+        [
+            {"role": "user", "content": "q"},
+            _assistant_calls(tool_use("t", "f", {})),
+            {"role": "user", "content": [tool_result("t", [text("boom")], is_error=True)]},
+        ]
+    )
+    assert rendered[2]["content"] == "Error: boom"
+
+
+def test_list_result_text_is_joined() -> None:
+    rendered = render_messages(
+        [
+            {"role": "user", "content": "q"},
+            _assistant_calls(tool_use("t", "f", {})),
+            {"role": "user", "content": [tool_result("t", [text("a"), text("b")])]},
+        ]
+    )
+    assert rendered[2]["content"] == "a\n\nb"
+
+
+def test_result_images_move_to_a_user_message_after_the_tool_messages() -> None:
+    rendered = render_messages(
+        [
+            {"role": "user", "content": "q"},
+            _assistant_calls(tool_use("t1", "f", {}), tool_use("t2", "f", {})),
+            {
+                "role": "user",
+                "content": [
+                    tool_result("t1", [png_image()]),
+                    tool_result("t2", "plain"),
+                    text("more"),
+                ],
+            },
+        ]
+    )
+    note = ATTACHMENT_NOTE.format(count=1)
+    assert [m["role"] for m in rendered[2:]] == ["tool", "tool", "user"]
+    assert rendered[2]["content"] == note
+    assert rendered[4]["content"][0]["type"] == "image_url"
+    assert rendered[4]["content"][1] == {"type": "text", "text": "more"}
+
+
+def test_images_and_documents_become_parts() -> None:
+    url_image = {"type": "image", "source": {"type": "url", "url": "https://x.test/a.png"}}
+    pdf = {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": "QUJD"},
+    }
+    rendered = render_messages([{"role": "user", "content": [png_image(), url_image, pdf]}])
+    parts = rendered[0]["content"]
+    assert parts[0]["image_url"]["url"].startswith("data:image/png;base64,")
+    assert parts[1] == {"type": "image_url", "image_url": {"url": "https://x.test/a.png"}}
+    assert parts[2] == {
+        "type": "file",
+        "file": {"filename": "document.pdf", "file_data": "data:application/pdf;base64,QUJD"},
+    }
+
+
+def test_thinking_only_assistant_message_is_left_out() -> None:
+    rendered = render_messages(
+        [
+            {"role": "user", "content": "q"},
+            {
+                "role": "assistant",
+                "content": [{"type": "thinking", "thinking": "x", "signature": "s"}],
+            },
+            {"role": "user", "content": "again"},
+        ]
+    )
+    assert [m["role"] for m in rendered] == ["user", "user"]
+
+
+def test_tools_become_functions() -> None:
+    tools = [{"name": "f", "description": "d", "input_schema": {"type": "object"}}, {"name": "g"}]
+    body = build_request([{"role": "user", "content": "q"}], tools=tools, model="m", max_tokens=7)
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {"name": "f", "description": "d", "parameters": {"type": "object"}},
+        },
+        {
+            "type": "function",
+            "function": {"name": "g", "parameters": {"type": "object", "properties": {}}},
+        },
+    ]
+    assert body["model"] == "m" and body["max_completion_tokens"] == 7
+
+
+def test_build_request_omits_none_fields() -> None:
+    assert build_request([{"role": "user", "content": "q"}]) == {
+        "messages": [{"role": "user", "content": "q"}]
+    }
+
+
+@pytest.mark.parametrize(
+    "tool", [{"type": "web_search_20250305", "name": "web_search"}, {"description": "no name"}]
+)
+def test_unusable_tools_are_refused(tool: dict[str, str]) -> None:
+    with pytest.raises(InvalidInputError):
+        build_request([{"role": "user", "content": "q"}], tools=[tool])
+
+
+@pytest.mark.parametrize("case", cases(), ids=lambda case: case.name)
+def test_input_is_neither_mutated_nor_shared(case: Case) -> None:
+    before = copy.deepcopy(case.messages)
+    rendered = render_messages(case.messages, system="S")
+    assert case.messages == before
+    assert not shares_containers(rendered, case.messages)
+
+
+def test_violations_report_unanswered_and_stray_tool_messages() -> None:
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "a"}, {"id": "b"}]},
+        {"role": "tool", "tool_call_id": "a", "content": "x"},
+        {"role": "user", "content": "interrupt"},
+        {"role": "tool", "tool_call_id": "b", "content": "late"},
+        {"role": "assistant", "content": None},
+    ]
+    problems = violations(messages)
+    assert any("['b'] are not answered" in p for p in problems)
+    assert any("b answers no pending tool call" in p for p in problems)
+    assert any("no content or tool calls" in p for p in problems)

@@ -1,0 +1,235 @@
+"""prepare_request and truncate: Cline's context-window policy, decided and persisted as rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import event
+
+from contextstore import ContextStore, InvalidInputError, PayloadMismatchError
+from contextstore.core.notices import FIRST_USER_REPLACEMENT, TRUNCATION_NOTICE
+from contextstore.core.tokens import TiktokenCounter
+from tests.conftest import assistant, file_read, session, tool_use, user
+
+
+def _overflow(store: ContextStore, conv_id: str, total: int) -> None:
+    store.record_request(conv_id, tokens_in=total)
+
+
+def test_no_usage_recorded_means_no_decision(store: ContextStore) -> None:
+    conv = store.create_conversation(context_window=64_000)
+    store.append(conv.id, session(10))
+    ctx = store.prepare_request(conv.id)
+    assert ctx.decision.action == "none" and not ctx.truncated
+    assert len(ctx.messages) == 21 and ctx.request_id is not None
+
+
+def test_below_the_maximum_nothing_happens_at_the_maximum_half_is_hidden(store: ContextStore) -> None:
+    conv = store.create_conversation(context_window=64_000)
+    store.append(conv.id, session(10))
+    _overflow(store, conv.id, 36_999)
+    assert store.prepare_request(conv.id).decision.action == "none"
+    _overflow(store, conv.id, 37_000)
+    ctx = store.prepare_request(conv.id)
+    assert ctx.truncated and ctx.decision.keep == "half"
+    assert ctx.deleted_range == (2, 9) == store.deleted_range(conv.id)
+    assert ctx.messages[1]["content"][0]["text"] == TRUNCATION_NOTICE
+    assert ctx.messages[0]["content"][0]["text"] == "<task>fix the bug</task>"
+
+
+def test_a_jump_to_a_smaller_window_keeps_a_quarter(store: ContextStore) -> None:
+    conv = store.create_conversation(context_window=64_000)
+    store.append(conv.id, session(20))
+    _overflow(store, conv.id, 80_000)
+    ctx = store.prepare_request(conv.id)
+    assert ctx.decision.keep == "quarter" and ctx.deleted_range == (2, 29)
+
+
+def test_a_user_configured_window_is_authoritative(store: ContextStore) -> None:
+    conv = store.create_conversation(model_id="deepseek-chat", context_window=1_000_000)
+    store.append(conv.id, session(5))
+    _overflow(store, conv.id, 900_000)
+    assert store.prepare_request(conv.id).decision.action == "none"
+
+
+def test_deduplication_alone_when_it_saves_thirty_percent(store: ContextStore) -> None:
+    big = "x = 1\n" * 2_000
+    conv = store.create_conversation(context_window=64_000)
+    messages: list[dict[str, Any]] = [user("<task>t</task>"), assistant("ok")]
+    for i in range(3):
+        messages += [assistant(tool_use(f"r{i}", path="big.py")), user(file_read(f"r{i}", "big.py", big))]
+    store.append(conv.id, messages)
+    _overflow(store, conv.id, 40_000)
+    ctx = store.prepare_request(conv.id)
+    assert ctx.decision.action == "dedupe" and ctx.deleted_range is None
+    assert ctx.decision.deduplicated == (3, 5) and ctx.decision.fraction_saved >= 0.3
+    assert store.messages(conv.id)[3]["content"][0]["content"][0]["text"].endswith(big)
+
+
+def test_truncation_notice_and_range_land_in_one_row_set(store: ContextStore) -> None:
+    conv = store.create_conversation(context_window=64_000)
+    store.append(conv.id, session(10))
+    _overflow(store, conv.id, 50_000)
+    store.prepare_request(conv.id)
+    updates = store.context_updates(conv.id)
+    assert [(u["message_idx"], u["kind"]) for u in updates] == [(1, "truncation_notice")]
+    ranges_ts = store.deleted_range(conv.id, as_of=updates[0]["ts"])
+    assert ranges_ts == (2, 9)
+    assert store.deleted_range(conv.id, as_of=updates[0]["ts"] - 1) is None
+
+
+@pytest.mark.parametrize(
+    ("keep", "expected_end"), [("none", 21), ("last_two", 19), ("quarter", 15), ("half", 11)]
+)
+def test_explicit_truncations_apply_both_notices(
+    store: ContextStore, keep: str, expected_end: int
+) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, [*session(10), assistant("done")])
+    decision = store.truncate(conv.id, keep=keep, summary="we fixed the parser")
+    assert decision.deleted_range == (2, expected_end)
+    view = store.render(conv.id)
+    assert view[0]["content"][0]["text"] == FIRST_USER_REPLACEMENT
+    assert "we fixed the parser" in view[1]["content"][0]["text"]
+    assert store.messages(conv.id)[0]["content"][0]["text"] == "<task>fix the bug</task>"
+
+
+def test_a_summarizer_sees_the_messages_being_hidden(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, session(4))
+    seen: list[list[dict[str, Any]]] = []
+
+    def summarize(hidden: list[dict[str, Any]]) -> str:
+        seen.append(hidden)
+        return f"{len(hidden)} messages about reading files"
+
+    store.truncate(conv.id, keep="none", summarizer=summarize)
+    assert len(seen[0]) == 6
+    assert "6 messages about reading files" in store.render(conv.id)[1]["content"][0]["text"]
+
+
+def test_a_failing_summarizer_writes_nothing(store: ContextStore) -> None:
+    from contextstore import ContextStoreError
+
+    conv = store.create_conversation()
+    store.append(conv.id, session(4))
+    before = store.row_counts()
+
+    def broken(hidden: list[dict[str, Any]]) -> str:
+        raise RuntimeError("provider down")
+
+    with pytest.raises(ContextStoreError, match="provider down"):
+        store.truncate(conv.id, keep="none", summarizer=broken)
+    assert store.row_counts() == before
+
+
+def test_auto_condense_threshold_and_the_summary_guard(store: ContextStore) -> None:
+    conv = store.create_conversation(context_window=200_000)
+    store.set_auto_condense(conv.id, 0.5)
+    store.append(conv.id, [*session(10), assistant("done")])
+    _overflow(store, conv.id, 99_999)
+    assert store.prepare_request(conv.id).decision.action == "none"
+    _overflow(store, conv.id, 100_000)
+    ctx = store.prepare_request(conv.id, summarizer=lambda hidden: "summary")
+    assert ctx.decision.keep == "last_two" and ctx.deleted_range == (2, 19)
+    _overflow(store, conv.id, 150_000)
+    guarded = store.prepare_request(conv.id, summarizer=lambda hidden: "summary of a summary")
+    assert guarded.decision.action == "none" and "summarising a summary" in guarded.decision.reason
+    with pytest.raises(InvalidInputError):
+        store.set_auto_condense(conv.id, 1.5)
+
+
+def test_subagents_compact_at_three_quarters_with_quarter_and_stop_without_progress(
+    store: ContextStore,
+) -> None:
+    parent = store.create_conversation(context_window=100_000)
+    child = store.create_subagent(parent.id)
+    assert child.parent_id == parent.id and child.context_window == 100_000
+    store.append(child.id, session(10))
+    _overflow(store, child.id, 74_999)
+    assert store.prepare_request(child.id).decision.action == "none"
+    _overflow(store, child.id, 75_000)
+    first = store.prepare_request(child.id)
+    assert first.decision.keep == "quarter" and first.deleted_range == (2, 15)
+    assert TRUNCATION_NOTICE not in str(first.messages)
+    for _ in range(5):
+        _overflow(store, child.id, 90_000)
+        last = store.prepare_request(child.id)
+    assert last.decision.action == "none" and "no progress" in last.decision.reason
+
+
+def test_request_payload_is_rebuilt_from_rows_and_verified(store: ContextStore) -> None:
+    conv = store.create_conversation(context_window=64_000)
+    store.append(conv.id, session(6))
+    tools = [{"name": "read_file", "description": "Read a file", "input_schema": {"type": "object"}}]
+    first = store.prepare_request(conv.id, system="You are careful.", tools=tools, model="m")
+    store.record_request(conv.id, request_id=first.request_id, tokens_in=50_000, tokens_out=10)
+    second = store.prepare_request(conv.id, system="You are careful.", tools=tools, format="openai")
+    store.append(conv.id, "assistant", "later")
+    assert store.request_payload(conv.id, first.request_id) == first.payload
+    assert store.request_payload(conv.id, second.request_id) == second.payload
+    assert first.payload["system"] == "You are careful." and second.payload["messages"][0]["role"] == "system"
+    with store.database.engine.begin() as connection:
+        from sqlalchemy import update
+
+        from contextstore.storage.tables import blocks
+
+        connection.execute(update(blocks).where(blocks.c.message_idx == 0).values(text="tampered"))
+    with pytest.raises(PayloadMismatchError):
+        store.request_payload(conv.id, first.request_id)
+
+
+def test_prepare_on_ten_thousand_messages_makes_no_tokenizer_call_and_no_per_message_query(
+    tmp_path: Any,
+) -> None:
+    counter = TiktokenCounter()
+    with ContextStore.open(tmp_path / "big.db", token_counter=counter) as store:
+        conv = store.create_conversation(context_window=200_000)
+        store.append(conv.id, session(5_000)[:10_000])
+        store.record_request(conv.id, tokens_in=170_000)
+        statements: list[str] = []
+        event.listen(store.database.engine, "before_cursor_execute",
+                     lambda *args: statements.append(args[2]))
+        calls = counter.calls
+        ctx = store.prepare_request(conv.id)
+        assert ctx.truncated and counter.calls == calls
+        assert len(statements) < 30, statements
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    turns=st.integers(3, 25),
+    totals=st.lists(st.integers(0, 150_000), min_size=1, max_size=6),
+    rollback_at=st.integers(0, 5),
+)
+def test_properties_of_prepare_and_rollback(turns: int, totals: list[int], rollback_at: int) -> None:
+    """The first two messages survive; after a cut the view starts with a user message and
+    every call is paired; a rollback restores exactly the range and overlays of its checkpoint."""
+    with ContextStore.open(":memory:") as store:
+        conv = store.create_conversation(context_window=64_000)
+        store.append(conv.id, session(turns))
+        marks = []
+        for i, total in enumerate(totals):
+            store.append(conv.id, [assistant(f"more {i}", tool_use(f"m{i}")), user(file_read(f"m{i}", "a.py", "x" * 50))])
+            store.record_request(conv.id, tokens_in=total)
+            cp = store.checkpoint(conv.id, f"cp{i}")
+            marks.append((cp, store.deleted_range(conv.id), store.context_updates(conv.id), store.render(conv.id)))
+            ctx = store.prepare_request(conv.id)
+            view = ctx.messages
+            originals = store.messages(conv.id)
+            assert view[0]["content"][0]["text"] in (originals[0]["content"][0]["text"], FIRST_USER_REPLACEMENT)
+            if ctx.deleted_range:
+                assert view[2]["role"] == "user"
+            for a, b in zip(view, view[1:], strict=False):
+                ids = [x["id"] for x in a["content"] if isinstance(x, dict) and x.get("type") == "tool_use"]
+                if ids:
+                    got = [x.get("tool_use_id") for x in b["content"][: len(ids)]]
+                    assert got == ids
+        cp, range_then, updates_then, view_then = marks[rollback_at % len(marks)]
+        store.rollback(conv.id, cp.ts)
+        assert store.deleted_range(conv.id) == range_then
+        assert store.context_updates(conv.id) == updates_then
+        assert store.render(conv.id) == view_then

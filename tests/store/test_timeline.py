@@ -1,0 +1,182 @@
+"""One timeline per conversation: the clock, checkpoints, rollback and as-of rendering."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import select
+
+from contextstore import CheckpointNotFoundError, ContextStore, InvalidInputError
+from contextstore.storage.tables import archived_rows
+from tests.conftest import assistant, session, tool_result, tool_use, user
+
+
+def _all_ts(store: ContextStore, conv_id: str) -> list[int]:
+    stamps = [r.ts for r in store.requests(conv_id)] + [c.ts for c in store.checkpoints(conv_id)]
+    stamps += [u["ts"] for u in store.context_updates(conv_id)]
+    with store.database.read() as connection:
+        from contextstore.storage.queries import load_messages
+
+        stamps += load_messages(connection, conv_id)[1]
+    return stamps
+
+
+def test_every_row_kind_gets_a_strictly_increasing_ts(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    a = store.append(conv.id, "user", "task")
+    r = store.record_request(conv.id, tokens_in=10)
+    cp = store.checkpoint(conv.id, "one")
+    b = store.append(conv.id, "assistant", "reply")
+    u = store.add_context_update(conv.id, 1, 0, "rewritten")
+    stamps = [a.ts, r.ts, cp.ts, b.ts, u]
+    assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
+    assert len(set(_all_ts(store, conv.id))) == 5
+
+
+def test_rollback_removes_later_rows_archives_them_and_reports_counts(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, session(2))
+    cp = store.checkpoint(conv.id, "before-refactor")
+    at_checkpoint = store.render(conv.id)
+    store.append(conv.id, [assistant("oops", tool_use("x", path="p")), user(tool_result("x", "bad"))])
+    store.record_request(conv.id, tokens_in=5)
+    store.add_context_update(conv.id, 2, 0, "hidden")
+    store.set_deleted_range(conv.id, 3)
+    store.checkpoint(conv.id, "later")
+
+    report = store.rollback(conv.id, to="before-refactor")
+
+    assert report.removed == {
+        "context_updates": 1, "deleted_ranges": 1, "api_requests": 1, "checkpoints": 1,
+        "blocks": 3, "messages": 2,
+    }
+    assert report.cutoff_ts == cp.ts and report.archived
+    assert store.render(conv.id) == at_checkpoint
+    assert [c.label for c in store.checkpoints(conv.id)] == ["before-refactor"]
+    with store.database.read() as connection:
+        archived = connection.execute(
+            select(archived_rows.c.table_name).where(archived_rows.c.rollback_id == report.rollback_id)
+        ).scalars().all()
+    assert sorted(archived) == sorted(
+        ["context_updates", "deleted_ranges", "api_requests", "checkpoints"] + ["blocks"] * 3 + ["messages"] * 2
+    )
+
+
+def test_purge_keeps_no_archive(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, "user", "task")
+    cp = store.checkpoint(conv.id)
+    store.append(conv.id, "assistant", "x")
+    report = store.rollback(conv.id, cp.ts, purge=True)
+    assert report.removed["messages"] == 1 and not report.archived
+    assert store.row_counts(conv.id)["archived_rows"] == 0
+
+
+def test_the_clock_after_a_rollback_never_reuses_a_removed_ts(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, "user", "task")
+    cp = store.checkpoint(conv.id, "cp")
+    removed = store.append(conv.id, [assistant("a"), user("b")])
+    store.rollback(conv.id, "cp")
+    again = store.append(conv.id, "assistant", "again")
+    assert again.index == 1
+    assert again.ts > max(m.ts for m in removed) > cp.ts
+
+
+def test_rollback_to_an_unknown_label_names_the_known_ones(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, "user", "task")
+    store.checkpoint(conv.id, "known")
+    before = store.row_counts()
+    with pytest.raises(CheckpointNotFoundError, match="'known'"):
+        store.rollback(conv.id, "unknown")
+    with pytest.raises(InvalidInputError):
+        store.rollback(conv.id, 1.5)  # type: ignore[arg-type]
+    assert store.row_counts() == before
+
+
+def test_rollback_keeps_overlays_written_before_the_checkpoint(store: ContextStore) -> None:
+    """Cline's restore wiped every overlay edit, even older ones; here only later ones go."""
+    conv = store.create_conversation()
+    store.append(conv.id, session(3))
+    store.add_context_update(conv.id, 2, 0, "early rewrite")
+    store.checkpoint(conv.id, "cp")
+    store.add_context_update(conv.id, 2, 0, "late rewrite")
+    store.rollback(conv.id, "cp")
+    assert store.render(conv.id)[2]["content"][0]["content"] == "early rewrite"
+
+
+def test_deleted_range_and_set_deleted_range_rules(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, session(3))
+    assert store.deleted_range(conv.id) is None
+    first = store.set_deleted_range(conv.id, 4, keep="half", reason="test")
+    assert store.deleted_range(conv.id) == (2, 4)
+    assert store.deleted_range(conv.id, as_of=first - 1) is None
+    with pytest.raises(InvalidInputError, match="shrink"):
+        store.set_deleted_range(conv.id, 3)
+    with pytest.raises(InvalidInputError, match="beyond the last message but one"):
+        store.set_deleted_range(conv.id, 6)
+    view = store.render(conv.id)
+    assert [m["role"] for m in view] == ["user", "assistant", "assistant", "user"]
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 3)),
+        st.tuples(st.just("range"), st.integers(0, 5)),
+        st.tuples(st.just("update"), st.integers(0, 20)),
+        st.tuples(st.just("checkpoint"), st.none()),
+        st.tuples(st.just("request"), st.integers(0, 10_000)),
+        st.tuples(st.just("rollback"), st.none()),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+def _apply(store: ContextStore, conv_id: str, op: str, arg: Any, turn: int) -> None:
+    count = len(store.messages(conv_id))
+    if op == "append":
+        pairs = [assistant(f"a{turn}-{i}", tool_use(f"t{turn}-{i}")) for i in range(arg)]
+        batch: list[dict[str, Any]] = []
+        for i, call in enumerate(pairs):
+            batch += [call, user(tool_result(f"t{turn}-{i}", f"r{turn}-{i}"))]
+        store.append(conv_id, batch)
+    elif op == "range" and count > 3:
+        current = store.deleted_range(conv_id)
+        end = min(count - 2, (current[1] if current else 1) + arg)
+        if end >= 1 and (current is None or end >= current[1]):
+            store.set_deleted_range(conv_id, end)
+    elif op == "update" and count:
+        idx = arg % count
+        store.add_context_update(conv_id, idx, 0, f"rewrite {turn}", mode="block")
+    elif op == "checkpoint":
+        store.checkpoint(conv_id, f"cp{turn}")
+    elif op == "request":
+        store.record_request(conv_id, tokens_in=arg)
+    elif op == "rollback":
+        points = store.checkpoints(conv_id)
+        if points:
+            store.rollback(conv_id, points[len(points) // 2].ts)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS)
+def test_render_as_of_t_equals_what_render_returned_at_t(ops: list[tuple[str, Any]]) -> None:
+    with ContextStore.open(":memory:") as store:
+        conv = store.create_conversation()
+        store.append(conv.id, [user("task"), assistant("first")])
+        seen: list[tuple[int, list[dict[str, Any]]]] = []
+        for turn, (op, arg) in enumerate(ops):
+            _apply(store, conv.id, op, arg, turn)
+            if op == "rollback":
+                seen = [(t, v) for t, v in seen if t <= store.get_conversation(conv.id).last_ts]
+                cut = max((c.ts for c in store.checkpoints(conv.id)), default=0)
+                seen = [(t, v) for t, v in seen if t <= cut] if store.checkpoints(conv.id) else seen
+            seen.append((store.get_conversation(conv.id).last_ts, store.render(conv.id)))
+        for stamp, view in seen:
+            assert store.render(conv.id, as_of=stamp) == view
