@@ -24,8 +24,12 @@ from contextstore.core.errors import (
     SchemaOutdatedError,
     TimelineError,
 )
+from contextstore.core.file_reads import FileReadOptimization, optimize_file_reads
+from contextstore.core.hardening import harden_history
 from contextstore.core.overlays import BlockUpdate, UpdateKind, UpdateMode, text_hash
+from contextstore.core.truncation import next_truncation_range
 from contextstore.core.view import ensure_tool_results_follow_tool_use, truncated_messages
+from contextstore.core.window import ContextWindowInfo, context_window_info, should_compact
 from contextstore.records import (
     AppendedMessage,
     Checkpoint,
@@ -47,9 +51,11 @@ __all__ = [
     "ContentTooLargeError",
     "ContextStore",
     "ContextStoreError",
+    "ContextWindowInfo",
     "Conversation",
     "ConversationNotFoundError",
     "CorruptRowError",
+    "FileReadOptimization",
     "DatabaseBusyError",
     "IntegrityViolationError",
     "InvalidInputError",
@@ -69,7 +75,12 @@ __all__ = [
     "UpdateKind",
     "UpdateMode",
     "__version__",
+    "context_window_info",
     "ensure_tool_results_follow_tool_use",
+    "harden_history",
+    "next_truncation_range",
+    "optimize_file_reads",
+    "should_compact",
     "text_hash",
     "truncated_messages",
 ]

@@ -16,6 +16,7 @@ import click
 
 from contextstore import demo_data
 from contextstore.core.errors import ContextStoreError
+from contextstore.records import PreparedRequest
 from contextstore.store import ContextStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -141,6 +142,47 @@ def demo(ctx: click.Context) -> None:
         f"{report.total_removed} rows were removed in one transaction and kept in "
         "archived_rows (inspect them with: sqlite3 <db> 'SELECT table_name, ts FROM archived_rows')."
     )
+    _demo_overflow(store)
+
+
+def _decision_line(label: str, ctx: PreparedRequest) -> str:
+    d = ctx.decision
+    saved = f", de-duplicated messages {list(d.deduplicated)} ({d.fraction_saved:.0%} saved)" if d.deduplicated else ""
+    return (f"{label}: {d.action}" + (f" keep={d.keep}" if d.keep else "")
+            + f", range={ctx.deleted_range}, {len(ctx.messages)} messages sent{saved}")
+
+
+def _demo_overflow(store: ContextStore) -> None:
+    click.echo("\n== a session that overflows a 64,000-token window ==")
+    conv = store.create_conversation(model_id="claude-sonnet-4-5", context_window=64_000,
+                                     title="demo: overflow")
+    store.append(conv.id, [*demo_data.opening_turns(), *demo_data.long_session(8)])
+    first = store.prepare_request(conv.id, system="You are a careful coding agent.")
+    click.echo(_decision_line("request 1 (no usage yet)", first))
+    store.record_request(conv.id, request_id=first.request_id, tokens_in=38_500, tokens_out=900)
+    second = store.prepare_request(conv.id, system="You are a careful coding agent.")
+    click.echo(_decision_line("request 2 (previous used 39,400 >= 37,000)", second))
+    store.record_request(conv.id, request_id=second.request_id, tokens_in=36_000, tokens_out=700)
+    store.append(conv.id, demo_data.long_session(6, first=8, new_files=True))
+    store.record_request(conv.id, tokens_in=45_000, tokens_out=800)
+    third = store.prepare_request(conv.id, system="You are a careful coding agent.")
+    click.echo(_decision_line("request 3 (previous used 45,800)", third))
+    notice = third.messages[1]["content"][0]
+    click.echo(f"  message 1 now shows the notice: {str(notice.get('text', ''))[:90]}...")
+    click.echo(f"  reason recorded with the range: {third.decision.reason}")
+    cp = store.checkpoint(conv.id, "after-first-truncation")
+    store.append(conv.id, demo_data.long_session(6, first=14, new_files=True))
+    store.record_request(conv.id, tokens_in=52_000, tokens_out=800)
+    fourth = store.prepare_request(conv.id, system="You are a careful coding agent.")
+    click.echo(_decision_line("request 4 (previous used 52,800)", fourth))
+    report = store.rollback(conv.id, "after-first-truncation")
+    click.echo(
+        f"rollback('after-first-truncation'): removed {report.total_removed} rows in one "
+        f"transaction; the deleted range is {store.deleted_range(conv.id)} again, as at the "
+        f"checkpoint (ts {cp.ts}), and the notice stays"
+    )
+    rebuilt = store.request_payload(conv.id, second.request_id)
+    click.echo(f"request 2 rebuilt from rows and verified against its hash: {rebuilt == second.payload}")
 
 
 @cli.command()
@@ -222,6 +264,46 @@ def check(ctx: click.Context, conversation_id: str) -> None:
     store = _open(ctx, auto_migrate=False)
     store.check(conversation_id)
     click.echo(f"{conversation_id}: ok")
+
+
+@cli.command("crash-test")
+@click.option("--kills", type=int, default=500, show_default=True, help="Children to SIGKILL.")
+@click.option("--seed", type=int, default=1, show_default=True, help="Seeds delays and operations.")
+@click.option(
+    "--db",
+    "db_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="SQLite file to torture (default: a new file in a temporary directory).",
+)
+@click.option(
+    "--max-delay",
+    type=float,
+    default=0.25,
+    show_default=True,
+    help="Longest wait (seconds) between a child's start and its kill.",
+)
+def crash_test(kills: int, seed: int, db_path: str | None, max_delay: float) -> None:
+    """Kill writers with SIGKILL mid-operation, reopen and verify; print the tally.
+
+    Exits 1 if any committed write was lost or an invariant broke.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from contextstore.robustness.crash import run_campaign
+
+    def progress(run: int, tally: Any) -> None:
+        if (run + 1) % 50 == 0:
+            click.echo(f"  {run + 1} kills, {tally.committed} operations committed", err=True)
+
+    with tempfile.TemporaryDirectory(prefix="contextstore-crash-") as scratch:
+        path = Path(db_path) if db_path else Path(scratch) / "crash.db"
+        tally = run_campaign(path, kills=kills, seed=seed, max_delay=max_delay, progress=progress)
+    click.echo(f"database: {path}")
+    click.echo(tally.summary())
+    if not tally.ok:
+        sys.exit(1)
 
 
 def main() -> None:

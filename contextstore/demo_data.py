@@ -133,3 +133,42 @@ def risky_turns() -> list[dict[str, Any]]:
             ],
         },
     ]
+
+
+def long_session(rounds: int, *, first: int = 0, new_files: bool = False) -> list[dict[str, Any]]:
+    """Edit-and-test rounds: a session that outgrows its window.
+
+    With ``new_files`` every round reads a different file (nothing to de-duplicate);
+    otherwise every round re-reads ``src/report.py``.
+    """
+    turns: list[dict[str, Any]] = []
+    for i in range(first, first + rounds):
+        path = f"src/module_{i}.py" if new_files else "src/report.py"
+        turns.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": f"Round {i}: reading {path} before the next edit."},
+                    _read(f"toolu_r{i}", path),
+                ],
+            }
+        )
+        turns.append({"role": "user", "content": [_result(f"toolu_r{i}", path, REPORT_PY * 6)]})
+        turns.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": f"Round {i}: running the tests."},
+                    {"type": "tool_use", "id": f"toolu_t{i}", "name": "execute_command",
+                     "input": {"command": "pytest -q"}},
+                ],
+            }
+        )
+        turns.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"toolu_t{i}",
+                             "content": f"{i + 1} passed in 0.{i}1s"}],
+            }
+        )
+    return turns
