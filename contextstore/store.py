@@ -7,6 +7,7 @@ writes stamp every row with the conversation's clock.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import uuid
@@ -36,6 +37,8 @@ from contextstore.context_manager import (
 )
 from contextstore.core.truncation import normalize_keep
 from contextstore.core.view import build_view
+from contextstore.pipeline_runner import RenderCache, processed_view, propose
+from contextstore.processors.pipeline import Pipeline, default_pipeline
 from contextstore.records import (
     AppendedMessage,
     Checkpoint,
@@ -46,6 +49,7 @@ from contextstore.records import (
     TruncationDecision,
 )
 from contextstore.storage.copy import copy_history
+from contextstore.renderers import registry
 from contextstore.storage import queries
 from contextstore.storage.clock import last_ts, now_ms, tick
 from contextstore.storage.engine import Database, Durability, make_engine, resolve_target
@@ -113,8 +117,11 @@ class ContextStore:
         token_counter: TokenCounter | None = None,
         mask_secrets_on_write: bool = False,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
+        pipeline: Pipeline | None = None,
     ) -> None:
         self._db = database
+        self.pipeline: Pipeline | None = default_pipeline() if pipeline is None else pipeline
+        self.render_cache = RenderCache()
         self.location = location
         self.token_counter: TokenCounter = token_counter or TiktokenCounter()
         self.mask_secrets_on_write = mask_secrets_on_write
@@ -135,6 +142,7 @@ class ContextStore:
         mask_secrets_on_write: bool = False,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         engine_kwargs: dict[str, Any] | None = None,
+        pipeline: Pipeline | None = None,
     ) -> ContextStore:
         """Open (creating if needed) a store.
 
@@ -152,6 +160,8 @@ class ContextStore:
             token_counter: counts tokens at append; tiktoken ``cl100k_base`` by default.
             mask_secrets_on_write: mask secrets in message content before it is stored.
             max_message_bytes: largest accepted message (JSON size).
+            pipeline: processors applied to every render and prepare (default: masking of
+                high-confidence secrets; pass ``Pipeline([])`` for none).
             engine_kwargs: extra arguments for SQLAlchemy's ``create_engine``.
         """
         text_location = default_location() if location is None else os.fspath(location)
@@ -176,6 +186,7 @@ class ContextStore:
             token_counter=token_counter,
             mask_secrets_on_write=mask_secrets_on_write,
             max_message_bytes=max_message_bytes,
+            pipeline=pipeline,
         )
 
     @property
@@ -698,27 +709,45 @@ class ContextStore:
         *,
         as_of: int | None = None,
         format: str | None = None,
+        pipeline: Pipeline | None = None,
     ) -> list[dict[str, Any]]:
         """The conversation as the model sees it, now or as of a past ``ts``.
 
-        The view rules apply in order: the cut, the effective block rewrites, the orphan
-        filter, the pairing repair. With ``format=None`` the view keeps every stored field
-        (an append followed by a render is lossless); ``"anthropic"``, ``"openai"`` and
-        ``"gemini"`` give the provider's message list, without fields it does not accept.
+        The view rules apply in order: the cut, the effective block rewrites, the
+        processors (the store's pipeline, or ``pipeline``; applied in memory, nothing is
+        written), the orphan filter, the pairing repair. With ``format=None`` the view keeps
+        every stored field; ``"anthropic"``, ``"openai"`` and ``"gemini"`` give the
+        provider's message list, checked against that provider's pairing and role rules.
+        A repeat render of an unchanged conversation is served from a cache.
         """
         limit = queries.NO_LIMIT if as_of is None else self._as_of(as_of)
+        active = self.pipeline if pipeline is None else pipeline
+        if format is not None:
+            registry.check_format(format)
         with self._db.read() as connection:
-            self._conversation(connection, conversation_id)
+            newest = last_ts(connection, conversation_id)
+            key = (conversation_id, newest, min(limit, newest), format,
+                   active.config_key() if active else None)
+            cached = self.render_cache.get(key)
+            if cached is not None:
+                return copy.deepcopy(cached)
             state = queries.load_state(connection, conversation_id, limit)
-        view = build_view(state.messages, state.deleted_range, state.overlays)
-        return self._format(view, format)
+        view = self._format(processed_view(active, state), format)
+        self.render_cache.put(key, copy.deepcopy(view))
+        return view
 
-    def _format(self, view: list[dict[str, Any]], format: str | None) -> list[dict[str, Any]]:
+    @staticmethod
+    def _format(view: list[dict[str, Any]], format: str | None) -> list[dict[str, Any]]:
         if format is None:
             return view
-        from contextstore.renderers import registry
-
-        return registry.render(format, view)
+        rendered = registry.render(format, view)
+        problems = registry.validate_provider_payload(format, rendered)
+        if problems:
+            raise IntegrityViolationError(
+                f"the {format} rendering breaks the provider's rules ({'; '.join(problems[:3])}); "
+                "run 'contextstore check' on the conversation."
+            )
+        return rendered
 
     # -- explicit writes used by context management ----------------------------------
 
@@ -976,6 +1005,7 @@ class ContextStore:
         max_tokens: int | None = None,
         auto_condense: float | None = None,
         summarizer: Summarizer | None = None,
+        pipeline: Pipeline | None = None,
     ) -> PreparedRequest:
         """Decide on context management, persist the decision, and build the request.
 
@@ -985,14 +1015,12 @@ class ContextStore:
         larger deleted range (``half``, or ``quarter`` after a jump to a smaller window).
         The decision, then a request row holding the payload's SHA-256, are written in one
         transaction. Record the provider's usage afterwards with
-        ``record_request(conversation_id, request_id=ctx.request_id, ...)``.
+        ``record_request(conversation_id, request_id=ctx.request_id, ...)``. The processor
+        pipeline (the store's, or ``pipeline``) runs on the resulting view and its rewrites
+        are written as ``context_updates`` rows (kind ``processor``) in the same transaction.
         """
-        from contextstore.renderers import registry
-
-        if format not in registry.FORMATS:
-            raise InvalidInputError(
-                f"format {format!r} is not supported; use one of {', '.join(registry.FORMATS)}."
-            )
+        registry.check_format(format)
+        active = self.pipeline if pipeline is None else pipeline
         _check_int("max_tokens", max_tokens, minimum=1)
         _check_text("model", model, 200)
         options = self._request_options(format, system, tools, model, max_tokens)
@@ -1003,6 +1031,11 @@ class ContextStore:
             policy = policy_from_conversation(conv.context_window, conv.metadata, auto_condense)
             decision = decide_and_write(connection, conversation_id, policy, summarizer=summarizer)
             state = queries.load_state(connection, conversation_id)
+            processed = propose(active, state)
+            if processed:
+                (stamp,) = tick(connection, conversation_id)
+                queries.insert_updates(connection, conversation_id, stamp, processed)
+                state = queries.load_state(connection, conversation_id)
             view = build_view(state.messages, state.deleted_range, state.overlays)
             payload = self._payload(view, options)
             digest = self._store_options(connection, options)
@@ -1065,8 +1098,6 @@ class ContextStore:
 
     @staticmethod
     def _payload(view: list[dict[str, Any]], options: Mapping[str, Any]) -> dict[str, Any]:
-        from contextstore.renderers import registry
-
         return registry.build_request(
             options["format"],
             view,

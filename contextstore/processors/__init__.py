@@ -1,0 +1,59 @@
+"""Pure processors: read the view, propose block rewrites as context updates.
+
+Nothing here does I/O. The store runs a :class:`Pipeline` over the visible messages,
+writes the accepted proposals as ``context_updates`` rows and keeps every original.
+"""
+
+from __future__ import annotations
+
+from contextstore.processors.base import IndexedView, Processor, readable_text
+from contextstore.processors.degrade import MediaDegrader, media_pointer
+from contextstore.processors.distill import Distiller, distill_text
+from contextstore.processors.pipeline import (
+    Pipeline,
+    PipelineReport,
+    ProcessorStep,
+    default_pipeline,
+    drop_stale,
+    is_stale,
+)
+from contextstore.processors.secret_patterns import PATTERNS, SecretPattern
+from contextstore.processors.secrets import (
+    Finding,
+    SecretMasker,
+    find_secrets,
+    mask_message,
+    mask_text,
+    mask_value,
+)
+from contextstore.processors.summarize import Summarizer, SummaryHook, SummaryRequest
+from contextstore.processors.trimming import OutputTrimmer, truncate_middle
+
+__all__ = [
+    "PATTERNS",
+    "Distiller",
+    "Finding",
+    "IndexedView",
+    "MediaDegrader",
+    "OutputTrimmer",
+    "Pipeline",
+    "PipelineReport",
+    "Processor",
+    "ProcessorStep",
+    "SecretMasker",
+    "SecretPattern",
+    "Summarizer",
+    "SummaryHook",
+    "SummaryRequest",
+    "default_pipeline",
+    "distill_text",
+    "drop_stale",
+    "find_secrets",
+    "is_stale",
+    "mask_message",
+    "mask_text",
+    "mask_value",
+    "media_pointer",
+    "readable_text",
+    "truncate_middle",
+]

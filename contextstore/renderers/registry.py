@@ -37,7 +37,8 @@ _VIOLATIONS: dict[str, Callable[[Sequence[Any]], list[str]]] = {
 _HISTORY_KEY = {"anthropic": "messages", "openai": "messages", "gemini": "contents"}
 
 
-def _checked(format: str) -> str:
+def check_format(format: str) -> str:
+    """Return ``format`` if it is one of :data:`FORMATS`, else raise ``InvalidInputError``."""
     if format not in FORMATS:
         raise InvalidInputError(f"unknown format {format!r}; use one of: {', '.join(FORMATS)}.")
     return format
@@ -56,7 +57,7 @@ def render(format: str, messages: Sequence[Mapping[str, Any]]) -> list[dict[str,
     Raises:
         InvalidInputError: ``format`` is unknown, or a message is malformed.
     """
-    return _RENDER[_checked(format)](messages)
+    return _RENDER[check_format(format)](messages)
 
 
 def build_request(
@@ -82,7 +83,7 @@ def build_request(
     Raises:
         InvalidInputError: ``format`` is unknown, or a message or tool is malformed.
     """
-    builder = _BUILD[_checked(format)]
+    builder = _BUILD[check_format(format)]
     return builder(messages, system=system, tools=tools, model=model, max_tokens=max_tokens)
 
 
@@ -103,7 +104,7 @@ def validate_provider_payload(format: str, payload: Any) -> list[str]:
     Raises:
         InvalidInputError: ``format`` is unknown.
     """
-    key = _HISTORY_KEY[_checked(format)]
+    key = _HISTORY_KEY[check_format(format)]
     history = payload.get(key) if isinstance(payload, Mapping) else payload
     if isinstance(history, (str, bytes)) or not isinstance(history, Sequence):
         return [f"payload has no {key} list"]

@@ -25,7 +25,7 @@ def test_demo_writes_checkpoints_rolls_back_and_shows_the_rows(tmp_path: Path) -
     assert re.search(r"messages\s+7\s+2\s+5", out)
     assert "identical to the view at the checkpoint" in out
     with ContextStore.open(db) as store:
-        (conv,) = store.list_conversations()
+        conv = store.list_conversations()[0]
         assert len(store.messages(conv.id)) == 5
 
 

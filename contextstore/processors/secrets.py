@@ -1,0 +1,384 @@
+"""Secret masking: text and message maskers, and a processor.
+
+Every match becomes a typed marker such as ``[REDACTED:github_token]``, so the model (and
+anyone reading the processed view) learns that a credential was there and of what kind,
+never its value. The patterns live in :mod:`contextstore.processors.secret_patterns`.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from contextstore.core.errors import InvalidInputError
+from contextstore.core.overlays import BlockUpdate, Message, UpdateMode, block_text
+from contextstore.processors.base import (
+    IndexedView,
+    canonical_json,
+    iter_blocks,
+    make_update,
+    media_digest,
+    readable_text,
+)
+from contextstore.processors.secret_patterns import (
+    CONFIDENCE_LEVELS,
+    HIGH,
+    MEDIUM,
+    PATTERNS,
+    SecretPattern,
+    is_placeholder,
+    looks_generic,
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A secret found in a text: its kind, confidence and span in the ORIGINAL text.
+
+    Findings never carry the secret itself, so they are safe to log or store.
+    """
+
+    kind: str
+    start: int
+    end: int
+    confidence: str
+
+
+_PASSWORD_KEY_NAME = re.compile(r"(?i)(?:password|passwd|passphrase)")
+_SECRET_KEY_NAME = re.compile(
+    r"(?i)(?:secret|token|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key"
+    r"|auth[_\-]?key|credentials?|password|passwd)$"
+)
+
+
+def marker(kind: str) -> str:
+    """Return the text that replaces a secret of ``kind``."""
+    return f"[REDACTED:{kind}]"
+
+
+def _levels(confidence: str) -> tuple[str, ...]:
+    try:
+        return CONFIDENCE_LEVELS[confidence]
+    except KeyError:
+        raise InvalidInputError(
+            f"unknown secret-masking confidence {confidence!r}; use 'high' or 'medium'"
+        ) from None
+
+
+def _next_match(
+    pattern: SecretPattern, text: str, position: int
+) -> tuple[int, int, SecretPattern] | None:
+    """Return the first valid secret span of ``pattern`` starting at or after ``position``."""
+    while position <= len(text):
+        match = pattern.regex.search(text, position)
+        if match is None:
+            return None
+        start, end = pattern.secret_span(match)
+        secret = text[start:end]
+        valid = bool(secret) and "[REDACTED:" not in secret and start >= position
+        if valid and (pattern.validator is None or pattern.validator(match, secret)):
+            return (start, end, pattern)
+        position = match.start() + 1
+    return None
+
+
+def find_secrets(
+    text: str,
+    *,
+    confidence: str = HIGH,
+    patterns: Sequence[SecretPattern] = PATTERNS,
+) -> list[Finding]:
+    """Return the non-overlapping secrets in ``text``, in order of position.
+
+    The text is scanned left to right: at each point the secret starting first wins, then
+    the longest, then the pattern listed first, and every pattern resumes its search
+    after the chosen span. Resuming (rather than discarding matches that overlapped a
+    chosen one) finds secrets that a longer, losing match had swallowed, which is what
+    makes masking idempotent.
+    """
+    levels = _levels(confidence)
+    enabled = [p for p in patterns if p.confidence in levels]
+    pending = {order: _next_match(p, text, 0) for order, p in enumerate(enabled)}
+    findings: list[Finding] = []
+    position = 0
+    while True:
+        for order, candidate in pending.items():
+            if candidate is not None and candidate[0] < position:
+                pending[order] = _next_match(enabled[order], text, position)
+        live = [(c[0], c[0] - c[1], order, c) for order, c in pending.items() if c is not None]
+        if not live:
+            return findings
+        start, _, _, (_, end, pattern) = min(live, key=lambda item: item[:3])
+        findings.append(Finding(pattern.kind, start, end, pattern.confidence))
+        position = end
+
+
+def mask_text(
+    text: str,
+    *,
+    confidence: str = HIGH,
+    patterns: Sequence[SecretPattern] = PATTERNS,
+) -> tuple[str, list[Finding]]:
+    """Replace every secret in ``text`` by its typed marker.
+
+    Args:
+        text: Any text.
+        confidence: ``"high"`` (default) uses only distinctive patterns; ``"medium"``
+            adds publishable keys and high-entropy values assigned to secret-like names.
+        patterns: The pattern set; defaults to :data:`PATTERNS`.
+
+    Returns:
+        The masked text and the findings, with spans in the original ``text``. Masking is
+        idempotent: markers never match a pattern.
+    """
+    findings = find_secrets(text, confidence=confidence, patterns=patterns)
+    if not findings:
+        return text, []
+    parts: list[str] = []
+    position = 0
+    for finding in findings:
+        parts.append(text[position : finding.start])
+        parts.append(marker(finding.kind))
+        position = finding.end
+    parts.append(text[position:])
+    return "".join(parts), findings
+
+
+def _keyed_kind(key: str, value: str, levels: tuple[str, ...]) -> str | None:
+    """Classify a string value by the dict key that holds it (tool inputs, JSON)."""
+    if "[REDACTED:" in value:
+        return None
+    if _PASSWORD_KEY_NAME.search(key) and len(value) >= 3 and not is_placeholder(value):
+        return "password"
+    if MEDIUM in levels and _SECRET_KEY_NAME.search(key) and looks_generic(value):
+        return "generic_secret"
+    return None
+
+
+def mask_value(
+    value: Any,
+    *,
+    confidence: str = HIGH,
+    patterns: Sequence[SecretPattern] = PATTERNS,
+    findings: list[Finding] | None = None,
+) -> Any:
+    """Return a masked copy of a JSON-like value (tool inputs): strings are masked.
+
+    A string held under a password-like key (or, at medium confidence, a secret-like key)
+    is replaced whole, since such a value has no surrounding text to recognise it by.
+    ``findings``, when given, collects findings (spans relative to each string).
+    """
+    levels = _levels(confidence)
+    sink = findings if findings is not None else []
+
+    def walk(item: Any, key: str | None) -> Any:
+        if isinstance(item, str):
+            kind = _keyed_kind(key, item, levels) if key is not None else None
+            if kind is not None:
+                sink.append(Finding(kind, 0, len(item), HIGH if kind == "password" else MEDIUM))
+                return marker(kind)
+            masked, found = mask_text(item, confidence=confidence, patterns=patterns)
+            sink.extend(found)
+            return masked
+        if isinstance(item, dict):
+            return {k: walk(v, k if isinstance(k, str) else None) for k, v in item.items()}
+        if isinstance(item, list):
+            return [walk(v, None) for v in item]
+        return item
+
+    return walk(value, None)
+
+
+def mask_message(
+    message: Message,
+    *,
+    confidence: str = HIGH,
+    patterns: Sequence[SecretPattern] = PATTERNS,
+) -> Message:
+    """Return a deep copy of ``message`` with every secret masked; the input is untouched.
+
+    Meant for callers who must never store a secret: the store can mask a message before
+    writing it. Masked: a string content, ``text`` blocks, ``tool_result`` content (a
+    string or the text items of a list), string values anywhere in a ``tool_use`` input,
+    and plain-text ``document`` sources. ``thinking`` and ``redacted_thinking`` blocks
+    are left as they are: their text is covered by a signature the provider verifies
+    when the block is sent back, so an edited thinking block would make the next request
+    fail. Images and other binary data are never scanned.
+    """
+    result = copy.deepcopy(message)
+
+    def mask(text: str) -> str:
+        return mask_text(text, confidence=confidence, patterns=patterns)[0]
+
+    content = result.get("content")
+    if isinstance(content, str):
+        result["content"] = mask(content)
+    elif isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict):
+                _mask_block_in_place(block, mask, confidence, patterns)
+    return result
+
+
+def _mask_block_in_place(
+    block: dict[str, Any],
+    mask: Callable[[str], str],
+    confidence: str,
+    patterns: Sequence[SecretPattern],
+) -> None:
+    """Mask one block of a private deep copy (see :func:`mask_message`)."""
+    kind = block.get("type")
+    if kind == "text" and isinstance(block.get("text"), str):
+        block["text"] = mask(block["text"])
+    elif kind == "tool_use" and "input" in block:
+        block["input"] = mask_value(block["input"], confidence=confidence, patterns=patterns)
+    elif kind == "tool_result" and isinstance(block.get("content"), str):
+        block["content"] = mask(block["content"])
+    elif kind == "tool_result" and isinstance(block.get("content"), list):
+        for item in block["content"]:
+            if isinstance(item, dict) and isinstance(item.get("text"), str):
+                item["text"] = mask(item["text"])
+    elif kind == "document":
+        source = block.get("source")
+        data = source.get("data") if isinstance(source, dict) else None
+        if isinstance(source, dict) and source.get("type") == "text" and isinstance(data, str):
+            source["data"] = mask(data)
+
+
+def _counts(findings: Iterable[Finding]) -> dict[str, int]:
+    return dict(sorted(Counter(f.kind for f in findings).items()))
+
+
+class SecretMasker:
+    """Processor that masks secrets in the view the model sees.
+
+    Proposes a ``TEXT`` update for a text block or a tool result's text, and a
+    ``TOOL_INPUT`` update for a ``tool_use`` whose input holds a secret. A tool result
+    whose secret sits in a list item other than the first (which a ``TEXT`` update cannot
+    reach) gets a ``BLOCK`` update: its text items, masked and joined by blank lines, with
+    any image or document replaced by a pointer, because leaking the credential would be
+    worse than hiding the image (the original stays in the database). Thinking blocks are
+    never touched (see :func:`mask_message`).
+    """
+
+    independent = True
+
+    def __init__(
+        self,
+        *,
+        confidence: str = HIGH,
+        patterns: Sequence[SecretPattern] | None = None,
+        name: str = "secret_mask",
+    ) -> None:
+        """Create a masker.
+
+        Args:
+            confidence: ``"high"`` (default) or ``"medium"`` (adds opt-in patterns).
+            patterns: A custom pattern set; defaults to :data:`PATTERNS`.
+            name: The processor name recorded as each update's ``source``.
+        """
+        _levels(confidence)
+        self.name = name
+        self.confidence = confidence
+        self.patterns: tuple[SecretPattern, ...] = tuple(patterns or PATTERNS)
+
+    def config(self) -> dict[str, Any]:
+        """Return the confidence and the enabled patterns (kind, level and regex)."""
+        levels = _levels(self.confidence)
+        return {
+            "confidence": self.confidence,
+            "patterns": [
+                [p.kind, p.confidence, p.regex.pattern]
+                for p in self.patterns
+                if p.confidence in levels
+            ],
+        }
+
+    def _mask(self, text: str) -> tuple[str, list[Finding]]:
+        return mask_text(text, confidence=self.confidence, patterns=self.patterns)
+
+    def propose(self, view: IndexedView) -> list[BlockUpdate]:
+        """Return masking updates for every block of ``view`` that holds a secret."""
+        updates: list[BlockUpdate] = []
+        for message_idx, _, block_idx, block in iter_blocks(view):
+            update = self._propose_block(message_idx, block_idx, block)
+            if update is not None:
+                updates.append(update)
+        return updates
+
+    def _propose_block(self, message_idx: int, block_idx: int, block: Any) -> BlockUpdate | None:
+        kind = block.get("type")
+        if kind == "tool_use" and "input" in block:
+            found: list[Finding] = []
+            masked_input = mask_value(
+                block["input"], confidence=self.confidence, patterns=self.patterns, findings=found
+            )
+            if not found:
+                return None
+            return make_update(
+                self.name,
+                message_idx,
+                block_idx,
+                read=canonical_json(block["input"]),
+                text=canonical_json(masked_input),
+                mode=UpdateMode.TOOL_INPUT,
+                metadata={"secrets": _counts(found)},
+            )
+        if kind == "tool_result" and isinstance(block.get("content"), list):
+            whole = self._propose_result_list(message_idx, block_idx, block)
+            if whole is not None:
+                return whole
+        text = block_text(block)
+        if text is None:
+            return None
+        masked, findings = self._mask(text)
+        if not findings:
+            return None
+        return make_update(
+            self.name,
+            message_idx,
+            block_idx,
+            read=text,
+            text=masked,
+            metadata={"secrets": _counts(findings)},
+        )
+
+    def _propose_result_list(
+        self, message_idx: int, block_idx: int, block: Any
+    ) -> BlockUpdate | None:
+        """Mask a list-content tool result whose later items hold secrets (BLOCK mode)."""
+        items = block["content"]
+        later = [
+            self._mask(item["text"])[1]
+            for item in items[1:]
+            if isinstance(item, dict) and isinstance(item.get("text"), str)
+        ]
+        if not any(later):
+            return None
+        parts: list[str] = []
+        findings: list[Finding] = []
+        for item in items:
+            if not isinstance(item, dict):
+                continue
+            if isinstance(item.get("text"), str):
+                masked, found = self._mask(item["text"])
+                parts.append(masked)
+                findings.extend(found)
+            elif item.get("type") in ("image", "document"):
+                media, _, digest = media_digest(item)
+                parts.append(f"[{item['type']} omitted: {media}, sha256 {digest[:12]}]")
+        read = readable_text(block, UpdateMode.BLOCK)
+        assert read is not None
+        return make_update(
+            self.name,
+            message_idx,
+            block_idx,
+            read=read,
+            text="\n\n".join(parts),
+            mode=UpdateMode.BLOCK,
+            metadata={"secrets": _counts(findings)},
+        )

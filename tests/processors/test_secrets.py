@@ -1,0 +1,228 @@
+from __future__ import annotations
+
+import copy
+import json
+import random
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextstore.core.errors import InvalidInputError
+from contextstore.core.overlays import UpdateKind, UpdateMode, text_hash
+from contextstore.processors import SecretMasker, mask_message, mask_text, mask_value
+from contextstore.processors.secret_patterns import PATTERNS, shannon_entropy
+
+from ._corpus import ALNUM, B64URL, HEX, Sample, high_samples, look_alikes, medium_samples
+
+HIGH = high_samples()
+MEDIUM = medium_samples()
+LOOK_ALIKES = look_alikes()
+
+
+def test_corpus_is_large_and_covers_every_high_kind() -> None:
+    assert len(HIGH) + len(MEDIUM) >= 30
+    high_kinds = {p.kind for p in PATTERNS if p.confidence == "high"}
+    assert high_kinds - {s.kind for s in HIGH} <= {
+        "aws_session_token",
+        "google_oauth_token",
+        "pypi_token",
+        "azure_storage_key",
+    }
+
+
+@pytest.mark.parametrize("sample", HIGH, ids=lambda s: s.kind)
+def test_high_confidence_samples_are_masked(sample: Sample) -> None:
+    masked, findings = mask_text(sample.text)
+    assert sample.secret not in masked
+    assert f"[REDACTED:{sample.kind}]" in masked
+    assert sample.kind in {f.kind for f in findings}
+    for kept in sample.keep:
+        assert kept in masked
+    for finding in findings:
+        assert sample.text[finding.start : finding.end] in sample.secret or (
+            sample.secret in sample.text[finding.start : finding.end]
+        )
+
+
+@pytest.mark.parametrize("sample", MEDIUM, ids=lambda s: s.kind)
+def test_medium_samples_need_opt_in(sample: Sample) -> None:
+    assert mask_text(sample.text) == (sample.text, [])
+    masked, findings = mask_text(sample.text, confidence="medium")
+    assert sample.secret not in masked
+    assert [f.kind for f in findings] == [sample.kind]
+    for kept in sample.keep:
+        assert kept in masked
+
+
+@pytest.mark.parametrize("text", LOOK_ALIKES, ids=lambda t: t[:30])
+def test_look_alikes_are_left_alone(text: str) -> None:
+    assert mask_text(text) == (text, [])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [t for t in LOOK_ALIKES if "EXAMPLE" not in t and "get_token" not in t],
+    ids=lambda t: t[:30],
+)
+def test_look_alikes_survive_medium_confidence(text: str) -> None:
+    assert mask_text(text, confidence="medium") == (text, [])
+
+
+def test_url_password_keeps_user_and_host() -> None:
+    sample = next(s for s in HIGH if s.text.startswith("DATABASE_URL"))
+    masked, _ = mask_text(sample.text)
+    assert masked == "DATABASE_URL=postgres://app_user:[REDACTED:url_password]@db.internal:5432/app"
+
+
+def test_several_secrets_in_one_text_keep_spans_of_the_original() -> None:
+    first, second = HIGH[11], HIGH[30]
+    text = f"a {first.text}\nb {second.text}\n"
+    masked, findings = mask_text(text)
+    assert first.secret not in masked and second.secret not in masked
+    assert [text[f.start : f.end] for f in findings] == [first.secret, second.secret]
+
+
+def test_unknown_confidence_is_refused() -> None:
+    with pytest.raises(InvalidInputError):
+        mask_text("x", confidence="low")
+
+
+def test_entropy() -> None:
+    assert shannon_entropy("") == 0.0
+    assert shannon_entropy("aaaa") == 0.0
+    assert shannon_entropy("abcd") == pytest.approx(2.0)
+
+
+FRAGMENTS = [s.text for s in HIGH + MEDIUM] + LOOK_ALIKES + ["\n", " ", "=", ":", '"', "@"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=6), st.text(max_size=40))
+def test_masking_is_idempotent(parts: list[str], noise: str) -> None:
+    text = noise.join(parts)
+    for confidence in ("high", "medium"):
+        once, _ = mask_text(text, confidence=confidence)
+        assert mask_text(once, confidence=confidence) == (once, [])
+
+
+def test_mask_value_walks_nested_inputs_and_keys() -> None:
+    token = HIGH[11].secret
+    value = {"cmd": f"echo {token}", "env": {"DB_PASSWORD": "hunter2x"}, "n": [1, token]}
+    assert mask_value(value) == {
+        "cmd": "echo [REDACTED:github_token]",
+        "env": {"DB_PASSWORD": "[REDACTED:password]"},
+        "n": [1, "[REDACTED:github_token]"],
+    }
+    assert mask_value({"password": "${PASSWORD}"}) == {"password": "${PASSWORD}"}
+
+
+def _message_with_secrets(token: str) -> dict[str, Any]:
+    return {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": f"my token is {token}"},
+            {"type": "thinking", "thinking": f"the user said {token}", "signature": "sig"},
+            {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": f"gh {token}"}},
+            {"type": "tool_result", "tool_use_id": "t1", "content": f"ok {token}"},
+            {
+                "type": "tool_result",
+                "tool_use_id": "t2",
+                "content": [
+                    {"type": "text", "text": "first"},
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": "aGVsbG8="},
+                    },
+                    {"type": "text", "text": f"later {token}"},
+                ],
+            },
+            {
+                "type": "document",
+                "source": {"type": "text", "media_type": "text/plain", "data": f"doc {token}"},
+            },
+        ],
+    }
+
+
+def test_mask_message_masks_a_deep_copy_and_leaves_thinking() -> None:
+    token = HIGH[11].secret
+    message = _message_with_secrets(token)
+    before = copy.deepcopy(message)
+    masked = mask_message(message)
+    assert message == before
+    dumped = json.dumps(masked)
+    assert dumped.count(token) == 1
+    assert masked["content"][1] == message["content"][1]
+    assert masked["content"][4]["content"][1] == message["content"][4]["content"][1]
+    assert mask_message({"role": "user", "content": token})["content"] == "[REDACTED:github_token]"
+
+
+def test_secret_masker_proposals() -> None:
+    token = HIGH[11].secret
+    message = _message_with_secrets(token)
+    before = copy.deepcopy(message)
+    view = [(0, {"role": "user", "content": "task"}), (7, message)]
+    updates = SecretMasker().propose(view)
+    assert message == before
+    by_block = {u.block_idx: u for u in updates}
+    assert set(by_block) == {0, 2, 3, 4}
+    assert all(u.kind == UpdateKind.PROCESSOR and u.source == "secret_mask" for u in updates)
+    assert all(u.message_idx == 7 for u in updates)
+    assert by_block[0].text == "my token is [REDACTED:github_token]"
+    assert by_block[0].base_hash == text_hash(f"my token is {token}")
+    assert by_block[0].metadata == {"secrets": {"github_token": 1}}
+    assert by_block[2].mode == UpdateMode.TOOL_INPUT
+    assert json.loads(by_block[2].text) == {"command": "gh [REDACTED:github_token]"}
+    assert by_block[3].mode == UpdateMode.TEXT
+    assert by_block[4].mode == UpdateMode.BLOCK
+    assert "later [REDACTED:github_token]" in by_block[4].text
+    assert "[image omitted: image/png" in by_block[4].text
+    assert all(token not in u.text for u in updates)
+
+
+def test_secret_masker_string_content_and_nothing_to_do() -> None:
+    token = HIGH[11].secret
+    masker = SecretMasker()
+    updates = masker.propose([(3, {"role": "user", "content": f"x {token}"})])
+    assert [(u.message_idx, u.block_idx, u.text) for u in updates] == [
+        (3, 0, "x [REDACTED:github_token]")
+    ]
+    assert masker.propose([(0, {"role": "user", "content": LOOK_ALIKES[0]})]) == []
+
+
+def test_secret_masker_config_is_stable_and_json() -> None:
+    assert SecretMasker().config() == SecretMasker().config()
+    json.dumps(SecretMasker(confidence="medium").config())
+    assert SecretMasker().config() != SecretMasker(confidence="medium").config()
+    with pytest.raises(InvalidInputError):
+        SecretMasker(confidence="paranoid")
+
+
+@pytest.mark.parametrize(
+    ("alphabet", "length"), [(ALNUM, 16), (ALNUM, 40), (HEX, 32), (B64URL, 24)]
+)
+def test_generic_secrets_are_found_whatever_their_draw(alphabet: str, length: int) -> None:
+    rng = random.Random(length)
+    for _ in range(300):
+        value = "".join(rng.choice(alphabet) for _ in range(length))
+        if not any(c.isdigit() for c in value):
+            continue
+        masked, _ = mask_text(f"API_TOKEN={value}", confidence="medium")
+        assert masked == "API_TOKEN=[REDACTED:generic_secret]", value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "api_key = settings.OPENAI_API_KEY",
+        "auth_token: ${{ secrets.DEPLOY_TOKEN }}",
+        "SECRET_KEY = get_random_secret_key()",
+        "csrf_token = '{{ csrf_token }}'",
+        "next_page_token: aaaaaaaaaaaaaaaaaaaaaaaa",
+        "token_path = ~/.config/gh/hosts.yml",
+    ],
+)
+def test_generic_look_alikes(text: str) -> None:
+    assert mask_text(text, confidence="medium") == (text, [])

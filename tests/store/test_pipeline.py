@@ -1,0 +1,69 @@
+"""Processors on the store: rows for what the model saw, stale results, the render cache."""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import text as sql
+
+from contextstore import ContextStore
+from contextstore.processors import Distiller, Pipeline, SecretMasker
+from tests.conftest import assistant, tool_result, tool_use, user
+
+TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+
+def test_secrets_are_masked_in_every_format_and_the_original_stays(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, [user(f"use {TOKEN} please"), assistant(tool_use("t", name="sh", cmd=f"curl -H {TOKEN}")),
+                           user(tool_result("t", f"ok {TOKEN}"))])
+    for format in (None, "anthropic", "openai", "gemini"):
+        assert TOKEN not in json.dumps(store.render(conv.id, format=format))
+    ctx = store.prepare_request(conv.id, format="gemini")
+    assert TOKEN not in json.dumps(ctx.payload) and "[REDACTED:github_token]" in json.dumps(ctx.payload)
+    assert TOKEN in json.dumps(store.messages(conv.id))
+    updates = store.context_updates(conv.id)
+    assert {(u["kind"], u["source"]) for u in updates} == {("processor", "secret_mask")}
+    assert all(len(u["base_hash"]) == 64 for u in updates)
+    assert store.request_payload(conv.id, ctx.request_id) == ctx.payload
+
+
+def test_a_repeat_render_does_no_processing(memory_store: ContextStore) -> None:
+    conv = memory_store.create_conversation()
+    memory_store.append(conv.id, [user("a\n\n\n\n\nb"), assistant("ok")])
+    first = memory_store.render(conv.id, pipeline=Pipeline([Distiller()]))
+    misses = memory_store.render_cache.misses
+    again = memory_store.render(conv.id, pipeline=Pipeline([Distiller()]))
+    assert again == first and memory_store.render_cache.misses == misses
+    assert memory_store.render_cache.hits >= 1
+    memory_store.append(conv.id, "user", "more")
+    memory_store.render(conv.id, pipeline=Pipeline([Distiller()]))
+    assert memory_store.render_cache.misses == misses + 1
+
+
+def test_a_processor_result_for_a_changed_block_is_stale(memory_store: ContextStore) -> None:
+    conv = memory_store.create_conversation()
+    memory_store.append(conv.id, [user("task"), assistant("x   \n\n\n\n\ny")])
+    memory_store.add_context_update(conv.id, 1, 0, "rewritten by hand")
+    ctx = memory_store.prepare_request(conv.id, pipeline=Pipeline([Distiller()]))
+    assert ctx.messages[1]["content"][0]["text"] == "rewritten by hand"
+    assert [u["kind"] for u in memory_store.context_updates(conv.id)] == ["manual"]
+
+
+def test_masking_before_write_never_stores_the_secret(tmp_path: object) -> None:
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "masked.db"
+    with ContextStore.open(path, mask_secrets_on_write=True) as store:
+        conv = store.create_conversation()
+        store.append(conv.id, "user", f"token {TOKEN}")
+        with store.database.engine.connect() as connection:
+            rows = connection.execute(sql("SELECT text, data FROM blocks")).all()
+        assert TOKEN not in repr(rows) and "REDACTED" in repr(rows)
+
+
+def test_no_pipeline_means_the_stored_text(memory_store: ContextStore) -> None:
+    conv = memory_store.create_conversation()
+    memory_store.append(conv.id, "user", f"{TOKEN}")
+    assert memory_store.render(conv.id, pipeline=Pipeline([]))[0]["content"] == TOKEN
+    assert memory_store.render(conv.id, pipeline=Pipeline([SecretMasker()]))[0]["content"] != TOKEN
