@@ -25,7 +25,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in cells]
+    lines = [
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in cells
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -38,17 +40,22 @@ def _summarise_block(block: Any) -> str:
         text = str(block.get("text", "")).replace("\n", " ")
         return f"text: {text[:60]}{'...' if len(text) > 60 else ''}"
     if kind == "tool_use":
-        return f"tool_use {block.get('name')}({json.dumps(block.get('input'))[:40]}) id={block.get('id')}"
+        arguments = json.dumps(block.get("input"))[:40]
+        return f"tool_use {block.get('name')}({arguments}) id={block.get('id')}"
     if kind == "tool_result":
         content = block.get("content")
         if isinstance(content, list):
-            content = " ".join(str(c.get("text", f"[{c.get('type')}]")) for c in content if isinstance(c, dict))
+            content = " ".join(
+                str(c.get("text", f"[{c.get('type')}]")) for c in content if isinstance(c, dict)
+            )
         text = str(content).replace("\n", " ")
         error = " error" if block.get("is_error") else ""
-        return f"tool_result{error} for {block.get('tool_use_id')}: {text[:50]}{'...' if len(text) > 50 else ''}"
+        more = "..." if len(text) > 50 else ""
+        return f"tool_result{error} for {block.get('tool_use_id')}: {text[:50]}{more}"
     if kind == "image":
         source = block.get("source") or {}
-        return f"image {source.get('media_type', '')} ({len(str(source.get('data', '')))} base64 chars)"
+        size = len(str(source.get("data", "")))
+        return f"image {source.get('media_type', '')} ({size} base64 chars)"
     return str(kind)
 
 
@@ -58,7 +65,8 @@ def _conversation_table(messages: Sequence[dict[str, Any]]) -> str:
         content = message.get("content")
         parts = [content] if isinstance(content, str) else content or []
         summary = " | ".join(
-            _summarise_block({"type": "text", "text": p} if isinstance(p, str) else p) for p in parts
+            _summarise_block({"type": "text", "text": p} if isinstance(p, str) else p)
+            for p in parts
         )
         rows.append((position, message.get("role"), summary))
     return _table(("#", "role", "content"), rows)
@@ -137,25 +145,35 @@ def demo(ctx: click.Context) -> None:
     click.echo(_conversation_table(at_checkpoint))
     current = store.render(conv.id)
     same = "identical to" if current == at_checkpoint else "DIFFERENT from"
-    click.echo(f"\nafter rollback('after-reading') the view now is {same} the view at the checkpoint;")
+    click.echo(
+        f"\nafter rollback('after-reading') the view now is {same} the view at the checkpoint;"
+    )
     click.echo(
         f"{report.total_removed} rows were removed in one transaction and kept in "
-        "archived_rows (inspect them with: sqlite3 <db> 'SELECT table_name, ts FROM archived_rows')."
+        "archived_rows, with the cutoff and time of the rollback."
     )
     _demo_overflow(store)
 
 
 def _decision_line(label: str, ctx: PreparedRequest) -> str:
     d = ctx.decision
-    saved = f", de-duplicated messages {list(d.deduplicated)} ({d.fraction_saved:.0%} saved)" if d.deduplicated else ""
-    return (f"{label}: {d.action}" + (f" keep={d.keep}" if d.keep else "")
-            + f", range={ctx.deleted_range}, {len(ctx.messages)} messages sent{saved}")
+    saved = (
+        f", de-duplicated messages {list(d.deduplicated)} ({d.fraction_saved:.0%} saved)"
+        if d.deduplicated
+        else ""
+    )
+    return (
+        f"{label}: {d.action}"
+        + (f" keep={d.keep}" if d.keep else "")
+        + f", range={ctx.deleted_range}, {len(ctx.messages)} messages sent{saved}"
+    )
 
 
 def _demo_overflow(store: ContextStore) -> None:
     click.echo("\n== a session that overflows a 64,000-token window ==")
-    conv = store.create_conversation(model_id="claude-sonnet-4-5", context_window=64_000,
-                                     title="demo: overflow")
+    conv = store.create_conversation(
+        model_id="claude-sonnet-4-5", context_window=64_000, title="demo: overflow"
+    )
     store.append(conv.id, [*demo_data.opening_turns(), *demo_data.long_session(8)])
     first = store.prepare_request(conv.id, system="You are a careful coding agent.")
     click.echo(_decision_line("request 1 (no usage yet)", first))
@@ -181,8 +199,11 @@ def _demo_overflow(store: ContextStore) -> None:
         f"transaction; the deleted range is {store.deleted_range(conv.id)} again, as at the "
         f"checkpoint (ts {cp.ts}), and the notice stays"
     )
+    assert second.request_id is not None
     rebuilt = store.request_payload(conv.id, second.request_id)
-    click.echo(f"request 2 rebuilt from rows and verified against its hash: {rebuilt == second.payload}")
+    click.echo(
+        f"request 2 rebuilt from rows and verified against its hash: {rebuilt == second.payload}"
+    )
 
 
 @cli.command()
@@ -220,10 +241,14 @@ def list_conversations(ctx: click.Context) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the messages as JSON.")
 @click.pass_context
 @_handle_errors
-def render(ctx: click.Context, conversation_id: str, as_of: int | None, format_: str, as_json: bool) -> None:
+def render(
+    ctx: click.Context, conversation_id: str, as_of: int | None, format_: str, as_json: bool
+) -> None:
     """Show the conversation as the model sees it (now, or as of a past ts)."""
     store = _open(ctx, auto_migrate=False)
-    view = store.render(conversation_id, as_of=as_of, format=None if format_ == "stored" else format_)
+    view = store.render(
+        conversation_id, as_of=as_of, format=None if format_ == "stored" else format_
+    )
     if as_json or format_ in ("openai", "gemini"):
         click.echo(json.dumps(view, indent=2, ensure_ascii=False))
     else:
@@ -237,7 +262,10 @@ def render(ctx: click.Context, conversation_id: str, as_of: int | None, format_:
 def checkpoints(ctx: click.Context, conversation_id: str) -> None:
     """List a conversation's checkpoints."""
     store = _open(ctx, auto_migrate=False)
-    rows = [(c.ts, c.label or "", c.git_hash or "", c.note or "") for c in store.checkpoints(conversation_id)]
+    rows = [
+        (c.ts, c.label or "", c.git_hash or "", c.note or "")
+        for c in store.checkpoints(conversation_id)
+    ]
     click.echo(_table(("ts", "label", "git", "note"), rows))
 
 

@@ -64,7 +64,9 @@ def policy_from_conversation(
     stored = metadata.get("auto_condense")
     threshold = auto_condense if auto_condense is not None else stored
     if threshold is not None and (
-        isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold <= 1
+        isinstance(threshold, bool)
+        or not isinstance(threshold, int | float)
+        or not 0 < threshold <= 1
     ):
         raise InvalidInputError(
             f"auto_condense must be a fraction of the window in (0, 1], got {threshold!r}."
@@ -179,8 +181,12 @@ def decide_and_write(
     total = queries.last_request_total(connection, conversation_id)
     state = queries.load_state(connection, conversation_id)
     window = context_window_info(policy.context_window)
-    base = TruncationDecision(action="none", deleted_range=state.deleted_range,
-                              previous_range=state.deleted_range, tokens_total=total)
+    base = TruncationDecision(
+        action="none",
+        deleted_range=state.deleted_range,
+        previous_range=state.deleted_range,
+        tokens_total=total,
+    )
     if total is None:
         return base
     if policy.subagent:
@@ -209,32 +215,74 @@ def _dedupe_then_truncate(
 ) -> TruncationDecision:
     plan = plan_file_read_dedupe(state.messages, visible_start(state.deleted_range), state.overlays)
     if plan.updates and not plan.need_to_truncate:
-        _write_decision(connection, conversation_id, plan.updates, None, keep=keep,
-                        reason=reason, tokens_total=total, summary=None)
-        return TruncationDecision("dedupe", None, state.deleted_range, state.deleted_range, total,
-                                  plan.touched, plan.fraction_saved,
-                                  f"{reason}; de-duplicating file reads saved "
-                                  f"{plan.fraction_saved:.0%}, so nothing was truncated")
+        _write_decision(
+            connection,
+            conversation_id,
+            plan.updates,
+            None,
+            keep=keep,
+            reason=reason,
+            tokens_total=total,
+            summary=None,
+        )
+        return TruncationDecision(
+            "dedupe",
+            None,
+            state.deleted_range,
+            state.deleted_range,
+            total,
+            plan.touched,
+            plan.fraction_saved,
+            f"{reason}; de-duplicating file reads saved "
+            f"{plan.fraction_saved:.0%}, so nothing was truncated",
+        )
     new_range = next_truncation_range(state.messages, state.deleted_range, keep)
     progressed = not is_empty_range(new_range) and new_range != state.deleted_range
     updates = list(plan.updates)
     if progressed:
         updates += _notice_updates(_with_updates(state, plan.updates), summary, first_user=False)
-    _write_decision(connection, conversation_id, updates, new_range if progressed else None,
-                    keep=keep, reason=reason, tokens_total=total, summary=summary)
+    _write_decision(
+        connection,
+        conversation_id,
+        updates,
+        new_range if progressed else None,
+        keep=keep,
+        reason=reason,
+        tokens_total=total,
+        summary=summary,
+    )
     if not progressed:
         action = "dedupe" if plan.updates else "none"
-        return TruncationDecision(action, None, state.deleted_range, state.deleted_range, total,
-                                  plan.touched, plan.fraction_saved,
-                                  f"{reason}; no message could be hidden")
-    return TruncationDecision("truncate", keep, new_range, state.deleted_range, total,
-                              plan.touched, plan.fraction_saved, reason)
+        return TruncationDecision(
+            action,
+            None,
+            state.deleted_range,
+            state.deleted_range,
+            total,
+            plan.touched,
+            plan.fraction_saved,
+            f"{reason}; no message could be hidden",
+        )
+    return TruncationDecision(
+        "truncate",
+        keep,
+        new_range,
+        state.deleted_range,
+        total,
+        plan.touched,
+        plan.fraction_saved,
+        reason,
+    )
 
 
-def _with_updates(state: queries.ConversationState, updates: Sequence[BlockUpdate]) -> queries.ConversationState:
+def _with_updates(
+    state: queries.ConversationState, updates: Sequence[BlockUpdate]
+) -> queries.ConversationState:
     overlays = dict(state.overlays)
     overlays.update({u.address: u for u in updates})
-    return queries.ConversationState(state.messages, state.deleted_range, overlays, state.message_ts)
+    return queries.ConversationState(
+        state.messages, state.deleted_range, overlays, state.message_ts
+    )
 
 
 def _subagent(
@@ -250,20 +298,59 @@ def _subagent(
     reason = f"subagent request used {total:,} tokens, at or over 75 % of its window"
     plan = plan_file_read_dedupe(state.messages, visible_start(state.deleted_range), state.overlays)
     if plan.updates and not plan.need_to_truncate:
-        _write_decision(connection, conversation_id, plan.updates, None, keep="quarter",
-                        reason=reason, tokens_total=total, summary=None)
-        return TruncationDecision("dedupe", None, state.deleted_range, state.deleted_range, total,
-                                  plan.touched, plan.fraction_saved, reason)
+        _write_decision(
+            connection,
+            conversation_id,
+            plan.updates,
+            None,
+            keep="quarter",
+            reason=reason,
+            tokens_total=total,
+            summary=None,
+        )
+        return TruncationDecision(
+            "dedupe",
+            None,
+            state.deleted_range,
+            state.deleted_range,
+            total,
+            plan.touched,
+            plan.fraction_saved,
+            reason,
+        )
     new_range = subagent_next_range(state.messages, state.deleted_range)
-    _write_decision(connection, conversation_id, plan.updates, new_range, keep="quarter",
-                    reason=reason, tokens_total=total, summary=None)
+    _write_decision(
+        connection,
+        conversation_id,
+        plan.updates,
+        new_range,
+        keep="quarter",
+        reason=reason,
+        tokens_total=total,
+        summary=None,
+    )
     if new_range is None:
         action = "dedupe" if plan.updates else "none"
-        return TruncationDecision(action, None, state.deleted_range, state.deleted_range, total,
-                                  plan.touched, plan.fraction_saved,
-                                  f"{reason}; no progress possible (nothing more can be hidden)")
-    return TruncationDecision("truncate", "quarter", new_range, state.deleted_range, total,
-                              plan.touched, plan.fraction_saved, reason)
+        return TruncationDecision(
+            action,
+            None,
+            state.deleted_range,
+            state.deleted_range,
+            total,
+            plan.touched,
+            plan.fraction_saved,
+            f"{reason}; no progress possible (nothing more can be hidden)",
+        )
+    return TruncationDecision(
+        "truncate",
+        "quarter",
+        new_range,
+        state.deleted_range,
+        total,
+        plan.touched,
+        plan.fraction_saved,
+        reason,
+    )
 
 
 def _auto_condense(
@@ -279,20 +366,40 @@ def _auto_condense(
     if not should_compact(total, policy.context_window, policy.auto_condense):
         return base
     if state.deleted_range is not None and len(state.messages) - state.deleted_range[1] - 1 <= 2:
-        return TruncationDecision("none", None, state.deleted_range, state.deleted_range, total,
-                                  reason="auto-condense skipped: the last truncation left at most "
-                                  "two messages (avoids summarising a summary)")
-    reason = (f"previous request used {total:,} tokens, at or over the auto-condense threshold "
-              f"of {policy.auto_condense:.0%} of the window")
-    keep = "last_two" if summarizer is not None else (keep_for_overflow(total, policy.context_window) or "half")
+        return TruncationDecision(
+            "none",
+            None,
+            state.deleted_range,
+            state.deleted_range,
+            total,
+            reason="auto-condense skipped: the last truncation left at most "
+            "two messages (avoids summarising a summary)",
+        )
+    reason = (
+        f"previous request used {total:,} tokens, at or over the auto-condense threshold "
+        f"of {policy.auto_condense:.0%} of the window"
+    )
+    keep = (
+        "last_two"
+        if summarizer is not None
+        else (keep_for_overflow(total, policy.context_window) or "half")
+    )
     if summarizer is None:
         return _dedupe_then_truncate(connection, conversation_id, state, keep, total, base, reason)
     new_range = next_truncation_range(state.messages, state.deleted_range, keep)
     if is_empty_range(new_range) or new_range == state.deleted_range:
         return base
     summary = _summarise(summarizer, None, state, new_range)
-    return _dedupe_then_truncate(connection, conversation_id, state, keep, total, base,
-                                 reason + "; condensed with a summary", summary)
+    return _dedupe_then_truncate(
+        connection,
+        conversation_id,
+        state,
+        keep,
+        total,
+        base,
+        reason + "; condensed with a summary",
+        summary,
+    )
 
 
 def explicit_truncate(
@@ -316,12 +423,26 @@ def explicit_truncate(
     new_range = next_truncation_range(state.messages, state.deleted_range, strategy)
     total = queries.last_request_total(connection, conversation_id)
     if is_empty_range(new_range) or new_range == state.deleted_range:
-        return TruncationDecision("none", strategy, state.deleted_range, state.deleted_range,
-                                  total, reason=f"{reason}; nothing more can be hidden")
+        return TruncationDecision(
+            "none",
+            strategy,
+            state.deleted_range,
+            state.deleted_range,
+            total,
+            reason=f"{reason}; nothing more can be hidden",
+        )
     summary = _summarise(summarizer, summary, state, new_range)
     updates = _notice_updates(state, summary, first_user=first_user_replacement)
-    _write_decision(connection, conversation_id, updates, new_range, keep=strategy,
-                    reason=reason, tokens_total=total, summary=summary)
-    return TruncationDecision("truncate", strategy, new_range, state.deleted_range, total,
-                              reason=reason)
-
+    _write_decision(
+        connection,
+        conversation_id,
+        updates,
+        new_range,
+        keep=strategy,
+        reason=reason,
+        tokens_total=total,
+        summary=summary,
+    )
+    return TruncationDecision(
+        "truncate", strategy, new_range, state.deleted_range, total, reason=reason
+    )

@@ -27,12 +27,12 @@ def export(rows: list[dict[str, str]], columns: list[str]) -> str:
     return buffer.getvalue()
 '''
 
-TEST_PY = '''from src.report import export
+TEST_PY = """from src.report import export
 
 
 def test_export_rows() -> None:
     assert export([{"a": "1"}], ["a"]) == "a\\r\\n1\\r\\n"
-'''
+"""
 
 FIXED_REPORT_PY = REPORT_PY.replace('    if not rows:\n        return ""\n', "")
 
@@ -42,8 +42,11 @@ def tiny_png(width: int = 64, height: int = 48) -> str:
     raw = b"".join(b"\x00" + b"\x33\x66\x99" * width for _ in range(height))
 
     def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(
-            ">I", zlib.crc32(kind + body) & 0xFFFFFFFF
+        return (
+            struct.pack(">I", len(body))
+            + kind
+            + body
+            + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
         )
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
@@ -75,7 +78,10 @@ def opening_turns() -> list[dict[str, Any]]:
             "role": "user",
             "content": [
                 {"type": "text", "text": TASK},
-                {"type": "text", "text": "<environment_details>\ncwd: ~/src/report\n</environment_details>"},
+                {
+                    "type": "text",
+                    "text": "<environment_details>\ncwd: ~/src/report\n</environment_details>",
+                },
             ],
         },
         {
@@ -91,7 +97,10 @@ def opening_turns() -> list[dict[str, Any]]:
         {
             "role": "assistant",
             "content": [
-                {"type": "text", "text": "The early return skips the header. Let me see the tests."},
+                {
+                    "type": "text",
+                    "text": "The early return skips the header. Let me see the tests.",
+                },
                 _read("toolu_02", "tests/test_report.py"),
             ],
         },
@@ -100,7 +109,10 @@ def opening_turns() -> list[dict[str, Any]]:
             "content": [
                 _result("toolu_02", "tests/test_report.py", TEST_PY),
                 {"type": "text", "text": "Here is what the empty export looks like in the app:"},
-                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": tiny_png()}},
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/png", "data": tiny_png()},
+                },
             ],
         },
     ]
@@ -159,16 +171,25 @@ def long_session(rounds: int, *, first: int = 0, new_files: bool = False) -> lis
                 "role": "assistant",
                 "content": [
                     {"type": "text", "text": f"Round {i}: running the tests."},
-                    {"type": "tool_use", "id": f"toolu_t{i}", "name": "execute_command",
-                     "input": {"command": "pytest -q"}},
+                    {
+                        "type": "tool_use",
+                        "id": f"toolu_t{i}",
+                        "name": "execute_command",
+                        "input": {"command": "pytest -q"},
+                    },
                 ],
             }
         )
         turns.append(
             {
                 "role": "user",
-                "content": [{"type": "tool_result", "tool_use_id": f"toolu_t{i}",
-                             "content": f"{i + 1} passed in 0.{i}1s"}],
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": f"toolu_t{i}",
+                        "content": f"{i + 1} passed in 0.{i}1s",
+                    }
+                ],
             }
         )
     return turns

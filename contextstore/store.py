@@ -11,12 +11,18 @@ import copy
 import json
 import os
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, overload
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
+from contextstore.context_manager import (
+    Summarizer,
+    decide_and_write,
+    explicit_truncate,
+    policy_from_conversation,
+)
 from contextstore.core.content import NormalizedMessage, normalize_message, normalize_message_dict
 from contextstore.core.errors import (
     CheckpointNotFoundError,
@@ -29,12 +35,6 @@ from contextstore.core.errors import (
 )
 from contextstore.core.overlays import BlockUpdate, UpdateKind, UpdateMode, block_text, text_hash
 from contextstore.core.tokens import TiktokenCounter, TokenCounter, message_tokens
-from contextstore.context_manager import (
-    Summarizer,
-    decide_and_write,
-    explicit_truncate,
-    policy_from_conversation,
-)
 from contextstore.core.truncation import normalize_keep
 from contextstore.core.view import build_view
 from contextstore.pipeline_runner import RenderCache, processed_view, propose
@@ -48,10 +48,10 @@ from contextstore.records import (
     RollbackReport,
     TruncationDecision,
 )
-from contextstore.storage.copy import copy_history
 from contextstore.renderers import registry
 from contextstore.storage import queries
 from contextstore.storage.clock import last_ts, now_ms, tick
+from contextstore.storage.copy import copy_history
 from contextstore.storage.engine import Database, Durability, make_engine, resolve_target
 from contextstore.storage.migrate import ensure_schema
 from contextstore.storage.paths import default_database_path, default_location
@@ -176,7 +176,9 @@ class ContextStore:
             serialize_reads=target.in_memory,
         )
         try:
-            ensure_schema(engine, auto_migrate=auto_migrate and not read_only, is_sqlite=target.is_sqlite)
+            ensure_schema(
+                engine, auto_migrate=auto_migrate and not read_only, is_sqlite=target.is_sqlite
+            )
         except BaseException:
             engine.dispose()
             raise
@@ -252,7 +254,7 @@ class ContextStore:
                     f"a conversation with id {conversation_id!r} already exists; choose "
                     "another id or omit it."
                 )
-            row = {
+            row: dict[str, Any] = {
                 "id": conversation_id,
                 "created_ts": created,
                 "last_ts": created,
@@ -441,7 +443,9 @@ class ContextStore:
             ("cache_reads", cache_reads),
         ):
             _check_int(name, value)
-        if cost is not None and (isinstance(cost, bool) or not isinstance(cost, int | float) or cost < 0):
+        if cost is not None and (
+            isinstance(cost, bool) or not isinstance(cost, int | float) or cost < 0
+        ):
             raise InvalidInputError(f"cost must be a number >= 0, got {cost!r}.")
         _check_text("model_id", model_id, 200)
         _check_int("request_id", request_id, minimum=1)
@@ -464,7 +468,7 @@ class ContextStore:
                 return self._request(connection, conversation_id, int(new_id))
             last_ts(connection, conversation_id, lock=True)
             self._request(connection, conversation_id, request_id)
-            values = {k: v for k, v in usage.items() if v is not None}
+            values: dict[str, Any] = {k: v for k, v in usage.items() if v is not None}
             if model_id is not None:
                 values["model_id"] = model_id
             if values:
@@ -475,7 +479,9 @@ class ContextStore:
 
         return self._db.write(work)
 
-    def _request(self, connection: Connection, conversation_id: str, request_id: int) -> RequestRecord:
+    def _request(
+        self, connection: Connection, conversation_id: str, request_id: int
+    ) -> RequestRecord:
         row = connection.execute(
             select(api_requests).where(
                 api_requests.c.id == request_id, api_requests.c.conversation_id == conversation_id
@@ -507,7 +513,9 @@ class ContextStore:
             self._conversation(connection, conversation_id)
             ids = connection.execute(
                 select(api_requests.c.id)
-                .where(api_requests.c.conversation_id == conversation_id, api_requests.c.ts <= limit)
+                .where(
+                    api_requests.c.conversation_id == conversation_id, api_requests.c.ts <= limit
+                )
                 .order_by(api_requests.c.ts)
             ).scalars()
             return [self._request(connection, conversation_id, int(i)) for i in ids]
@@ -577,11 +585,18 @@ class ContextStore:
             .limit(1)
         ).first()
         if row is None:
-            labels = connection.execute(
-                select(checkpoints.c.label)
-                .where(checkpoints.c.conversation_id == conversation_id, checkpoints.c.label.is_not(None))
-                .distinct()
-            ).scalars().all()
+            labels = (
+                connection.execute(
+                    select(checkpoints.c.label)
+                    .where(
+                        checkpoints.c.conversation_id == conversation_id,
+                        checkpoints.c.label.is_not(None),
+                    )
+                    .distinct()
+                )
+                .scalars()
+                .all()
+            )
             known = ", ".join(sorted(repr(x) for x in labels)) or "none"
             raise CheckpointNotFoundError(
                 f"conversation {conversation_id!r} has no checkpoint labelled {to!r} "
@@ -632,7 +647,12 @@ class ContextStore:
         return self._db.write(work)
 
     def _remove_after(
-        self, connection: Connection, conversation_id: str, cutoff: int, rollback_id: int, purge: bool
+        self,
+        connection: Connection,
+        conversation_id: str,
+        cutoff: int,
+        rollback_id: int,
+        purge: bool,
     ) -> dict[str, int]:
         counts: dict[str, int] = {}
         for table in TIMELINE_TABLES:
@@ -643,13 +663,24 @@ class ContextStore:
                 ).scalar_one_or_none()
                 block_where = (
                     blocks.c.conversation_id == conversation_id,
-                    blocks.c.message_idx >= (first_removed if first_removed is not None else 2**31),
+                    blocks.c.message_idx
+                    >= (first_removed if first_removed is not None else 2**31 - 1),
                 )
                 if not purge:
-                    self._archive(connection, rollback_id, conversation_id, "blocks", blocks, block_where, cutoff)
+                    self._archive(
+                        connection,
+                        rollback_id,
+                        conversation_id,
+                        "blocks",
+                        blocks,
+                        block_where,
+                        cutoff,
+                    )
                 counts["blocks"] = connection.execute(delete(blocks).where(*block_where)).rowcount
             if not purge:
-                self._archive(connection, rollback_id, conversation_id, table.name, table, where, None)
+                self._archive(
+                    connection, rollback_id, conversation_id, table.name, table, where, None
+                )
             counts[table.name] = connection.execute(delete(table).where(*where)).rowcount
         return counts
 
@@ -690,7 +721,9 @@ class ContextStore:
             loaded, _ = queries.load_messages(connection, conversation_id, limit)
         return loaded
 
-    def deleted_range(self, conversation_id: str, as_of: int | None = None) -> tuple[int, int] | None:
+    def deleted_range(
+        self, conversation_id: str, as_of: int | None = None
+    ) -> tuple[int, int] | None:
         """The effective deleted range ``(2, end)`` at ``as_of`` (now by default), or None."""
         limit = queries.NO_LIMIT if as_of is None else self._as_of(as_of)
         with self._db.read() as connection:
@@ -700,7 +733,9 @@ class ContextStore:
     @staticmethod
     def _as_of(as_of: Any) -> int:
         if isinstance(as_of, bool) or not isinstance(as_of, int) or as_of < 0:
-            raise InvalidInputError(f"as_of must be a ts in milliseconds (an int >= 0), got {as_of!r}.")
+            raise InvalidInputError(
+                f"as_of must be a ts in milliseconds (an int >= 0), got {as_of!r}."
+            )
         return as_of
 
     def render(
@@ -726,8 +761,13 @@ class ContextStore:
             registry.check_format(format)
         with self._db.read() as connection:
             newest = last_ts(connection, conversation_id)
-            key = (conversation_id, newest, min(limit, newest), format,
-                   active.config_key() if active else None)
+            key = (
+                conversation_id,
+                newest,
+                min(limit, newest),
+                format,
+                active.config_key() if active else None,
+            )
             cached = self.render_cache.get(key)
             if cached is not None:
                 return copy.deepcopy(cached)
@@ -786,7 +826,9 @@ class ContextStore:
                     f"end {end} would shrink the current range (2, {current[1]}); ranges only "
                     "grow (roll back to a checkpoint to show hidden messages again)."
                 )
-            self._insert_range(connection, conversation_id, stamp, end, keep, reason, tokens_total, summary)
+            self._insert_range(
+                connection, conversation_id, stamp, end, keep, reason, tokens_total, summary
+            )
             return stamp
 
         return self._db.write(work)
@@ -842,12 +884,18 @@ class ContextStore:
         if not isinstance(text, str):
             raise InvalidInputError("text must be a string.")
         if kind not in UpdateKind.ALL:
-            raise InvalidInputError(f"kind {kind!r} is unknown; use one of {sorted(UpdateKind.ALL)}.")
+            raise InvalidInputError(
+                f"kind {kind!r} is unknown; use one of {sorted(UpdateKind.ALL)}."
+            )
         if mode not in UpdateMode.ALL:
-            raise InvalidInputError(f"mode {mode!r} is unknown; use one of {sorted(UpdateMode.ALL)}.")
+            raise InvalidInputError(
+                f"mode {mode!r} is unknown; use one of {sorted(UpdateMode.ALL)}."
+            )
         _check_text("source", source, 200, optional=False)
         meta = dict(metadata or {})
-        update_value = BlockUpdate(message_idx, block_idx, kind, text, source, meta, base_hash, mode)
+        update_value = BlockUpdate(
+            message_idx, block_idx, kind, text, source, meta, base_hash, mode
+        )
 
         def work(connection: Connection) -> int:
             (stamp,) = tick(connection, conversation_id)
@@ -890,7 +938,9 @@ class ContextStore:
                     "the block and propose the update again."
                 )
 
-    def context_updates(self, conversation_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:
+    def context_updates(
+        self, conversation_id: str, *, as_of: int | None = None
+    ) -> list[dict[str, Any]]:
         """Every context update row (not only the effective ones), oldest first."""
         limit = queries.NO_LIMIT if as_of is None else self._as_of(as_of)
         with self._db.read() as connection:
@@ -910,8 +960,17 @@ class ContextStore:
 
     def row_counts(self, conversation_id: str | None = None) -> dict[str, int]:
         """Rows per table (for one conversation, or the whole database)."""
-        tables = (conversations, messages, blocks, deleted_ranges, context_updates,
-                  api_requests, checkpoints, rollbacks, archived_rows)
+        tables = (
+            conversations,
+            messages,
+            blocks,
+            deleted_ranges,
+            context_updates,
+            api_requests,
+            checkpoints,
+            rollbacks,
+            archived_rows,
+        )
         counts: dict[str, int] = {}
         with self._db.read() as connection:
             for table in tables:
@@ -989,7 +1048,9 @@ class ContextStore:
             else:
                 meta["auto_condense"] = threshold
             connection.execute(
-                update(conversations).where(conversations.c.id == conversation_id).values(metadata=meta)
+                update(conversations)
+                .where(conversations.c.id == conversation_id)
+                .values(metadata=meta)
             )
 
         self._db.write(work)
@@ -1176,7 +1237,9 @@ class ContextStore:
 
         return self._db.write(work)
 
-    def fork(self, conversation_id: str, at: int | str | None = None, *, title: str | None = None) -> Conversation:
+    def fork(
+        self, conversation_id: str, at: int | str | None = None, *, title: str | None = None
+    ) -> Conversation:
         """A new conversation with the history of ``conversation_id`` up to ``at``.
 
         ``at`` is a ts, a checkpoint label, or None for now. The rows with ``ts <= at``
@@ -1187,8 +1250,12 @@ class ContextStore:
 
         def work(connection: Connection) -> Conversation:
             parent = self._conversation(connection, conversation_id)
-            cutoff = parent.last_ts if at is None else self._resolve_cutoff(connection, conversation_id, at)
-            row = {
+            cutoff = (
+                parent.last_ts
+                if at is None
+                else self._resolve_cutoff(connection, conversation_id, at)
+            )
+            row: dict[str, Any] = {
                 "id": new_id,
                 "created_ts": now_ms(),
                 "last_ts": cutoff,

@@ -22,7 +22,9 @@ BACKENDS = ["memory", "file", "postgres"]
 
 
 @pytest.fixture(autouse=True)
-def _isolated_default_location(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_default_location(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No test ever touches the user's real default database."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("XDG_DATA_HOME", str(home))

@@ -38,8 +38,8 @@ from contextstore.core.overlays import (
     text_hash,
     with_block_text,
 )
-from contextstore.core.view import repair_indexed
 from contextstore.core.truncation import FIRST_HIDABLE, visible_start
+from contextstore.core.view import repair_indexed
 
 SAVINGS_THRESHOLD: Final = 0.3
 """Fraction of characters a de-duplication must save for truncation to be skipped."""
@@ -432,8 +432,8 @@ def optimize_file_reads(
 
     This is Cline's in-memory variant, used for subagents whose history is not stored.
     The view is messages 0 and 1 plus those after ``deleted_range``, with the rewrites
-    applied, the orphan filter and the tool-result pairing repair. Every message of the view is a new
-    object, so the caller's messages are never shared or changed.
+    applied, the orphan filter and the tool-result pairing repair. Every message of the
+    view is a new object, so the caller's messages are never shared or changed.
 
     Args:
         messages: The full history.

@@ -110,8 +110,10 @@ def _paired_user_message(user: Message, ids: list[str]) -> Message | None:
     results: dict[str, Any] = {}
     others: list[Any] = []
     for block in blocks:
-        if isinstance(block, dict) and block.get("type") == "tool_result" and block.get(
-            "tool_use_id"
+        if (
+            isinstance(block, dict)
+            and block.get("type") == "tool_result"
+            and block.get("tool_use_id")
         ):
             results[block["tool_use_id"]] = block
         else:
@@ -142,17 +144,15 @@ def ensure_tool_results_follow_tool_use(messages: Sequence[Message]) -> list[Mes
     order; results for ids the assistant never issued are dropped. Unlike Cline, a user
     message with string content keeps its text (as a text block after the results), tool
     results in a user message that follows no tool call at all are dropped too (a
-    provider rejects them), and the caller's objects are never modified. Messages that need no change are returned
-    as the same objects.
+    provider rejects them), and the caller's objects are never modified. Messages that
+    need no change are returned as the same objects.
     """
     out = list(messages)
     for i in range(len(out) - 1):
         if out[i + 1].get("role") != "user":
             continue
         ids = _tool_use_ids(out[i])
-        rebuilt = (
-            _paired_user_message(out[i + 1], ids) if ids else _without_results(out[i + 1])
-        )
+        rebuilt = _paired_user_message(out[i + 1], ids) if ids else _without_results(out[i + 1])
         if rebuilt is not None:
             out[i + 1] = rebuilt
     return out

@@ -77,11 +77,18 @@ def resolve_target(location: str | os.PathLike[str] | None, default: Path) -> Da
 
 
 def create_private_file(path: Path) -> None:
-    """Create ``path`` (and its directory) readable by its owner only, if it is missing."""
+    """Create ``path`` (and its directory) readable by its owner only, if it is missing.
+
+    Several processes may open a new database at the same instant: whoever loses the race
+    to create the file simply uses the winner's (``O_EXCL`` makes the creation atomic).
+    """
     if path.exists():
         return
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
     os.close(fd)
 
 
@@ -190,8 +197,15 @@ class Database:
             with self._local_writer, self.engine.connect() as connection, connection.begin():
                 yield connection
             return
-        with self.engine.connect() as connection, connection.begin():
-            yield connection
+        with self.engine.connect() as connection:
+            if not self.is_sqlite:
+                # READ COMMITTED (PostgreSQL's default) gives each statement its own snapshot:
+                # a render reads messages, then blocks, then overlays, and a rollback
+                # committing in between would show messages without their blocks.
+                # REPEATABLE READ takes one snapshot for the whole read transaction.
+                connection = connection.execution_options(isolation_level="REPEATABLE READ")
+            with connection.begin():
+                yield connection
 
     def write(self, work: Callable[[Connection], T]) -> T:
         """Run ``work`` in one write transaction, retrying it while the database is busy.

@@ -50,7 +50,9 @@ def _json(value: Any, what: str) -> Any:
     return value
 
 
-def block_row(conversation_id: str, message_idx: int, block_idx: int, block: dict[str, Any]) -> dict[str, Any]:
+def block_row(
+    conversation_id: str, message_idx: int, block_idx: int, block: dict[str, Any]
+) -> dict[str, Any]:
     """The ``blocks`` row for one content block (text lives in ``text``, the rest in ``data``)."""
     kind = block["type"]
     data = dict(block)
@@ -86,7 +88,11 @@ def _block_from_row(kind: str, text: str | None, data: Any, where: str) -> dict[
     if not isinstance(stored, dict):
         raise CorruptRowError(f"{where} does not hold a content block object.")
     if kind == "text":
-        return {"type": "text", "text": text or "", **{k: v for k, v in stored.items() if k != "type"}}
+        return {
+            "type": "text",
+            "text": text or "",
+            **{k: v for k, v in stored.items() if k != "type"},
+        }
     return stored
 
 
@@ -183,7 +189,9 @@ def load_messages(
         IntegrityViolationError: indices are not 0..n-1 or timestamps do not increase.
     """
     message_rows = connection.execute(
-        select(messages.c.idx, messages.c.ts, messages.c.role, messages.c.was_string, messages.c.meta)
+        select(
+            messages.c.idx, messages.c.ts, messages.c.role, messages.c.was_string, messages.c.meta
+        )
         .where(messages.c.conversation_id == conversation_id, messages.c.ts <= as_of)
         .order_by(messages.c.idx)
     ).all()
@@ -193,7 +201,9 @@ def load_messages(
             or_(blocks.c.message_idx < hidden_after, blocks.c.message_idx > hidden_through)
         )
     block_rows = connection.execute(
-        select(blocks.c.message_idx, blocks.c.block_idx, blocks.c.type, blocks.c.text, blocks.c.data)
+        select(
+            blocks.c.message_idx, blocks.c.block_idx, blocks.c.type, blocks.c.text, blocks.c.data
+        )
         .join(
             messages,
             and_(
@@ -207,7 +217,9 @@ def load_messages(
     grouped: dict[int, list[dict[str, Any]]] = {}
     for row in block_rows:
         grouped.setdefault(row.message_idx, []).append(
-            _block_from_row(row.type, row.text, row.data, f"block {row.message_idx}.{row.block_idx}")
+            _block_from_row(
+                row.type, row.text, row.data, f"block {row.message_idx}.{row.block_idx}"
+            )
         )
     result: list[Message] = []
     stamps: list[int] = []
@@ -274,7 +286,9 @@ def insert_updates(
     )
 
 
-def last_request_total(connection: Connection, conversation_id: str, as_of: int = NO_LIMIT) -> int | None:
+def last_request_total(
+    connection: Connection, conversation_id: str, as_of: int = NO_LIMIT
+) -> int | None:
     """Token total of the newest request with recorded usage, or None if there is none."""
     row = connection.execute(
         select(

@@ -22,8 +22,14 @@ CLINE_ASSISTANT: dict[str, Any] = {
     "content": [
         {"type": "thinking", "thinking": "let me look", "signature": "sig=="},
         {"type": "text", "text": "Reading.", "call_id": "c1", "reasoning_details": [{"k": 1}]},
-        {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a.py"},
-         "call_id": "c2", "signature": "s"},
+        {
+            "type": "tool_use",
+            "id": "toolu_1",
+            "name": "read_file",
+            "input": {"path": "a.py"},
+            "call_id": "c2",
+            "signature": "s",
+        },
     ],
     "id": "resp_123",
     "ts": 1700000000000,
@@ -54,12 +60,26 @@ def test_append_many_is_one_transaction(store: ContextStore) -> None:
 def test_append_then_render_is_lossless(store: ContextStore) -> None:
     conv = store.create_conversation()
     originals = [
-        user("<task>x</task>", {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}),
+        user(
+            "<task>x</task>",
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+            },
+        ),
         CLINE_ASSISTANT,
-        user(tool_result("toolu_1", [{"type": "text", "text": "body"}], is_error=False, call_id="c2")),
+        user(
+            tool_result("toolu_1", [{"type": "text", "text": "body"}], is_error=False, call_id="c2")
+        ),
         {"role": "assistant", "content": "plain string content"},
         {"role": "user", "content": "string user content"},
-        {"role": "assistant", "content": [{"type": "redacted_thinking", "data": "abc"}, {"type": "text", "text": "done"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "redacted_thinking", "data": "abc"},
+                {"type": "text", "text": "done"},
+            ],
+        },
     ]
     store.append(conv.id, originals)
     assert store.messages(conv.id) == originals
@@ -93,7 +113,10 @@ def test_images_and_documents_get_documented_estimates(memory_store: ContextStor
     from contextstore.demo_data import tiny_png
 
     conv = memory_store.create_conversation()
-    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": tiny_png(300, 250)}}
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": tiny_png(300, 250)},
+    }
     url_image = {"type": "image", "source": {"type": "url", "url": "https://example.invalid/a.png"}}
     written = memory_store.append(conv.id, [user(image), user(url_image)])
     assert written[0].token_count == 4 + 100  # ceil(300 * 250 / 750)

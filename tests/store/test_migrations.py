@@ -25,8 +25,17 @@ def test_open_creates_every_table_and_view_in_an_empty_file(tmp_path: Path) -> N
     names = set(inspect(engine).get_table_names())
     views = set(inspect(engine).get_view_names())
     engine.dispose()
-    assert {"conversations", "messages", "blocks", "deleted_ranges", "context_updates",
-            "api_requests", "checkpoints", "rollbacks", "archived_rows"} <= names
+    assert {
+        "conversations",
+        "messages",
+        "blocks",
+        "deleted_ranges",
+        "context_updates",
+        "api_requests",
+        "checkpoints",
+        "rollbacks",
+        "archived_rows",
+    } <= names
     assert views == {"effective_blocks", "visible_messages", "request_usage", "truncation_events"}
 
 
@@ -56,7 +65,10 @@ def test_downgrade_and_upgrade_round_trip(tmp_path: Path) -> None:
     assert set(inspect(engine).get_table_names()) == {"alembic_version"}
     upgrade(engine, is_sqlite=True)
     with engine.connect() as connection:
-        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == head_revision()
+        assert (
+            connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+            == head_revision()
+        )
     engine.dispose()
 
 
@@ -64,7 +76,10 @@ def test_the_alembic_command_line_works_from_a_checkout(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     done = subprocess.run(
         [sys.executable, "-m", "alembic", "-x", f"url={url}", "upgrade", "head"],
-        cwd=ROOT, capture_output=True, text=True, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     with ContextStore.open(url, auto_migrate=False) as store:
@@ -77,8 +92,20 @@ def test_a_wheel_install_finds_its_migrations(tmp_path: Path) -> None:
     from outside the source tree: the migrations must come from the installed package."""
     dist = tmp_path / "dist"
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(dist), str(ROOT)],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(dist),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if built.returncode != 0 and "No module named" in built.stderr:
         pytest.skip(f"cannot build a wheel here: {built.stderr[-200:]}")
@@ -89,8 +116,11 @@ def test_a_wheel_install_finds_its_migrations(tmp_path: Path) -> None:
     assert "contextstore/migrations/versions/0001_initial_schema.py" in names
     assert "contextstore/migrations/script.py.mako" in names
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(target), str(wheel)],
-                   capture_output=True, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(target), str(wheel)],
+        capture_output=True,
+        check=True,
+    )
     code = (
         "import contextstore, contextstore.storage.migrate as m;"
         "from contextstore import ContextStore;"
@@ -98,8 +128,14 @@ def test_a_wheel_install_finds_its_migrations(tmp_path: Path) -> None:
         "print(contextstore.__file__); print(m.migrations_location())"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
-    ran = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, check=False)
+    ran = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert ran.returncode == 0, ran.stderr
     module_file, location = ran.stdout.split()
     assert module_file.startswith(str(target)) and location.startswith(str(target))

@@ -15,12 +15,20 @@ TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
 def test_secrets_are_masked_in_every_format_and_the_original_stays(store: ContextStore) -> None:
     conv = store.create_conversation()
-    store.append(conv.id, [user(f"use {TOKEN} please"), assistant(tool_use("t", name="sh", cmd=f"curl -H {TOKEN}")),
-                           user(tool_result("t", f"ok {TOKEN}"))])
+    store.append(
+        conv.id,
+        [
+            user(f"use {TOKEN} please"),
+            assistant(tool_use("t", name="sh", cmd=f"curl -H {TOKEN}")),
+            user(tool_result("t", f"ok {TOKEN}")),
+        ],
+    )
     for format in (None, "anthropic", "openai", "gemini"):
         assert TOKEN not in json.dumps(store.render(conv.id, format=format))
     ctx = store.prepare_request(conv.id, format="gemini")
-    assert TOKEN not in json.dumps(ctx.payload) and "[REDACTED:github_token]" in json.dumps(ctx.payload)
+    assert TOKEN not in json.dumps(ctx.payload) and "[REDACTED:github_token]" in json.dumps(
+        ctx.payload
+    )
     assert TOKEN in json.dumps(store.messages(conv.id))
     updates = store.context_updates(conv.id)
     assert {(u["kind"], u["source"]) for u in updates} == {("processor", "secret_mask")}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -27,7 +28,9 @@ def test_no_usage_recorded_means_no_decision(store: ContextStore) -> None:
     assert len(ctx.messages) == 21 and ctx.request_id is not None
 
 
-def test_below_the_maximum_nothing_happens_at_the_maximum_half_is_hidden(store: ContextStore) -> None:
+def test_below_the_maximum_nothing_happens_at_the_maximum_half_is_hidden(
+    store: ContextStore,
+) -> None:
     conv = store.create_conversation(context_window=64_000)
     store.append(conv.id, session(10))
     _overflow(store, conv.id, 36_999)
@@ -60,7 +63,10 @@ def test_deduplication_alone_when_it_saves_thirty_percent(store: ContextStore) -
     conv = store.create_conversation(context_window=64_000)
     messages: list[dict[str, Any]] = [user("<task>t</task>"), assistant("ok")]
     for i in range(3):
-        messages += [assistant(tool_use(f"r{i}", path="big.py")), user(file_read(f"r{i}", "big.py", big))]
+        messages += [
+            assistant(tool_use(f"r{i}", path="big.py")),
+            user(file_read(f"r{i}", "big.py", big)),
+        ]
     store.append(conv.id, messages)
     _overflow(store, conv.id, 40_000)
     ctx = store.prepare_request(conv.id)
@@ -164,14 +170,19 @@ def test_subagents_compact_at_three_quarters_with_quarter_and_stop_without_progr
 def test_request_payload_is_rebuilt_from_rows_and_verified(store: ContextStore) -> None:
     conv = store.create_conversation(context_window=64_000)
     store.append(conv.id, session(6))
-    tools = [{"name": "read_file", "description": "Read a file", "input_schema": {"type": "object"}}]
+    tools = [
+        {"name": "read_file", "description": "Read a file", "input_schema": {"type": "object"}}
+    ]
     first = store.prepare_request(conv.id, system="You are careful.", tools=tools, model="m")
     store.record_request(conv.id, request_id=first.request_id, tokens_in=50_000, tokens_out=10)
     second = store.prepare_request(conv.id, system="You are careful.", tools=tools, format="openai")
     store.append(conv.id, "assistant", "later")
     assert store.request_payload(conv.id, first.request_id) == first.payload
     assert store.request_payload(conv.id, second.request_id) == second.payload
-    assert first.payload["system"] == "You are careful." and second.payload["messages"][0]["role"] == "system"
+    assert (
+        first.payload["system"] == "You are careful."
+        and second.payload["messages"][0]["role"] == "system"
+    )
     with store.database.engine.begin() as connection:
         from sqlalchemy import update
 
@@ -191,8 +202,9 @@ def test_prepare_on_ten_thousand_messages_makes_no_tokenizer_call_and_no_per_mes
         store.append(conv.id, session(5_000)[:10_000])
         store.record_request(conv.id, tokens_in=170_000)
         statements: list[str] = []
-        event.listen(store.database.engine, "before_cursor_execute",
-                     lambda *args: statements.append(args[2]))
+        event.listen(
+            store.database.engine, "before_cursor_execute", lambda *args: statements.append(args[2])
+        )
         calls = counter.calls
         ctx = store.prepare_request(conv.id)
         assert ctx.truncated and counter.calls == calls
@@ -205,7 +217,9 @@ def test_prepare_on_ten_thousand_messages_makes_no_tokenizer_call_and_no_per_mes
     totals=st.lists(st.integers(0, 150_000), min_size=1, max_size=6),
     rollback_at=st.integers(0, 5),
 )
-def test_properties_of_prepare_and_rollback(turns: int, totals: list[int], rollback_at: int) -> None:
+def test_properties_of_prepare_and_rollback(
+    turns: int, totals: list[int], rollback_at: int
+) -> None:
     """The first two messages survive; after a cut the view starts with a user message and
     every call is paired; a rollback restores exactly the range and overlays of its checkpoint."""
     with ContextStore.open(":memory:") as store:
@@ -213,18 +227,38 @@ def test_properties_of_prepare_and_rollback(turns: int, totals: list[int], rollb
         store.append(conv.id, session(turns))
         marks = []
         for i, total in enumerate(totals):
-            store.append(conv.id, [assistant(f"more {i}", tool_use(f"m{i}")), user(file_read(f"m{i}", "a.py", "x" * 50))])
+            store.append(
+                conv.id,
+                [
+                    assistant(f"more {i}", tool_use(f"m{i}")),
+                    user(file_read(f"m{i}", "a.py", "x" * 50)),
+                ],
+            )
             store.record_request(conv.id, tokens_in=total)
             cp = store.checkpoint(conv.id, f"cp{i}")
-            marks.append((cp, store.deleted_range(conv.id), store.context_updates(conv.id), store.render(conv.id)))
+            marks.append(
+                (
+                    cp,
+                    store.deleted_range(conv.id),
+                    store.context_updates(conv.id),
+                    store.render(conv.id),
+                )
+            )
             ctx = store.prepare_request(conv.id)
             view = ctx.messages
             originals = store.messages(conv.id)
-            assert view[0]["content"][0]["text"] in (originals[0]["content"][0]["text"], FIRST_USER_REPLACEMENT)
+            assert view[0]["content"][0]["text"] in (
+                originals[0]["content"][0]["text"],
+                FIRST_USER_REPLACEMENT,
+            )
             if ctx.deleted_range:
                 assert view[2]["role"] == "user"
-            for a, b in zip(view, view[1:], strict=False):
-                ids = [x["id"] for x in a["content"] if isinstance(x, dict) and x.get("type") == "tool_use"]
+            for a, b in itertools.pairwise(view):
+                ids = [
+                    x["id"]
+                    for x in a["content"]
+                    if isinstance(x, dict) and x.get("type") == "tool_use"
+                ]
                 if ids:
                     got = [x.get("tool_use_id") for x in b["content"][: len(ids)]]
                     assert got == ids

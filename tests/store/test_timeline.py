@@ -41,7 +41,9 @@ def test_rollback_removes_later_rows_archives_them_and_reports_counts(store: Con
     store.append(conv.id, session(2))
     cp = store.checkpoint(conv.id, "before-refactor")
     at_checkpoint = store.render(conv.id)
-    store.append(conv.id, [assistant("oops", tool_use("x", path="p")), user(tool_result("x", "bad"))])
+    store.append(
+        conv.id, [assistant("oops", tool_use("x", path="p")), user(tool_result("x", "bad"))]
+    )
     store.record_request(conv.id, tokens_in=5)
     store.add_context_update(conv.id, 2, 0, "hidden")
     store.set_deleted_range(conv.id, 3)
@@ -50,18 +52,30 @@ def test_rollback_removes_later_rows_archives_them_and_reports_counts(store: Con
     report = store.rollback(conv.id, to="before-refactor")
 
     assert report.removed == {
-        "context_updates": 1, "deleted_ranges": 1, "api_requests": 1, "checkpoints": 1,
-        "blocks": 3, "messages": 2,
+        "context_updates": 1,
+        "deleted_ranges": 1,
+        "api_requests": 1,
+        "checkpoints": 1,
+        "blocks": 3,
+        "messages": 2,
     }
     assert report.cutoff_ts == cp.ts and report.archived
     assert store.render(conv.id) == at_checkpoint
     assert [c.label for c in store.checkpoints(conv.id)] == ["before-refactor"]
     with store.database.read() as connection:
-        archived = connection.execute(
-            select(archived_rows.c.table_name).where(archived_rows.c.rollback_id == report.rollback_id)
-        ).scalars().all()
+        archived = (
+            connection.execute(
+                select(archived_rows.c.table_name).where(
+                    archived_rows.c.rollback_id == report.rollback_id
+                )
+            )
+            .scalars()
+            .all()
+        )
     assert sorted(archived) == sorted(
-        ["context_updates", "deleted_ranges", "api_requests", "checkpoints"] + ["blocks"] * 3 + ["messages"] * 2
+        ["context_updates", "deleted_ranges", "api_requests", "checkpoints"]
+        + ["blocks"] * 3
+        + ["messages"] * 2
     )
 
 
