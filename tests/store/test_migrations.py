@@ -115,6 +115,8 @@ def test_a_wheel_install_finds_its_migrations(tmp_path: Path) -> None:
     assert "contextstore/migrations/env.py" in names
     assert "contextstore/migrations/versions/0001_initial_schema.py" in names
     assert "contextstore/migrations/script.py.mako" in names
+    for init in (ROOT / "contextstore").rglob("__init__.py"):
+        assert init.relative_to(ROOT).as_posix() in names, f"{init} is missing from the wheel"
     target = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(target), str(wheel)],

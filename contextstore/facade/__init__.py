@@ -1,0 +1,1 @@
+"""The store facade, split by responsibility; ContextStore in contextstore.store assembles it."""

@@ -1,0 +1,207 @@
+"""The state every part of the store shares: the database, settings, conversations."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Connection, insert, select
+
+from contextstore.core.errors import (
+    ConversationNotFoundError,
+    InvalidInputError,
+    RequestNotFoundError,
+)
+from contextstore.core.tokens import TiktokenCounter, TokenCounter
+from contextstore.core.validate import (
+    MAX_ID_LENGTH,
+    MAX_MESSAGE_BYTES,
+    check_int,
+    check_text,
+    payload_sha256,
+)
+from contextstore.pipeline_runner import RenderCache
+from contextstore.processors.pipeline import Pipeline, default_pipeline
+from contextstore.records import (
+    Conversation,
+    RequestRecord,
+)
+from contextstore.storage import queries
+from contextstore.storage.clock import last_ts, now_ms
+from contextstore.storage.engine import Database
+from contextstore.storage.tables import (
+    api_requests,
+    conversations,
+    request_options,
+)
+
+
+class StoreBase:
+    """The database handle, settings and conversation lookups every operation needs."""
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        location: str,
+        token_counter: TokenCounter | None = None,
+        mask_secrets_on_write: bool = False,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        pipeline: Pipeline | None = None,
+    ) -> None:
+        self._db = database
+        self.pipeline: Pipeline | None = default_pipeline() if pipeline is None else pipeline
+        self.render_cache = RenderCache()
+        self.location = location
+        self.token_counter: TokenCounter = token_counter or TiktokenCounter()
+        self.mask_secrets_on_write = mask_secrets_on_write
+        self.max_message_bytes = max_message_bytes
+        self._closed = False
+
+    @property
+    def database(self) -> Database:
+        """The underlying database (engine and transaction helpers)."""
+        return self._db
+
+    def create_conversation(
+        self,
+        *,
+        model_id: str | None = None,
+        context_window: int | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        id: str | None = None,
+        parent_id: str | None = None,
+    ) -> Conversation:
+        """Create a conversation and return it.
+
+        ``context_window`` configured here is authoritative (no model-name clamps); when
+        None, context management assumes 128,000 tokens.
+        """
+        check_text("id", id, MAX_ID_LENGTH)
+        check_text("model_id", model_id, 200)
+        check_int("context_window", context_window, minimum=1)
+        if title is not None and not isinstance(title, str):
+            raise InvalidInputError(f"title must be a string, got {type(title).__name__}.")
+        meta = dict(metadata or {})
+        try:
+            json.dumps(meta)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"metadata must be JSON-serialisable: {exc}.") from exc
+        conversation_id = id or uuid.uuid4().hex
+        created = now_ms()
+
+        def work(connection: Connection) -> Conversation:
+            if parent_id is not None:
+                last_ts(connection, parent_id)
+            exists = connection.execute(
+                select(conversations.c.id).where(conversations.c.id == conversation_id)
+            ).first()
+            if exists is not None:
+                raise InvalidInputError(
+                    f"a conversation with id {conversation_id!r} already exists; choose "
+                    "another id or omit it."
+                )
+            row: dict[str, Any] = {
+                "id": conversation_id,
+                "created_ts": created,
+                "last_ts": created,
+                "title": title,
+                "model_id": model_id,
+                "context_window": context_window,
+                "parent_id": parent_id,
+                "metadata": meta,
+            }
+            connection.execute(insert(conversations).values(**row))
+            return Conversation(**row)
+
+        return self._db.write(work)
+
+    def get_conversation(self, conversation_id: str) -> Conversation:
+        """Return one conversation.
+
+        Raises:
+            ConversationNotFoundError: no conversation has this id.
+        """
+        with self._db.read() as connection:
+            return self._conversation(connection, conversation_id)
+
+    def list_conversations(self) -> list[Conversation]:
+        """All conversations, oldest first."""
+        with self._db.read() as connection:
+            rows = connection.execute(
+                select(conversations).order_by(conversations.c.created_ts, conversations.c.id)
+            ).all()
+        return [self._conversation_from_row(row) for row in rows]
+
+    @staticmethod
+    def _conversation_from_row(row: Any) -> Conversation:
+        meta = queries._json(row.metadata, f"conversation {row.id} metadata")
+        return Conversation(
+            id=row.id,
+            created_ts=row.created_ts,
+            last_ts=row.last_ts,
+            title=row.title,
+            model_id=row.model_id,
+            context_window=row.context_window,
+            parent_id=row.parent_id,
+            forked_at_ts=row.forked_at_ts,
+            metadata=meta if isinstance(meta, dict) else {},
+        )
+
+    def _conversation(self, connection: Connection, conversation_id: str) -> Conversation:
+        row = connection.execute(
+            select(conversations).where(conversations.c.id == conversation_id)
+        ).first()
+        if row is None:
+            raise ConversationNotFoundError(
+                f"no conversation has id {conversation_id!r}; list them with "
+                "ContextStore.list_conversations() or 'contextstore conversations'."
+            )
+        return self._conversation_from_row(row)
+
+    def _request(
+        self, connection: Connection, conversation_id: str, request_id: int
+    ) -> RequestRecord:
+        row = connection.execute(
+            select(api_requests).where(
+                api_requests.c.id == request_id, api_requests.c.conversation_id == conversation_id
+            )
+        ).first()
+        if row is None:
+            raise RequestNotFoundError(
+                f"conversation {conversation_id!r} has no request {request_id}; use the "
+                "request_id returned by prepare_request."
+            )
+        return RequestRecord(
+            id=row.id,
+            conversation_id=row.conversation_id,
+            ts=row.ts,
+            tokens_in=row.tokens_in,
+            tokens_out=row.tokens_out,
+            cache_writes=row.cache_writes,
+            cache_reads=row.cache_reads,
+            cost=row.cost,
+            model_id=row.model_id,
+            format=row.format,
+            payload_sha256=row.payload_sha256,
+        )
+
+    @staticmethod
+    def _as_of(as_of: Any) -> int:
+        if isinstance(as_of, bool) or not isinstance(as_of, int) or as_of < 0:
+            raise InvalidInputError(
+                f"as_of must be a ts in milliseconds (an int >= 0), got {as_of!r}."
+            )
+        return as_of
+
+    def _store_options(self, connection: Connection, options: Mapping[str, Any]) -> str:
+        digest = payload_sha256(options)
+        exists = connection.execute(
+            select(request_options.c.sha256).where(request_options.c.sha256 == digest)
+        ).first()
+        if exists is None:
+            connection.execute(insert(request_options).values(sha256=digest, data=dict(options)))
+        return digest
