@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, insert
+from sqlalchemy import Connection
 
 from contextstore.core.errors import ContextStoreError, InvalidInputError
 from contextstore.core.file_reads import plan_file_read_dedupe
@@ -39,7 +39,6 @@ from contextstore.core.window import context_window_info, keep_for_overflow, sho
 from contextstore.records import TruncationDecision
 from contextstore.storage import queries
 from contextstore.storage.clock import tick
-from contextstore.storage.tables import deleted_ranges
 
 Summarizer = Callable[[list[Message]], str]
 """A caller-supplied function that summarises the messages a truncation hides."""
@@ -90,17 +89,15 @@ def _write_decision(
     (stamp,) = tick(connection, conversation_id)
     queries.insert_updates(connection, conversation_id, stamp, updates)
     if new_range is not None:
-        connection.execute(
-            insert(deleted_ranges).values(
-                conversation_id=conversation_id,
-                ts=stamp,
-                start_idx=2,
-                end_idx=new_range[1],
-                keep=keep,
-                reason=reason,
-                tokens_total=tokens_total,
-                summary=summary,
-            )
+        queries.insert_range(
+            connection,
+            conversation_id,
+            stamp,
+            new_range[1],
+            keep=keep,
+            reason=reason,
+            tokens_total=tokens_total,
+            summary=summary,
         )
     return stamp
 

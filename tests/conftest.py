@@ -14,8 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from contextstore import ContextStore
+
+# CI runs the property tests with fixed examples, so a submission's result is repeatable;
+# locally they explore new examples on every run.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 POSTGRES_URL = os.environ.get("CONTEXTSTORE_TEST_POSTGRES_URL")
 BACKENDS = ["memory", "file", "postgres"]

@@ -175,13 +175,13 @@ def validate_block(block: Any, position: str) -> dict[str, Any]:
     Raises:
         InvalidMessageError: naming the block's position and what is wrong with it.
     """
-    if not isinstance(block, dict):
+    if not isinstance(block, dict) or not all(isinstance(key, str) for key in block):
         raise InvalidMessageError(
             f"{position} must be a dict content block, got {type(block).__name__}; "
             "pass blocks like {'type': 'text', 'text': '...'}."
         )
     kind = block.get("type")
-    if kind not in BLOCK_TYPES:
+    if not isinstance(kind, str) or kind not in BLOCK_TYPES:
         raise InvalidMessageError(
             f"{position} has unknown type {kind!r}; use one of {', '.join(sorted(BLOCK_TYPES))}."
         )
@@ -194,6 +194,16 @@ def validate_block(block: Any, position: str) -> dict[str, Any]:
         _BLOCK_ADAPTER.validate_python(block)
     except ValidationError as exc:
         raise InvalidMessageError(f"{position} ({kind}) is malformed: {_describe(exc)}.") from exc
+    for key in ("id", "name", "tool_use_id"):
+        value = block.get(key)
+        if (
+            kind in ("tool_use", "tool_result")
+            and isinstance(value, str)
+            and (len(value) > 200 or "\x00" in value)
+        ):
+            raise InvalidMessageError(
+                f"{position}.{key} must be at most 200 characters without NUL characters."
+            )
     if kind == "tool_result" and isinstance(block.get("content"), list):
         for inner_idx, inner in enumerate(block["content"]):
             inner_kind = inner.get("type") if isinstance(inner, dict) else None
@@ -218,7 +228,7 @@ def normalize_message(role: Any, content: Any, meta: Any = None) -> NormalizedMe
     Raises:
         InvalidMessageError: on any problem; the caller's objects are never modified.
     """
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:
         raise InvalidMessageError(
             f"role {role!r} is not valid; messages have role 'user' or 'assistant' "
             "(pass a system prompt to prepare_request(system=...))."

@@ -19,6 +19,7 @@ MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 """Largest accepted message, measured as its JSON encoding (images included)."""
 MAX_ID_LENGTH = 64
 MAX_LABEL_LENGTH = 200
+MAX_TITLE_LENGTH = 1_000
 MAX_INT32 = 2**31 - 1
 """Largest value of an INTEGER column (indices, token counts) on every backend."""
 MAX_TS = 2**53
@@ -80,8 +81,7 @@ def check_text(name: str, value: Any, limit: int, *, optional: bool = True) -> N
         return
     if not isinstance(value, str) or not value or len(value) > limit:
         raise InvalidInputError(
-            f"{name} must be a non-empty string of at most {limit} characters, "
-            f"got {value!r:.80}."
+            f"{name} must be a non-empty string of at most {limit} characters, got {value!r:.80}."
         )
     if "\x00" in value:
         raise InvalidInputError(f"{name} must not contain a NUL character.")

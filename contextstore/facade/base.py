@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -18,8 +17,12 @@ from contextstore.core.tokens import TiktokenCounter, TokenCounter
 from contextstore.core.validate import (
     MAX_ID_LENGTH,
     MAX_MESSAGE_BYTES,
+    MAX_TITLE_LENGTH,
+    check_id,
     check_int,
+    check_json_object,
     check_text,
+    check_ts,
     payload_sha256,
 )
 from contextstore.pipeline_runner import RenderCache
@@ -83,13 +86,10 @@ class StoreBase:
         check_text("id", id, MAX_ID_LENGTH)
         check_text("model_id", model_id, 200)
         check_int("context_window", context_window, minimum=1)
-        if title is not None and not isinstance(title, str):
-            raise InvalidInputError(f"title must be a string, got {type(title).__name__}.")
-        meta = dict(metadata or {})
-        try:
-            json.dumps(meta)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError(f"metadata must be JSON-serialisable: {exc}.") from exc
+        check_text("title", title, MAX_TITLE_LENGTH)
+        if parent_id is not None:
+            check_id(parent_id, "parent_id")
+        meta = check_json_object("metadata", metadata)
         conversation_id = id or uuid.uuid4().hex
         created = now_ms()
 
@@ -125,6 +125,7 @@ class StoreBase:
         Raises:
             ConversationNotFoundError: no conversation has this id.
         """
+        check_id(conversation_id)
         with self._db.read() as connection:
             return self._conversation(connection, conversation_id)
 
@@ -191,11 +192,8 @@ class StoreBase:
 
     @staticmethod
     def _as_of(as_of: Any) -> int:
-        if isinstance(as_of, bool) or not isinstance(as_of, int) or as_of < 0:
-            raise InvalidInputError(
-                f"as_of must be a ts in milliseconds (an int >= 0), got {as_of!r}."
-            )
-        return as_of
+        check_ts("as_of", as_of, optional=False)
+        return int(as_of)
 
     def _store_options(self, connection: Connection, options: Mapping[str, Any]) -> str:
         digest = payload_sha256(options)

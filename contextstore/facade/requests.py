@@ -22,6 +22,7 @@ from contextstore.core.errors import (
 from contextstore.core.truncation import normalize_keep
 from contextstore.core.validate import (
     canonical_json,
+    check_id,
     check_int,
     check_text,
     payload_sha256,
@@ -61,6 +62,7 @@ class RequestsMixin(StoreBase):
         Its prepares follow Cline's SubagentRunner: compaction at 75 % of the window with
         the ``quarter`` strategy, no notices, and no truncation when it cannot progress.
         """
+        check_id(parent_id)
         parent = self.get_conversation(parent_id)
         return self.create_conversation(
             model_id=model_id or parent.model_id,
@@ -77,6 +79,7 @@ class RequestsMixin(StoreBase):
         ``min(floor(window * threshold), max allowed size)`` tokens, unless the last
         truncation left at most two messages (so a summary is never summarised).
         """
+        check_id(conversation_id)
         policy_from_conversation(None, {}, threshold)
 
         def work(connection: Connection) -> None:
@@ -119,6 +122,7 @@ class RequestsMixin(StoreBase):
         pipeline (the store's, or ``pipeline``) runs on the resulting view and its rewrites
         are written as ``context_updates`` rows (kind ``processor``) in the same transaction.
         """
+        check_id(conversation_id)
         registry.check_format(format)
         active = self.pipeline if pipeline is None else pipeline
         check_int("max_tokens", max_tokens, minimum=1)
@@ -178,6 +182,7 @@ class RequestsMixin(StoreBase):
             raise InvalidInputError("system must be a string.")
         if tools is not None and (
             isinstance(tools, str | bytes | Mapping)
+            or not isinstance(tools, Sequence)
             or not all(isinstance(t, Mapping) and isinstance(t.get("name"), str) for t in tools)
         ):
             raise InvalidInputError(
@@ -214,6 +219,7 @@ class RequestsMixin(StoreBase):
             RequestNotFoundError: the request does not exist or was not prepared here.
             PayloadMismatchError: the rebuilt payload's hash differs from the stored one.
         """
+        check_id(conversation_id)
         check_int("request_id", request_id, minimum=1, optional=False)
         with self._db.read() as connection:
             record = self._request(connection, conversation_id, request_id)
@@ -255,6 +261,7 @@ class RequestsMixin(StoreBase):
         ``summarizer`` returns for the messages being hidden) and the first-user-message
         replacement, in one transaction. The original rows stay.
         """
+        check_id(conversation_id)
         if summary is not None and not isinstance(summary, str):
             raise InvalidInputError("summary must be a string.")
         why = reason or f"explicit truncation (keep={keep})"

@@ -14,7 +14,10 @@ from contextstore.core.errors import (
 )
 from contextstore.core.validate import (
     MAX_LABEL_LENGTH,
+    MAX_TITLE_LENGTH,
+    check_id,
     check_text,
+    check_ts,
 )
 from contextstore.facade.base import StoreBase
 from contextstore.records import (
@@ -51,10 +54,11 @@ class TimelineMixin(StoreBase):
 
         Labels need not be unique; rolling back to a label uses its newest checkpoint.
         """
+        check_id(conversation_id)
         check_text("label", label, MAX_LABEL_LENGTH)
         check_text("git_hash", git_hash, 64)
-        if note is not None and not isinstance(note, str):
-            raise InvalidInputError("note must be a string.")
+        if note is not None and (not isinstance(note, str) or "\x00" in note):
+            raise InvalidInputError("note must be a string without NUL characters.")
 
         def work(connection: Connection) -> Checkpoint:
             (stamp,) = tick(connection, conversation_id)
@@ -75,6 +79,7 @@ class TimelineMixin(StoreBase):
 
     def checkpoints(self, conversation_id: str) -> list[Checkpoint]:
         """The conversation's checkpoints, oldest first."""
+        check_id(conversation_id)
         with self._db.read() as connection:
             self._conversation(connection, conversation_id)
             rows = connection.execute(
@@ -92,9 +97,9 @@ class TimelineMixin(StoreBase):
                 f"rollback target must be a checkpoint label or a ts in milliseconds, got {to!r}."
             )
         if isinstance(to, int):
-            if to < 0:
-                raise InvalidInputError(f"rollback ts must be >= 0, got {to}.")
+            check_ts("rollback ts", to, optional=False)
             return to
+        check_text("checkpoint label", to, MAX_LABEL_LENGTH, optional=False)
         row = connection.execute(
             select(checkpoints.c.ts)
             .where(checkpoints.c.conversation_id == conversation_id, checkpoints.c.label == to)
@@ -130,6 +135,7 @@ class TimelineMixin(StoreBase):
         unless ``purge`` is True. Overlays and ranges written before the cutoff stay.
         Returns the number of rows removed per table.
         """
+        check_id(conversation_id)
         if not isinstance(purge, bool):
             raise InvalidInputError("purge must be True or False.")
 
@@ -237,6 +243,8 @@ class TimelineMixin(StoreBase):
         (messages, blocks, ranges, updates, requests, checkpoints) are copied with their
         timestamps, so the fork renders exactly as its parent did at ``at``.
         """
+        check_id(conversation_id)
+        check_text("title", title, MAX_TITLE_LENGTH)
         new_id = uuid.uuid4().hex
 
         def work(connection: Connection) -> Conversation:

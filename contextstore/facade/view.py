@@ -6,7 +6,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select
+from sqlalchemy import Connection, func, select
 
 from contextstore.core.errors import (
     IntegrityViolationError,
@@ -14,6 +14,7 @@ from contextstore.core.errors import (
 )
 from contextstore.core.overlays import BlockUpdate, UpdateKind, UpdateMode, block_text, text_hash
 from contextstore.core.validate import (
+    check_id,
     check_int,
     check_text,
 )
@@ -41,6 +42,7 @@ class ViewMixin(StoreBase):
 
     def messages(self, conversation_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:
         """The stored messages (originals: no cut, no rewrites), as appended."""
+        check_id(conversation_id)
         limit = queries.NO_LIMIT if as_of is None else self._as_of(as_of)
         with self._db.read() as connection:
             self._conversation(connection, conversation_id)
@@ -51,6 +53,7 @@ class ViewMixin(StoreBase):
         self, conversation_id: str, as_of: int | None = None
     ) -> tuple[int, int] | None:
         """The effective deleted range ``(2, end)`` at ``as_of`` (now by default), or None."""
+        check_id(conversation_id)
         limit = queries.NO_LIMIT if as_of is None else self._as_of(as_of)
         with self._db.read() as connection:
             self._conversation(connection, conversation_id)
@@ -73,6 +76,7 @@ class ViewMixin(StoreBase):
         provider's message list, checked against that provider's pairing and role rules.
         A repeat render of an unchanged conversation is served from a cache.
         """
+        check_id(conversation_id)
         limit = queries.NO_LIMIT if as_of is None else self._as_of(as_of)
         active = self.pipeline if pipeline is None else pipeline
         if format is not None:
@@ -123,6 +127,7 @@ class ViewMixin(StoreBase):
             InvalidInputError: ``end`` is below 1, beyond the last message, or smaller than
                 the current range's end (a range never shrinks; roll back instead).
         """
+        check_id(conversation_id)
         check_int("end", end, minimum=1, optional=False)
         check_int("tokens_total", tokens_total)
         if not isinstance(reason, str) or not isinstance(keep, str):
@@ -142,36 +147,19 @@ class ViewMixin(StoreBase):
                     f"end {end} would shrink the current range (2, {current[1]}); ranges only "
                     "grow (roll back to a checkpoint to show hidden messages again)."
                 )
-            self._insert_range(
-                connection, conversation_id, stamp, end, keep, reason, tokens_total, summary
-            )
-            return stamp
-
-        return self._db.write(work)
-
-    @staticmethod
-    def _insert_range(
-        connection: Connection,
-        conversation_id: str,
-        ts: int,
-        end: int,
-        keep: str,
-        reason: str,
-        tokens_total: int | None,
-        summary: str | None,
-    ) -> None:
-        connection.execute(
-            insert(deleted_ranges).values(
-                conversation_id=conversation_id,
-                ts=ts,
-                start_idx=2,
-                end_idx=end,
+            queries.insert_range(
+                connection,
+                conversation_id,
+                stamp,
+                end,
                 keep=keep,
                 reason=reason,
                 tokens_total=tokens_total,
                 summary=summary,
             )
-        )
+            return stamp
+
+        return self._db.write(work)
 
     def add_context_update(
         self,
@@ -195,6 +183,7 @@ class ViewMixin(StoreBase):
             InvalidInputError: the block does not exist or has no text to rewrite, the kind or
                 mode is unknown, or ``base_hash`` does not match.
         """
+        check_id(conversation_id)
         check_int("message_idx", message_idx, optional=False)
         check_int("block_idx", block_idx, optional=False)
         if not isinstance(text, str):
@@ -258,6 +247,7 @@ class ViewMixin(StoreBase):
         self, conversation_id: str, *, as_of: int | None = None
     ) -> list[dict[str, Any]]:
         """Every context update row (not only the effective ones), oldest first."""
+        check_id(conversation_id)
         limit = queries.NO_LIMIT if as_of is None else self._as_of(as_of)
         with self._db.read() as connection:
             self._conversation(connection, conversation_id)
@@ -274,6 +264,8 @@ class ViewMixin(StoreBase):
 
     def row_counts(self, conversation_id: str | None = None) -> dict[str, int]:
         """Rows per table (for one conversation, or the whole database)."""
+        if conversation_id is not None:
+            check_id(conversation_id)
         tables = (
             conversations,
             messages,
@@ -304,6 +296,7 @@ class ViewMixin(StoreBase):
         Raises:
             IntegrityViolationError: naming the first broken invariant.
         """
+        check_id(conversation_id)
         view = self.render(conversation_id)
         from contextstore.core.view import ensure_tool_results_follow_tool_use
 

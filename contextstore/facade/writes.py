@@ -15,7 +15,10 @@ from contextstore.core.errors import (
 from contextstore.core.tokens import message_tokens
 from contextstore.core.validate import (
     canonical_json,
+    check_id,
     check_int,
+    check_json_object,
+    check_number,
     check_text,
 )
 from contextstore.facade.base import StoreBase
@@ -79,9 +82,11 @@ class WritesMixin(StoreBase):
             TimelineError: ``ts`` is not later than the conversation's last ``ts``.
             ConversationNotFoundError: no conversation has this id.
         """
+        check_id(conversation_id)
         if isinstance(role, list | tuple) and content is None:
             return self.append_many(conversation_id, role, ts=ts)
-        normalized = normalize_message(role, content, dict(meta) if meta else None)
+        extra = check_json_object("meta", meta) if meta is not None else None
+        normalized = normalize_message(role, content, extra)
         return self._append_normalized(conversation_id, [normalized], ts)[0]
 
     def append_many(
@@ -92,6 +97,7 @@ class WritesMixin(StoreBase):
         ts: int | None = None,
     ) -> list[AppendedMessage]:
         """Append several messages (dicts with ``role`` and ``content``) in one transaction."""
+        check_id(conversation_id)
         if isinstance(new_messages, str | bytes) or not isinstance(new_messages, Sequence):
             raise InvalidInputError("append_many takes a list of message dicts.")
         if not new_messages:
@@ -153,6 +159,7 @@ class WritesMixin(StoreBase):
         prepared request's row; otherwise a new request row is written. The next
         :meth:`prepare_request` decides on truncation from the newest recorded usage.
         """
+        check_id(conversation_id)
         for name, value in (
             ("tokens_in", tokens_in),
             ("tokens_out", tokens_out),
@@ -160,10 +167,7 @@ class WritesMixin(StoreBase):
             ("cache_reads", cache_reads),
         ):
             check_int(name, value)
-        if cost is not None and (
-            isinstance(cost, bool) or not isinstance(cost, int | float) or cost < 0
-        ):
-            raise InvalidInputError(f"cost must be a number >= 0, got {cost!r}.")
+        check_number("cost", cost)
         check_text("model_id", model_id, 200)
         check_int("request_id", request_id, minimum=1)
         usage = {
@@ -198,7 +202,8 @@ class WritesMixin(StoreBase):
 
     def requests(self, conversation_id: str, *, as_of: int | None = None) -> list[RequestRecord]:
         """The conversation's API requests, oldest first."""
-        limit = queries.NO_LIMIT if as_of is None else as_of
+        check_id(conversation_id)
+        limit = queries.NO_LIMIT if as_of is None else self._as_of(as_of)
         with self._db.read() as connection:
             self._conversation(connection, conversation_id)
             ids = connection.execute(

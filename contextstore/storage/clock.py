@@ -7,6 +7,7 @@ import time
 from sqlalchemy import Connection, select, update
 
 from contextstore.core.errors import ConversationNotFoundError, TimelineError
+from contextstore.core.validate import MAX_TS
 from contextstore.storage.tables import conversations
 
 
@@ -46,8 +47,10 @@ def tick(
     """
     last = last_ts(connection, conversation_id, lock=True)
     if at is not None:
-        if isinstance(at, bool) or not isinstance(at, int):
-            raise TimelineError(f"ts must be an integer of milliseconds, got {at!r}.")
+        if isinstance(at, bool) or not isinstance(at, int) or not 0 <= at <= MAX_TS:
+            raise TimelineError(
+                f"ts must be an integer of milliseconds from 0 to 2**53, got {at!r:.80}."
+            )
         if at <= last:
             raise TimelineError(
                 f"ts {at} is not later than the conversation's last ts {last}; timestamps "

@@ -50,6 +50,22 @@ def _json(value: Any, what: str) -> Any:
     return value
 
 
+NUL = "\x00"
+EXACT_TEXT_KEY = "_exact_text"
+"""Metadata key holding an update's exact text when it contains NUL characters."""
+
+
+def column_text(text: str | None) -> str | None:
+    """``text`` as a text column can hold it: NUL characters become U+FFFD.
+
+    PostgreSQL text cannot contain NUL. Wherever the exact text matters (a block's text,
+    an update's text), it is also kept in the row's JSON, which can.
+    """
+    if text is None or NUL not in text:
+        return text
+    return text.replace(NUL, "\ufffd")
+
+
 def block_row(
     conversation_id: str, message_idx: int, block_idx: int, block: dict[str, Any]
 ) -> dict[str, Any]:
@@ -59,6 +75,8 @@ def block_row(
     text: str | None = None
     if kind == "text":
         text = data.pop("text")
+        if NUL in text:
+            data["text"] = text
     elif kind == "tool_result":
         content = block.get("content")
         if isinstance(content, str):
@@ -76,7 +94,7 @@ def block_row(
         "message_idx": message_idx,
         "block_idx": block_idx,
         "type": kind,
-        "text": text,
+        "text": column_text(text),
         "tool_use_id": block.get("id") if kind == "tool_use" else block.get("tool_use_id"),
         "tool_name": block.get("name") if kind == "tool_use" else None,
         "data": data,
@@ -158,13 +176,16 @@ def load_overlays(
     effective: dict[BlockAddress, BlockUpdate] = {}
     for row in rows:
         metadata = _json(row.metadata, f"context update {row.id}")
+        if not isinstance(metadata, dict):
+            raise CorruptRowError(f"context update {row.id} has metadata that is not an object.")
+        exact = metadata.pop(EXACT_TEXT_KEY, None)
         effective[(row.message_idx, row.block_idx)] = BlockUpdate(
             message_idx=row.message_idx,
             block_idx=row.block_idx,
             kind=row.kind,
-            text=row.text,
+            text=exact if isinstance(exact, str) else row.text,
             source=row.source,
-            metadata=metadata if isinstance(metadata, dict) else {},
+            metadata=metadata,
             base_hash=row.base_hash,
             mode=row.mode,
         )
@@ -276,14 +297,47 @@ def insert_updates(
                 "block_idx": u.block_idx,
                 "kind": u.kind,
                 "mode": u.mode,
-                "text": u.text,
-                "metadata": dict(u.metadata),
+                "text": column_text(u.text),
+                "metadata": _update_metadata(u),
                 "source": u.source,
                 "base_hash": u.base_hash,
             }
             for u in updates
         ],
     )
+
+
+def insert_range(
+    connection: Connection,
+    conversation_id: str,
+    ts: int,
+    end: int,
+    *,
+    keep: str,
+    reason: str,
+    tokens_total: int | None,
+    summary: str | None,
+) -> None:
+    """Insert a deleted range ``(2, end)`` with the decision that produced it."""
+    connection.execute(
+        insert(deleted_ranges).values(
+            conversation_id=conversation_id,
+            ts=ts,
+            start_idx=2,
+            end_idx=end,
+            keep=keep,
+            reason=column_text(reason),
+            tokens_total=tokens_total,
+            summary=column_text(summary),
+        )
+    )
+
+
+def _update_metadata(update: BlockUpdate) -> dict[str, Any]:
+    metadata = dict(update.metadata)
+    if NUL in update.text:
+        metadata[EXACT_TEXT_KEY] = update.text
+    return metadata
 
 
 def last_request_total(

@@ -1,0 +1,1 @@
+"""Tests that try hard to break the store: crashes, concurrency, bad input, security."""
