@@ -334,6 +334,52 @@ def crash_test(kills: int, seed: int, db_path: str | None, max_delay: float) -> 
         sys.exit(1)
 
 
+@cli.command()
+@click.option("--messages", default=2_000, show_default=True, help="Messages per run.")
+@click.option("--text-bytes", default=2_000, show_default=True, help="Text size per message.")
+@_handle_errors
+def bench(messages: int, text_bytes: int) -> None:
+    """Time contextstore against raw sqlite3 side by side; print ratios, not promises."""
+    from contextstore import bench as benchmarks
+
+    rows = benchmarks.run(messages, text_bytes)
+    click.echo(
+        _table(
+            ("operation", "contextstore", "raw sqlite3", "ratio", "note"),
+            [
+                (
+                    r.name,
+                    f"{r.contextstore_s * 1000:,.1f} ms",
+                    f"{r.baseline_s * 1000:,.1f} ms",
+                    f"{r.ratio:,.2f}x",
+                    r.note,
+                )
+                for r in rows
+            ],
+        )
+    )
+    click.echo("\nSQLite file size for 1,000 rows, by row size and page size:")
+    click.echo(
+        _table(
+            ("row bytes", "page size", "file bytes", "not payload"),
+            [
+                (p.row_bytes, p.page_size, f"{p.file_bytes:,}", f"{p.overhead:.0%}")
+                for p in benchmarks.page_sizes()
+            ],
+        )
+    )
+    click.echo("\ncontextstore's own file for 1,500 messages of mixed size (100 B to 20 KB):")
+    click.echo(
+        _table(
+            ("page size", "file bytes", "not payload"),
+            [
+                (p.page_size, f"{p.file_bytes:,}", f"{p.overhead:.1%}")
+                for p in benchmarks.store_page_sizes()
+            ],
+        )
+    )
+
+
 def main() -> None:
     """Entry point of the ``contextstore`` console script."""
     cli(obj={})

@@ -99,6 +99,13 @@ class SecretPattern:
     description: str
     groups: tuple[str, ...] = ("secret",)
     validator: Callable[[re.Match[str], str], bool] | None = None
+    hints: tuple[str, ...] = ()
+    """Lower-case substrings one of which any match contains; a text without any of them
+    is not searched (most text holds no secret, and this skips most regex scans)."""
+
+    def may_match(self, lowered: str) -> bool:
+        """False when ``lowered`` (the text, lower-cased) cannot contain a match."""
+        return not self.hints or any(hint in lowered for hint in self.hints)
 
     def secret_span(self, match: re.Match[str]) -> tuple[int, int]:
         """Return the span of ``match`` that holds the secret itself."""
@@ -203,6 +210,7 @@ def _pattern(
     validator: Callable[[re.Match[str], str], bool] | None = _distinctive,
 ) -> SecretPattern:
     return SecretPattern(
+        hints=_HINTS[kind],
         kind=kind,
         regex=re.compile(regex, flags),
         confidence=confidence,
@@ -211,6 +219,37 @@ def _pattern(
         validator=validator,
     )
 
+
+_HINTS: dict[str, tuple[str, ...]] = {
+    "private_key": ("private key",),
+    "anthropic_api_key": ("sk-ant-",),
+    "openai_api_key": ("sk-",),
+    "aws_access_key_id": ("akia", "asia"),
+    "aws_secret_access_key": ("secret",),
+    "aws_session_token": ("session", "security-token"),
+    "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    "gitlab_token": ("glpat-", "gldt-", "glptt-", "glrt-", "glsoat-", "glft-"),
+    "slack_token": ("xox", "xapp-"),
+    "slack_webhook": ("hooks.slack.com",),
+    "stripe_secret_key": ("sk_live_", "sk_test_", "rk_live_", "rk_test_"),
+    "stripe_webhook_secret": ("whsec_",),
+    "google_api_key": ("aiza",),
+    "google_oauth_client_secret": ("gocspx-",),
+    "google_oauth_token": ("ya29.",),
+    "huggingface_token": ("hf_",),
+    "npm_token": ("npm_",),
+    "pypi_token": ("pypi-",),
+    "sendgrid_api_key": ("sg.",),
+    "azure_storage_key": ("accountkey=",),
+    "jwt": ("eyj",),
+    "bearer_token": ("bearer",),
+    "basic_auth": ("authorization",),
+    "url_password": ("://",),
+    "password": ("pass",),
+    "stripe_publishable_key": ("pk_live_", "pk_test_"),
+    "generic_secret": ("secret", "token", "key", "credential", "pass"),
+}
+"""For each kind, substrings (lower case) every match of its patterns contains."""
 
 _PEM_LABEL = r"(?:RSA |EC |DSA |OPENSSH |ENCRYPTED |PGP |SSH2 ENCRYPTED )?PRIVATE KEY(?: BLOCK)?"
 _PASSWORD_KEY = _KEY_PREFIX + r"(?:password|passwd|passphrase)[A-Za-z0-9_.\-]*"

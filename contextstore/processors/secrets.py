@@ -101,7 +101,8 @@ def find_secrets(
     makes masking idempotent.
     """
     levels = _levels(confidence)
-    enabled = [p for p in patterns if p.confidence in levels]
+    lowered = text.lower()
+    enabled = [p for p in patterns if p.confidence in levels and p.may_match(lowered)]
     pending = {order: _next_match(p, text, 0) for order, p in enumerate(enabled)}
     findings: list[Finding] = []
     position = 0

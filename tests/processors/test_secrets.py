@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import random
 from typing import Any
@@ -226,3 +227,23 @@ def test_generic_secrets_are_found_whatever_their_draw(alphabet: str, length: in
 )
 def test_generic_look_alikes(text: str) -> None:
     assert mask_text(text, confidence="medium") == (text, [])
+
+
+UNHINTED = tuple(dataclasses.replace(p, hints=()) for p in PATTERNS)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=5), st.text(max_size=30))
+def test_hints_only_skip_scans_that_could_not_match(parts: list[str], noise: str) -> None:
+    """The substring hints are a speed-up only: masking with and without them agrees."""
+    text = noise.join(parts)
+    for confidence in ("high", "medium"):
+        assert mask_text(text, confidence=confidence) == mask_text(
+            text, confidence=confidence, patterns=UNHINTED
+        )
+
+
+@pytest.mark.parametrize("sample", HIGH + MEDIUM, ids=lambda s: s.kind)
+def test_every_corpus_sample_contains_a_hint_of_its_kind(sample: Sample) -> None:
+    lowered = sample.text.lower()
+    assert any(p.may_match(lowered) for p in PATTERNS if p.kind == sample.kind)
