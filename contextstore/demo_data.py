@@ -147,6 +147,21 @@ def risky_turns() -> list[dict[str, Any]]:
     ]
 
 
+def _test_result(tool_id: str, round_number: int) -> dict[str, Any]:
+    if round_number % 5 == 3:
+        return {
+            "type": "tool_result",
+            "tool_use_id": tool_id,
+            "content": "1 failed: tests/test_report.py::test_empty_export - AssertionError",
+            "is_error": True,
+        }
+    return {
+        "type": "tool_result",
+        "tool_use_id": tool_id,
+        "content": f"{round_number + 1} passed in 0.{round_number}1s",
+    }
+
+
 def long_session(rounds: int, *, first: int = 0, new_files: bool = False) -> list[dict[str, Any]]:
     """Edit-and-test rounds: a session that outgrows its window.
 
@@ -183,13 +198,7 @@ def long_session(rounds: int, *, first: int = 0, new_files: bool = False) -> lis
         turns.append(
             {
                 "role": "user",
-                "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": f"toolu_t{i}",
-                        "content": f"{i + 1} passed in 0.{i}1s",
-                    }
-                ],
+                "content": [_test_result(f"toolu_t{i}", i)],
             }
         )
     return turns

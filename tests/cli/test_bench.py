@@ -23,7 +23,7 @@ def test_bench_reports_each_operation_against_the_baseline() -> None:
 def test_the_configured_page_size_gives_the_smallest_file_for_mixed_messages() -> None:
     measured = bench.store_page_sizes(count=600)
     smallest = min(measured, key=lambda row: row.file_bytes)
-    assert engine.PAGE_SIZE == smallest.page_size
+    assert smallest.page_size == engine.PAGE_SIZE
 
 
 def test_bench_command_prints_ratios() -> None:
