@@ -5,6 +5,8 @@ Rows are the truth and the conversation sent to a model is a query: see
 rules and context-window policy on plain message lists.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from contextstore.core.errors import (
     CheckpointNotFoundError,
     ContentTooLargeError,
@@ -39,7 +41,20 @@ from contextstore.records import (
     RollbackReport,
     TruncationDecision,
 )
-from contextstore.store import ContextStore
+
+if TYPE_CHECKING:
+    from contextstore.store import ContextStore
+
+
+def __getattr__(name: str) -> Any:
+    # The store (and with it SQLAlchemy and Alembic) loads on first use, so the pure
+    # functions above stay importable without the storage layer.
+    if name == "ContextStore":
+        from contextstore.store import ContextStore
+
+        return ContextStore
+    raise AttributeError(f"module 'contextstore' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 
