@@ -8,6 +8,7 @@ truncation and its notice land together or not at all, and a rollback undoes bot
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -197,7 +198,7 @@ def decide_and_write(
         f"previous request used {total:,} tokens, at or over the maximum of "
         f"{window.max_allowed_size:,.0f} for a {window.context_window:,}-token window"
     )
-    return _dedupe_then_truncate(connection, conversation_id, state, keep, total, base, reason)
+    return _dedupe_then_truncate(connection, conversation_id, state, keep, total, reason)
 
 
 def _dedupe_then_truncate(
@@ -206,11 +207,25 @@ def _dedupe_then_truncate(
     state: queries.ConversationState,
     keep: str,
     total: int,
-    base: TruncationDecision,
     reason: str,
+    *,
     summary: str | None = None,
+    subagent: bool = False,
 ) -> TruncationDecision:
+    """De-duplicate file reads; if that saves under 30 %, also hide more messages.
+
+    A subagent's truncation adds no notice and gives up when it cannot progress, as
+    Cline's SubagentRunner does; otherwise the notice is written with the new range.
+    """
     plan = plan_file_read_dedupe(state.messages, visible_start(state.deleted_range), state.overlays)
+    unchanged = functools.partial(
+        TruncationDecision,
+        deleted_range=state.deleted_range,
+        previous_range=state.deleted_range,
+        tokens_total=total,
+        deduplicated=plan.touched,
+        fraction_saved=plan.fraction_saved,
+    )
     if plan.updates and not plan.need_to_truncate:
         _write_decision(
             connection,
@@ -222,43 +237,34 @@ def _dedupe_then_truncate(
             tokens_total=total,
             summary=None,
         )
-        return TruncationDecision(
-            "dedupe",
-            None,
-            state.deleted_range,
-            state.deleted_range,
-            total,
-            plan.touched,
-            plan.fraction_saved,
-            f"{reason}; de-duplicating file reads saved "
-            f"{plan.fraction_saved:.0%}, so nothing was truncated",
+        return unchanged(
+            action="dedupe",
+            reason=f"{reason}; de-duplicating file reads saved {plan.fraction_saved:.0%}, "
+            "so nothing was truncated",
         )
-    new_range = next_truncation_range(state.messages, state.deleted_range, keep)
-    progressed = not is_empty_range(new_range) and new_range != state.deleted_range
+    if subagent:
+        new_range = subagent_next_range(state.messages, state.deleted_range)
+    else:
+        candidate = next_truncation_range(state.messages, state.deleted_range, keep)
+        progressed = not is_empty_range(candidate) and candidate != state.deleted_range
+        new_range = candidate if progressed else None
     updates = list(plan.updates)
-    if progressed:
+    if new_range is not None and not subagent:
         updates += _notice_updates(_with_updates(state, plan.updates), summary, first_user=False)
     _write_decision(
         connection,
         conversation_id,
         updates,
-        new_range if progressed else None,
+        new_range,
         keep=keep,
         reason=reason,
         tokens_total=total,
-        summary=summary,
+        summary=summary if new_range is not None else None,
     )
-    if not progressed:
-        action = "dedupe" if plan.updates else "none"
-        return TruncationDecision(
-            action,
-            None,
-            state.deleted_range,
-            state.deleted_range,
-            total,
-            plan.touched,
-            plan.fraction_saved,
-            f"{reason}; no message could be hidden",
+    if new_range is None:
+        return unchanged(
+            action="dedupe" if plan.updates else "none",
+            reason=f"{reason}; no progress possible (nothing more can be hidden)",
         )
     return TruncationDecision(
         "truncate",
@@ -293,60 +299,8 @@ def _subagent(
     if not should_compact(total, policy.context_window, SUBAGENT_THRESHOLD):
         return base
     reason = f"subagent request used {total:,} tokens, at or over 75 % of its window"
-    plan = plan_file_read_dedupe(state.messages, visible_start(state.deleted_range), state.overlays)
-    if plan.updates and not plan.need_to_truncate:
-        _write_decision(
-            connection,
-            conversation_id,
-            plan.updates,
-            None,
-            keep="quarter",
-            reason=reason,
-            tokens_total=total,
-            summary=None,
-        )
-        return TruncationDecision(
-            "dedupe",
-            None,
-            state.deleted_range,
-            state.deleted_range,
-            total,
-            plan.touched,
-            plan.fraction_saved,
-            reason,
-        )
-    new_range = subagent_next_range(state.messages, state.deleted_range)
-    _write_decision(
-        connection,
-        conversation_id,
-        plan.updates,
-        new_range,
-        keep="quarter",
-        reason=reason,
-        tokens_total=total,
-        summary=None,
-    )
-    if new_range is None:
-        action = "dedupe" if plan.updates else "none"
-        return TruncationDecision(
-            action,
-            None,
-            state.deleted_range,
-            state.deleted_range,
-            total,
-            plan.touched,
-            plan.fraction_saved,
-            f"{reason}; no progress possible (nothing more can be hidden)",
-        )
-    return TruncationDecision(
-        "truncate",
-        "quarter",
-        new_range,
-        state.deleted_range,
-        total,
-        plan.touched,
-        plan.fraction_saved,
-        reason,
+    return _dedupe_then_truncate(
+        connection, conversation_id, state, "quarter", total, reason, subagent=True
     )
 
 
@@ -382,7 +336,7 @@ def _auto_condense(
         else (keep_for_overflow(total, policy.context_window) or "half")
     )
     if summarizer is None:
-        return _dedupe_then_truncate(connection, conversation_id, state, keep, total, base, reason)
+        return _dedupe_then_truncate(connection, conversation_id, state, keep, total, reason)
     new_range = next_truncation_range(state.messages, state.deleted_range, keep)
     if is_empty_range(new_range) or new_range == state.deleted_range:
         return base
@@ -393,9 +347,8 @@ def _auto_condense(
         state,
         keep,
         total,
-        base,
         reason + "; condensed with a summary",
-        summary,
+        summary=summary,
     )
 
 
