@@ -12,8 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from contextstore.core.overlays import (
@@ -172,3 +171,29 @@ def tool_names(view: IndexedView) -> dict[str, str]:
             if isinstance(use_id, str) and isinstance(name, str):
                 names[use_id] = name
     return names
+
+
+TextRewrite = Callable[[int, Message, int, Block, str], "tuple[str, dict[str, Any]] | None"]
+"""Given ``(message_idx, message, block_idx, block, text)``: a shorter text and its
+metadata, or None to leave the block alone."""
+
+
+def shrink_texts(name: str, view: IndexedView, rewrite: TextRewrite) -> list[BlockUpdate]:
+    """Propose a TEXT update for every text slot in ``view`` that ``rewrite`` shortens.
+
+    The common loop of the text processors: only a result strictly shorter than the text
+    it read becomes a proposal, so a processor can never grow the context.
+    """
+    updates: list[BlockUpdate] = []
+    for message_idx, message, block_idx, block in iter_blocks(view):
+        text = block_text(block)
+        if text is None:
+            continue
+        result = rewrite(message_idx, message, block_idx, block, text)
+        if result is None or len(result[0]) >= len(text):
+            continue
+        new_text, metadata = result
+        updates.append(
+            make_update(name, message_idx, block_idx, read=text, text=new_text, metadata=metadata)
+        )
+    return updates

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from contextstore.core.errors import InvalidInputError
-from contextstore.core.overlays import BlockUpdate, block_text
-from contextstore.processors.base import IndexedView, iter_blocks, make_update
+from contextstore.core.overlays import Block, BlockUpdate, Message
+from contextstore.processors.base import IndexedView, shrink_texts
 
 _FENCES = ("```", "~~~")
 
@@ -106,22 +106,11 @@ class Distiller:
 
     def propose(self, view: IndexedView) -> list[BlockUpdate]:
         """Return an update for every text in ``view`` that distillation shortens."""
-        updates: list[BlockUpdate] = []
-        for message_idx, _, block_idx, block in iter_blocks(view):
-            text = block_text(block)
-            if text is None:
-                continue
+
+        def rewrite(
+            _idx: int, _message: Message, _block_idx: int, _block: Block, text: str
+        ) -> tuple[str, dict[str, Any]]:
             distilled = distill_text(text, self.min_repeats)
-            if len(distilled) >= len(text):
-                continue
-            updates.append(
-                make_update(
-                    self.name,
-                    message_idx,
-                    block_idx,
-                    read=text,
-                    text=distilled,
-                    metadata={"original_chars": len(text), "kept_chars": len(distilled)},
-                )
-            )
-        return updates
+            return distilled, {"original_chars": len(text), "kept_chars": len(distilled)}
+
+        return shrink_texts(self.name, view, rewrite)

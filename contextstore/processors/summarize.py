@@ -15,8 +15,8 @@ from dataclasses import astuple, dataclass
 from typing import Any
 
 from contextstore.core.errors import ContextStoreError, InvalidInputError
-from contextstore.core.overlays import BlockUpdate, block_text, text_hash
-from contextstore.processors.base import IndexedView, iter_blocks, make_update, tool_names
+from contextstore.core.overlays import Block, BlockUpdate, Message, text_hash
+from contextstore.processors.base import IndexedView, shrink_texts, tool_names
 
 DEFAULT_MIN_CHARS = 20_000
 """Texts at or below this many characters are never summarised."""
@@ -113,39 +113,28 @@ class Summarizer:
                 the hook's exception is chained as the cause.
         """
         names = tool_names(view)
-        updates: list[BlockUpdate] = []
-        for message_idx, message, block_idx, block in iter_blocks(view):
-            text = block_text(block)
-            if text is None or len(text) <= self.min_chars or message_idx == 0:
-                continue
+
+        def rewrite(
+            idx: int, message: Message, block_idx: int, block: Block, text: str
+        ) -> tuple[str, dict[str, Any]] | None:
+            if len(text) <= self.min_chars or idx == 0:
+                return None
             marker = summary_marker(len(text))
-            block_type = str(block.get("type"))
             use_id = block.get("tool_use_id")
             request = SummaryRequest(
-                message_idx=message_idx,
+                message_idx=idx,
                 block_idx=block_idx,
                 role=str(message.get("role")),
-                block_type=block_type,
+                block_type=str(block.get("type")),
                 tool_name=names.get(use_id) if isinstance(use_id, str) else None,
                 max_chars=len(text) - len(marker),
             )
             summary = self._summarise(text, request)
             if not summary.strip():
-                continue
-            replacement = marker + summary
-            if len(replacement) >= len(text):
-                continue
-            updates.append(
-                make_update(
-                    self.name,
-                    message_idx,
-                    block_idx,
-                    read=text,
-                    text=replacement,
-                    metadata={"original_chars": len(text), "summary_chars": len(summary)},
-                )
-            )
-        return updates
+                return None
+            return marker + summary, {"original_chars": len(text), "summary_chars": len(summary)}
+
+        return shrink_texts(self.name, view, rewrite)
 
     def _summarise(self, text: str, request: SummaryRequest) -> str:
         key = (text_hash(text), *astuple(request))

@@ -11,8 +11,8 @@ import re
 from typing import Any
 
 from contextstore.core.errors import InvalidInputError
-from contextstore.core.overlays import Block, BlockUpdate, Message, block_text
-from contextstore.processors.base import IndexedView, iter_blocks, make_update
+from contextstore.core.overlays import Block, BlockUpdate, Message
+from contextstore.processors.base import IndexedView, shrink_texts
 
 DEFAULT_MAX_CHARS = 40_000
 """Default size limit of one text, in characters (Gemini CLI's tool-output threshold)."""
@@ -136,24 +136,13 @@ class OutputTrimmer:
 
     def propose(self, view: IndexedView) -> list[BlockUpdate]:
         """Return a trimming update for every oversized output in ``view``."""
-        updates: list[BlockUpdate] = []
-        for message_idx, message, block_idx, block in iter_blocks(view):
-            text = block_text(block)
-            if text is None or len(text) <= self.max_chars:
-                continue
-            if not self._applies(message_idx, message, block, text):
-                continue
+
+        def rewrite(
+            idx: int, message: Message, _block_idx: int, block: Block, text: str
+        ) -> tuple[str, dict[str, Any]] | None:
+            if len(text) <= self.max_chars or not self._applies(idx, message, block, text):
+                return None
             trimmed = truncate_middle(text, self.max_chars, self.head_ratio)
-            if trimmed == text:
-                continue
-            updates.append(
-                make_update(
-                    self.name,
-                    message_idx,
-                    block_idx,
-                    read=text,
-                    text=trimmed,
-                    metadata={"original_chars": len(text), "kept_chars": len(trimmed)},
-                )
-            )
-        return updates
+            return trimmed, {"original_chars": len(text), "kept_chars": len(trimmed)}
+
+        return shrink_texts(self.name, view, rewrite)
