@@ -3,7 +3,7 @@
 Each file under ``golden/`` is ``<case>.<format>.json`` and must match the rendered
 request exactly. After a deliberate change to a renderer, regenerate them with::
 
-    CONTEXTSTORE_REGEN_GOLDEN=1 /work/venv/bin/python -m pytest tests/renderers/test_golden.py
+    CONTEXTSTORE_REGEN_GOLDEN=1 python -m pytest tests/renderers/test_golden.py
 
 then review the diff of ``golden/`` before committing it.
 """
