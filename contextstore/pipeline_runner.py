@@ -45,7 +45,7 @@ def propose(pipeline: Pipeline | None, state: ConversationState) -> list[BlockUp
     if pipeline is None or not pipeline.processors:
         return []
     view = cut(state.messages, state.deleted_range, state.overlays)
-    updates = pipeline.run(view, overlays=state.overlays)
+    updates = pipeline.run(view, parallel=pipeline.parallel, overlays=state.overlays)
     return collapse(drop_stale(updates, view)) if updates else []
 
 

@@ -170,9 +170,14 @@ def drop_stale(updates: Iterable[BlockUpdate], view: IndexedView) -> list[BlockU
 class Pipeline:
     """An ordered list of processors, run over a view to produce context updates."""
 
-    def __init__(self, processors: Iterable[Processor]) -> None:
-        """Create a pipeline that runs ``processors`` in the given order."""
+    def __init__(self, processors: Iterable[Processor], *, parallel: bool = False) -> None:
+        """Create a pipeline that runs ``processors`` in the given order.
+
+        With ``parallel``, consecutive independent processors run concurrently when the
+        store runs the pipeline (the result equals the sequential one).
+        """
         self.processors: tuple[Processor, ...] = tuple(processors)
+        self.parallel = parallel
 
     def config(self) -> dict[str, Any]:
         """Return the ordered names, classes and configs of the processors.

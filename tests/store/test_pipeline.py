@@ -75,3 +75,14 @@ def test_no_pipeline_means_the_stored_text(memory_store: ContextStore) -> None:
     memory_store.append(conv.id, "user", f"{TOKEN}")
     assert memory_store.render(conv.id, pipeline=Pipeline([]))[0]["content"] == TOKEN
     assert memory_store.render(conv.id, pipeline=Pipeline([SecretMasker()]))[0]["content"] != TOKEN
+
+
+def test_a_parallel_pipeline_writes_what_a_sequential_one_writes(
+    memory_store: ContextStore,
+) -> None:
+    conv = memory_store.create_conversation()
+    memory_store.append(conv.id, [user(f"key {TOKEN}\n\n\n\n\nend   "), assistant("ok")])
+    processors = [SecretMasker(), Distiller()]
+    sequential = memory_store.render(conv.id, pipeline=Pipeline(processors))
+    parallel = memory_store.render(conv.id, pipeline=Pipeline(processors, parallel=True))
+    assert parallel == sequential and TOKEN not in json.dumps(parallel)
