@@ -10,12 +10,14 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from functools import wraps
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from contextstore import demo_data
 from contextstore.core.errors import ContextStoreError
+from contextstore.interop.cline_import import export_cline_task, import_cline_task
 from contextstore.records import PreparedRequest
 from contextstore.store import ContextStore
 
@@ -292,6 +294,47 @@ def check(ctx: click.Context, conversation_id: str) -> None:
     store = _open(ctx, auto_migrate=False)
     store.check(conversation_id)
     click.echo(f"{conversation_id}: ok")
+
+
+@cli.command("import-cline")
+@click.argument("task_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--title", default=None, help="Conversation title (default: the task's first line).")
+@click.option(
+    "--history",
+    "history_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Cline's state/taskHistory.json: its entry for the task is the authority for the "
+    "deleted range (default: the last UI message's snapshot).",
+)
+@click.pass_context
+@_handle_errors
+def import_cline(
+    ctx: click.Context, task_dir: Path, title: str | None, history_path: Path | None
+) -> None:
+    """Import a Cline task directory (tasks/<id>/) as a new conversation; print its id."""
+    store = _open(ctx)
+    result = import_cline_task(store, task_dir, history_path=history_path, title=title)
+    click.echo(result.conversation_id)
+    click.echo(_table(("table", "rows imported"), sorted(result.counts().items())))
+    for note in result.skipped:
+        click.echo(f"skipped: {note}", err=True)
+
+
+@cli.command("export-cline")
+@click.argument("conversation_id")
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Replace task files already in OUT_DIR.")
+@click.pass_context
+@_handle_errors
+def export_cline(ctx: click.Context, conversation_id: str, out_dir: Path, force: bool) -> None:
+    """Write a conversation as a Cline task directory (history, overlays, UI requests)."""
+    store = _open(ctx, auto_migrate=False)
+    result = export_cline_task(store, conversation_id, out_dir, overwrite=force)
+    for path in result.files:
+        click.echo(str(path))
+    for note in result.skipped:
+        click.echo(f"skipped: {note}", err=True)
 
 
 @cli.command("crash-test")

@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, delete, insert, select
 
 from contextstore.core.errors import (
     ConversationNotFoundError,
@@ -116,6 +116,26 @@ class StoreBase:
             }
             connection.execute(insert(conversations).values(**row))
             return Conversation(**row)
+
+        return self._db.write(work)
+
+    def delete_conversation(self, conversation_id: str) -> dict[str, int]:
+        """Delete a conversation and every row it owns, in one transaction.
+
+        Messages, blocks, ranges, updates, requests, checkpoints, rollbacks and archived
+        rows go with it (foreign keys cascade); forks and subagents of it stay, with their
+        ``parent_id`` cleared. Returns the rows removed per table.
+
+        Raises:
+            ConversationNotFoundError: no conversation has this id.
+        """
+        check_id(conversation_id)
+
+        def work(connection: Connection) -> dict[str, int]:
+            self._conversation(connection, conversation_id)
+            counts = queries.count_rows(connection, conversation_id)
+            connection.execute(delete(conversations).where(conversations.c.id == conversation_id))
+            return counts
 
         return self._db.write(work)
 

@@ -6,7 +6,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, select
 
 from contextstore.core.errors import (
     IntegrityViolationError,
@@ -25,15 +25,8 @@ from contextstore.renderers import registry
 from contextstore.storage import queries
 from contextstore.storage.clock import last_ts, tick
 from contextstore.storage.tables import (
-    api_requests,
-    archived_rows,
     blocks,
-    checkpoints,
     context_updates,
-    conversations,
-    deleted_ranges,
-    messages,
-    rollbacks,
 )
 
 
@@ -266,26 +259,8 @@ class ViewMixin(StoreBase):
         """Rows per table (for one conversation, or the whole database)."""
         if conversation_id is not None:
             check_id(conversation_id)
-        tables = (
-            conversations,
-            messages,
-            blocks,
-            deleted_ranges,
-            context_updates,
-            api_requests,
-            checkpoints,
-            rollbacks,
-            archived_rows,
-        )
-        counts: dict[str, int] = {}
         with self._db.read() as connection:
-            for table in tables:
-                query = select(func.count()).select_from(table)
-                if conversation_id is not None:
-                    column = table.c.id if table is conversations else table.c.conversation_id
-                    query = query.where(column == conversation_id)
-                counts[table.name] = int(connection.execute(query).scalar_one())
-        return counts
+            return queries.count_rows(connection, conversation_id)
 
     def check(self, conversation_id: str) -> None:
         """Verify a conversation's stored invariants; raise if one is broken.

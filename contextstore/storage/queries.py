@@ -18,10 +18,14 @@ from contextstore.core.errors import CorruptRowError, IntegrityViolationError
 from contextstore.core.overlays import BlockAddress, BlockUpdate, Message
 from contextstore.storage.tables import (
     api_requests,
+    archived_rows,
     blocks,
+    checkpoints,
     context_updates,
+    conversations,
     deleted_ranges,
     messages,
+    rollbacks,
 )
 
 NO_LIMIT = 2**62
@@ -367,3 +371,26 @@ def last_request_total(
 def rows_as_dicts(rows: Iterable[Any]) -> list[dict[str, Any]]:
     """Result rows as plain dicts."""
     return [dict(row._mapping) for row in rows]
+
+
+def count_rows(connection: Connection, conversation_id: str | None = None) -> dict[str, int]:
+    """Rows per table, for one conversation or the whole database."""
+    tables = (
+        conversations,
+        messages,
+        blocks,
+        deleted_ranges,
+        context_updates,
+        api_requests,
+        checkpoints,
+        rollbacks,
+        archived_rows,
+    )
+    counts: dict[str, int] = {}
+    for table in tables:
+        query = select(func.count()).select_from(table)
+        if conversation_id is not None:
+            column = table.c.id if table is conversations else table.c.conversation_id
+            query = query.where(column == conversation_id)
+        counts[table.name] = int(connection.execute(query).scalar_one())
+    return counts

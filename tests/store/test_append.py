@@ -189,3 +189,23 @@ def test_file_read_factory_round_trips(store: ContextStore) -> None:
     messages = [user("t"), assistant(tool_use("a", path="x")), user(file_read("a", "x", "body"))]
     store.append(conv.id, messages)
     assert store.render(conv.id) == messages
+
+
+def test_delete_conversation_removes_every_row_it_owns(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    other = store.create_conversation()
+    store.append(conv.id, [user("a"), assistant("b"), user("c"), assistant("d")])
+    store.append(other.id, "user", "stays")
+    store.record_request(conv.id, tokens_in=5)
+    cp = store.checkpoint(conv.id, "cp")
+    store.append(conv.id, "user", "later")
+    store.rollback(conv.id, cp.ts)
+    store.add_context_update(conv.id, 0, 0, "x")
+    child = store.fork(conv.id)
+    removed = store.delete_conversation(conv.id)
+    assert removed["messages"] == 4 and removed["archived_rows"] >= 2 and removed["rollbacks"] == 1
+    assert store.row_counts(conv.id) == dict.fromkeys(removed, 0)
+    assert store.get_conversation(child.id).parent_id is None
+    assert store.render(other.id)[0]["content"] == "stays"
+    with pytest.raises(ConversationNotFoundError):
+        store.delete_conversation(conv.id)
