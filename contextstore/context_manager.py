@@ -165,6 +165,7 @@ def decide_and_write(
     connection: Connection,
     conversation_id: str,
     policy: Policy,
+    state: queries.ConversationState,
     *,
     summarizer: Summarizer | None = None,
 ) -> TruncationDecision:
@@ -174,10 +175,11 @@ def decide_and_write(
     at the maximum allowed size, file reads are de-duplicated first; if that saves at
     least 30 % of the characters, nothing is truncated; otherwise the notice and a new
     range (``half``, or ``quarter`` when half the total still exceeds the maximum) are
-    written with the de-duplication, in one ``ts``.
+    written with the de-duplication, in one ``ts``. ``state`` is the conversation as read
+    in this transaction; the caller refreshes its range and updates when the decision
+    wrote any.
     """
     total = queries.last_request_total(connection, conversation_id)
-    state = queries.load_state(connection, conversation_id)
     window = context_window_info(policy.context_window)
     base = TruncationDecision(
         action="none",
@@ -250,7 +252,9 @@ def _dedupe_then_truncate(
         new_range = candidate if progressed else None
     updates = list(plan.updates)
     if new_range is not None and not subagent:
-        updates += _notice_updates(_with_updates(state, plan.updates), summary, first_user=False)
+        updates += _notice_updates(
+            queries.with_updates(state, plan.updates), summary, first_user=False
+        )
     _write_decision(
         connection,
         conversation_id,
@@ -275,16 +279,6 @@ def _dedupe_then_truncate(
         plan.touched,
         plan.fraction_saved,
         reason,
-    )
-
-
-def _with_updates(
-    state: queries.ConversationState, updates: Sequence[BlockUpdate]
-) -> queries.ConversationState:
-    overlays = dict(state.overlays)
-    overlays.update({u.address: u for u in updates})
-    return queries.ConversationState(
-        state.messages, state.deleted_range, overlays, state.message_ts
     )
 
 

@@ -112,7 +112,7 @@ class RequestsMixin(StoreBase):
     ) -> PreparedRequest:
         """Decide on context management, persist the decision, and build the request.
 
-        Call it before every model request. From the newest recorded request's token total
+        Call it before every model request. From the previous request's token total
         and the conversation's window it decides: nothing; file-read de-duplication alone
         (when that saves at least 30 %); or de-duplication, the truncation notice and a
         larger deleted range (``half``, or ``quarter`` after a jump to a smaller window).
@@ -133,13 +133,17 @@ class RequestsMixin(StoreBase):
             conv = self._conversation(connection, conversation_id)
             last_ts(connection, conversation_id, lock=True)
             policy = policy_from_conversation(conv.context_window, conv.metadata, auto_condense)
-            decision = decide_and_write(connection, conversation_id, policy, summarizer=summarizer)
             state = queries.load_state(connection, conversation_id)
+            decision = decide_and_write(
+                connection, conversation_id, policy, state, summarizer=summarizer
+            )
+            if decision.action != "none":
+                state = queries.refresh_decisions(connection, conversation_id, state)
             processed = propose(active, state)
             if processed:
                 (stamp,) = tick(connection, conversation_id)
                 queries.insert_updates(connection, conversation_id, stamp, processed)
-                state = queries.load_state(connection, conversation_id)
+                state = queries.with_updates(state, processed)
             view = build_view(state.messages, state.deleted_range, state.overlays)
             payload = self._payload(view, options)
             digest = self._store_options(connection, options)

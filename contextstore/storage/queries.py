@@ -285,6 +285,25 @@ def load_state(
     return ConversationState(loaded, deleted_range, overlays, stamps)
 
 
+def refresh_decisions(
+    connection: Connection, conversation_id: str, state: ConversationState
+) -> ConversationState:
+    """``state`` with its range and updates read again (the messages do not change)."""
+    return ConversationState(
+        state.messages,
+        load_deleted_range(connection, conversation_id),
+        load_overlays(connection, conversation_id),
+        state.message_ts,
+    )
+
+
+def with_updates(state: ConversationState, updates: Sequence[BlockUpdate]) -> ConversationState:
+    """``state`` with ``updates`` applied in memory, as if they had been written."""
+    overlays = dict(state.overlays)
+    overlays.update({update.address: update for update in updates})
+    return ConversationState(state.messages, state.deleted_range, overlays, state.message_ts)
+
+
 def insert_updates(
     connection: Connection, conversation_id: str, ts: int, updates: Sequence[BlockUpdate]
 ) -> None:
@@ -347,7 +366,12 @@ def _update_metadata(update: BlockUpdate) -> dict[str, Any]:
 def last_request_total(
     connection: Connection, conversation_id: str, as_of: int = NO_LIMIT
 ) -> int | None:
-    """Token total of the newest request with recorded usage, or None if there is none."""
+    """Token total of the newest request, or None if it has no usage recorded (yet).
+
+    As in Cline, only the previous request counts: a prepared request whose usage was
+    never recorded (a failed call, a retry) decides nothing, rather than letting an older
+    total trigger a second truncation.
+    """
     row = connection.execute(
         select(
             api_requests.c.tokens_in,
@@ -358,12 +382,11 @@ def last_request_total(
         .where(
             api_requests.c.conversation_id == conversation_id,
             api_requests.c.ts <= as_of,
-            or_(api_requests.c.tokens_in.is_not(None), api_requests.c.tokens_out.is_not(None)),
         )
         .order_by(api_requests.c.ts.desc())
         .limit(1)
     ).first()
-    if row is None:
+    if row is None or all(value is None for value in row):
         return None
     return sum(int(v or 0) for v in row)
 

@@ -267,3 +267,14 @@ def test_properties_of_prepare_and_rollback(
         assert store.deleted_range(conv.id) == range_then
         assert store.context_updates(conv.id) == updates_then
         assert store.render(conv.id) == view_then
+
+
+def test_a_retry_without_recorded_usage_does_not_truncate_twice(store: ContextStore) -> None:
+    """Only the previous request counts: a prepared request with no usage decides nothing."""
+    conv = store.create_conversation(context_window=64_000)
+    store.append(conv.id, session(10))
+    _overflow(store, conv.id, 50_000)
+    first = store.prepare_request(conv.id)
+    retry = store.prepare_request(conv.id)
+    assert first.truncated and not retry.truncated
+    assert retry.deleted_range == first.deleted_range == (2, 9)
