@@ -15,7 +15,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 from contextstore.core.overlays import BlockAddress, BlockUpdate, OverlayMap, UpdateKind
-from contextstore.core.view import cut, repair_indexed
+from contextstore.core.view import cut, provider_safe, repair_indexed
 from contextstore.processors.pipeline import Pipeline, drop_stale
 from contextstore.storage.queries import ConversationState
 
@@ -57,7 +57,7 @@ def processed_view(pipeline: Pipeline | None, state: ConversationState) -> list[
         merged = dict(state.overlays)
         merged.update({u.address: u for u in proposals})
         overlays = merged
-    return repair_indexed(cut(state.messages, state.deleted_range, overlays))
+    return provider_safe(repair_indexed(cut(state.messages, state.deleted_range, overlays)))
 
 
 class RenderCache:

@@ -58,8 +58,8 @@ def drop_orphan_results(view: IndexedView) -> IndexedView:
 
     Cline removes every tool result of that message, including ones that still pair (and
     a summary delivered as a result); only results whose ``tool_use_id`` the visible
-    assistant message before it did not issue are dropped here. A message left empty gets
-    a short text saying what was dropped, since providers reject empty messages.
+    assistant message before it did not issue are dropped here. A message left with no
+    block keeps an empty list, as in Cline (see :func:`provider_safe` for the store's view).
     """
     if len(view) < 3 or view[2][0] <= 2:
         return view
@@ -80,7 +80,7 @@ def drop_orphan_results(view: IndexedView) -> IndexedView:
     if len(kept) == len(content):
         return view
     new_message = dict(first)
-    new_message["content"] = kept or [{"type": "text", "text": ORPHANS_DROPPED}]
+    new_message["content"] = kept
     return [*view[:2], (idx, new_message), *view[3:]]
 
 
@@ -142,17 +142,16 @@ def ensure_tool_results_follow_tool_use(messages: Sequence[Message]) -> list[Mes
     message is rebuilt (when needed) as: the results for the calls in call order, a
     ``result missing`` placeholder for each lost one, then its other blocks in their
     order; results for ids the assistant never issued are dropped. Unlike Cline, a user
-    message with string content keeps its text (as a text block after the results), tool
-    results in a user message that follows no tool call at all are dropped too (a
-    provider rejects them), and the caller's objects are never modified. Messages that
-    need no change are returned as the same objects.
+    message with string content keeps its text (as a text block after the results), and
+    the caller's objects are never modified. Messages that need no change are returned as
+    the same objects.
     """
     out = list(messages)
     for i in range(len(out) - 1):
-        if out[i + 1].get("role") != "user":
-            continue
         ids = _tool_use_ids(out[i])
-        rebuilt = _paired_user_message(out[i + 1], ids) if ids else _without_results(out[i + 1])
+        if not ids or out[i + 1].get("role") != "user":
+            continue
+        rebuilt = _paired_user_message(out[i + 1], ids)
         if rebuilt is not None:
             out[i + 1] = rebuilt
     return out
@@ -171,8 +170,41 @@ def _without_results(user: Message) -> Message | None:
     if len(kept) == len(content):
         return None
     new_message = dict(user)
-    new_message["content"] = kept or [{"type": "text", "text": ORPHANS_DROPPED}]
+    new_message["content"] = kept
     return new_message
+
+
+def provider_safe(messages: Sequence[Message]) -> list[Message]:
+    """The store's last view step: what Cline's repair leaves that a provider would reject.
+
+    Tool results in a user message that follows no tool call are dropped; calls followed
+    by another assistant message (a range ending on a user message can do that) get a
+    user message of ``result missing`` placeholders; a message left with no block gets a
+    short text saying what was dropped (providers reject empty messages). Cline's
+    functions leave all three as they are.
+    """
+    out: list[Message] = []
+    for message in messages:
+        previous = out[-1] if out else None
+        calls = _tool_use_ids(previous) if previous is not None else []
+        if message.get("role") == "assistant" and calls:
+            out.append(_placeholder_results(calls))
+        elif message.get("role") == "user" and not calls:
+            message = _without_results(message) or message
+        if message.get("content") == []:
+            message = {**message, "content": [{"type": "text", "text": ORPHANS_DROPPED}]}
+        out.append(message)
+    return out
+
+
+def _placeholder_results(calls: list[str]) -> Message:
+    return {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": tool_id, "content": RESULT_MISSING}
+            for tool_id in calls
+        ],
+    }
 
 
 def truncated_messages(
@@ -192,9 +224,8 @@ def build_view(
     deleted_range: DeletedRange | None,
     overlays: OverlayMap | None,
 ) -> list[Message]:
-    """The whole view: cut, rewrites, orphan filter, pairing repair."""
-    view = drop_orphan_results(cut(messages, deleted_range, overlays))
-    return ensure_tool_results_follow_tool_use([message for _, message in view])
+    """The store's view: cut, rewrites, orphan filter, pairing repair, provider safety."""
+    return provider_safe(repair_indexed(cut(messages, deleted_range, overlays)))
 
 
 def repair_indexed(view: IndexedView) -> list[Message]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -147,7 +148,7 @@ def _configure_sqlite(engine: Engine, durability: str, *, in_memory: bool, read_
                 cursor.execute("PRAGMA query_only = ON")
             elif not in_memory:
                 cursor.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-                cursor.execute("PRAGMA journal_mode = WAL")
+                _enable_wal(cursor)
             cursor.execute(f"PRAGMA synchronous = {durability.upper()}")
         finally:
             cursor.close()
@@ -156,6 +157,29 @@ def _configure_sqlite(engine: Engine, durability: str, *, in_memory: bool, read_
     def _on_begin(connection: Connection) -> None:
         mode = connection.get_execution_options().get("contextstore_begin", "DEFERRED")
         connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+def _enable_wal(cursor: Any) -> None:
+    """Switch the file to WAL once; later connections find it already set.
+
+    Changing the journal mode needs the file to itself, and SQLite does not apply the busy
+    timeout to that change: when several processes open a new file at once, the losers
+    see "database is locked" at once. They wait and retry, within a bound.
+    """
+    cursor.execute("PRAGMA journal_mode")
+    if str(cursor.fetchone()[0]).lower() == "wal":
+        return
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.01
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc).lower() or time.monotonic() > deadline:
+                raise
+            time.sleep(delay * (1 + random.random()))
+            delay = min(delay * 2, 0.25)
 
 
 def _is_busy(exc: BaseException) -> bool:

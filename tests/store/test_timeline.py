@@ -135,7 +135,10 @@ def test_deleted_range_and_set_deleted_range_rules(store: ContextStore) -> None:
     with pytest.raises(InvalidInputError, match="beyond the last message but one"):
         store.set_deleted_range(conv.id, 6)
     view = store.render(conv.id)
-    assert [m["role"] for m in view] == ["user", "assistant", "assistant", "user"]
+    # the range ends on a user message, so message 1's call would be followed by an
+    # assistant message: the view inserts its placeholder result
+    assert [m["role"] for m in view] == ["user", "assistant", "user", "assistant", "user"]
+    assert view[2]["content"][0]["content"] == "result missing"
 
 
 OPS = st.lists(

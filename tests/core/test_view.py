@@ -1,0 +1,151 @@
+"""The view rules on plain message lists: cut, rewrites, orphan filter, pairing, safety."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contextstore import ensure_tool_results_follow_tool_use, truncated_messages
+from contextstore.core.overlays import BlockUpdate, UpdateMode, apply_overlays
+from contextstore.core.view import (
+    ORPHANS_DROPPED,
+    RESULT_MISSING,
+    build_view,
+    cut,
+    provider_safe,
+)
+from tests.conftest import assistant, session, text, tool_result, tool_use, user
+
+
+def _ids(message: dict[str, Any]) -> list[Any]:
+    return [b.get("tool_use_id") for b in message["content"] if b.get("type") == "tool_result"]
+
+
+class TestPairing:
+    def test_missing_results_get_a_placeholder_in_call_order(self) -> None:
+        messages = [assistant(tool_use("a"), tool_use("b")), user(tool_result("b", "B"))]
+        out = ensure_tool_results_follow_tool_use(messages)
+        assert _ids(out[1]) == ["a", "b"]
+        assert out[1]["content"][0]["content"] == RESULT_MISSING
+
+    def test_results_move_first_and_other_blocks_keep_their_order(self) -> None:
+        messages = [
+            assistant(tool_use("a"), tool_use("b")),
+            user("note", tool_result("b"), "more", tool_result("a")),
+        ]
+        out = ensure_tool_results_follow_tool_use(messages)
+        assert _ids(out[1]) == ["a", "b"]
+        assert [b["text"] for b in out[1]["content"][2:]] == ["note", "more"]
+
+    def test_results_for_unknown_ids_are_dropped_when_rebuilt(self) -> None:
+        messages = [assistant(tool_use("a")), user(tool_result("zz"), tool_result("a"))]
+        assert _ids(ensure_tool_results_follow_tool_use(messages)[1]) == ["a"]
+
+    def test_duplicates_after_a_matching_prefix_are_left_in_place(self) -> None:
+        messages = [assistant(tool_use("a")), user(tool_result("a"), tool_result("a"))]
+        out = ensure_tool_results_follow_tool_use(messages)
+        assert out[1] is messages[1]
+
+    def test_string_user_content_keeps_its_text(self) -> None:
+        """Cline replaced it with [] (and mutated the caller's message)."""
+        messages = [assistant(tool_use("a")), {"role": "user", "content": "carry on"}]
+        before = copy.deepcopy(messages)
+        out = ensure_tool_results_follow_tool_use(messages)
+        assert out[1]["content"] == [
+            {"type": "tool_result", "tool_use_id": "a", "content": RESULT_MISSING},
+            text("carry on"),
+        ]
+        assert messages == before
+
+    def test_messages_needing_no_change_keep_their_identity(self) -> None:
+        messages = session(3)
+        out = ensure_tool_results_follow_tool_use(messages)
+        assert all(a is b for a, b in zip(out, messages, strict=True))
+
+    def test_results_after_a_message_without_calls_are_left_to_the_store(self) -> None:
+        messages = [user("t"), assistant("no calls"), user(tool_result("x"))]
+        assert ensure_tool_results_follow_tool_use(messages)[2] is messages[2]
+        assert provider_safe(messages)[2]["content"] == [text(ORPHANS_DROPPED)]
+
+
+class TestCut:
+    def test_messages_zero_and_one_then_everything_after_the_range(self) -> None:
+        messages = session(5)
+        assert [i for i, _ in cut(messages, (2, 6))] == [0, 1, 7, 8, 9, 10]
+
+    def test_a_range_ending_below_two_hides_nothing_and_never_repeats_message_one(self) -> None:
+        messages = session(2)
+        for end in (-1, 0, 1):
+            assert [i for i, _ in cut(messages, (2, end))] == [0, 1, 2, 3, 4]
+
+    def test_orphan_results_of_the_first_message_after_the_cut_are_dropped(self) -> None:
+        messages = session(4)
+        out = truncated_messages(messages, (2, 4))
+        # message 5 is assistant t2; the view continues at it, so nothing is orphaned
+        assert len(out) == 6
+        out = truncated_messages(messages, (2, 5))
+        # message 6 answers t2, whose call is hidden: the result goes, t0 gets a placeholder
+        assert out[2]["content"][0] == {
+            "type": "tool_result",
+            "tool_use_id": "t0",
+            "content": RESULT_MISSING,
+        }
+        assert len(out[2]["content"]) == 1
+
+    def test_a_result_that_still_pairs_with_message_one_survives_the_cut(self) -> None:
+        """Cline drops every result of that message, a summary included."""
+        messages = [
+            user("task"),
+            assistant(tool_use("keep")),
+            user(tool_result("keep", "old")),
+            assistant("x"),
+            user(tool_result("keep", "the summary")),
+        ]
+        out = truncated_messages(messages, (2, 3))
+        assert out[2]["content"][0]["content"] == "the summary"
+
+
+class TestRewrites:
+    def test_text_tool_result_and_string_content_take_the_rewrite(self) -> None:
+        message = user(text("a"), tool_result("t", [text("inner")]), tool_result("u", "plain"))
+        overlays = {
+            (3, 0): BlockUpdate(3, 0, "manual", "A"),
+            (3, 1): BlockUpdate(3, 1, "manual", "INNER"),
+            (3, 2): BlockUpdate(3, 2, "manual", "PLAIN"),
+        }
+        out = apply_overlays(message, 3, overlays)
+        assert out["content"][0]["text"] == "A"
+        assert out["content"][1]["content"][0]["text"] == "INNER"
+        assert out["content"][2]["content"] == "PLAIN"
+        assert message["content"][0]["text"] == "a"
+
+    def test_block_mode_degrades_media_and_tool_input_mode_rewrites_arguments(self) -> None:
+        image = {"type": "image", "source": {"type": "url", "url": "https://example.invalid/a"}}
+        overlays = {
+            (0, 0): BlockUpdate(0, 0, "processor", "[image omitted]", mode=UpdateMode.BLOCK),
+            (1, 0): BlockUpdate(1, 0, "processor", '{"path": "b"}', mode=UpdateMode.TOOL_INPUT),
+        }
+        view = build_view([user(image), assistant(tool_use("t", path="a"))], None, overlays)
+        assert view[0]["content"] == [text("[image omitted]")]
+        assert view[1]["content"][0]["input"] == {"path": "b"}
+
+    def test_a_rewrite_of_a_block_without_text_changes_nothing(self) -> None:
+        message = assistant(tool_use("t"))
+        assert apply_overlays(message, 1, {(1, 0): BlockUpdate(1, 0, "manual", "x")}) is message
+
+
+@given(turns=st.integers(0, 12), end=st.integers(-2, 30))
+def test_any_cut_view_pairs_every_call_and_never_mutates(turns: int, end: int) -> None:
+    messages = session(turns)
+    before = copy.deepcopy(messages)
+    view = build_view(messages, (2, end), None)
+    assert messages == before
+    for current, following in itertools.pairwise(view):
+        calls = [b["id"] for b in current["content"] if b.get("type") == "tool_use"]
+        if calls:
+            assert _ids(following)[: len(calls)] == calls
+    assert all(m["content"] for m in view)
