@@ -47,6 +47,8 @@ class RequestRecord:
     model_id: str | None = None
     format: str | None = None
     payload_sha256: str | None = None
+    failure: str | None = None
+    """Why the request failed or was cancelled (None when it succeeded or is unknown)."""
 
     @property
     def total_tokens(self) -> int:

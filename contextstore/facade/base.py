@@ -196,6 +196,10 @@ class StoreBase:
                 f"conversation {conversation_id!r} has no request {request_id}; use the "
                 "request_id returned by prepare_request."
             )
+        return self._request_from_row(row)
+
+    @staticmethod
+    def _request_from_row(row: Any) -> RequestRecord:
         return RequestRecord(
             id=row.id,
             conversation_id=row.conversation_id,
@@ -208,6 +212,7 @@ class StoreBase:
             model_id=row.model_id,
             format=row.format,
             payload_sha256=row.payload_sha256,
+            failure=row.failure,
         )
 
     @staticmethod

@@ -152,12 +152,16 @@ class WritesMixin(StoreBase):
         cost: float | None = None,
         model_id: str | None = None,
         request_id: int | None = None,
+        failure: str | None = None,
     ) -> RequestRecord:
-        """Record a model request's token usage and cost.
+        """Record a model request's token usage and cost, or why it failed.
 
         With ``request_id`` (from :meth:`prepare_request`), the usage is stored on that
         prepared request's row; otherwise a new request row is written. The next
-        :meth:`prepare_request` decides on truncation from the newest recorded usage.
+        :meth:`prepare_request` decides on truncation from the previous request's usage.
+        ``failure`` says why a request failed or was cancelled (for example
+        ``"context_window_exceeded"`` before ``truncate(keep="quarter")`` and a retry, or
+        Cline's ``"user_cancelled"``), so audits can find them.
         """
         check_id(conversation_id)
         for name, value in (
@@ -170,7 +174,9 @@ class WritesMixin(StoreBase):
         check_number("cost", cost)
         check_text("model_id", model_id, 200)
         check_int("request_id", request_id, minimum=1)
+        check_text("failure", failure, 200)
         usage = {
+            "failure": failure,
             "tokens_in": tokens_in,
             "tokens_out": tokens_out,
             "cache_writes": cache_writes,
@@ -206,11 +212,11 @@ class WritesMixin(StoreBase):
         limit = queries.NO_LIMIT if as_of is None else self._as_of(as_of)
         with self._db.read() as connection:
             self._conversation(connection, conversation_id)
-            ids = connection.execute(
-                select(api_requests.c.id)
+            rows = connection.execute(
+                select(api_requests)
                 .where(
                     api_requests.c.conversation_id == conversation_id, api_requests.c.ts <= limit
                 )
                 .order_by(api_requests.c.ts)
-            ).scalars()
-            return [self._request(connection, conversation_id, int(i)) for i in ids]
+            ).all()
+        return [self._request_from_row(row) for row in rows]

@@ -154,6 +154,8 @@ class ClineRequest:
     model_id: str | None = None
     history_index: int | None = None
     """``conversationHistoryIndex``: the last API message when the request started."""
+    failure: str | None = None
+    """Cline's ``cancelReason`` (streaming_failed, user_cancelled, retries_exhausted)."""
 
 
 @dataclass(frozen=True)
@@ -431,7 +433,9 @@ def parse_request(message: Mapping[str, Any], path: Path, position: int) -> Clin
         raise ClineTaskError(path, where, "the request info is not a JSON object.")
     usage = {name: info.get(key) for name, key in USAGE_FIELDS}
     cost = info.get("cost")
-    if all(v is None for v in usage.values()) and cost is None:
+    reason = info.get("cancelReason")
+    failure = reason if isinstance(reason, str) and 0 < len(reason) <= 200 else None
+    if all(v is None for v in usage.values()) and cost is None and failure is None:
         return None
     _check_usage(usage, cost, path, where)
     model = message.get("modelInfo")
@@ -442,6 +446,7 @@ def parse_request(message: Mapping[str, Any], path: Path, position: int) -> Clin
         cost=cost,
         model_id=model_id if isinstance(model_id, str) and model_id else None,
         history_index=index if is_int(index, MAX_INT32) else None,
+        failure=failure,
         **usage,
     )
 

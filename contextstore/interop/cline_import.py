@@ -99,6 +99,7 @@ class ClineStore(Protocol):
         cache_reads: int | None = ...,
         cost: float | None = ...,
         model_id: str | None = ...,
+        failure: str | None = ...,
     ) -> RequestRecord: ...
 
     def messages(
@@ -268,6 +269,7 @@ def _record(store: ClineStore, cid: str, request: ClineRequest) -> int:
         cache_reads=request.cache_reads,
         cost=request.cost,
         model_id=request.model_id,
+        failure=request.failure,
     ).ts
 
 
@@ -349,6 +351,7 @@ def _ui_request(store: ClineStore, cid: str, record: RequestRecord) -> dict[str,
         cost=record.cost,
         model_id=record.model_id,
         history_index=len(visible) - 1 if visible else None,
+        failure=record.failure,
     )
     return api_request_message(request, store.deleted_range(cid, as_of=record.ts))
 

@@ -81,6 +81,8 @@ def api_request_message(
             info[key] = value
     if request.cost is not None:
         info["cost"] = request.cost
+    if request.failure is not None:
+        info["cancelReason"] = request.failure
     message: dict[str, Any] = {
         "ts": request.ts,
         "type": "say",

@@ -157,6 +157,7 @@ api_requests = Table(
     Column("options_sha256", String(64), ForeignKey("request_options.sha256")),
     Column("payload_sha256", String(64)),
     Column("message_count", Integer),
+    Column("failure", String(200)),
     UniqueConstraint("conversation_id", "ts"),
 )
 

@@ -487,3 +487,19 @@ def test_a_failure_part_way_undoes_the_whole_import(
         import_cline_task(memory_store, TASK)
     assert calls == 2
     assert memory_store.row_counts() == before
+
+
+def test_a_cancelled_request_keeps_its_reason_both_ways(
+    memory_store: ContextStore, task_copy: Path, tmp_path: Path
+) -> None:
+    ui_path = task_copy / "ui_messages.json"
+    ui = _load(ui_path)
+    ui[-1]["text"] = json.dumps({"request": "x", "tokensIn": 900, "cancelReason": "user_cancelled"})
+    ui_path.write_text(json.dumps(ui), encoding="utf-8")
+    cid = import_cline_task(memory_store, task_copy).conversation_id
+    last = memory_store.requests(cid)[-1]
+    assert (last.failure, last.tokens_in) == ("user_cancelled", 900)
+    export_cline_task(memory_store, cid, tmp_path / "out")
+    exported = _load(tmp_path / "out" / "ui_messages.json")
+    infos = [json.loads(m["text"]) for m in exported if m.get("say") == "api_req_started"]
+    assert infos[-1]["cancelReason"] == "user_cancelled"

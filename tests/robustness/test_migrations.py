@@ -80,6 +80,8 @@ def test_every_later_revision_downgrades_and_upgrades_keeping_data(tmp_path: Pat
         pytest.skip("only the initial revision exists; its downgrade drops every table")
     path = tmp_path / "steps.db"
     _write_history(path)
+    with ContextStore.open(path) as store:
+        rendered = {fmt: store.render("c", format=fmt) for fmt in (None, "openai", "gemini")}
     engine = _engine(path)
     try:
         for previous, revision in reversed(list(itertools.pairwise(revisions))):
@@ -90,6 +92,7 @@ def test_every_later_revision_downgrades_and_upgrades_keeping_data(tmp_path: Pat
     with ContextStore.open(path) as store:
         assert store.messages("c") == [{"role": "user", "content": "hello"}]
         assert [c.label for c in store.checkpoints("c")] == ["cp"]
+        assert {fmt: store.render("c", format=fmt) for fmt in rendered} == rendered
 
 
 FAILING_REVISION = '''"""A revision that fails halfway (test only)."""

@@ -209,3 +209,24 @@ def test_delete_conversation_removes_every_row_it_owns(store: ContextStore) -> N
     assert store.render(other.id)[0]["content"] == "stays"
     with pytest.raises(ConversationNotFoundError):
         store.delete_conversation(conv.id)
+
+
+def test_a_failed_request_is_recorded_with_its_reason(store: ContextStore) -> None:
+    from sqlalchemy import text as sql
+
+    conv = store.create_conversation(context_window=64_000)
+    store.append(conv.id, [user("a"), assistant("b")])
+    ctx = store.prepare_request(conv.id)
+    assert ctx.request_id is not None
+    failed = store.record_request(
+        conv.id, request_id=ctx.request_id, failure="context_window_exceeded"
+    )
+    assert failed.failure == "context_window_exceeded" and failed.total_tokens == 0
+    assert store.requests(conv.id)[-1] == failed
+    with store.database.engine.connect() as connection:
+        rows = connection.execute(
+            sql("SELECT failure FROM request_usage WHERE request_id = :r"), {"r": ctx.request_id}
+        ).all()
+    assert rows == [("context_window_exceeded",)]
+    with pytest.raises(InvalidInputError, match="failure"):
+        store.record_request(conv.id, failure="")
