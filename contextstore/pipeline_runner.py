@@ -67,7 +67,7 @@ class RenderCache:
     return a view that a later write changed. ``hits`` and ``misses`` are counted for tests.
     """
 
-    def __init__(self, size: int = 64) -> None:
+    def __init__(self, size: int = 16) -> None:
         self._entries: OrderedDict[Hashable, list[dict[str, Any]]] = OrderedDict()
         self._lock = threading.Lock()
         self._size = size
