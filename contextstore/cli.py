@@ -380,10 +380,14 @@ def crash_test(kills: int, seed: int, db_path: str | None, max_delay: float) -> 
 @cli.command()
 @click.option("--messages", default=2_000, show_default=True, help="Messages per run.")
 @click.option("--text-bytes", default=2_000, show_default=True, help="Text size per message.")
+@click.option(
+    "--peer-messages", default=300, show_default=True, help="Messages for the peer comparison."
+)
 @_handle_errors
-def bench(messages: int, text_bytes: int) -> None:
-    """Time contextstore against raw sqlite3 side by side; print ratios, not promises."""
+def bench(messages: int, text_bytes: int, peer_messages: int) -> None:
+    """Time contextstore against raw sqlite3 and installed peers; print ratios, not promises."""
     from contextstore import bench as benchmarks
+    from contextstore import bench_peers
 
     rows = benchmarks.run(messages, text_bytes)
     click.echo(
@@ -411,6 +415,36 @@ def bench(messages: int, text_bytes: int) -> None:
             ],
         )
     )
+    runs, missing = bench_peers.run(peer_messages, text_bytes)
+    ours = runs[0]
+    click.echo(f"\nPeers, {peer_messages:,} messages of {text_bytes:,} bytes each:")
+    click.echo(
+        _table(
+            (
+                "store",
+                "append",
+                "vs contextstore",
+                "read back",
+                "file bytes",
+                "vs contextstore",
+                "note",
+            ),
+            [
+                (
+                    r.name,
+                    f"{r.append_s * 1000:,.0f} ms",
+                    f"{r.append_s / ours.append_s:,.2f}x",
+                    f"{r.read_s * 1000:,.1f} ms",
+                    f"{r.file_bytes:,}",
+                    f"{r.file_bytes / ours.file_bytes:,.1f}x",
+                    r.note,
+                )
+                for r in runs
+            ],
+        )
+    )
+    for reason in missing:
+        click.echo(f'(skipped: {reason}; pip install "contextstore[bench]")')
     click.echo("\ncontextstore's own file for 1,500 messages of mixed size (100 B to 20 KB):")
     click.echo(
         _table(

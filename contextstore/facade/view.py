@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +16,7 @@ from contextstore.core.validate import (
     check_id,
     check_int,
     check_text,
+    json_copy,
 )
 from contextstore.facade.base import StoreBase
 from contextstore.pipeline_runner import processed_view
@@ -85,10 +85,11 @@ class ViewMixin(StoreBase):
             )
             cached = self.render_cache.get(key)
             if cached is not None:
-                return copy.deepcopy(cached)
+                copied: list[dict[str, Any]] = json_copy(cached)
+                return copied
             state = queries.load_state(connection, conversation_id, limit)
         view = self._format(processed_view(active, state), format)
-        self.render_cache.put(key, copy.deepcopy(view))
+        self.render_cache.put(key, json_copy(view))
         return view
 
     @staticmethod
