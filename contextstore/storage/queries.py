@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, insert, or_, select
+from sqlalchemy import Connection, Text, and_, func, insert, or_, select, type_coerce
 
 from contextstore.core.content import NormalizedMessage
 from contextstore.core.errors import CorruptRowError, IntegrityViolationError
@@ -42,7 +42,18 @@ class ConversationState:
     message_ts: list[int] = field(default_factory=list)
 
 
+_PLAIN_TEXT_BLOCK = '{"type": "text"}'
+
+
 def _json(value: Any, what: str) -> Any:
+    """Decode a JSON column read as text; a damaged value is a :class:`CorruptRowError`.
+
+    JSON columns are read as text (``type_coerce(..., Text)``) so that decoding happens
+    here, where a bad value becomes a clear error, and so that the commonest values skip
+    the decoder. PostgreSQL's driver may already hand back decoded values.
+    """
+    if value == "{}":
+        return {}
     if isinstance(value, str):
         try:
             return json.loads(value)
@@ -106,6 +117,8 @@ def block_row(
 
 
 def _block_from_row(kind: str, text: str | None, data: Any, where: str) -> dict[str, Any]:
+    if kind == "text" and data == _PLAIN_TEXT_BLOCK:
+        return {"type": "text", "text": text or ""}
     stored = _json(data, where)
     if not isinstance(stored, dict):
         raise CorruptRowError(f"{where} does not hold a content block object.")
@@ -169,8 +182,9 @@ def load_overlays(
     connection: Connection, conversation_id: str, as_of: int = NO_LIMIT
 ) -> dict[BlockAddress, BlockUpdate]:
     """The effective update per block at ``as_of`` (the newest with ``ts <= as_of``)."""
+    columns = [c for c in context_updates.c if c.name != "metadata"]
     rows = connection.execute(
-        select(context_updates)
+        select(*columns, type_coerce(context_updates.c.metadata, Text).label("metadata"))
         .where(
             context_updates.c.conversation_id == conversation_id,
             context_updates.c.ts <= as_of,
@@ -215,7 +229,11 @@ def load_messages(
     """
     message_rows = connection.execute(
         select(
-            messages.c.idx, messages.c.ts, messages.c.role, messages.c.was_string, messages.c.meta
+            messages.c.idx,
+            messages.c.ts,
+            messages.c.role,
+            messages.c.was_string,
+            type_coerce(messages.c.meta, Text).label("meta"),
         )
         .where(messages.c.conversation_id == conversation_id, messages.c.ts <= as_of)
         .order_by(messages.c.idx)
@@ -227,7 +245,11 @@ def load_messages(
         )
     block_rows = connection.execute(
         select(
-            blocks.c.message_idx, blocks.c.block_idx, blocks.c.type, blocks.c.text, blocks.c.data
+            blocks.c.message_idx,
+            blocks.c.block_idx,
+            blocks.c.type,
+            blocks.c.text,
+            type_coerce(blocks.c.data, Text).label("data"),
         )
         .join(
             messages,

@@ -197,3 +197,27 @@ def test_render_as_of_t_equals_what_render_returned_at_t(ops: list[tuple[str, An
             seen.append((store.get_conversation(conv.id).last_ts, store.render(conv.id)))
         for stamp, view in seen:
             assert store.render(conv.id, as_of=stamp) == view
+
+
+def test_a_damaged_stored_value_is_a_clear_error_never_a_silent_reset(
+    file_store: ContextStore,
+) -> None:
+    from sqlalchemy import text as sql
+
+    from contextstore import CorruptRowError
+
+    conv = file_store.create_conversation()
+    file_store.append(conv.id, [user("a", tool_result("t", "x")), assistant("b")])
+    file_store.add_context_update(conv.id, 1, 0, "rewritten")
+    with file_store.database.engine.begin() as connection:
+        connection.execute(sql("UPDATE blocks SET data = '{broken' WHERE block_idx = 1"))
+    with pytest.raises(CorruptRowError, match="not valid JSON"):
+        file_store.render(conv.id)
+    with file_store.database.engine.begin() as connection:
+        connection.execute(
+            sql("UPDATE blocks SET data = :data WHERE block_idx = 1"),
+            {"data": '{"type": "tool_result", "tool_use_id": "t", "content": "x"}'},
+        )
+        connection.execute(sql("UPDATE context_updates SET metadata = '[1'"))
+    with pytest.raises(CorruptRowError):
+        file_store.render(conv.id)
