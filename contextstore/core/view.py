@@ -53,6 +53,14 @@ def _tool_use_ids(message: Message) -> list[str]:
     ]
 
 
+def pending_calls(messages: Sequence[Message]) -> list[str]:
+    """Ids of the tool calls in the last message when it is an assistant message.
+
+    Such calls have no results yet: the conversation is waiting for the tools to run.
+    """
+    return _tool_use_ids(messages[-1]) if messages else []
+
+
 def drop_orphan_results(view: IndexedView) -> IndexedView:
     """Remove, from the first message after a cut, results whose call is not visible.
 

@@ -15,6 +15,7 @@ from contextstore.context_manager import (
     policy_from_conversation,
 )
 from contextstore.core.errors import (
+    IntegrityViolationError,
     InvalidInputError,
     PayloadMismatchError,
     RequestNotFoundError,
@@ -27,7 +28,7 @@ from contextstore.core.validate import (
     check_text,
     payload_sha256,
 )
-from contextstore.core.view import build_view
+from contextstore.core.view import build_view, pending_calls
 from contextstore.facade.base import StoreBase
 from contextstore.pipeline_runner import propose
 from contextstore.processors.pipeline import Pipeline
@@ -145,7 +146,20 @@ class RequestsMixin(StoreBase):
                 queries.insert_updates(connection, conversation_id, stamp, processed)
                 state = queries.with_updates(state, processed)
             view = build_view(state.messages, state.deleted_range, state.overlays)
+            calls = pending_calls(view)
+            if calls:
+                raise InvalidInputError(
+                    f"the last message calls tools {calls} whose results are not appended yet; "
+                    "append a user message with their tool_result blocks, then prepare the "
+                    "request."
+                )
             payload = self._payload(view, options)
+            problems = registry.validate_provider_payload(format, payload)
+            if problems:
+                raise IntegrityViolationError(
+                    f"the {format} payload breaks the provider's rules "
+                    f"({'; '.join(problems[:3])}); nothing was written. Run 'contextstore check'."
+                )
             digest = self._store_options(connection, options)
             (stamp,) = tick(connection, conversation_id)
             request_id = connection.execute(

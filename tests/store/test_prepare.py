@@ -199,7 +199,7 @@ def test_prepare_on_ten_thousand_messages_makes_no_tokenizer_call_and_no_per_mes
     counter = TiktokenCounter()
     with ContextStore.open(tmp_path / "big.db", token_counter=counter) as store:
         conv = store.create_conversation(context_window=200_000)
-        store.append(conv.id, session(5_000)[:10_000])
+        store.append(conv.id, [*session(5_000)[:9_999], assistant("done")])
         store.record_request(conv.id, tokens_in=170_000)
         statements: list[str] = []
         event.listen(
@@ -278,3 +278,23 @@ def test_a_retry_without_recorded_usage_does_not_truncate_twice(store: ContextSt
     retry = store.prepare_request(conv.id)
     assert first.truncated and not retry.truncated
     assert retry.deleted_range == first.deleted_range == (2, 9)
+
+
+def test_calls_waiting_for_results_render_but_cannot_be_sent(store: ContextStore) -> None:
+    from contextstore import InvalidInputError
+
+    conv = store.create_conversation()
+    store.append(conv.id, [user("task"), assistant("reading", tool_use("t1", path="a.py"))])
+    for format in ("anthropic", "openai", "gemini"):
+        assert store.render(conv.id, format=format)
+    before = store.row_counts()
+    with pytest.raises(InvalidInputError, match=r"calls tools \['t1'\] whose results"):
+        store.prepare_request(conv.id)
+    assert store.row_counts() == before
+    store.append(conv.id, "user", [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}])
+    assert store.prepare_request(conv.id).request_id is not None
+
+
+def test_an_empty_conversation_prepares_an_empty_request(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    assert store.prepare_request(conv.id, format="gemini").payload == {"contents": []}
