@@ -61,6 +61,10 @@ def _summarise_block(block: Any) -> str:
     return str(kind)
 
 
+SUMMARY_WIDTH = 110
+"""Characters of content shown per message in the CLI's conversation tables."""
+
+
 def _conversation_table(messages: Sequence[dict[str, Any]]) -> str:
     rows = []
     for position, message in enumerate(messages):
@@ -70,6 +74,8 @@ def _conversation_table(messages: Sequence[dict[str, Any]]) -> str:
             _summarise_block({"type": "text", "text": p} if isinstance(p, str) else p)
             for p in parts
         )
+        if len(summary) > SUMMARY_WIDTH:
+            summary = summary[: SUMMARY_WIDTH - 3] + "..."
         rows.append((position, message.get("role"), summary))
     return _table(("#", "role", "content"), rows)
 
