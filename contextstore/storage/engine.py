@@ -24,10 +24,15 @@ from typing import Any, Literal, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.pool import StaticPool
 
-from contextstore.core.errors import DatabaseBusyError, InvalidInputError, ReadOnlyError
+from contextstore.core.errors import (
+    DatabaseBusyError,
+    IntegrityViolationError,
+    InvalidInputError,
+    ReadOnlyError,
+)
 
 T = TypeVar("T")
 Durability = Literal["full", "normal"]
@@ -254,6 +259,13 @@ class Database:
                         connection = connection.execution_options(contextstore_begin="IMMEDIATE")
                     with connection.begin():
                         return work(connection)
+            except IntegrityError as exc:
+                # A concurrent writer got there first (two creators of one conversation id on
+                # PostgreSQL), or a row broke a constraint: the transaction rolled back whole.
+                raise IntegrityViolationError(
+                    f"the write broke a database constraint and was rolled back ({exc.orig}); "
+                    "nothing was written. If another process created the same row, retry."
+                ) from exc
             except DBAPIError as exc:
                 if _is_read_only(exc):
                     raise ReadOnlyError(

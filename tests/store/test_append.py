@@ -230,3 +230,22 @@ def test_a_failed_request_is_recorded_with_its_reason(store: ContextStore) -> No
     assert rows == [("context_window_exceeded",)]
     with pytest.raises(InvalidInputError, match="failure"):
         store.record_request(conv.id, failure="")
+
+
+def test_a_constraint_broken_inside_a_write_is_a_contextstore_error(store: ContextStore) -> None:
+    from sqlalchemy import insert
+
+    from contextstore import IntegrityViolationError
+    from contextstore.storage.tables import conversations
+
+    conv = store.create_conversation(id="taken")
+    before = store.row_counts()
+
+    def duplicate(connection: Any) -> None:
+        connection.execute(
+            insert(conversations).values(id=conv.id, created_ts=1, last_ts=1, metadata={})
+        )
+
+    with pytest.raises(IntegrityViolationError, match="rolled back"):
+        store.database.write(duplicate)
+    assert store.row_counts() == before
