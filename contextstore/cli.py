@@ -18,6 +18,7 @@ import click
 from contextstore import demo_data
 from contextstore.core.errors import ContextStoreError
 from contextstore.interop.cline_import import export_cline_task, import_cline_task
+from contextstore.interop.gemini_import import import_gemini_chat
 from contextstore.records import PreparedRequest
 from contextstore.store import ContextStore
 
@@ -339,6 +340,21 @@ def export_cline(ctx: click.Context, conversation_id: str, out_dir: Path, force:
     result = export_cline_task(store, conversation_id, out_dir, overwrite=force)
     for path in result.files:
         click.echo(str(path))
+    for note in result.skipped:
+        click.echo(f"skipped: {note}", err=True)
+
+
+@cli.command("import-gemini")
+@click.argument("chat_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--title", default=None, help="Conversation title (default: the first user line).")
+@click.pass_context
+@_handle_errors
+def import_gemini(ctx: click.Context, chat_file: Path, title: str | None) -> None:
+    """Import a Gemini CLI chat (checkpoint-<tag>.json or session-*.jsonl); print its id."""
+    store = _open(ctx)
+    result = import_gemini_chat(store, chat_file, title=title)
+    click.echo(result.conversation_id)
+    click.echo(f"{len(result.messages)} messages imported from a Gemini CLI {result.kind}")
     for note in result.skipped:
         click.echo(f"skipped: {note}", err=True)
 

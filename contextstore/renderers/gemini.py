@@ -57,7 +57,9 @@ _ROLES = {"user": "user", "assistant": "model"}
 
 
 def _signed(part: Part, block: Block) -> Part:
-    signature = block.get("signature")
+    # Cline keeps Gemini's signature as ``signature``; a chat imported from Gemini CLI keeps
+    # it under Gemini's own name.
+    signature = block.get("signature") or block.get("thoughtSignature")
     if isinstance(signature, str) and signature:
         part["thoughtSignature"] = signature
     return part
