@@ -15,7 +15,8 @@ from contextstore.interop.cline_import import (
     export_cline_task,
     import_cline_task,
 )
-from contextstore.interop.gemini import GeminiChatError, read_chat
+from contextstore.interop.gemini import read_chat
+from contextstore.interop.gemini_convert import GeminiChatError
 from contextstore.interop.gemini_import import GeminiImportResult, import_gemini_chat
 
 __all__ = [

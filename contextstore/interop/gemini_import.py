@@ -16,7 +16,8 @@ from typing import Any, Protocol
 from contextstore.core.content import normalize_message_dict
 from contextstore.core.errors import ContextStoreError
 from contextstore.core.validate import canonical_json
-from contextstore.interop.gemini import GeminiChat, GeminiChatError, read_chat
+from contextstore.interop.gemini import GeminiChat, read_chat
+from contextstore.interop.gemini_convert import GeminiChatError
 from contextstore.records import AppendedMessage, Conversation
 
 

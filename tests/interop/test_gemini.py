@@ -14,7 +14,8 @@ from contextstore import ContextStore
 from contextstore.cli import cli
 from contextstore.core.content import normalize_message_dict
 from contextstore.core.errors import InvalidInputError
-from contextstore.interop.gemini import GeminiChatError, read_chat
+from contextstore.interop.gemini import read_chat
+from contextstore.interop.gemini_convert import GeminiChatError
 from contextstore.interop.gemini_import import import_gemini_chat
 from contextstore.renderers.registry import validate_provider_payload
 

@@ -1,0 +1,326 @@
+"""Converting Gemini ``Content`` turns to Anthropic messages (the rules are in
+:mod:`contextstore.interop.gemini`); pure, no I/O."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from contextstore.core.content import normalize_message_dict
+from contextstore.core.errors import InvalidInputError
+from contextstore.core.hardening import DEFAULT_CONTINUATION
+
+Content = dict[str, Any]
+Block = dict[str, Any]
+
+ROLES: Final = {"user": "user", "model": "assistant"}
+MESSAGE_TYPES: Final = frozenset({"user", "gemini", "info", "error", "warning"})
+SIGNATURE_FIELD: Final = "thoughtSignature"
+IDS_FIELD: Final = "gemini_ids"
+"""Message field listing the session record ids a message was built from."""
+SYNTHETIC_FIELD: Final = "gemini_synthetic"
+"""Message field marking the user message added before a chat that starts with the model."""
+_PAYLOAD_KEYS: Final = (
+    "text",
+    "inlineData",
+    "fileData",
+    "functionCall",
+    "functionResponse",
+    "executableCode",
+    "codeExecutionResult",
+)
+
+
+class GeminiChatError(InvalidInputError):
+    """A Gemini CLI chat file is unreadable or malformed; nothing was written.
+
+    Attributes:
+        path: the offending file.
+        position: where in it (``"line 4"``, ``"history[2].parts[0]"``...), or None when
+            the whole file is at fault.
+    """
+
+    def __init__(self, path: Path, position: str | None, problem: str) -> None:
+        self.path = path
+        self.position = position
+        where = f"{path}" if position is None else f"{path}, {position}"
+        super().__init__(f"{where}: {problem}")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One Gemini ``Content`` and where it came from."""
+
+    role: str
+    parts: list[Any]
+    position: str
+    record_id: str | None = None
+
+
+@dataclass
+class _Pairing:
+    """The calls of the latest model turn that no response has answered yet."""
+
+    pending: list[tuple[str, str]] = field(default_factory=list)
+
+    def answer(self, call_id: str) -> None:
+        self.pending = [(i, n) for i, n in self.pending if i != call_id]
+
+    def answer_by_name(self, name: str) -> str | None:
+        for call_id, call_name in self.pending:
+            if call_name == name:
+                self.answer(call_id)
+                return call_id
+        return None
+
+
+def turns_to_messages(turns: Sequence[Turn], path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Convert Gemini turns to Anthropic messages (see the module docstring for the rules).
+
+    Args:
+        turns: the turns, in order.
+        path: the file, for errors.
+
+    Returns:
+        The messages (merged, each valid for the store) and notes on what was left out.
+
+    Raises:
+        GeminiChatError: a part is malformed or sits in the wrong role's turn.
+    """
+    notes: list[str] = []
+    pairing = _Pairing()
+    converted: list[tuple[Turn, list[Block]]] = []
+    for index, turn in enumerate(turns):
+        blocks = _turn_blocks(turn, index, pairing, path, notes)
+        if blocks:
+            converted.append((turn, blocks))
+    messages = _merge(converted)
+    if messages and messages[0]["role"] == "assistant":
+        notes.append("the chat starts with a model turn; a continuation user message was added.")
+        messages.insert(0, {"role": "user", "content": DEFAULT_CONTINUATION, SYNTHETIC_FIELD: True})
+    for index, message in enumerate(messages):
+        try:
+            normalize_message_dict(message)
+        except InvalidInputError as exc:
+            raise GeminiChatError(path, f"converted message {index}", str(exc)) from exc
+    return messages, notes
+
+
+def _turn_blocks(
+    turn: Turn, index: int, pairing: _Pairing, path: Path, notes: list[str]
+) -> list[Block]:
+    if turn.role == "model":
+        pairing.pending = []
+    else:
+        for part in turn.parts:
+            response = part.get("functionResponse") if isinstance(part, dict) else None
+            if isinstance(response, dict) and isinstance(response.get("id"), str):
+                pairing.answer(response["id"])
+    blocks: list[Block] = []
+    for part_no, part in enumerate(turn.parts):
+        where = f"{turn.position}.parts[{part_no}]"
+        blocks.extend(_part_blocks(part, turn, (index, part_no), pairing, path, where, notes))
+    if turn.role == "user":
+        results = [b for b in blocks if b["type"] == "tool_result"]
+        blocks = results + [b for b in blocks if b["type"] != "tool_result"]
+    return blocks
+
+
+def _part_blocks(
+    part: Any,
+    turn: Turn,
+    address: tuple[int, int],
+    pairing: _Pairing,
+    path: Path,
+    where: str,
+    notes: list[str],
+) -> list[Block]:
+    if not isinstance(part, dict):
+        raise GeminiChatError(path, where, f"expected a Part object, got {part!r:.60}.")
+    if part.get("thought"):
+        return []
+    kind = next((key for key in _PAYLOAD_KEYS if key in part), None)
+    if kind is None:
+        keys = ", ".join(sorted(part)[:5]) or "nothing"
+        notes.append(f"{where}: part with {keys} has no counterpart; left out.")
+        return []
+    block: Block | None
+    if kind == "functionCall":
+        _expect_role(turn, "model", kind, path, where)
+        block = tool_use_block(part[kind], address, path, where)
+        pairing.pending.append((block["id"], block["name"]))
+    elif kind == "functionResponse":
+        _expect_role(turn, "user", kind, path, where)
+        block = tool_result_block(part[kind], address, pairing, path, where)
+    else:
+        block = _content_block(kind, part[kind], path, where, notes)
+    signature = part.get(SIGNATURE_FIELD)
+    if block is None:
+        if signature:
+            notes.append(f"{where}: a thought signature on an empty text part was left out.")
+        return []
+    if isinstance(signature, str) and signature:
+        block[SIGNATURE_FIELD] = signature
+    return [block]
+
+
+def _expect_role(turn: Turn, role: str, kind: str, path: Path, where: str) -> None:
+    if turn.role != role:
+        raise GeminiChatError(path, where, f"a {kind} part belongs in a {role} turn.")
+
+
+def _content_block(kind: str, value: Any, path: Path, where: str, notes: list[str]) -> Block | None:
+    if kind == "text":
+        if not isinstance(value, str):
+            raise GeminiChatError(path, where, "text must be a string.")
+        return {"type": "text", "text": value} if value.strip() else None
+    if kind in ("inlineData", "fileData"):
+        return media_block(kind, value, path, where, notes)
+    if kind == "executableCode":
+        return {"type": "text", "text": code_text(_expect_dict(value, path, where, kind))}
+    return {"type": "text", "text": output_text(_expect_dict(value, path, where, kind))}
+
+
+def _expect_dict(value: Any, path: Path, where: str, kind: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise GeminiChatError(path, where, f"{kind} must be an object.")
+    return value
+
+
+def _string_field(value: Mapping[str, Any], key: str, path: Path, where: str) -> str:
+    found = value.get(key)
+    if not isinstance(found, str) or not found:
+        raise GeminiChatError(path, where, f"{key} must be a non-empty string.")
+    return found
+
+
+def media_block(kind: str, value: Any, path: Path, where: str, notes: list[str]) -> Block:
+    """An ``inlineData`` or ``fileData`` part as an image, document or text-note block.
+
+    Raises:
+        GeminiChatError: ``mimeType``, ``data`` or ``fileUri`` is missing or not a string.
+    """
+    value = _expect_dict(value, path, where, kind)
+    mime = _string_field(value, "mimeType", path, where)
+    if kind == "inlineData":
+        source = {"type": "base64", "media_type": mime, "data": value.get("data")}
+        if not isinstance(source["data"], str):
+            raise GeminiChatError(path, where, "inlineData.data must be a base64 string.")
+        described = f"{len(source['data']):,} base64 characters"
+    else:
+        url = _string_field(value, "fileUri", path, where)
+        source = {"type": "url", "url": url}
+        described = url
+    if mime.startswith("image/"):
+        return {"type": "image", "source": source}
+    if mime == "application/pdf":
+        return {"type": "document", "source": source}
+    notes.append(f"{where}: {kind} of type {mime} has no block type; kept as a text note.")
+    return {"type": "text", "text": f"[{kind} omitted: {mime}, {described}]"}
+
+
+def code_text(value: Mapping[str, Any]) -> str:
+    """An ``executableCode`` part as a fenced code block."""
+    language = str(value.get("language") or "")
+    language = "" if language.upper() == "LANGUAGE_UNSPECIFIED" else language.lower()
+    return f"```{language}\n{value.get('code', '')}\n```"
+
+
+def output_text(value: Mapping[str, Any]) -> str:
+    """A ``codeExecutionResult`` part as ``Output:`` text (the outcome when not OK)."""
+    outcome = str(value.get("outcome") or "OUTCOME_OK")
+    label = "Output:" if outcome == "OUTCOME_OK" else f"Output ({outcome}):"
+    return f"{label}\n{value.get('output', '')}"
+
+
+def tool_use_block(value: Any, address: tuple[int, int], path: Path, where: str) -> Block:
+    """A ``functionCall`` as a ``tool_use`` block (a synthetic id when it has none).
+
+    Raises:
+        GeminiChatError: no name, ``args`` not an object, or an id that is not a string.
+    """
+    call = _expect_dict(value, path, where, "functionCall")
+    name = _string_field(call, "name", path, where)
+    args = call.get("args", {})
+    if not isinstance(args, dict):
+        raise GeminiChatError(path, where, "functionCall.args must be an object.")
+    call_id = call.get("id") or f"gemini_call_{address[0]}_{address[1]}"
+    if not isinstance(call_id, str):
+        raise GeminiChatError(path, where, "functionCall.id must be a string.")
+    return {"type": "tool_use", "id": call_id, "name": name, "input": copy.deepcopy(args)}
+
+
+def tool_result_block(
+    value: Any, address: tuple[int, int], pairing: _Pairing, path: Path, where: str
+) -> Block:
+    """A ``functionResponse`` as a ``tool_result`` block, paired as the docstring says.
+
+    Raises:
+        GeminiChatError: no name, ``response`` not an object, or a bad id.
+    """
+    response = _expect_dict(value, path, where, "functionResponse")
+    name = _string_field(response, "name", path, where)
+    body = response.get("response", {})
+    if not isinstance(body, dict):
+        raise GeminiChatError(path, where, "functionResponse.response must be an object.")
+    call_id = response.get("id")
+    if call_id is not None and (not isinstance(call_id, str) or not call_id):
+        raise GeminiChatError(path, where, "functionResponse.id must be a non-empty string.")
+    if call_id is None:
+        call_id = pairing.answer_by_name(name) or f"gemini_response_{address[0]}_{address[1]}"
+    block: Block = {"type": "tool_result", "tool_use_id": call_id}
+    block["content"] = _result_content(body, response.get("parts"), path, where)
+    if "error" in body:
+        block["is_error"] = True
+    return block
+
+
+def _result_content(
+    body: Mapping[str, Any], parts: Any, path: Path, where: str
+) -> str | list[Block]:
+    output = body.get("output")
+    if isinstance(output, str):
+        text = output
+    elif "error" in body and isinstance(body["error"], str) and len(body) == 1:
+        text = body["error"]
+    else:
+        text = json.dumps(body, ensure_ascii=False)
+    images = [
+        media_block("inlineData", p["inlineData"], path, f"{where}.parts[{i}]", [])
+        for i, p in enumerate(parts if isinstance(parts, list) else [])
+        if isinstance(p, dict) and isinstance(p.get("inlineData"), dict)
+    ]
+    images = [b for b in images if b["type"] in ("image", "document")]
+    if not images:
+        return text
+    return [{"type": "text", "text": text or "(no output)"}, *images]
+
+
+def _merge(converted: Sequence[tuple[Turn, list[Block]]]) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for turn, blocks in converted:
+        role = ROLES[turn.role]
+        ids = [turn.record_id] if turn.record_id else []
+        if messages and messages[-1]["role"] == role:
+            previous = messages[-1]
+            previous["content"] = _ordered(role, [*previous["content"], *blocks])
+            merged = [*previous.get(IDS_FIELD, []), *ids]
+            if merged:
+                previous[IDS_FIELD] = list(dict.fromkeys(merged))
+            continue
+        message: dict[str, Any] = {"role": role, "content": list(blocks)}
+        if ids:
+            message[IDS_FIELD] = ids
+        messages.append(message)
+    return messages
+
+
+def _ordered(role: str, blocks: list[Block]) -> list[Block]:
+    if role != "user":
+        return blocks
+    results = [b for b in blocks if b["type"] == "tool_result"]
+    return results + [b for b in blocks if b["type"] != "tool_result"]
