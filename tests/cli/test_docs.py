@@ -56,3 +56,20 @@ def test_the_file_read_audit_finds_the_demo_reads(demo_db: Path) -> None:
 def test_every_command_is_documented_and_has_help(command: str) -> None:
     assert f" {command}" in README
     assert cli.commands[command].help
+
+
+def test_the_library_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's library snippet, with a stand-in for the model call."""
+    from types import SimpleNamespace
+
+    section = README.split("## Library", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, flags=re.S)
+    assert code is not None
+    monkeypatch.chdir(tmp_path)
+    usage = SimpleNamespace(input_tokens=1_200, output_tokens=80)
+    namespace = {
+        "TOOLS": [{"name": "read_file", "description": "Read a file", "input_schema": {}}],
+        "call_the_model": lambda payload: SimpleNamespace(usage=usage, payload=payload),
+    }
+    exec(compile(code.group(1), "README.md", "exec"), namespace)
+    assert (tmp_path / "agent.db").exists()
