@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from contextstore.core.errors import InvalidMessageError
+from contextstore.core.validate import canonical_json
 
 Role = Literal["user", "assistant"]
 ROLES: frozenset[str] = frozenset({"user", "assistant"})
@@ -154,6 +155,11 @@ class NormalizedMessage:
     blocks: list[dict[str, Any]]
     was_string: bool
     meta: dict[str, Any]
+
+    def json_size(self) -> int:
+        """The message's size as the store measures it against ``max_message_bytes``: the
+        canonical JSON of its blocks plus that of its message-level fields."""
+        return len(canonical_json(self.blocks)) + len(canonical_json(self.meta))
 
     def to_message(self) -> dict[str, Any]:
         """Rebuild the message dict exactly as the caller gave it."""

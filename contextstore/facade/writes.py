@@ -14,7 +14,6 @@ from contextstore.core.errors import (
 )
 from contextstore.core.tokens import message_tokens
 from contextstore.core.validate import (
-    canonical_json,
     check_id,
     check_int,
     check_json_object,
@@ -115,7 +114,7 @@ class WritesMixin(StoreBase):
             from contextstore.processors.secrets import mask_message
 
             normalized = normalize_message_dict(mask_message(normalized.to_message()))
-        size = len(canonical_json(normalized.blocks)) + len(canonical_json(normalized.meta))
+        size = normalized.json_size()
         if size > self.max_message_bytes:
             raise ContentTooLargeError(
                 f"the message is {size:,} bytes as JSON, over the limit of "

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from contextstore.core.errors import ContextStoreError
 from contextstore.core.validate import MAX_TS
@@ -39,82 +39,11 @@ from contextstore.interop.cline_write import (
     update_from_row,
     write_task,
 )
+from contextstore.interop.store_api import InteropStore
 from contextstore.records import AppendedMessage, Conversation, RequestRecord
 
 IMPORTED_KEEP = "imported"
 """The ``keep`` recorded on a deleted range imported from Cline."""
-
-
-class ClineStore(Protocol):
-    """The part of :class:`contextstore.ContextStore` that import and export use."""
-
-    max_message_bytes: int
-
-    def create_conversation(
-        self,
-        *,
-        model_id: str | None = ...,
-        context_window: int | None = ...,
-        title: str | None = ...,
-        metadata: Mapping[str, Any] | None = ...,
-    ) -> Conversation: ...
-
-    def get_conversation(self, conversation_id: str) -> Conversation: ...
-
-    def delete_conversation(self, conversation_id: str) -> dict[str, int]: ...
-
-    def append(
-        self,
-        conversation_id: str,
-        role: str,
-        content: str | Sequence[Mapping[str, Any]],
-        *,
-        meta: Mapping[str, Any] | None = ...,
-        ts: int | None = ...,
-    ) -> AppendedMessage: ...
-
-    def add_context_update(
-        self,
-        conversation_id: str,
-        message_idx: int,
-        block_idx: int,
-        text: str,
-        *,
-        kind: str = ...,
-        source: str = ...,
-        metadata: Mapping[str, Any] | None = ...,
-    ) -> int: ...
-
-    def set_deleted_range(
-        self, conversation_id: str, end: int, *, keep: str = ..., reason: str = ...
-    ) -> int: ...
-
-    def record_request(
-        self,
-        conversation_id: str,
-        *,
-        tokens_in: int | None = ...,
-        tokens_out: int | None = ...,
-        cache_writes: int | None = ...,
-        cache_reads: int | None = ...,
-        cost: float | None = ...,
-        model_id: str | None = ...,
-        failure: str | None = ...,
-    ) -> RequestRecord: ...
-
-    def messages(
-        self, conversation_id: str, *, as_of: int | None = ...
-    ) -> list[dict[str, Any]]: ...
-
-    def context_updates(
-        self, conversation_id: str, *, as_of: int | None = ...
-    ) -> list[dict[str, Any]]: ...
-
-    def requests(self, conversation_id: str, *, as_of: int | None = ...) -> list[RequestRecord]: ...
-
-    def deleted_range(
-        self, conversation_id: str, as_of: int | None = ...
-    ) -> tuple[int, int] | None: ...
 
 
 @dataclass(frozen=True)
@@ -162,7 +91,7 @@ class ClineExportResult:
 
 
 def import_cline_task(
-    store: ClineStore,
+    store: InteropStore,
     task_dir: str | os.PathLike[str],
     *,
     history_path: str | os.PathLike[str] | None = None,
@@ -211,7 +140,7 @@ def import_cline_task(
 
 
 def _write_steps(
-    store: ClineStore, conversation: Conversation, task: ClineTask, steps: Sequence[Step]
+    store: InteropStore, conversation: Conversation, task: ClineTask, steps: Sequence[Step]
 ) -> dict[str, int]:
     counts = dict.fromkeys(
         ("messages", "kept_ts", "context_updates", "requests", "deleted_ranges"), 0
@@ -237,7 +166,9 @@ def _write_steps(
     return counts
 
 
-def _append(store: ClineStore, cid: str, message: Mapping[str, Any], last: int) -> AppendedMessage:
+def _append(
+    store: InteropStore, cid: str, message: Mapping[str, Any], last: int
+) -> AppendedMessage:
     cline_ts = message.get("ts")
     keep = (
         isinstance(cline_ts, int) and not isinstance(cline_ts, bool) and last < cline_ts <= MAX_TS
@@ -248,7 +179,7 @@ def _append(store: ClineStore, cid: str, message: Mapping[str, Any], last: int) 
     )
 
 
-def _add_update(store: ClineStore, cid: str, update: ClineUpdate) -> int:
+def _add_update(store: InteropStore, cid: str, update: ClineUpdate) -> int:
     return store.add_context_update(
         cid,
         update.message_idx,
@@ -260,7 +191,7 @@ def _add_update(store: ClineStore, cid: str, update: ClineUpdate) -> int:
     )
 
 
-def _record(store: ClineStore, cid: str, request: ClineRequest) -> int:
+def _record(store: InteropStore, cid: str, request: ClineRequest) -> int:
     return store.record_request(
         cid,
         tokens_in=request.tokens_in,
@@ -273,7 +204,7 @@ def _record(store: ClineStore, cid: str, request: ClineRequest) -> int:
     ).ts
 
 
-def _set_range(store: ClineStore, cid: str, deleted: ClineRange) -> int:
+def _set_range(store: InteropStore, cid: str, deleted: ClineRange) -> int:
     return store.set_deleted_range(
         cid,
         deleted.end,
@@ -283,7 +214,7 @@ def _set_range(store: ClineStore, cid: str, deleted: ClineRange) -> int:
 
 
 def export_cline_task(
-    store: ClineStore,
+    store: InteropStore,
     conversation_id: str,
     out_dir: str | os.PathLike[str],
     *,
@@ -340,7 +271,7 @@ def _effective_updates(rows: Sequence[Mapping[str, Any]]) -> tuple[list[ClineUpd
     return updates, skipped
 
 
-def _ui_request(store: ClineStore, cid: str, record: RequestRecord) -> dict[str, Any]:
+def _ui_request(store: InteropStore, cid: str, record: RequestRecord) -> dict[str, Any]:
     visible = store.messages(cid, as_of=record.ts)
     request = ClineRequest(
         ts=record.ts,
@@ -357,7 +288,7 @@ def _ui_request(store: ClineStore, cid: str, record: RequestRecord) -> dict[str,
 
 
 def _range_tail(
-    store: ClineStore, cid: str, ui_messages: Sequence[Mapping[str, Any]]
+    store: InteropStore, cid: str, ui_messages: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any] | None:
     """A closing UI message carrying the range when no request carries the current one."""
     current = store.deleted_range(cid)
@@ -376,8 +307,8 @@ def _range_tail(
 __all__ = [
     "ClineExportResult",
     "ClineImportResult",
-    "ClineStore",
     "ClineTaskError",
+    "InteropStore",
     "export_cline_task",
     "import_cline_task",
 ]

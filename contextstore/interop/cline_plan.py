@@ -7,7 +7,7 @@ from typing import Any
 
 from contextstore.core.content import normalize_message_dict
 from contextstore.core.overlays import block_text
-from contextstore.core.validate import MAX_TS, canonical_json
+from contextstore.core.validate import MAX_TS
 from contextstore.interop.cline import (
     API_HISTORY_FILE,
     CONTEXT_HISTORY_FILE,
@@ -61,7 +61,7 @@ def _checked_blocks(task: ClineTask, max_message_bytes: int) -> list[list[dict[s
     checked = []
     for idx, message in enumerate(task.messages):
         normalized = normalize_message_dict(message)
-        size = len(canonical_json(normalized.blocks)) + len(canonical_json(normalized.meta))
+        size = normalized.json_size()
         if size > max_message_bytes:
             raise ClineTaskError(
                 path,

@@ -1,51 +1,22 @@
 """Moving Gemini CLI chats into a store, through the public ``ContextStore`` API only.
 
 The file is read, converted and checked first (:func:`contextstore.interop.gemini.read_chat`);
-then one conversation is created and every message is appended in one ``append`` call, so
-the messages land in one transaction. If that append fails, the new conversation is
+then one conversation is created and every message is appended in one ``append_many`` call, so
+the messages land in one transaction. If that call fails, the new conversation is
 deleted: a failed import leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from contextstore.core.content import normalize_message_dict
 from contextstore.core.errors import ContextStoreError
-from contextstore.core.validate import canonical_json
 from contextstore.interop.gemini import GeminiChat, read_chat
 from contextstore.interop.gemini_convert import GeminiChatError
-from contextstore.records import AppendedMessage, Conversation
-
-
-class GeminiStore(Protocol):
-    """The part of :class:`contextstore.ContextStore` that the import uses."""
-
-    max_message_bytes: int
-
-    def create_conversation(
-        self,
-        *,
-        model_id: str | None = ...,
-        context_window: int | None = ...,
-        title: str | None = ...,
-        metadata: Mapping[str, Any] | None = ...,
-    ) -> Conversation: ...
-
-    def delete_conversation(self, conversation_id: str) -> dict[str, int]: ...
-
-    def append(
-        self,
-        conversation_id: str,
-        role: Sequence[Mapping[str, Any]],
-        content: None = None,
-        *,
-        meta: None = None,
-        ts: int | None = None,
-    ) -> list[AppendedMessage]: ...
+from contextstore.interop.store_api import InteropStore
 
 
 @dataclass(frozen=True)
@@ -66,7 +37,7 @@ class GeminiImportResult:
 
 
 def import_gemini_chat(
-    store: GeminiStore,
+    store: InteropStore,
     path: str | os.PathLike[str],
     *,
     title: str | None = None,
@@ -99,7 +70,7 @@ def import_gemini_chat(
         metadata=chat.metadata,
     )
     try:
-        store.append(conversation.id, chat.messages)
+        store.append_many(conversation.id, chat.messages)
     except BaseException as exc:
         store.delete_conversation(conversation.id)
         if isinstance(exc, ContextStoreError):
@@ -116,7 +87,7 @@ def import_gemini_chat(
 def _check_sizes(chat: GeminiChat, limit: int) -> None:
     for index, message in enumerate(chat.messages):
         normalized = normalize_message_dict(message)
-        size = len(canonical_json(normalized.blocks)) + len(canonical_json(normalized.meta))
+        size = normalized.json_size()
         if size > limit:
             raise GeminiChatError(
                 chat.path,
@@ -126,4 +97,4 @@ def _check_sizes(chat: GeminiChat, limit: int) -> None:
             )
 
 
-__all__ = ["GeminiImportResult", "GeminiStore", "import_gemini_chat"]
+__all__ = ["GeminiImportResult", "InteropStore", "import_gemini_chat"]

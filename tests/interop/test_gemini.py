@@ -306,7 +306,7 @@ def test_a_failed_append_undoes_the_conversation(
     def failing(*args: Any, **kwargs: Any) -> Any:
         raise InvalidInputError("simulated failure")
 
-    monkeypatch.setattr(memory_store, "append", failing)
+    monkeypatch.setattr(memory_store, "append_many", failing)
     with pytest.raises(InvalidInputError, match="undone: simulated failure"):
         import_gemini_chat(memory_store, CHECKPOINT)
     assert memory_store.row_counts()["conversations"] == 0
