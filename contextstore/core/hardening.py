@@ -52,7 +52,7 @@ USER = "user"
 MODEL = "model"
 _ROLES = frozenset({USER, MODEL})
 
-_PAYLOAD_KEYS = (
+PAYLOAD_KEYS = (
     "text",
     "inlineData",
     "fileData",
@@ -132,7 +132,7 @@ def _is_thought(part: Part) -> bool:
 
 
 def _has_payload(part: Part) -> bool:
-    return any(key in part for key in _PAYLOAD_KEYS)
+    return any(key in part for key in PAYLOAD_KEYS)
 
 
 def _strip_thoughts(turns: Sequence[Content]) -> list[Content]:

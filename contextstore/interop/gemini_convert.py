@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from contextstore.core.content import normalize_message_dict
 from contextstore.core.errors import InvalidInputError
-from contextstore.core.hardening import DEFAULT_CONTINUATION
+from contextstore.core.hardening import DEFAULT_CONTINUATION, PAYLOAD_KEYS
 
 Content = dict[str, Any]
 Block = dict[str, Any]
@@ -24,15 +24,6 @@ IDS_FIELD: Final = "gemini_ids"
 """Message field listing the session record ids a message was built from."""
 SYNTHETIC_FIELD: Final = "gemini_synthetic"
 """Message field marking the user message added before a chat that starts with the model."""
-_PAYLOAD_KEYS: Final = (
-    "text",
-    "inlineData",
-    "fileData",
-    "functionCall",
-    "functionResponse",
-    "executableCode",
-    "codeExecutionResult",
-)
 
 
 class GeminiChatError(InvalidInputError):
@@ -143,7 +134,7 @@ def _part_blocks(
         raise GeminiChatError(path, where, f"expected a Part object, got {part!r:.60}.")
     if part.get("thought"):
         return []
-    kind = next((key for key in _PAYLOAD_KEYS if key in part), None)
+    kind = next((key for key in PAYLOAD_KEYS if key in part), None)
     if kind is None:
         keys = ", ".join(sorted(part)[:5]) or "nothing"
         notes.append(f"{where}: part with {keys} has no counterpart; left out.")
