@@ -15,17 +15,17 @@ from contextstore.core.tokens import TokenCounter
 from contextstore.core.validate import (
     MAX_MESSAGE_BYTES,
 )
+from contextstore.facade.conversations import ConversationsMixin
+from contextstore.facade.history import HistoryMixin
 from contextstore.facade.requests import RequestsMixin
 from contextstore.facade.timeline import TimelineMixin
-from contextstore.facade.view import ViewMixin
-from contextstore.facade.writes import WritesMixin
 from contextstore.processors.pipeline import Pipeline
 from contextstore.storage.engine import Database, Durability, make_engine, resolve_target
 from contextstore.storage.migrate import ensure_schema
 from contextstore.storage.paths import default_database_path, default_location
 
 
-class ContextStore(RequestsMixin, TimelineMixin, ViewMixin, WritesMixin):
+class ContextStore(ConversationsMixin, HistoryMixin, RequestsMixin, TimelineMixin):
     """A durable conversation store. Open it with :meth:`open`; close it or use ``with``.
 
     A store is safe to share between threads; several processes may open the same SQLite

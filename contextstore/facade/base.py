@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select
+from sqlalchemy import Connection, insert, select
 
 from contextstore.core.errors import (
     ConversationNotFoundError,
-    InvalidInputError,
     RequestNotFoundError,
 )
 from contextstore.core.tokens import TiktokenCounter, TokenCounter
 from contextstore.core.validate import (
-    MAX_ID_LENGTH,
     MAX_MESSAGE_BYTES,
-    MAX_TITLE_LENGTH,
-    check_id,
-    check_int,
-    check_json_object,
-    check_text,
     check_ts,
     payload_sha256,
 )
@@ -32,7 +24,6 @@ from contextstore.records import (
     RequestRecord,
 )
 from contextstore.storage import queries
-from contextstore.storage.clock import last_ts, now_ms
 from contextstore.storage.engine import Database
 from contextstore.storage.tables import (
     api_requests,
@@ -67,95 +58,6 @@ class StoreBase:
     def database(self) -> Database:
         """The underlying database (engine and transaction helpers)."""
         return self._db
-
-    def create_conversation(
-        self,
-        *,
-        model_id: str | None = None,
-        context_window: int | None = None,
-        title: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        id: str | None = None,
-        parent_id: str | None = None,
-    ) -> Conversation:
-        """Create a conversation and return it.
-
-        ``context_window`` configured here is authoritative (no model-name clamps); when
-        None, context management assumes 128,000 tokens.
-        """
-        check_text("id", id, MAX_ID_LENGTH)
-        check_text("model_id", model_id, 200)
-        check_int("context_window", context_window, minimum=1)
-        check_text("title", title, MAX_TITLE_LENGTH)
-        if parent_id is not None:
-            check_id(parent_id, "parent_id")
-        meta = check_json_object("metadata", metadata)
-        conversation_id = id or uuid.uuid4().hex
-        created = now_ms()
-
-        def work(connection: Connection) -> Conversation:
-            if parent_id is not None:
-                last_ts(connection, parent_id)
-            exists = connection.execute(
-                select(conversations.c.id).where(conversations.c.id == conversation_id)
-            ).first()
-            if exists is not None:
-                raise InvalidInputError(
-                    f"a conversation with id {conversation_id!r} already exists; choose "
-                    "another id or omit it."
-                )
-            row: dict[str, Any] = {
-                "id": conversation_id,
-                "created_ts": created,
-                "last_ts": created,
-                "title": title,
-                "model_id": model_id,
-                "context_window": context_window,
-                "parent_id": parent_id,
-                "metadata": meta,
-            }
-            connection.execute(insert(conversations).values(**row))
-            return Conversation(**row)
-
-        return self._db.write(work)
-
-    def delete_conversation(self, conversation_id: str) -> dict[str, int]:
-        """Delete a conversation and every row it owns, in one transaction.
-
-        Messages, blocks, ranges, updates, requests, checkpoints, rollbacks and archived
-        rows go with it (foreign keys cascade); forks and subagents of it stay, with their
-        ``parent_id`` cleared. Returns the rows removed per table.
-
-        Raises:
-            ConversationNotFoundError: no conversation has this id.
-        """
-        check_id(conversation_id)
-
-        def work(connection: Connection) -> dict[str, int]:
-            self._conversation(connection, conversation_id)
-            counts = queries.count_rows(connection, conversation_id)
-            connection.execute(delete(conversations).where(conversations.c.id == conversation_id))
-            return counts
-
-        return self._db.write(work)
-
-    def get_conversation(self, conversation_id: str) -> Conversation:
-        """Return one conversation.
-
-        Raises:
-            ConversationNotFoundError: no conversation has this id.
-        """
-        check_id(conversation_id)
-        with self._db.read() as connection:
-            return self._conversation(connection, conversation_id)
-
-    def list_conversations(self) -> list[Conversation]:
-        """All conversations, oldest first."""
-        with self._db.read() as connection:
-            rows = connection.execute(
-                select(conversations).order_by(conversations.c.created_ts, conversations.c.id)
-            ).all()
-        return [self._conversation_from_row(row) for row in rows]
 
     @staticmethod
     def _conversation_from_row(row: Any) -> Conversation:

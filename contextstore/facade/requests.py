@@ -1,4 +1,6 @@
-"""Preparing requests: context management, the payload, and its later verification."""
+"""Model requests: preparing them (context management and the payload), recording their
+usage, and rebuilding a past payload.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ from sqlalchemy import Connection, insert, select, update
 from contextstore.context_manager import (
     Summarizer,
     decide_and_write,
-    explicit_truncate,
     policy_from_conversation,
 )
 from contextstore.core.errors import (
@@ -20,11 +21,11 @@ from contextstore.core.errors import (
     PayloadMismatchError,
     RequestNotFoundError,
 )
-from contextstore.core.truncation import normalize_keep
 from contextstore.core.validate import (
     canonical_json,
     check_id,
     check_int,
+    check_number,
     check_text,
     payload_sha256,
 )
@@ -33,70 +34,22 @@ from contextstore.facade.base import StoreBase
 from contextstore.pipeline_runner import propose
 from contextstore.processors.pipeline import Pipeline
 from contextstore.records import (
-    Conversation,
     PreparedRequest,
-    TruncationDecision,
+    RequestRecord,
 )
 from contextstore.renderers import registry
 from contextstore.storage import queries
 from contextstore.storage.clock import last_ts, tick
 from contextstore.storage.tables import (
     api_requests,
-    conversations,
     request_options,
 )
 
 
 class RequestsMixin(StoreBase):
-    """prepare_request, truncate, subagents and payload verification."""
-
-    def create_subagent(
-        self,
-        parent_id: str,
-        *,
-        model_id: str | None = None,
-        context_window: int | None = None,
-        title: str | None = None,
-    ) -> Conversation:
-        """Create a subagent's conversation as a child of ``parent_id``.
-
-        Its prepares follow Cline's SubagentRunner: compaction at 75 % of the window with
-        the ``quarter`` strategy, no notices, and no truncation when it cannot progress.
-        """
-        check_id(parent_id)
-        parent = self.get_conversation(parent_id)
-        return self.create_conversation(
-            model_id=model_id or parent.model_id,
-            context_window=context_window or parent.context_window,
-            title=title,
-            metadata={"subagent": True},
-            parent_id=parent_id,
-        )
-
-    def set_auto_condense(self, conversation_id: str, threshold: float | None) -> None:
-        """Turn auto-condense on at ``threshold`` (a fraction of the window) or off (None).
-
-        With auto-condense on, a prepare compacts once the previous request reaches
-        ``min(floor(window * threshold), max allowed size)`` tokens, unless the last
-        truncation left at most two messages (so a summary is never summarised).
-        """
-        check_id(conversation_id)
-        policy_from_conversation(None, {}, threshold)
-
-        def work(connection: Connection) -> None:
-            conv = self._conversation(connection, conversation_id)
-            meta = dict(conv.metadata)
-            if threshold is None:
-                meta.pop("auto_condense", None)
-            else:
-                meta["auto_condense"] = threshold
-            connection.execute(
-                update(conversations)
-                .where(conversations.c.id == conversation_id)
-                .values(metadata=meta)
-            )
-
-        self._db.write(work)
+    """Model requests: preparing them (context management and the payload), recording their
+    usage, and rebuilding a past payload.
+    """
 
     def prepare_request(
         self,
@@ -230,6 +183,86 @@ class RequestsMixin(StoreBase):
             max_tokens=options.get("max_tokens"),
         )
 
+    def record_request(
+        self,
+        conversation_id: str,
+        *,
+        tokens_in: int | None = None,
+        tokens_out: int | None = None,
+        cache_writes: int | None = None,
+        cache_reads: int | None = None,
+        cost: float | None = None,
+        model_id: str | None = None,
+        request_id: int | None = None,
+        failure: str | None = None,
+    ) -> RequestRecord:
+        """Record a model request's token usage and cost, or why it failed.
+
+        With ``request_id`` (from :meth:`prepare_request`), the usage is stored on that
+        prepared request's row; otherwise a new request row is written. The next
+        :meth:`prepare_request` decides on truncation from the previous request's usage.
+        ``failure`` says why a request failed or was cancelled (for example
+        ``"context_window_exceeded"`` before ``truncate(keep="quarter")`` and a retry, or
+        Cline's ``"user_cancelled"``), so audits can find them.
+        """
+        check_id(conversation_id)
+        for name, value in (
+            ("tokens_in", tokens_in),
+            ("tokens_out", tokens_out),
+            ("cache_writes", cache_writes),
+            ("cache_reads", cache_reads),
+        ):
+            check_int(name, value)
+        check_number("cost", cost)
+        check_text("model_id", model_id, 200)
+        check_int("request_id", request_id, minimum=1)
+        check_text("failure", failure, 200)
+        usage = {
+            "failure": failure,
+            "tokens_in": tokens_in,
+            "tokens_out": tokens_out,
+            "cache_writes": cache_writes,
+            "cache_reads": cache_reads,
+            "cost": cost,
+        }
+
+        def work(connection: Connection) -> RequestRecord:
+            if request_id is None:
+                (stamp,) = tick(connection, conversation_id)
+                new_id = connection.execute(
+                    insert(api_requests)
+                    .values(conversation_id=conversation_id, ts=stamp, model_id=model_id, **usage)
+                    .returning(api_requests.c.id)
+                ).scalar_one()
+                return self._request(connection, conversation_id, int(new_id))
+            last_ts(connection, conversation_id, lock=True)
+            self._request(connection, conversation_id, request_id)
+            values: dict[str, Any] = {k: v for k, v in usage.items() if v is not None}
+            if model_id is not None:
+                values["model_id"] = model_id
+            if values:
+                connection.execute(
+                    update(api_requests).where(api_requests.c.id == request_id).values(**values)
+                )
+            return self._request(connection, conversation_id, request_id)
+
+        return self._db.write(work)
+
+    def requests(self, conversation_id: str, *, as_of: int | None = None) -> list[RequestRecord]:
+        """The conversation's API requests, oldest first."""
+        check_id(conversation_id)
+        limit = queries.NO_LIMIT if as_of is None else self._as_of(as_of)
+        with self._db.read() as connection:
+            self._conversation(connection, conversation_id)
+            rows = connection.execute(
+                select(api_requests)
+                .where(
+                    api_requests.c.conversation_id == conversation_id, api_requests.c.ts <= limit
+                )
+                .order_by(api_requests.c.ts)
+            ).all()
+        return [self._request_from_row(row) for row in rows]
+
     def request_payload(self, conversation_id: str, request_id: int) -> dict[str, Any]:
         """Rebuild a prepared request's exact payload from rows, verified against its hash.
 
@@ -261,42 +294,3 @@ class RequestsMixin(StoreBase):
                 "when it was sent; rows it depends on were changed outside contextstore."
             )
         return payload
-
-    def truncate(
-        self,
-        conversation_id: str,
-        keep: str = "half",
-        *,
-        summary: str | None = None,
-        summarizer: Summarizer | None = None,
-        reason: str | None = None,
-        first_user_replacement: bool = True,
-    ) -> TruncationDecision:
-        """Truncate now, for the explicit flows: ``none`` after a summary, ``last_two`` for a
-        condense, ``quarter`` to retry after a provider's context-window error.
-
-        Writes the new range, the truncation notice (carrying ``summary``, or what
-        ``summarizer`` returns for the messages being hidden) and the first-user-message
-        replacement, in one transaction. The original rows stay.
-        """
-        check_id(conversation_id)
-        if summary is not None and not isinstance(summary, str):
-            raise InvalidInputError("summary must be a string.")
-        why = reason or f"explicit truncation (keep={keep})"
-        if not isinstance(why, str):
-            raise InvalidInputError("reason must be a string.")
-        normalize_keep(keep)
-
-        def work(connection: Connection) -> TruncationDecision:
-            last_ts(connection, conversation_id, lock=True)
-            return explicit_truncate(
-                connection,
-                conversation_id,
-                keep,
-                reason=why,
-                summary=summary,
-                summarizer=summarizer,
-                first_user_replacement=first_user_replacement,
-            )
-
-        return self._db.write(work)

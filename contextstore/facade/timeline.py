@@ -1,4 +1,4 @@
-"""Checkpoints, rollback with its archive, and forks: the timeline operations."""
+"""Checkpoints, rollbacks with their archive, and forks."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from contextstore.storage.tables import (
 
 
 class TimelineMixin(StoreBase):
-    """Checkpoints, rollbacks and forks."""
+    """Checkpoints, rollbacks with their archive, and forks."""
 
     def checkpoint(
         self,

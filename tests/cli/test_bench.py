@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from contextstore import bench, bench_peers
 from contextstore.cli import cli
+from contextstore.devtools import bench, bench_peers
 from contextstore.storage import engine
 
 

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from contextstore import ContextStore
-from contextstore.robustness.concurrency import (
+from contextstore.devtools.concurrency import (
     TASK,
     ReaderReport,
     WriterReport,

@@ -1,6 +1,6 @@
 """Crash safety: SIGKILL a writer at random moments, reopen, and find every commit intact.
 
-See :mod:`contextstore.robustness.crash` for the harness; ``contextstore crash-test``
+See :mod:`contextstore.devtools.crash` for the harness; ``contextstore crash-test``
 runs the same campaign for 500 kills or more.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from contextstore import ContextStore
-from contextstore.robustness.crash import CONVERSATION_ID, run_campaign
+from contextstore.devtools.crash import CONVERSATION_ID, run_campaign
 
 KILLS = 32
 
@@ -24,8 +24,10 @@ def test_sigkill_mid_operation_never_loses_or_half_applies_a_write(tmp_path: Pat
     assert tally.violations == []
     assert tally.lost == 0
     assert tally.kills == KILLS
-    # not vacuous: many operations committed, of every kind, and kills hit calls in flight
-    assert tally.committed >= 5 * KILLS
+    # not vacuous: every run committed before its kill (the harness waits for journaled
+    # commits, not for time to pass), operations of every kind ran, and kills hit calls in
+    # flight
+    assert tally.committed >= KILLS
     for operation in ("append", "append_many", "record_request", "checkpoint", "rollback"):
         assert tally.by_operation[operation] > 0, operation
     assert tally.in_flight_applied + tally.in_flight_discarded > KILLS // 2

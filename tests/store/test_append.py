@@ -110,7 +110,7 @@ def test_token_counts_are_computed_once_at_append(memory_store: ContextStore) ->
 
 
 def test_images_and_documents_get_documented_estimates(memory_store: ContextStore) -> None:
-    from contextstore.demo_data import tiny_png
+    from contextstore.devtools.demo_data import tiny_png
 
     conv = memory_store.create_conversation()
     image = {

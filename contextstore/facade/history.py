@@ -1,20 +1,31 @@
-"""Reading the view (render, messages, ranges, updates) and writing ranges and rewrites."""
+"""A conversation's history: appending and reading messages, the view, and the range and
+rewrite rows the view is computed from.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, overload
 
 from sqlalchemy import Connection, select
 
+from contextstore.context_manager import (
+    Summarizer,
+    explicit_truncate,
+)
+from contextstore.core.content import NormalizedMessage, normalize_message, normalize_message_dict
 from contextstore.core.errors import (
+    ContentTooLargeError,
     IntegrityViolationError,
     InvalidInputError,
 )
 from contextstore.core.overlays import BlockUpdate, UpdateKind, UpdateMode, block_text, text_hash
+from contextstore.core.tokens import message_tokens
+from contextstore.core.truncation import normalize_keep
 from contextstore.core.validate import (
     check_id,
     check_int,
+    check_json_object,
     check_text,
     json_copy,
 )
@@ -22,6 +33,10 @@ from contextstore.core.view import pending_calls
 from contextstore.facade.base import StoreBase
 from contextstore.pipeline_runner import processed_view
 from contextstore.processors.pipeline import Pipeline
+from contextstore.records import (
+    AppendedMessage,
+    TruncationDecision,
+)
 from contextstore.renderers import registry
 from contextstore.storage import queries
 from contextstore.storage.clock import last_ts, tick
@@ -31,8 +46,115 @@ from contextstore.storage.tables import (
 )
 
 
-class ViewMixin(StoreBase):
-    """The view and the rows it is computed from."""
+class HistoryMixin(StoreBase):
+    """A conversation's history: appending and reading messages, the view, and the range and
+    rewrite rows the view is computed from.
+    """
+
+    @overload
+    def append(
+        self,
+        conversation_id: str,
+        role: str,
+        content: str | Sequence[Mapping[str, Any]],
+        *,
+        meta: Mapping[str, Any] | None = None,
+        ts: int | None = None,
+    ) -> AppendedMessage: ...
+
+    @overload
+    def append(
+        self,
+        conversation_id: str,
+        role: Sequence[Mapping[str, Any]],
+        content: None = None,
+        *,
+        meta: None = None,
+        ts: int | None = None,
+    ) -> list[AppendedMessage]: ...
+
+    def append(
+        self,
+        conversation_id: str,
+        role: Any,
+        content: Any = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        ts: int | None = None,
+    ) -> AppendedMessage | list[AppendedMessage]:
+        """Append one message, or a list of message dicts in one transaction.
+
+        ``append(cid, "user", [{"type": "text", "text": "..."}])`` appends one message;
+        ``append(cid, [{"role": "user", "content": "..."}, ...])`` appends several, all or
+        none. Fields beside ``role`` and ``content`` (Cline's ``id``, ``modelInfo``,
+        ``metrics``...) are kept and come back unchanged from :meth:`messages`.
+        ``ts`` forces the (first) message's timestamp; it must be later than the
+        conversation's last one.
+
+        Raises:
+            InvalidMessageError: a message or block is malformed (nothing is written).
+            ContentTooLargeError: a message exceeds ``max_message_bytes``.
+            TimelineError: ``ts`` is not later than the conversation's last ``ts``.
+            ConversationNotFoundError: no conversation has this id.
+        """
+        check_id(conversation_id)
+        if isinstance(role, list | tuple) and content is None:
+            return self.append_many(conversation_id, role, ts=ts)
+        extra = check_json_object("meta", meta) if meta is not None else None
+        normalized = normalize_message(role, content, extra)
+        return self._append_normalized(conversation_id, [normalized], ts)[0]
+
+    def append_many(
+        self,
+        conversation_id: str,
+        new_messages: Sequence[Mapping[str, Any]],
+        *,
+        ts: int | None = None,
+    ) -> list[AppendedMessage]:
+        """Append several messages (dicts with ``role`` and ``content``) in one transaction."""
+        check_id(conversation_id)
+        if isinstance(new_messages, str | bytes) or not isinstance(new_messages, Sequence):
+            raise InvalidInputError("append_many takes a list of message dicts.")
+        if not new_messages:
+            raise InvalidInputError("append_many needs at least one message.")
+        normalized = []
+        for position, message in enumerate(new_messages):
+            try:
+                normalized.append(normalize_message_dict(message))
+            except InvalidInputError as exc:
+                raise type(exc)(f"message {position}: {exc}") from exc
+        return self._append_normalized(conversation_id, normalized, ts)
+
+    def _prepare_for_write(self, normalized: NormalizedMessage) -> tuple[NormalizedMessage, int]:
+        if self.mask_secrets_on_write:
+            from contextstore.processors.secrets import mask_message
+
+            normalized = normalize_message_dict(mask_message(normalized.to_message()))
+        size = normalized.json_size()
+        if size > self.max_message_bytes:
+            raise ContentTooLargeError(
+                f"the message is {size:,} bytes as JSON, over the limit of "
+                f"{self.max_message_bytes:,}; split it, store large files outside the "
+                "conversation, or open the store with a larger max_message_bytes."
+            )
+        return normalized, message_tokens(normalized.blocks, self.token_counter)
+
+    def _append_normalized(
+        self, conversation_id: str, normalized: list[NormalizedMessage], ts: int | None
+    ) -> list[AppendedMessage]:
+        prepared = [self._prepare_for_write(n) for n in normalized]
+
+        def work(connection: Connection) -> list[AppendedMessage]:
+            stamps = tick(connection, conversation_id, len(prepared), at=ts)
+            first_idx = queries.next_message_idx(connection, conversation_id)
+            written = []
+            for offset, ((message, tokens), stamp) in enumerate(zip(prepared, stamps, strict=True)):
+                idx = first_idx + offset
+                queries.insert_message(connection, conversation_id, idx, stamp, message, tokens)
+                written.append(AppendedMessage(conversation_id, idx, stamp, message.role, tokens))
+            return written
+
+        return self._db.write(work)
 
     def messages(self, conversation_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:
         """The stored messages (originals: no cut, no rewrites), as appended."""
@@ -42,16 +164,6 @@ class ViewMixin(StoreBase):
             self._conversation(connection, conversation_id)
             loaded, _ = queries.load_messages(connection, conversation_id, limit)
         return loaded
-
-    def deleted_range(
-        self, conversation_id: str, as_of: int | None = None
-    ) -> tuple[int, int] | None:
-        """The effective deleted range ``(2, end)`` at ``as_of`` (now by default), or None."""
-        check_id(conversation_id)
-        limit = queries.NO_LIMIT if as_of is None else self._as_of(as_of)
-        with self._db.read() as connection:
-            self._conversation(connection, conversation_id)
-            return queries.load_deleted_range(connection, conversation_id, limit)
 
     def render(
         self,
@@ -109,6 +221,16 @@ class ViewMixin(StoreBase):
             )
         return rendered
 
+    def deleted_range(
+        self, conversation_id: str, as_of: int | None = None
+    ) -> tuple[int, int] | None:
+        """The effective deleted range ``(2, end)`` at ``as_of`` (now by default), or None."""
+        check_id(conversation_id)
+        limit = queries.NO_LIMIT if as_of is None else self._as_of(as_of)
+        with self._db.read() as connection:
+            self._conversation(connection, conversation_id)
+            return queries.load_deleted_range(connection, conversation_id, limit)
+
     def set_deleted_range(
         self,
         conversation_id: str,
@@ -156,6 +278,45 @@ class ViewMixin(StoreBase):
                 summary=summary,
             )
             return stamp
+
+        return self._db.write(work)
+
+    def truncate(
+        self,
+        conversation_id: str,
+        keep: str = "half",
+        *,
+        summary: str | None = None,
+        summarizer: Summarizer | None = None,
+        reason: str | None = None,
+        first_user_replacement: bool = True,
+    ) -> TruncationDecision:
+        """Truncate now, for the explicit flows: ``none`` after a summary, ``last_two`` for a
+        condense, ``quarter`` to retry after a provider's context-window error.
+
+        Writes the new range, the truncation notice (carrying ``summary``, or what
+        ``summarizer`` returns for the messages being hidden) and the first-user-message
+        replacement, in one transaction. The original rows stay.
+        """
+        check_id(conversation_id)
+        if summary is not None and not isinstance(summary, str):
+            raise InvalidInputError("summary must be a string.")
+        why = reason or f"explicit truncation (keep={keep})"
+        if not isinstance(why, str):
+            raise InvalidInputError("reason must be a string.")
+        normalize_keep(keep)
+
+        def work(connection: Connection) -> TruncationDecision:
+            last_ts(connection, conversation_id, lock=True)
+            return explicit_truncate(
+                connection,
+                conversation_id,
+                keep,
+                reason=why,
+                summary=summary,
+                summarizer=summarizer,
+                first_user_replacement=first_user_replacement,
+            )
 
         return self._db.write(work)
 
@@ -259,13 +420,6 @@ class ViewMixin(StoreBase):
                     .order_by(context_updates.c.ts, context_updates.c.id)
                 )
             )
-
-    def row_counts(self, conversation_id: str | None = None) -> dict[str, int]:
-        """Rows per table (for one conversation, or the whole database)."""
-        if conversation_id is not None:
-            check_id(conversation_id)
-        with self._db.read() as connection:
-            return queries.count_rows(connection, conversation_id)
 
     def check(self, conversation_id: str) -> None:
         """Verify a conversation's stored invariants; raise if one is broken.

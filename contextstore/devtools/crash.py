@@ -1,6 +1,6 @@
 """A crash-safety harness: kill a writing process with SIGKILL, reopen, verify nothing broke.
 
-A *child* process (``python -m contextstore.robustness.crash_child ...``) opens a store on
+A *child* process (``python -m contextstore.devtools.crash_child ...``) opens a store on
 a SQLite file and loops seeded random operations on one conversation: append, append_many,
 record_request, checkpoint, rollback to an earlier checkpoint, set_deleted_range,
 add_context_update and, when the store has them, prepare_request and truncate. Around every
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contextstore.robustness.crash_checks import (
+from contextstore.devtools.crash_checks import (
     CONTEXT_WINDOW,
     CONVERSATION_ID,
     Snapshot,
@@ -53,7 +53,7 @@ from contextstore.robustness.crash_checks import (
     check_notices,
     read_snapshot,
 )
-from contextstore.robustness.crash_child import nonce_message
+from contextstore.devtools.crash_child import nonce_message
 
 
 @dataclass
@@ -151,6 +151,44 @@ def _verify_store(db: Path, run: int, model: Snapshot) -> list[str]:
     return []
 
 
+POLL_SECONDS = 0.0005
+"""How often the parent reads the journal while it waits for the moment to kill."""
+
+
+def _journal_tail(journal: Path, offset: int) -> tuple[int, str | None]:
+    """Done lines after ``offset``, and the kind of the last complete line (None if none)."""
+    with journal.open("rb") as handle:
+        handle.seek(offset)
+        data = handle.read()
+    lines = [line for line in data.split(b"\n")[:-1] if line.strip()]
+    done = sum(1 for line in lines if b'"t": "done"' in line)
+    last = None
+    if lines:
+        last = "intent" if b'"t": "intent"' in lines[-1] else "other"
+    return done, last
+
+
+def _wait_for_a_write_in_flight(
+    journal: Path, offset: int, child: subprocess.Popen[bytes], *, done: int, linger: float
+) -> None:
+    """Return once the child has committed ``done`` operations and started another.
+
+    The moment of the kill is chosen by what the child journaled, never by elapsed time,
+    so a loaded machine changes how long a campaign takes, not what it exercises: every
+    run commits at least one operation and is killed while a call is in flight (between
+    its *intent* and its *done* line), at once or, with a ``linger``, up to that many
+    seconds into the call, so that some kills land after the commit or between calls.
+    """
+    while child.poll() is None:
+        committed, last = _journal_tail(journal, offset)
+        if committed >= done and last == "intent":
+            deadline = time.monotonic() + linger
+            while time.monotonic() < deadline and _journal_tail(journal, offset)[1] == "intent":
+                time.sleep(POLL_SECONDS)
+            return
+        time.sleep(POLL_SECONDS)
+
+
 def run_campaign(
     db: Path,
     *,
@@ -166,7 +204,7 @@ def run_campaign(
         db: the SQLite file (created, with its conversation, when missing).
         kills: how many children to kill.
         seed: seeds the delays and every child's operations (a failure replays).
-        max_delay: the longest wait, in seconds, between a child's start and its kill.
+        max_delay: the longest time, in seconds, a kill waits into a call in flight.
         journal: the journal file (``<db>.journal`` by default).
         progress: called after each check with the run number and the tally so far.
     """
@@ -190,7 +228,7 @@ def run_campaign(
             [
                 sys.executable,
                 "-m",
-                "contextstore.robustness.crash_child",
+                "contextstore.devtools.crash_child",
                 "--db",
                 str(db),
                 "--journal",
@@ -208,7 +246,13 @@ def run_campaign(
         ready = child.stdout.readline().decode().split()
         if ready[:1] == ["ready"]:
             tally.durability[ready[1]] += 1
-            time.sleep(rng.uniform(0.0, max_delay))
+            _wait_for_a_write_in_flight(
+                journal,
+                offset,
+                child,
+                done=rng.randint(1, 4),
+                linger=0.0 if rng.random() < 0.75 else rng.uniform(0, max_delay),
+            )
         child.send_signal(signal.SIGKILL)
         child.wait()
         stderr = child.stderr.read().decode() if child.stderr else ""
@@ -280,8 +324,8 @@ def _check_run(db: Path, journal: Path, offset: int, model: _Model, tally: Crash
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m contextstore.robustness.crash --db F [--kills N] [--seed S]``."""
-    parser = argparse.ArgumentParser(prog="python -m contextstore.robustness.crash")
+    """``python -m contextstore.devtools.crash --db F [--kills N] [--seed S]``."""
+    parser = argparse.ArgumentParser(prog="python -m contextstore.devtools.crash")
     parser.add_argument("--db", type=Path, required=True)
     parser.add_argument("--kills", type=int, default=30)
     parser.add_argument("--seed", type=int, default=1)

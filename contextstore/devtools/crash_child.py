@@ -1,6 +1,6 @@
 """The writer that the crash harness kills: seeded operations, each journaled around the call.
 
-Run as ``python -m contextstore.robustness.crash_child --db F --journal J --seed S --run N``.
+Run as ``python -m contextstore.devtools.crash_child --db F --journal J --seed S --run N``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from contextstore.robustness.crash_checks import (
+from contextstore.devtools.crash_checks import (
     CONVERSATION_ID,
     Row,
     read_snapshot,
@@ -185,7 +185,7 @@ def run_child(db: Path, journal_path: Path, seed: int, run: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the child's arguments and loop operations until killed."""
-    parser = argparse.ArgumentParser(prog="python -m contextstore.robustness.crash_child")
+    parser = argparse.ArgumentParser(prog="python -m contextstore.devtools.crash_child")
     parser.add_argument("--db", type=Path, required=True)
     parser.add_argument("--journal", type=Path, required=True)
     parser.add_argument("--seed", type=int, required=True)

@@ -1,0 +1,62 @@
+"""Formatting for the terminal: tables and one-line summaries of messages and blocks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = [
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in cells
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def summarise_block(block: Any) -> str:
+    if not isinstance(block, dict):
+        return str(block)
+    kind = block.get("type")
+    if kind == "text":
+        text = str(block.get("text", "")).replace("\n", " ")
+        return f"text: {text[:60]}{'...' if len(text) > 60 else ''}"
+    if kind == "tool_use":
+        arguments = json.dumps(block.get("input"))[:40]
+        return f"tool_use {block.get('name')}({arguments}) id={block.get('id')}"
+    if kind == "tool_result":
+        content = block.get("content")
+        if isinstance(content, list):
+            content = " ".join(
+                str(c.get("text", f"[{c.get('type')}]")) for c in content if isinstance(c, dict)
+            )
+        text = str(content).replace("\n", " ")
+        error = " error" if block.get("is_error") else ""
+        more = "..." if len(text) > 50 else ""
+        return f"tool_result{error} for {block.get('tool_use_id')}: {text[:50]}{more}"
+    if kind == "image":
+        source = block.get("source") or {}
+        size = len(str(source.get("data", "")))
+        return f"image {source.get('media_type', '')} ({size} base64 chars)"
+    return str(kind)
+
+
+SUMMARY_WIDTH = 110
+"""Characters of content shown per message in the CLI's conversation tables."""
+
+
+def conversation_table(messages: Sequence[dict[str, Any]]) -> str:
+    rows = []
+    for position, message in enumerate(messages):
+        content = message.get("content")
+        parts = [content] if isinstance(content, str) else content or []
+        summary = " | ".join(
+            summarise_block({"type": "text", "text": p} if isinstance(p, str) else p) for p in parts
+        )
+        if len(summary) > SUMMARY_WIDTH:
+            summary = summary[: SUMMARY_WIDTH - 3] + "..."
+        rows.append((position, message.get("role"), summary))
+    return table(("#", "role", "content"), rows)

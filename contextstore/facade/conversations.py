@@ -1,0 +1,181 @@
+"""Conversations: create, look up, list, delete; subagents and their settings."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Connection, delete, insert, select, update
+
+from contextstore.context_manager import (
+    policy_from_conversation,
+)
+from contextstore.core.errors import (
+    InvalidInputError,
+)
+from contextstore.core.validate import (
+    MAX_ID_LENGTH,
+    MAX_TITLE_LENGTH,
+    check_id,
+    check_int,
+    check_json_object,
+    check_text,
+)
+from contextstore.facade.base import StoreBase
+from contextstore.records import (
+    Conversation,
+)
+from contextstore.storage import queries
+from contextstore.storage.clock import last_ts, now_ms
+from contextstore.storage.tables import (
+    conversations,
+)
+
+
+class ConversationsMixin(StoreBase):
+    """Conversations: create, look up, list, delete; subagents and their settings."""
+
+    def create_conversation(
+        self,
+        *,
+        model_id: str | None = None,
+        context_window: int | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        id: str | None = None,
+        parent_id: str | None = None,
+    ) -> Conversation:
+        """Create a conversation and return it.
+
+        ``context_window`` configured here is authoritative (no model-name clamps); when
+        None, context management assumes 128,000 tokens.
+        """
+        check_text("id", id, MAX_ID_LENGTH)
+        check_text("model_id", model_id, 200)
+        check_int("context_window", context_window, minimum=1)
+        check_text("title", title, MAX_TITLE_LENGTH)
+        if parent_id is not None:
+            check_id(parent_id, "parent_id")
+        meta = check_json_object("metadata", metadata)
+        conversation_id = id or uuid.uuid4().hex
+        created = now_ms()
+
+        def work(connection: Connection) -> Conversation:
+            if parent_id is not None:
+                last_ts(connection, parent_id)
+            exists = connection.execute(
+                select(conversations.c.id).where(conversations.c.id == conversation_id)
+            ).first()
+            if exists is not None:
+                raise InvalidInputError(
+                    f"a conversation with id {conversation_id!r} already exists; choose "
+                    "another id or omit it."
+                )
+            row: dict[str, Any] = {
+                "id": conversation_id,
+                "created_ts": created,
+                "last_ts": created,
+                "title": title,
+                "model_id": model_id,
+                "context_window": context_window,
+                "parent_id": parent_id,
+                "metadata": meta,
+            }
+            connection.execute(insert(conversations).values(**row))
+            return Conversation(**row)
+
+        return self._db.write(work)
+
+    def get_conversation(self, conversation_id: str) -> Conversation:
+        """Return one conversation.
+
+        Raises:
+            ConversationNotFoundError: no conversation has this id.
+        """
+        check_id(conversation_id)
+        with self._db.read() as connection:
+            return self._conversation(connection, conversation_id)
+
+    def list_conversations(self) -> list[Conversation]:
+        """All conversations, oldest first."""
+        with self._db.read() as connection:
+            rows = connection.execute(
+                select(conversations).order_by(conversations.c.created_ts, conversations.c.id)
+            ).all()
+        return [self._conversation_from_row(row) for row in rows]
+
+    def delete_conversation(self, conversation_id: str) -> dict[str, int]:
+        """Delete a conversation and every row it owns, in one transaction.
+
+        Messages, blocks, ranges, updates, requests, checkpoints, rollbacks and archived
+        rows go with it (foreign keys cascade); forks and subagents of it stay, with their
+        ``parent_id`` cleared. Returns the rows removed per table.
+
+        Raises:
+            ConversationNotFoundError: no conversation has this id.
+        """
+        check_id(conversation_id)
+
+        def work(connection: Connection) -> dict[str, int]:
+            self._conversation(connection, conversation_id)
+            counts = queries.count_rows(connection, conversation_id)
+            connection.execute(delete(conversations).where(conversations.c.id == conversation_id))
+            return counts
+
+        return self._db.write(work)
+
+    def create_subagent(
+        self,
+        parent_id: str,
+        *,
+        model_id: str | None = None,
+        context_window: int | None = None,
+        title: str | None = None,
+    ) -> Conversation:
+        """Create a subagent's conversation as a child of ``parent_id``.
+
+        Its prepares follow Cline's SubagentRunner: compaction at 75 % of the window with
+        the ``quarter`` strategy, no notices, and no truncation when it cannot progress.
+        """
+        check_id(parent_id)
+        parent = self.get_conversation(parent_id)
+        return self.create_conversation(
+            model_id=model_id or parent.model_id,
+            context_window=context_window or parent.context_window,
+            title=title,
+            metadata={"subagent": True},
+            parent_id=parent_id,
+        )
+
+    def set_auto_condense(self, conversation_id: str, threshold: float | None) -> None:
+        """Turn auto-condense on at ``threshold`` (a fraction of the window) or off (None).
+
+        With auto-condense on, a prepare compacts once the previous request reaches
+        ``min(floor(window * threshold), max allowed size)`` tokens, unless the last
+        truncation left at most two messages (so a summary is never summarised).
+        """
+        check_id(conversation_id)
+        policy_from_conversation(None, {}, threshold)
+
+        def work(connection: Connection) -> None:
+            conv = self._conversation(connection, conversation_id)
+            meta = dict(conv.metadata)
+            if threshold is None:
+                meta.pop("auto_condense", None)
+            else:
+                meta["auto_condense"] = threshold
+            connection.execute(
+                update(conversations)
+                .where(conversations.c.id == conversation_id)
+                .values(metadata=meta)
+            )
+
+        self._db.write(work)
+
+    def row_counts(self, conversation_id: str | None = None) -> dict[str, int]:
+        """Rows per table (for one conversation, or the whole database)."""
+        if conversation_id is not None:
+            check_id(conversation_id)
+        with self._db.read() as connection:
+            return queries.count_rows(connection, conversation_id)
