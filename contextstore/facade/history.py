@@ -162,7 +162,7 @@ class HistoryMixin(StoreBase):
         limit = queries.NO_LIMIT if as_of is None else self._as_of(as_of)
         with self._db.read() as connection:
             self._conversation(connection, conversation_id)
-            loaded, _ = queries.load_messages(connection, conversation_id, limit)
+            loaded, _, _ = queries.load_messages(connection, conversation_id, limit)
         return loaded
 
     def render(
@@ -205,7 +205,7 @@ class HistoryMixin(StoreBase):
             state = queries.load_state(connection, conversation_id, limit)
         view = self._format(processed_view(active, state), format)
         if cacheable:
-            self.render_cache.put(key, json_copy(view))
+            self.render_cache.put(key, json_copy(view), state.stored_bytes)
         return view
 
     @staticmethod

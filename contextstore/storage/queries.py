@@ -40,6 +40,8 @@ class ConversationState:
     deleted_range: tuple[int, int] | None
     overlays: dict[BlockAddress, BlockUpdate] = field(default_factory=dict)
     message_ts: list[int] = field(default_factory=list)
+    stored_bytes: int = 0
+    """Bytes of the stored values the state was decoded from (a measure of its size)."""
 
 
 _PLAIN_TEXT_BLOCK = '{"type": "text"}'
@@ -217,7 +219,7 @@ def load_messages(
     *,
     hidden_after: int | None = None,
     hidden_through: int | None = None,
-) -> tuple[list[Message], list[int]]:
+) -> tuple[list[Message], list[int], int]:
     """Messages with ``ts <= as_of`` in index order, and their timestamps.
 
     When ``hidden_after``/``hidden_through`` are given, messages in that index span are
@@ -238,6 +240,7 @@ def load_messages(
         .where(messages.c.conversation_id == conversation_id, messages.c.ts <= as_of)
         .order_by(messages.c.idx)
     ).all()
+    stored_bytes = sum(len(row.meta) if isinstance(row.meta, str) else 0 for row in message_rows)
     block_filter = [blocks.c.conversation_id == conversation_id, messages.c.ts <= as_of]
     if hidden_after is not None and hidden_through is not None and hidden_through >= hidden_after:
         block_filter.append(
@@ -263,6 +266,7 @@ def load_messages(
     ).all()
     grouped: dict[int, list[dict[str, Any]]] = {}
     for row in block_rows:
+        stored_bytes += len(row.text or "") + (len(row.data) if isinstance(row.data, str) else 0)
         grouped.setdefault(row.message_idx, []).append(
             _block_from_row(
                 row.type, row.text, row.data, f"block {row.message_idx}.{row.block_idx}"
@@ -287,7 +291,7 @@ def load_messages(
         message: Message = {"role": row.role, "content": content}
         message.update(meta)
         result.append(message)
-    return result, stamps
+    return result, stamps, stored_bytes
 
 
 def load_state(
@@ -300,11 +304,11 @@ def load_state(
     """Read messages, the deleted range and the effective updates as of ``as_of``."""
     deleted_range = load_deleted_range(connection, conversation_id, as_of)
     hidden = (2, deleted_range[1]) if skip_hidden and deleted_range else (None, None)
-    loaded, stamps = load_messages(
+    loaded, stamps, size = load_messages(
         connection, conversation_id, as_of, hidden_after=hidden[0], hidden_through=hidden[1]
     )
     overlays = load_overlays(connection, conversation_id, as_of)
-    return ConversationState(loaded, deleted_range, overlays, stamps)
+    return ConversationState(loaded, deleted_range, overlays, stamps, size)
 
 
 def refresh_decisions(
