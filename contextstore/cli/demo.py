@@ -6,8 +6,8 @@ import click
 
 from contextstore.cli.common import handle_errors, open_store
 from contextstore.cli.output import conversation_table, table
+from contextstore.core.records import PreparedRequest
 from contextstore.devtools import demo_data
-from contextstore.records import PreparedRequest
 from contextstore.store import ContextStore
 
 

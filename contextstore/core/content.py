@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from contextstore.core.errors import InvalidMessageError
-from contextstore.core.validate import canonical_json
+from contextstore.core.validate import MAX_NAME_LENGTH, canonical_json
 
 Role = Literal["user", "assistant"]
 ROLES: frozenset[str] = frozenset({"user", "assistant"})
@@ -205,10 +205,11 @@ def validate_block(block: Any, position: str) -> dict[str, Any]:
         if (
             kind in ("tool_use", "tool_result")
             and isinstance(value, str)
-            and (len(value) > 200 or "\x00" in value)
+            and (len(value) > MAX_NAME_LENGTH or "\x00" in value)
         ):
             raise InvalidMessageError(
-                f"{position}.{key} must be at most 200 characters without NUL characters."
+                f"{position}.{key} must be at most {MAX_NAME_LENGTH} characters without NUL "
+                "characters."
             )
     if kind == "tool_result" and isinstance(block.get("content"), list):
         for inner_idx, inner in enumerate(block["content"]):

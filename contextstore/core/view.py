@@ -12,11 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from contextstore.core.overlays import Message, OverlayMap, apply_overlays
-from contextstore.core.truncation import visible_start
+from contextstore.core.truncation import DeletedRange, visible_start
 
-DeletedRange = tuple[int, int]
-IndexedView = list[tuple[int, Message]]
-"""Visible messages paired with their index in the stored conversation."""
+IndexedView = Sequence[tuple[int, Message]]
+"""The visible messages as ``(original message index, message)`` pairs, in order."""
 
 RESULT_MISSING = "result missing"
 """Content of the placeholder result inserted for a tool call whose result was lost."""

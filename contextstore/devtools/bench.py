@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contextstore.core.overlays import Message
 from contextstore.devtools import bench_data
 from contextstore.devtools.bench_subjects import (
     CONTEXTSTORE,
@@ -317,7 +318,7 @@ def append_workload(context: Context, size: int, backend: str) -> None:
         context.contextstore(backend, folder),
     ]
     subjects += context.peers(backend, folder, size)
-    held: dict[str, list[bench_data.Message]] = {}
+    held: dict[str, list[Message]] = {}
     lanes: list[Lane] = []
     for subject in subjects:
         if _slow(subject, size):
@@ -345,7 +346,7 @@ def append_workload(context: Context, size: int, backend: str) -> None:
     context.measurements.extend(disk)
 
 
-def _appender(subject: Subject, history: list[bench_data.Message], chunk: int) -> Callable[[], int]:
+def _appender(subject: Subject, history: list[Message], chunk: int) -> Callable[[], int]:
     def step() -> int:
         fresh = bench_data.conversation(chunk, start=len(history))
         for message in fresh:
@@ -373,7 +374,7 @@ def append_batch_workload(context: Context, size: int, backend: str) -> None:
     context.record("append_batch", size, backend, lanes, interleave(lanes, rounds), "s/message")
 
 
-def _batcher(subject: Subject, history: list[bench_data.Message]) -> Callable[[], int]:
+def _batcher(subject: Subject, history: list[Message]) -> Callable[[], int]:
     def step() -> int:
         fresh = bench_data.conversation(BATCH, start=len(history))
         subject.append_batch(fresh)
@@ -420,8 +421,8 @@ def render_workloads(context: Context, size: int, backend: str) -> None:
     masking = default_pipeline()
     peer_note = {p.name: "reads the whole history (no cut, no rewrites)" for p in peers}
     if "render" in wanted:
-        lanes = [Lane(floor.name, floor.read), Lane(CONTEXTSTORE, ours.read)]
-        lanes += [Lane(p.name, p.read) for p in peers]
+        lanes = [Lane(floor.name, _once(floor.read)), Lane(CONTEXTSTORE, _once(ours.read))]
+        lanes += [Lane(p.name, _once(p.read)) for p in peers]
         found = context.record(
             "render",
             size,
@@ -435,10 +436,11 @@ def render_workloads(context: Context, size: int, backend: str) -> None:
 
     def masked() -> int:
         store.render_cache.clear()
-        return len(store.render(cid, pipeline=masking))
+        store.render(cid, pipeline=masking)
+        return 1
 
     if "render_masked" in wanted:
-        lanes = [Lane(floor.name, floor.read), Lane(CONTEXTSTORE, masked)]
+        lanes = [Lane(floor.name, _once(floor.read)), Lane(CONTEXTSTORE, masked)]
         context.record(
             "render_masked",
             size,
@@ -454,7 +456,7 @@ def render_workloads(context: Context, size: int, backend: str) -> None:
             store.prepare_request(cid, pipeline=masking)
             return 1
 
-        lanes = [Lane(floor.name, floor.read), Lane(CONTEXTSTORE, prepare)]
+        lanes = [Lane(floor.name, _once(floor.read)), Lane(CONTEXTSTORE, prepare)]
         context.record(
             "prepare",
             size,
@@ -473,6 +475,16 @@ def render_workloads(context: Context, size: int, backend: str) -> None:
             measurement.ratio = peak / floor_peak
             context.measurements.append(measurement)
         context.measurements[-1].note = f"peak traced bytes of one render; cache holds {cached:,}"
+
+
+def _once(read: Callable[[], int]) -> Callable[[], int]:
+    """A read as one operation (``read`` returns how many messages it read)."""
+
+    def step() -> int:
+        read()
+        return 1
+
+    return step
 
 
 def _peak_bytes(work: Callable[[], int]) -> int:

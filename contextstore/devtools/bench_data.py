@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import json
 import random
-from typing import Any
 
-Message = dict[str, Any]
+from contextstore.core.overlays import Message
 
 RESULT_BYTES = 2_000
 """Size of each tool result's text, as in the issue's measurements (2 KB tool results)."""

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from contextstore.devtools.bench_data import Message
+from contextstore.core.overlays import Message
 from contextstore.processors.pipeline import Pipeline
 from contextstore.store import ContextStore
 

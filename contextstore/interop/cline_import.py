@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from contextstore.core.errors import ContextStoreError
+from contextstore.core.records import AppendedMessage, Conversation, RequestRecord
 from contextstore.core.validate import MAX_TS
 from contextstore.interop.cline import (
     API_HISTORY_FILE,
@@ -40,7 +41,6 @@ from contextstore.interop.cline_write import (
     write_task,
 )
 from contextstore.interop.store_api import InteropStore
-from contextstore.records import AppendedMessage, Conversation, RequestRecord
 
 IMPORTED_KEEP = "imported"
 """The ``keep`` recorded on a deleted range imported from Cline."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from contextstore.records import AppendedMessage, Conversation, RequestRecord
+from contextstore.core.records import AppendedMessage, Conversation, RequestRecord
 
 
 class InteropStore(Protocol):

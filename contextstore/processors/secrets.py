@@ -16,8 +16,8 @@ from typing import Any
 
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import BlockUpdate, Message, UpdateMode, block_text
+from contextstore.core.view import IndexedView
 from contextstore.processors.base import (
-    IndexedView,
     canonical_json,
     iter_blocks,
     make_update,

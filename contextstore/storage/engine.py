@@ -11,6 +11,7 @@ its row.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sqlite3
@@ -22,12 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection as Connection
+from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.pool import StaticPool
 
 from contextstore.core.errors import (
+    ConcurrentChangeError,
     DatabaseBusyError,
     IntegrityViolationError,
     InvalidInputError,
@@ -132,9 +135,13 @@ def make_engine(
         else:
             create_private_file(target.sqlite_path)
             url = target.url
+        kwargs.setdefault("max_overflow", -1)
         engine = create_engine(url, connect_args={"check_same_thread": False}, **kwargs)
     else:
-        engine = create_engine(target.url, pool_pre_ping=True, **kwargs)
+        # Each thread holds its connection (see Database), so there is no checkout to ping on;
+        # a connection the server dropped is replaced on its next use.
+        kwargs.setdefault("max_overflow", -1)
+        engine = create_engine(target.url, **kwargs)
     if target.is_sqlite:
         _configure_sqlite(engine, durability, in_memory=target.in_memory, read_only=read_only)
     return engine
@@ -160,8 +167,13 @@ def _configure_sqlite(engine: Engine, durability: str, *, in_memory: bool, read_
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        mode = connection.get_execution_options().get("contextstore_begin", "DEFERRED")
-        connection.exec_driver_sql(f"BEGIN {mode}")
+        mode = connection.get_execution_options().get("contextstore_begin") or connection.info.pop(
+            "contextstore_begin", "DEFERRED"
+        )
+        connection.connection.driver_connection.execute(_BEGIN[mode])  # type: ignore[union-attr]
+
+
+_BEGIN = {mode: f"BEGIN {mode}" for mode in ("DEFERRED", "IMMEDIATE")}
 
 
 def _enable_wal(cursor: Any) -> None:
@@ -203,13 +215,47 @@ def _is_read_only(exc: BaseException) -> bool:
     ).replace(" ", "")
 
 
+class _Held:
+    """A connection kept open for one thread, closed when the thread's state goes away."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.pid = os.getpid()
+
+    def usable(self) -> bool:
+        return (
+            self.pid == os.getpid()
+            and not self.connection.closed
+            and not self.connection.invalidated
+        )
+
+    def close(self) -> None:
+        if self.pid == os.getpid() and not self.connection.closed:
+            self.connection.close()
+
+    def __del__(self) -> None:
+        # At interpreter shutdown or on a dead connection, closing may fail: nothing to do.
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+class _ThreadState(threading.local):
+    """What one thread has open: its held connection, and the transaction calls join."""
+
+    held: _Held | None = None
+    joined: Connection | None = None
+    kind: str | None = None
+    """``"read"``, ``"write"`` or ``"transaction"`` while ``joined`` is set."""
+
+
 class Database:
     """An engine plus the two kinds of transaction contextstore runs.
 
-    A write transaction may also be opened explicitly with :meth:`transaction`; every
-    :meth:`write` and :meth:`read` on the same thread then joins it (each write in a
-    savepoint, so a refused call inside leaves nothing behind), and it commits or rolls
-    back as a whole.
+    Each thread keeps one connection open for its reads and writes (no pool checkout, no
+    ping per call); it is closed when the thread ends or the database is closed. Calls made
+    while a transaction is open on the thread join it: reads see its rows; writes run in a
+    savepoint, so a refused call leaves nothing behind. A write transaction may also be
+    opened explicitly with :meth:`transaction`; it commits or rolls back as a whole.
     """
 
     def __init__(
@@ -225,66 +271,130 @@ class Database:
         self.is_sqlite = is_sqlite
         self.read_only = read_only
         self._local_writer = threading.RLock()
-        self._open = threading.local()
+        self._thread = _ThreadState()
+        self._shared: _Held | None = None
 
     @property
     def in_transaction(self) -> bool:
         """True inside :meth:`transaction` on the calling thread."""
-        return getattr(self._open, "connection", None) is not None
+        return self._thread.kind == "transaction"
+
+    def _held(self) -> Connection:
+        """The calling thread's connection (the shared one for an in-memory database)."""
+        if self.serialize_reads:
+            if self._shared is None or not self._shared.usable():
+                self._shared = _Held(self.engine.connect())
+            return self._shared.connection
+        held = self._thread.held
+        if held is None or not held.usable():
+            if held is not None:
+                held.close()
+            held = _Held(self.engine.connect())
+            self._thread.held = held
+        return held.connection
+
+    def close(self) -> None:
+        """Close the calling thread's connection and every pooled one."""
+        for held in (self._thread.held, self._shared):
+            if held is not None:
+                held.close()
+        self._thread.held = None
+        self._shared = None
+        self.engine.dispose()
+
+    @contextmanager
+    def _joined(self, connection: Connection, kind: str) -> Iterator[Connection]:
+        self._thread.joined, self._thread.kind = connection, kind
+        try:
+            yield connection
+        finally:
+            self._thread.joined, self._thread.kind = None, None
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read transaction: every query inside sees the same snapshot."""
-        joined: Connection | None = getattr(self._open, "connection", None)
+        joined = self._thread.joined
         if joined is not None:
             yield joined
             return
-        if self.serialize_reads:
-            # One shared in-memory connection: a reader must not interleave with a writer.
-            with self._local_writer, self.engine.connect() as connection, connection.begin():
-                yield connection
-            return
-        with self.engine.connect() as connection:
-            if not self.is_sqlite:
-                # READ COMMITTED (PostgreSQL's default) gives each statement its own snapshot:
-                # a render reads messages, then blocks, then overlays, and a rollback
-                # committing in between would show messages without their blocks.
-                # REPEATABLE READ takes one snapshot for the whole read transaction.
-                connection = connection.execution_options(isolation_level="REPEATABLE READ")
-            with connection.begin():
+        with self._local_writer if self.serialize_reads else _nothing():
+            connection = self._held()
+            if self.is_sqlite:
+                connection.info["contextstore_begin"] = "DEFERRED"
+            else:
+                # READ COMMITTED (PostgreSQL's default) gives each statement its own
+                # snapshot: a render reads the range, then the messages, then the overlays,
+                # and a rollback committing in between would mix two moments. REPEATABLE
+                # READ takes one snapshot for the whole read transaction; psycopg puts it
+                # on the BEGIN it sends, so it costs no round trip.
+                _postgres_isolation(connection, "REPEATABLE READ")
+            with (
+                _rolled_back_on_error(connection),
+                connection.begin(),
+                self._joined(connection, "read"),
+            ):
                 yield connection
 
     def write(self, work: Callable[[Connection], T]) -> T:
         """Run ``work`` in one write transaction, retrying it while the database is busy.
 
         ``work`` may run more than once, so it must not change anything but the database.
-        Inside :meth:`transaction`, ``work`` runs once in a savepoint of that transaction.
+        Inside an open write transaction, ``work`` runs once in a savepoint of it.
 
         Raises:
             ReadOnlyError: the store was opened read-only.
             DatabaseBusyError: other writers held the lock through every attempt.
         """
-        self._refuse_if_read_only()
-        joined: Connection | None = getattr(self._open, "connection", None)
-        if joined is not None:
+        self.check_writable()
+        joined = self._thread.joined
+        if joined is not None and self._thread.kind != "read":
             with _translated_errors(), joined.begin_nested():
                 return work(joined)
+        if joined is not None:
+            # A write from inside a read (a caller's hook reading the store, say) gets a
+            # connection of its own, as it would on another thread.
+            return self._write_apart(work)
         delay = 0.02
         for attempt in range(WRITE_ATTEMPTS):
             try:
-                with (
-                    _translated_errors(),
-                    self._local_writer,
-                    self._write_connection() as connection,
-                    connection.begin(),
-                ):
-                    return work(connection)
+                with _translated_errors(), self._local_writer:
+                    connection = self._begin_write()
+                    with (
+                        _rolled_back_on_error(connection),
+                        self._joined(connection, "write"),
+                    ):
+                        result = work(connection)
+                        connection.commit()
+                        return result
+            except ConcurrentChangeError:
+                raise
             except DatabaseBusyError:
                 if attempt == WRITE_ATTEMPTS - 1:
                     raise
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 1.0)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _write_apart(self, work: Callable[[Connection], T]) -> T:
+        with _translated_errors(), self.engine.connect() as connection:
+            if self.is_sqlite:
+                connection.info["contextstore_begin"] = "IMMEDIATE"
+            with connection.begin():
+                return work(connection)
+
+    def _begin_write(self) -> Connection:
+        connection = self._held()
+        if self.is_sqlite:
+            connection.info["contextstore_begin"] = "IMMEDIATE"
+        else:
+            _postgres_isolation(connection, None)
+        try:
+            connection.begin()
+        except BaseException:
+            if connection.in_transaction():
+                connection.rollback()
+            raise
+        return connection
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -297,52 +407,71 @@ class Database:
             ReadOnlyError: the store was opened read-only.
             DatabaseBusyError: other writers held the lock through every attempt.
         """
-        self._refuse_if_read_only()
-        if self.in_transaction:
+        self.check_writable()
+        if self._thread.kind in ("write", "transaction"):
             yield
             return
         with self._local_writer:
-            connection, outer = self._begin_with_retry()
-            self._open.connection = connection
-            try:
-                with _translated_errors():
-                    yield
-                    outer.commit()
-            finally:
-                self._open.connection = None
-                if outer.is_active:
-                    outer.rollback()
-                connection.close()
+            connection = self._begin_with_retry()
+            with (
+                _rolled_back_on_error(connection),
+                self._joined(connection, "transaction"),
+                _translated_errors(),
+            ):
+                yield
+                connection.commit()
 
-    def _begin_with_retry(self) -> tuple[Connection, Any]:
+    def _begin_with_retry(self) -> Connection:
         delay = 0.02
         for attempt in range(WRITE_ATTEMPTS):
-            connection = self._write_connection()
             try:
                 with _translated_errors():
-                    return connection, connection.begin()
+                    return self._begin_write()
             except DatabaseBusyError:
-                connection.close()
                 if attempt == WRITE_ATTEMPTS - 1:
                     raise
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 1.0)
-            except BaseException:
-                connection.close()
-                raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _write_connection(self) -> Connection:
-        connection = self.engine.connect()
-        if self.is_sqlite:
-            connection = connection.execution_options(contextstore_begin="IMMEDIATE")
-        return connection
+    def check_writable(self) -> None:
+        """Refuse a write on a store opened read-only (before any hook runs).
 
-    def _refuse_if_read_only(self) -> None:
+        Raises:
+            ReadOnlyError: the store was opened read-only.
+        """
         if self.read_only:
             raise ReadOnlyError(
                 "this store was opened read-only; open it without read_only=True to write."
             )
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+@contextmanager
+def _rolled_back_on_error(connection: Connection) -> Iterator[None]:
+    """Leave the held connection idle whatever happens inside (no transaction left open)."""
+    try:
+        yield
+    finally:
+        if connection.in_transaction():
+            try:
+                connection.rollback()
+            except DBAPIError:
+                connection.invalidate()
+
+
+def _postgres_isolation(connection: Connection, level: str | None) -> None:
+    """Set the isolation level psycopg will put on its next ``BEGIN`` (None: the default)."""
+    raw = connection.connection.driver_connection
+    import psycopg
+
+    wanted = None if level is None else psycopg.IsolationLevel.REPEATABLE_READ
+    if raw.isolation_level != wanted:  # type: ignore[union-attr]
+        raw.isolation_level = wanted  # type: ignore[union-attr]
 
 
 @contextmanager

@@ -1,0 +1,58 @@
+"""Running a processor pipeline over a conversation's view.
+
+Processors propose block rewrites on the cut view (stored rewrites applied, block positions
+intact). Proposals are collapsed to one final rewrite per block and either applied in
+memory (``render``) or written as ``context_updates`` rows (``prepare_request``), so an
+auditor sees both the original and what the model saw.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from contextstore.core.overlays import BlockAddress, BlockUpdate, OverlayMap, UpdateKind
+from contextstore.core.state import ConversationState
+from contextstore.core.view import cut, provider_safe, repair_indexed
+from contextstore.processors.pipeline import Pipeline, drop_stale
+
+
+def collapse(updates: Sequence[BlockUpdate]) -> list[BlockUpdate]:
+    """One update per block: the last text, the first ``base_hash`` (the stored text read)."""
+    first: dict[BlockAddress, BlockUpdate] = {}
+    last: dict[BlockAddress, BlockUpdate] = {}
+    sources: dict[BlockAddress, list[str]] = {}
+    for update in updates:
+        first.setdefault(update.address, update)
+        last[update.address] = update
+        sources.setdefault(update.address, []).append(update.source)
+    return [
+        dataclasses.replace(
+            last[address],
+            kind=UpdateKind.PROCESSOR,
+            base_hash=first[address].base_hash,
+            source="+".join(dict.fromkeys(sources[address])),
+        )
+        for address in last
+    ]
+
+
+def propose(pipeline: Pipeline | None, state: ConversationState) -> list[BlockUpdate]:
+    """The pipeline's rewrites for the current view, stale ones dropped, one per block."""
+    if pipeline is None or not pipeline.processors:
+        return []
+    view = cut(state.messages, state.deleted_range, state.overlays)
+    updates = pipeline.run(view, parallel=pipeline.parallel, overlays=state.overlays)
+    return collapse(drop_stale(updates, view)) if updates else []
+
+
+def processed_view(pipeline: Pipeline | None, state: ConversationState) -> list[dict[str, Any]]:
+    """The repaired view with the pipeline applied in memory (nothing written)."""
+    overlays: OverlayMap = state.overlays
+    proposals = propose(pipeline, state)
+    if proposals:
+        merged = dict(state.overlays)
+        merged.update({u.address: u for u in proposals})
+        overlays = merged
+    return provider_safe(repair_indexed(cut(state.messages, state.deleted_range, overlays)))
