@@ -189,7 +189,7 @@ def bench_table(report: Any) -> str:
             ratio = "-"
         elif m.workload == "processes":
             ratio = f"{m.ratio:.2f}x one process"
-        elif m.workload == "disk":
+        elif m.workload in ("disk", "pages"):
             ratio = f"{m.ratio:.2f}x content"
         elif sense == "throughput":
             ratio = f"{m.ratio:.3f}x floor throughput"

@@ -42,6 +42,7 @@ from contextstore.devtools.bench_subjects import (
     versions,
 )
 from contextstore.processors.pipeline import Pipeline, default_pipeline
+from contextstore.storage import engine
 
 WORKLOADS = (
     "append",
@@ -54,8 +55,10 @@ WORKLOADS = (
     "memory",
     "disk",
     "processes",
+    "pages",
 )
-"""Every row of the issue's table, in its order ("disk" is measured on the append lanes)."""
+"""Every row of the issue's table, in its order ("disk" is measured on the append lanes),
+and the page-size measurement behind :data:`contextstore.storage.engine.PAGE_SIZE`."""
 
 THROUGHPUT = "throughput"
 TIME = "time"
@@ -72,6 +75,7 @@ SENSE = {
     "purge": TIME,
     "memory": BYTES,
     "disk": BYTES,
+    "pages": BYTES,
 }
 """How a workload's ratio reads: ``throughput`` is the floor's time over the subject's (so
 0.5 means half the floor's throughput); ``time`` and ``bytes`` are the subject's over the
@@ -629,6 +633,44 @@ def _spawner(
     return step
 
 
+PAGE_SIZES = (4_096, 8_192, 16_384)
+
+
+def pages_workload(context: Context) -> None:
+    """contextstore's file over its content under each page size, for the benchmark's
+    2 KB tool results and for texts of log-uniform size from 100 B to 20 KB."""
+    sizes = context.settings.sizes
+    count = max(4, min(max(sizes), 10_000))
+    datasets = {
+        "2 KB tool results": bench_data.conversation(count),
+        "100 B-20 KB texts": bench_data.mixed_sizes(max(4, count // 2)),
+    }
+    original = engine.PAGE_SIZE
+    try:
+        for label, messages in datasets.items():
+            content = bench_data.content_bytes(messages)
+            for page_size in PAGE_SIZES:
+                engine.PAGE_SIZE = page_size
+                folder = context.scratch(f"pages-{page_size}")
+                subject = ContextStoreSubject(folder / "contextstore.db")
+                subject.load(messages)
+                stored = subject.file_bytes()
+                subject.close()
+                found = Measurement(
+                    "pages",
+                    count,
+                    "sqlite",
+                    f"{page_size // 1024} KiB pages",
+                    "bytes",
+                    [float(stored)],
+                )
+                found.ratio = stored / content
+                found.note = f"{label}{' (configured)' if page_size == original else ''}"
+                context.measurements.append(found)
+    finally:
+        engine.PAGE_SIZE = original
+
+
 @contextmanager
 def _scratch() -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="contextstore-bench-") as folder:
@@ -665,6 +707,9 @@ def run(settings: Settings, progress: Callable[[str], None] | None = None) -> Re
             if "processes" in wanted:
                 tell(f"{settings.processes} processes on {backend}")
                 processes_workload(context, backend)
+        if "pages" in wanted:
+            tell("page sizes")
+            pages_workload(context)
         measurements, skipped = context.measurements, context.skipped
     environment = {
         **versions(),

@@ -8,6 +8,7 @@ credential-like strings so that the default secret masking has real work to do.
 from __future__ import annotations
 
 import json
+import math
 import random
 
 from contextstore.core.overlays import Message
@@ -124,3 +125,15 @@ def conversation(
 def content_bytes(messages: list[Message]) -> int:
     """The content a store must keep: each message's compact JSON, in UTF-8."""
     return sum(len(json.dumps(m, separators=(",", ":")).encode()) for m in messages)
+
+
+def mixed_sizes(count: int, *, seed: int = 1) -> list[Message]:
+    """``count`` text messages whose sizes are log-uniform from 100 B to 20 KB, like an
+    agent's mix of short replies, commands and file contents."""
+    rng = random.Random(seed)
+    out: list[Message] = []
+    for number in range(count):
+        size = int(math.exp(rng.uniform(math.log(100), math.log(20_000))))
+        role = "user" if number % 2 == 0 else "assistant"
+        out.append({"role": role, "content": [{"type": "text", "text": _text(rng, size, number)}]})
+    return out

@@ -16,6 +16,7 @@ from contextstore.core.errors import (
 from contextstore.core.overlays import BlockUpdate, UpdateKind, UpdateMode, block_text, text_hash
 from contextstore.core.planning import Plan, TruncationSummarizer, plan_truncation
 from contextstore.core.records import AppendedMessage, TruncationDecision
+from contextstore.core.state import ConversationState
 from contextstore.core.tokens import message_tokens
 from contextstore.core.truncation import normalize_keep
 from contextstore.core.validate import (
@@ -25,16 +26,18 @@ from contextstore.core.validate import (
     check_int,
     check_json_object,
     check_text,
-    json_copy,
 )
 from contextstore.core.view import ensure_tool_results_follow_tool_use, pending_calls
 from contextstore.facade.base import Snapshot, StoreBase
 from contextstore.processors.pipeline import Pipeline
-from contextstore.processors.runner import processed_view
+from contextstore.processors.runner import propose, view_with
 from contextstore.renderers import registry
 from contextstore.storage import conversations, history
 from contextstore.storage.clock import last_ts, reserve_messages, tick
 from contextstore.storage.engine import Connection
+
+PROPOSAL_OVERHEAD = 200
+"""Bytes a cached proposal costs beyond its text (the update value and its key)."""
 
 
 class HistoryMixin(StoreBase):
@@ -171,33 +174,40 @@ class HistoryMixin(StoreBase):
         written), the orphan filter, the pairing repair. With ``format=None`` the view keeps
         every stored field; ``"anthropic"``, ``"openai"`` and ``"gemini"`` give the
         provider's message list, checked against that provider's pairing and role rules.
-        A repeat render of an unchanged conversation is served from a cache.
+        A repeat render of an unchanged conversation reuses the processors' proposals from
+        a cache (the view itself is built again from rows).
         """
         check_id(conversation_id)
         limit = self._as_of(as_of)
         active = self.pipeline if pipeline is None else pipeline
         if format is not None:
             registry.check_format(format)
-        # Inside a transaction the rows read may never commit: such views are not cached.
-        cacheable = not self._db.in_transaction
         with self._db.read() as connection:
             newest = last_ts(connection, conversation_id)
-            key = (
-                conversation_id,
-                newest,
-                min(limit, newest),
-                format,
-                active.config_key() if active else None,
-            )
-            cached = self.render_cache.get(key) if cacheable else None
-            if cached is not None:
-                copied: list[dict[str, Any]] = json_copy(cached)
-                return copied
             state = history.load_state(connection, conversation_id, limit)
-        view = self._format(processed_view(active, state), format)
+        proposals = self._proposals(active, state, (conversation_id, newest, min(limit, newest)))
+        return self._format(view_with(state, proposals), format)
+
+    def _proposals(
+        self, pipeline: Pipeline | None, state: ConversationState, moment: tuple[str, int, int]
+    ) -> tuple[BlockUpdate, ...]:
+        """What ``pipeline`` proposes for ``state``, from the cache when it is known.
+
+        Inside a transaction the rows read may never commit: nothing is cached then.
+        """
+        if pipeline is None or not pipeline.processors:
+            return ()
+        key = (*moment, pipeline.config_key())
+        cacheable = not self._db.in_transaction
+        cached = self.render_cache.get(key) if cacheable else None
+        if cached is not None:
+            found: tuple[BlockUpdate, ...] = cached
+            return found
+        proposals = tuple(propose(pipeline, state))
         if cacheable:
-            self.render_cache.put(key, json_copy(view), state.stored_bytes)
-        return view
+            size = sum(len(u.text) + PROPOSAL_OVERHEAD for u in proposals) + PROPOSAL_OVERHEAD
+            self.render_cache.put(key, proposals, size)
+        return proposals
 
     @staticmethod
     def _format(view: list[dict[str, Any]], format: str | None) -> list[dict[str, Any]]:

@@ -47,10 +47,9 @@ def propose(pipeline: Pipeline | None, state: ConversationState) -> list[BlockUp
     return collapse(drop_stale(updates, view)) if updates else []
 
 
-def processed_view(pipeline: Pipeline | None, state: ConversationState) -> list[dict[str, Any]]:
-    """The repaired view with the pipeline applied in memory (nothing written)."""
+def view_with(state: ConversationState, proposals: Sequence[BlockUpdate]) -> list[dict[str, Any]]:
+    """The repaired view of ``state`` with ``proposals`` applied in memory (nothing written)."""
     overlays: OverlayMap = state.overlays
-    proposals = propose(pipeline, state)
     if proposals:
         merged = dict(state.overlays)
         merged.update({u.address: u for u in proposals})

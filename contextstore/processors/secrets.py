@@ -7,15 +7,17 @@ never its value. The patterns live in :mod:`contextstore.processors.secret_patte
 
 from __future__ import annotations
 
-import copy
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ahocorasick_rs import AhoCorasick
+
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import BlockUpdate, Message, UpdateMode, block_text
+from contextstore.core.validate import json_copy
 from contextstore.core.view import IndexedView
 from contextstore.processors.base import (
     canonical_json,
@@ -86,6 +88,53 @@ def _next_match(
     return None
 
 
+@dataclass(frozen=True)
+class _Prefilter:
+    """Every hint of a pattern set in one Aho-Corasick automaton: a text is scanned once
+    for all of them, and only the patterns whose hints it contains run their regexes."""
+
+    source: tuple[SecretPattern, ...]
+    """The whole set it was built from (held so that its identity stays unique)."""
+    patterns: tuple[SecretPattern, ...]
+    automaton: AhoCorasick | None
+    always: tuple[SecretPattern, ...]
+    """Patterns without hints: every text is searched with them."""
+
+
+_PREFILTERS: dict[tuple[int, tuple[str, ...]], _Prefilter] = {}
+
+
+def _prefilter(patterns: Sequence[SecretPattern], levels: tuple[str, ...]) -> _Prefilter:
+    """The prefilter of a pattern set, built once per set (keyed by the set's identity;
+    the entry keeps the set alive, so the identity is never reused)."""
+    key = (id(patterns), levels)
+    found = _PREFILTERS.get(key)
+    if found is None:
+        if len(_PREFILTERS) > 256:
+            _PREFILTERS.clear()
+        source = tuple(patterns)
+        chosen = tuple(p for p in source if p.confidence in levels)
+        hints = sorted({h for p in chosen for h in p.hints})
+        automaton = AhoCorasick(hints) if hints else None
+        found = _Prefilter(source, chosen, automaton, tuple(p for p in chosen if not p.hints))
+        _PREFILTERS[key] = found
+    return found
+
+
+def _enabled(
+    text: str, patterns: Sequence[SecretPattern], levels: tuple[str, ...]
+) -> list[SecretPattern]:
+    """The patterns that may match ``text`` (those :meth:`SecretPattern.may_match` admits),
+    found with one scan of the lower-cased text."""
+    prefilter = _prefilter(patterns, levels)
+    if prefilter.automaton is None:
+        return list(prefilter.always)
+    present = set(prefilter.automaton.find_matches_as_strings(text.lower(), overlapping=True))
+    if not present:
+        return list(prefilter.always)
+    return [p for p in prefilter.patterns if not p.hints or not present.isdisjoint(p.hints)]
+
+
 def find_secrets(
     text: str,
     *,
@@ -100,9 +149,9 @@ def find_secrets(
     chosen one) finds secrets that a longer, losing match had swallowed, which is what
     makes masking idempotent.
     """
-    levels = _levels(confidence)
-    lowered = text.lower()
-    enabled = [p for p in patterns if p.confidence in levels and p.may_match(lowered)]
+    enabled = _enabled(text, patterns, _levels(confidence))
+    if not enabled:
+        return []
     pending = {order: _next_match(p, text, 0) for order, p in enumerate(enabled)}
     findings: list[Finding] = []
     position = 0
@@ -210,7 +259,7 @@ def mask_message(
     when the block is sent back, so an edited thinking block would make the next request
     fail. Images and other binary data are never scanned.
     """
-    result = copy.deepcopy(message)
+    result: Message = json_copy(message)
 
     def mask(text: str) -> str:
         return mask_text(text, confidence=confidence, patterns=patterns)[0]

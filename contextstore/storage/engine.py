@@ -41,11 +41,13 @@ T = TypeVar("T")
 Durability = Literal["full", "normal"]
 
 BUSY_TIMEOUT_MS = 5_000
-PAGE_SIZE = 4_096
-"""Chosen by measurement (``contextstore bench``): rows just over 2 KB waste about half of
-4 KiB pages, but for an agent's realistic mix of message sizes (log-uniform 100 B-20 KB)
-contextstore's file is smallest with 4 KiB pages (17.6 % overhead, against 21.5 % with
-8 KiB and 27.8 % with 16 KiB)."""
+PAGE_SIZE = 8_192
+"""Chosen by measurement (``contextstore bench --workloads pages``, README "Performance"):
+file size over content for 2 KB tool results / sizes log-uniform from 100 B to 20 KB /
+real Cline histories was 2.13 / 1.20 / 1.32 with 4 KiB pages, 1.55 / 1.26 / 1.34 with
+8 KiB and 1.42 / 1.37 / 1.37 with 16 KiB. 4 KiB pages hold one 2 KB row each (half the
+file empty); 16 KiB pages waste half a page on every long text's last overflow page.
+Applies to new files only (SQLite fixes the page size when the first table is made)."""
 WRITE_ATTEMPTS = 8
 
 

@@ -213,6 +213,19 @@ def load_messages(
             stored += len(text)
         if data.__class__ is str:
             stored += len(data)
+        if data == "{}" or (data.__class__ is dict and not data):
+            # The commonest rows (a text, a tool result's string) hold nothing in data.
+            if kind == "text":
+                content.append({"type": "text", "text": "" if text is None else text})
+                continue
+            if kind == "tool_result":
+                block: dict[str, Any] = {"type": "tool_result"}
+                if tool_use_id is not None:
+                    block["tool_use_id"] = tool_use_id
+                if text is not None:
+                    block["content"] = text
+                content.append(block)
+                continue
         content.append(decode_block(kind, text, tool_use_id, tool_name, data, idx, block_idx))
     for message in strings:
         message["content"] = message["content"][0]["text"]

@@ -25,6 +25,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
@@ -95,7 +96,13 @@ blocks = Table(
         ["messages.conversation_id", "messages.idx"],
         ondelete="CASCADE",
     ),
-    Index("ix_blocks_tool_use_id", "conversation_id", "tool_use_id"),
+    Index(
+        "ix_blocks_tool_use_id",
+        "conversation_id",
+        "tool_use_id",
+        sqlite_where=text("tool_use_id IS NOT NULL"),
+        postgresql_where=text("tool_use_id IS NOT NULL"),
+    ),
 )
 
 deleted_ranges = Table(

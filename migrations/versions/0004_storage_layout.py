@@ -17,6 +17,8 @@ What changes, table by table:
   list of its NUL-separated pieces under ``_exact`` (``jsonb`` cannot hold ``\\u0000``).
   ``text``, ``tool_use_id`` and ``tool_name`` do not change, and neither does what a
   block decodes to. Rows in ``archived_rows`` are left as they are (they decode the same).
+- ``ix_blocks_tool_use_id`` (recreated, same columns) covers only blocks that have a
+  ``tool_use_id`` (calls and results): text blocks no longer take an entry.
 - ``ix_archived_rows_rollback`` (new index on ``archived_rows(rollback_id, table_name,
   id)``): a restore and the cascade from ``rollbacks`` read one rollback's rows.
 - PostgreSQL only: every JSON column (``conversations.metadata``, ``messages.meta``,
@@ -250,6 +252,14 @@ def upgrade() -> None:
     op.create_index(
         "ix_archived_rows_rollback", "archived_rows", ["rollback_id", "table_name", "id"]
     )
+    op.drop_index("ix_blocks_tool_use_id", table_name="blocks")
+    op.create_index(
+        "ix_blocks_tool_use_id",
+        "blocks",
+        ["conversation_id", "tool_use_id"],
+        sqlite_where=sa.text("tool_use_id IS NOT NULL"),
+        postgresql_where=sa.text("tool_use_id IS NOT NULL"),
+    )
     _rewrite_blocks(_new_data)
     if postgres:
         _retype_json("jsonb")
@@ -260,6 +270,8 @@ def downgrade() -> None:
     if postgres:
         _retype_json("json")
     _rewrite_blocks(_old_data)
+    op.drop_index("ix_blocks_tool_use_id", table_name="blocks")
+    op.create_index("ix_blocks_tool_use_id", "blocks", ["conversation_id", "tool_use_id"])
     op.drop_index("ix_archived_rows_rollback", table_name="archived_rows")
     if postgres:
         op.drop_column("conversations", "message_count")
