@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeVar
 from sqlalchemy import Connection as Connection
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.pool import StaticPool
 
 from contextstore.core.errors import (
@@ -169,10 +169,11 @@ def _configure_sqlite(engine: Engine, durability: str, *, in_memory: bool, read_
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        mode = connection.get_execution_options().get("contextstore_begin") or connection.info.pop(
-            "contextstore_begin", "DEFERRED"
-        )
-        connection.connection.driver_connection.execute(_BEGIN[mode])  # type: ignore[union-attr]
+        raw: Any = connection.connection.driver_connection
+        if raw.in_transaction:
+            return  # Database began it on the driver; SQLAlchemy joins it.
+        mode = connection.get_execution_options().get("contextstore_begin", "DEFERRED")
+        raw.execute(_BEGIN[mode])
 
 
 _BEGIN = {mode: f"BEGIN {mode}" for mode in ("DEFERRED", "IMMEDIATE")}
@@ -201,20 +202,41 @@ def _enable_wal(cursor: Any) -> None:
             delay = min(delay * 2, 0.25)
 
 
-def _is_busy(exc: BaseException) -> bool:
-    if isinstance(exc, OperationalError):
-        text = str(exc.orig).lower()
-        return "locked" in text or "busy" in text
+def _driver_error(exc: BaseException) -> BaseException | None:
+    """The driver's own exception behind ``exc`` (SQLAlchemy wraps them; statements run on
+    the driver raise them directly), or None when ``exc`` is not a database error."""
     if isinstance(exc, DBAPIError):
-        code = getattr(exc.orig, "sqlstate", None)
-        return code in ("40001", "40P01", "55P03")
-    return False
+        return exc.orig if isinstance(exc.orig, BaseException) else exc
+    if isinstance(exc, sqlite3.Error):
+        return exc
+    if type(exc).__module__.startswith("psycopg"):
+        return exc
+    return None
 
 
-def _is_read_only(exc: BaseException) -> bool:
-    return isinstance(exc, OperationalError) and "readonly" in str(exc.orig).lower().replace(
-        "-", ""
-    ).replace(" ", "")
+def _is_integrity(driver: BaseException) -> bool:
+    if isinstance(driver, sqlite3.IntegrityError):
+        return True
+    code = getattr(driver, "sqlstate", None)
+    return isinstance(code, str) and code.startswith("23")
+
+
+def _is_busy(driver: BaseException) -> bool:
+    if isinstance(driver, sqlite3.OperationalError):
+        text = str(driver).lower()
+        return "locked" in text or "busy" in text
+    return getattr(driver, "sqlstate", None) in ("40001", "40P01", "55P03")
+
+
+def _is_read_only(driver: BaseException) -> bool:
+    return isinstance(driver, sqlite3.OperationalError) and "readonly" in str(
+        driver
+    ).lower().replace("-", "").replace(" ", "")
+
+
+def _is_unstorable(driver: BaseException) -> bool:
+    """A value PostgreSQL cannot hold (NUL in text or jsonb, an unencodable character)."""
+    return getattr(driver, "sqlstate", None) in ("22P05", "22021")
 
 
 class _Held:
@@ -321,21 +343,10 @@ class Database:
             return
         with self._local_writer if self.serialize_reads else _nothing():
             connection = self._held()
-            if self.is_sqlite:
-                connection.info["contextstore_begin"] = "DEFERRED"
-            else:
-                # READ COMMITTED (PostgreSQL's default) gives each statement its own
-                # snapshot: a render reads the range, then the messages, then the overlays,
-                # and a rollback committing in between would mix two moments. REPEATABLE
-                # READ takes one snapshot for the whole read transaction; psycopg puts it
-                # on the BEGIN it sends, so it costs no round trip.
-                _postgres_isolation(connection, "REPEATABLE READ")
-            with (
-                _rolled_back_on_error(connection),
-                connection.begin(),
-                self._joined(connection, "read"),
-            ):
+            _begin(connection, self.is_sqlite, write=False)
+            with _rolled_back_on_error(connection), self._joined(connection, "read"):
                 yield connection
+                _commit(connection)
 
     def write(self, work: Callable[[Connection], T]) -> T:
         """Run ``work`` in one write transaction, retrying it while the database is busy.
@@ -366,7 +377,7 @@ class Database:
                         self._joined(connection, "write"),
                     ):
                         result = work(connection)
-                        connection.commit()
+                        _commit(connection)
                         return result
             except ConcurrentChangeError:
                 raise
@@ -380,22 +391,13 @@ class Database:
     def _write_apart(self, work: Callable[[Connection], T]) -> T:
         with _translated_errors(), self.engine.connect() as connection:
             if self.is_sqlite:
-                connection.info["contextstore_begin"] = "IMMEDIATE"
+                connection = connection.execution_options(contextstore_begin="IMMEDIATE")
             with connection.begin():
                 return work(connection)
 
     def _begin_write(self) -> Connection:
         connection = self._held()
-        if self.is_sqlite:
-            connection.info["contextstore_begin"] = "IMMEDIATE"
-        else:
-            _postgres_isolation(connection, None)
-        try:
-            connection.begin()
-        except BaseException:
-            if connection.in_transaction():
-                connection.rollback()
-            raise
+        _begin(connection, self.is_sqlite, write=True)
         return connection
 
     @contextmanager
@@ -421,7 +423,7 @@ class Database:
                 _translated_errors(),
             ):
                 yield
-                connection.commit()
+                _commit(connection)
 
     def _begin_with_retry(self) -> Connection:
         delay = 0.02
@@ -453,17 +455,43 @@ def _nothing() -> Iterator[None]:
     yield
 
 
+def _driver(connection: Connection) -> Any:
+    return connection.connection.driver_connection
+
+
+def _begin(connection: Connection, is_sqlite: bool, *, write: bool) -> None:
+    """Open a transaction on the driver itself (SQLAlchemy's begin costs more than SQLite
+    takes to run it): ``BEGIN IMMEDIATE`` for a SQLite write, so the write lock is taken
+    up front; on PostgreSQL psycopg begins with the first statement, at the isolation level
+    set here. Statements run through SQLAlchemy inside join this transaction."""
+    if is_sqlite:
+        _driver(connection).execute(_BEGIN["IMMEDIATE" if write else "DEFERRED"])
+    else:
+        _postgres_isolation(connection, None if write else "REPEATABLE READ")
+
+
+def _commit(connection: Connection) -> None:
+    """Commit, through SQLAlchemy when code inside used it (it then tracks the transaction)."""
+    if connection.in_transaction():
+        connection.commit()
+    else:
+        _driver(connection).commit()
+
+
 @contextmanager
 def _rolled_back_on_error(connection: Connection) -> Iterator[None]:
     """Leave the held connection idle whatever happens inside (no transaction left open)."""
     try:
         yield
-    finally:
-        if connection.in_transaction():
-            try:
+    except BaseException:
+        try:
+            if connection.in_transaction():
                 connection.rollback()
-            except DBAPIError:
-                connection.invalidate()
+            else:
+                _driver(connection).rollback()
+        except Exception:
+            connection.invalidate()
+        raise
 
 
 def _postgres_isolation(connection: Connection, level: str | None) -> None:
@@ -481,21 +509,29 @@ def _translated_errors() -> Iterator[None]:
     """Driver errors raised by a write, as the store's own errors."""
     try:
         yield
-    except IntegrityError as exc:
-        # A concurrent writer got there first (two creators of one conversation id on
-        # PostgreSQL), or a row broke a constraint: the transaction rolled back whole.
-        raise IntegrityViolationError(
-            f"the write broke a database constraint and was rolled back ({exc.orig}); "
-            "nothing was written. If another process created the same row, retry."
-        ) from exc
-    except DBAPIError as exc:
-        if _is_read_only(exc):
+    except Exception as exc:
+        driver = _driver_error(exc)
+        if driver is None:
+            raise
+        if _is_integrity(driver):
+            # A concurrent writer got there first (two creators of one conversation id on
+            # PostgreSQL), or a row broke a constraint: the transaction rolled back whole.
+            raise IntegrityViolationError(
+                f"the write broke a database constraint and was rolled back ({driver}); "
+                "nothing was written. If another process created the same row, retry."
+            ) from exc
+        if _is_read_only(driver):
             raise ReadOnlyError(
                 "the database file is read-only; check its permissions or open the store read-only."
             ) from exc
-        if _is_busy(exc):
+        if _is_busy(driver):
             raise DatabaseBusyError(
                 f"the database stayed locked by other writers for {WRITE_ATTEMPTS} attempts; "
                 "retry later or reduce concurrent writers."
+            ) from exc
+        if _is_unstorable(driver):
+            raise InvalidInputError(
+                f"PostgreSQL cannot store a value of this write ({driver}); its text and JSON "
+                "cannot hold NUL characters. Nothing was written."
             ) from exc
         raise
