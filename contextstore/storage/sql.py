@@ -118,8 +118,16 @@ class Statement:
         return None if row is None else row[0]
 
     def count(self, connection: Connection, params: Params | None = None) -> int:
-        """Rows the statement changed (``rowcount``)."""
-        cursor = self.run(connection, params)
+        """Rows the statement changed (``rowcount``).
+
+        In psycopg's pipeline mode a row count is known only once the pipeline syncs: the
+        statement then runs in a nested pipeline block, whose end syncs.
+        """
+        if connection.dialect.name == "postgresql":
+            with connection.connection.driver_connection.pipeline():  # type: ignore[union-attr]
+                cursor = self.run(connection, params)
+        else:
+            cursor = self.run(connection, params)
         changed = int(cursor.rowcount)
         cursor.close()
         return changed
