@@ -119,6 +119,8 @@ class RollbackEvent:
     ran_at: int
     target: str | None
     purged: bool
+    restored_ts: int | None
+    """When ``restore`` put the rows back (None while it has not)."""
     removed: dict[str, int]
     rows_archived: int
 

@@ -26,7 +26,7 @@ from contextstore.storage.migrate import ensure_schema
 from contextstore.storage.paths import default_database_path, default_location
 
 
-class ContextStore(ConversationsMixin, HistoryMixin, RequestsMixin, TimelineMixin, AuditMixin):
+class ContextStore(AuditMixin, ConversationsMixin, HistoryMixin, RequestsMixin, TimelineMixin):
     """A durable conversation store. Open it with :meth:`open`; close it or use ``with``.
 
     A store is safe to share between threads; several processes may open the same SQLite

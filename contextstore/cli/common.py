@@ -81,9 +81,7 @@ def handle_errors(func: F) -> F:
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return run_reporting_errors(
-            click.get_current_context(), lambda: func(*args, **kwargs)
-        )
+        return run_reporting_errors(click.get_current_context(), lambda: func(*args, **kwargs))
 
     return wrapper  # type: ignore[return-value]
 

@@ -114,9 +114,7 @@ def _show(
 
 
 _AS_OF_HELP = "Show the conversation as it was then: a checkpoint label, an ISO date or ms."
-_FORMAT_HELP = (
-    "stored: every stored field; anthropic, openai, gemini: the provider's message list."
-)
+_FORMAT_HELP = "stored: every stored field; anthropic, openai, gemini: the provider's message list."
 _PRISTINE_HELP = "The stored originals, without the cut or any rewrite."
 
 

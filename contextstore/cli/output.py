@@ -55,3 +55,23 @@ def summarise_message(message: dict[str, Any]) -> str:
 def conversation_rows(messages: Sequence[dict[str, Any]]) -> list[tuple[int, str, str]]:
     """``(position, role, summary)`` rows for a conversation table."""
     return [(i, str(m.get("role")), summarise_message(m)) for i, m in enumerate(messages)]
+
+
+TABLE_ORDER = (
+    "conversations",
+    "messages",
+    "blocks",
+    "deleted_ranges",
+    "context_updates",
+    "api_requests",
+    "checkpoints",
+    "rollbacks",
+    "archived_rows",
+)
+"""The order tables are listed in when a command reports rows per table."""
+
+
+def ordered_counts(counts: dict[str, int]) -> list[tuple[str, int]]:
+    """``counts`` as ``(table, rows)`` pairs in :data:`TABLE_ORDER`, unknown tables last."""
+    known = [(name, counts[name]) for name in TABLE_ORDER if name in counts]
+    return known + sorted((k, v) for k, v in counts.items() if k not in TABLE_ORDER)

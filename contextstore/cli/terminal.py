@@ -14,6 +14,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from decimal import Decimal
 from typing import IO, Any
 
 from rich import box
@@ -76,8 +77,10 @@ def table(
     *,
     title: str | None = None,
     wrap: Sequence[str] = (),
+    to_stderr: bool = False,
 ) -> None:
-    """Print a table on stdout; numeric columns are right-aligned.
+    """Print a table on stdout (or stderr, for details beside a result); numeric columns
+    are right-aligned.
 
     Columns named in ``wrap`` may wrap on a narrow terminal; the others keep one line
     and shorten with an ellipsis.
@@ -99,7 +102,7 @@ def table(
         )
     for row in rows:
         grid.add_row(*(Text("" if cell is None else str(cell)) for cell in row))
-    stdout().print(grid)
+    (stderr() if to_stderr else stdout()).print(grid)
 
 
 def fields(pairs: Sequence[tuple[str, Any]]) -> None:
@@ -110,7 +113,10 @@ def fields(pairs: Sequence[tuple[str, Any]]) -> None:
 
 
 def json_default(value: Any) -> Any:
-    """JSON for values :mod:`json` does not know: bytes as sqlite-utils spells them."""
+    """JSON for values :mod:`json` does not know: decimals as numbers, bytes as sqlite-utils
+    spells them, anything else as its text."""
+    if isinstance(value, Decimal):
+        return float(value)
     if isinstance(value, bytes | bytearray | memoryview):
         import base64
 
@@ -155,7 +161,11 @@ def progress(description: str, total: int | None) -> Iterator[Callable[[int], No
     """
     console = stderr()
     if not console.is_terminal:
-        yield lambda _steps=1: None
+
+        def ignore(_steps: int = 1) -> None:
+            return None
+
+        yield ignore
         return
     bar = Progress(
         TextColumn("{task.description}"),
@@ -167,7 +177,11 @@ def progress(description: str, total: int | None) -> Iterator[Callable[[int], No
     )
     with bar:
         task = bar.add_task(description, total=total)
-        yield lambda steps=1: bar.advance(task, steps)
+
+        def advance(steps: int = 1) -> None:
+            bar.advance(task, steps)
+
+        yield advance
 
 
 @contextmanager

@@ -75,7 +75,7 @@ def format_ts(ts: int | None) -> str:
     return local.replace(microsecond=(ts % 1000) * 1000).isoformat(timespec="milliseconds")
 
 
-class MomentType(click.ParamType):
+class MomentType(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2
     """A click parameter type for moments: ``LABEL|DATE|MS``."""
 
     name = "LABEL|DATE|MS"

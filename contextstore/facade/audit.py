@@ -26,7 +26,8 @@ from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import block_text
 from contextstore.core.validate import check_id, check_int
 from contextstore.core.window import context_window_info
-from contextstore.facade.base import StoreBase
+from contextstore.facade.history import HistoryMixin
+from contextstore.facade.timeline import TimelineMixin
 from contextstore.records import Checkpoint
 from contextstore.storage import audit as queries
 from contextstore.storage.engine import resolve_target
@@ -64,7 +65,7 @@ def snippet(haystack: str, needle: str, context: int = SNIPPET_CONTEXT) -> str:
     return ("..." if start > 0 else "") + middle + ("..." if end < len(haystack) else "")
 
 
-class AuditMixin(StoreBase):
+class AuditMixin(HistoryMixin, TimelineMixin):
     """Answers for auditors: audits, timelines, search, the view as the model saw it,
     and read-only SQL."""
 

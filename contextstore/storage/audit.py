@@ -21,9 +21,7 @@ from contextstore.storage.tables import blocks, conversations, messages
 
 Rows = list[dict[str, Any]]
 
-_REQUESTS = text(
-    "SELECT * FROM audit_requests WHERE conversation_id = :c ORDER BY ts, request_id"
-)
+_REQUESTS = text("SELECT * FROM audit_requests WHERE conversation_id = :c ORDER BY ts, request_id")
 _TRUNCATIONS = text("SELECT * FROM truncation_events WHERE conversation_id = :c ORDER BY ts, id")
 _FILE_READS = text(
     "SELECT path, tool_name, reads, first_message_idx, last_message_idx FROM audit_file_reads "
