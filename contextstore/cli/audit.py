@@ -135,11 +135,12 @@ def _print_audit(report: AuditReport) -> None:
     )
     _section(
         f"de-duplication ({report.chars_saved:,} characters saved)",
-        ("time", "block", "kind", "original", "rewritten", "saved"),
+        ("time", "message", "block", "kind", "original", "rewritten", "saved"),
         [
             (
                 format_ts(d.ts),
-                f"{d.message_idx}.{d.block_idx}",
+                d.message_idx,
+                d.block_idx,
                 d.kind,
                 d.original_chars,
                 d.rewritten_chars,
@@ -252,12 +253,13 @@ def search(
         terminal.print_json([dataclasses.asdict(h) for h in hits])
         return
     terminal.table(
-        ("conversation", "title", "message", "role", "time", "snippet"),
+        ("conversation", "title", "message", "block", "role", "time", "snippet"),
         [
             (
                 h.conversation_id,
                 h.title or "",
-                f"{h.message_idx}.{h.block_idx}",
+                h.message_idx,
+                h.block_idx,
                 h.role,
                 format_ts(h.ts),
                 h.snippet,

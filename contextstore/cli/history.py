@@ -101,6 +101,10 @@ def _show(
     rows: list[tuple[Any, ...]] = list(conversation_rows(view))
     if hidden and not pristine:
         count = hidden[1] - hidden[0] + 1
+        stored = store.message_count(conversation_id, as_of=ts)
+        if len(view) == stored - count:
+            # One view message per visible stored message: label rows with stored indices.
+            rows = [(i if i < 2 else i + count, *rest) for i, *rest in rows]
         rows.insert(
             min(2, len(rows)),
             ("", "", f"... messages {hidden[0]}-{hidden[1]} ({count}) hidden by truncation ..."),

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contextstore.audit_records import AuditReport, TimelineEvent
+from contextstore.audit_records import AuditReport, RequestUsage, TimelineEvent
 
 INSTALL_HINT = 'the report draws its chart with pygal: pip install "contextstore[report]"'
 
@@ -45,6 +45,12 @@ def markers(request_ts: Sequence[int], events: Sequence[TimelineEvent]) -> list[
         for e in events
         if e.event in MARKED_EVENTS
     ]
+
+
+def has_usage(request: RequestUsage) -> bool:
+    """True when any token count was recorded for the request."""
+    counts = (request.tokens_in, request.tokens_out, request.cache_writes, request.cache_reads)
+    return any(value is not None for value in counts)
 
 
 def _pygal() -> Any:
@@ -90,7 +96,7 @@ def render_svg(report: AuditReport, events: Sequence[TimelineEvent]) -> str:
         height=440,
         allow_interruptions=True,
         legend_at_bottom=True,
-        legend_at_bottom_columns=4,
+        legend_at_bottom_columns=len(names),
         show_x_guides=False,
         x_title="request",
         y_title="tokens",
@@ -102,10 +108,13 @@ def render_svg(report: AuditReport, events: Sequence[TimelineEvent]) -> str:
         f"maximum allowed size {report.max_allowed_size:,.0f})",
         x_labels=list(range(1, count + 1)) if count <= 40 else None,
     )
+    # A prepared request whose usage was never recorded has no point (a gap), not zero.
     chart.add(
         "context tokens",
         [
             {"value": (i + 1, r.total_tokens), "label": f"request {r.request_id}"}
+            if has_usage(r)
+            else None
             for i, r in enumerate(requests)
         ],
     )

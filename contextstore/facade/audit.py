@@ -30,6 +30,7 @@ from contextstore.facade.history import HistoryMixin
 from contextstore.facade.timeline import TimelineMixin
 from contextstore.records import Checkpoint
 from contextstore.storage import audit as queries
+from contextstore.storage.queries import NO_LIMIT
 from contextstore.storage.engine import resolve_target
 from contextstore.storage.paths import default_database_path
 
@@ -215,6 +216,14 @@ class AuditMixin(HistoryMixin, TimelineMixin):
                 )
             )
         return viewed
+
+    def message_count(self, conversation_id: str, *, as_of: int | None = None) -> int:
+        """How many messages are stored (with ``ts <= as_of``), hidden ones included."""
+        check_id(conversation_id)
+        limit = NO_LIMIT if as_of is None else self._as_of(as_of)
+        with self._db.read() as connection:
+            self._conversation(connection, conversation_id)
+            return queries.message_count(connection, conversation_id, limit)
 
     def query(self, sql: str) -> QueryResult:
         """Run one SQL statement read-only and return its columns and rows.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Text, and_, cast, or_, select, text, type_coerce
+from sqlalchemy import Connection, Text, and_, cast, func, or_, select, text, type_coerce
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from contextstore.core.errors import InvalidInputError, ReadOnlyError
@@ -89,6 +89,14 @@ def timeline_events(connection: Connection, conversation_id: str) -> Rows:
     """Rows of ``audit_timeline``: every message, range, rewrite, request, checkpoint and
     rollback of the conversation, in timeline order."""
     return _rows(connection, _TIMELINE, conversation_id)
+
+
+def message_count(connection: Connection, conversation_id: str, as_of: int) -> int:
+    """How many messages the conversation has with ``ts <= as_of``."""
+    query = select(func.count()).where(
+        messages.c.conversation_id == conversation_id, messages.c.ts <= as_of
+    )
+    return int(connection.execute(query).scalar_one())
 
 
 def _like_pattern(needle: str) -> str:
