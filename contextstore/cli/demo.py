@@ -203,8 +203,7 @@ def _calls_tools(message: dict[str, Any]) -> bool:
         return True
     parts = message.get("content") or message.get("parts") or []
     return isinstance(parts, list) and any(
-        isinstance(p, dict) and (p.get("type") == "tool_use" or "functionCall" in p)
-        for p in parts
+        isinstance(p, dict) and (p.get("type") == "tool_use" or "functionCall" in p) for p in parts
     )
 
 

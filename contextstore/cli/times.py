@@ -1,7 +1,7 @@
 """Moments on the command line: what ``--as-of``, ``--to`` and ``--at`` accept, and how
 timestamps print.
 
-A moment is milliseconds since the epoch (``1796118104075``), an ISO 8601 date or date and
+A moment is milliseconds since the epoch (``1796118104075``, or ``1796118104075 ms``), an ISO 8601 date or date and
 time (``2026-12-01``, ``2026-12-01T10:15``, ``2026-12-01 10:15:04.075+01:00``; without an
 offset it is local time), or else a checkpoint label (its newest checkpoint). Timestamps
 print as local ISO dates with milliseconds and the UTC offset, which parse back to the
@@ -44,8 +44,8 @@ def parse_moment(text: str) -> Moment:
     value = text.strip()
     if not value:
         raise ValueError("is empty; pass a checkpoint label, an ISO date or milliseconds")
-    if re.fullmatch(r"-?\d+", value):
-        ts = int(value)
+    if re.fullmatch(r"-?\d+( ?ms)?", value):
+        ts = int(value.removesuffix("ms").strip())
         if not 0 <= ts <= MAX_TS:
             raise ValueError(f"{value} is outside 0..2**53 milliseconds")
         return Moment(text, ts=ts)
@@ -68,10 +68,14 @@ def to_ms(moment: datetime) -> int:
 
 
 def format_ts(ts: int | None) -> str:
-    """A timestamp as a local ISO date with milliseconds and offset ('' for None)."""
+    """A timestamp as a local ISO date with milliseconds and offset ('' for None; beyond
+    the calendar, the milliseconds themselves)."""
     if ts is None:
         return ""
-    local = datetime.fromtimestamp(ts // 1000, tz=timezone.utc).astimezone()
+    try:
+        local = datetime.fromtimestamp(ts // 1000, tz=timezone.utc).astimezone()
+    except (OverflowError, OSError, ValueError):
+        return f"{ts} ms"
     return local.replace(microsecond=(ts % 1000) * 1000).isoformat(timespec="milliseconds")
 
 

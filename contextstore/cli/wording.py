@@ -22,12 +22,6 @@ RULES: tuple[tuple[str, str], ...] = (
         "only requests prepared through contextstore can be rebuilt",
     ),
     (r"pass overwrite to replace", "pass --force to replace them"),
-    (
-        r"open it without read_only=True to write",
-        "this command cannot write through a read-only store",
-    ),
-    (r"pass an existing label or a ts", "pass an existing label, an ISO date or milliseconds"),
-    (r"open the store with a larger max_message_bytes", "raise the store's message size limit"),
 )
 """``(library phrase as a regular expression, CLI phrase)`` pairs, applied in order."""
 

@@ -152,7 +152,11 @@ def test_show_folds_the_hidden_range_and_labels_stored_indices(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("moment", "code", "message"),
     [
-        ("no-such-label", 3, "has no checkpoint labelled 'no-such-label' (labels: 'after-reading')"),
+        (
+            "no-such-label",
+            3,
+            "has no checkpoint labelled 'no-such-label' (labels: 'after-reading')",
+        ),
         ("2026-13-45", 2, "Invalid value for '--as-of'"),
         ("-5", 2, "outside 0..2**53 milliseconds"),
     ],
@@ -163,9 +167,10 @@ def test_show_as_of_mistakes(seeded: Seeded, moment: str, code: int, message: st
 
 
 def test_render_is_a_hidden_alias_of_show(seeded: Seeded) -> None:
-    assert run("--db", seeded.db, "render", seeded.cid).out == run(
-        "--db", seeded.db, "show", seeded.cid
-    ).out
+    assert (
+        run("--db", seeded.db, "render", seeded.cid).out
+        == run("--db", seeded.db, "show", seeded.cid).out
+    )
     assert " render " not in run("--help").out
 
 
@@ -199,7 +204,9 @@ def test_rollback_dry_run_prints_per_table_and_changes_nothing(seeded: Seeded) -
     assert dry.code == 0 and "dry run: nothing was changed" in dry.out
     assert re.search(r"messages\s+3\n", dry.out) and re.search(r"api_requests\s+1\n", dry.out)
     assert counts(seeded) == before
-    doc = run("--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label, "--dry-run", "--json")
+    doc = run(
+        "--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label, "--dry-run", "--json"
+    )
     assert set(doc.json()) == ROLLBACK_FIELDS
     assert doc.json()["dry_run"] is True and doc.json()["removed"]["messages"] == 3
 
