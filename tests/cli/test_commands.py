@@ -13,6 +13,7 @@ from contextstore import ContextStore
 from contextstore.cli import terminal
 from contextstore.cli.times import format_ts
 from tests.cli.conftest import Seeded, run
+from tests.store.test_audit import dump
 
 CONVERSATION_FIELDS = {
     "id",
@@ -387,10 +388,10 @@ def test_sql_prints_a_table_json_and_csv(seeded: Seeded) -> None:
     ],
 )
 def test_sql_refusals(seeded: Seeded, query: str, code: int, message: str) -> None:
-    before = Path(seeded.db).read_bytes()
+    before = dump(Path(seeded.db))
     got = run("--db", seeded.db, "sql", query)
     assert got.code == code and message in got.err and got.err.count("\n") == 1
-    assert Path(seeded.db).read_bytes() == before
+    assert dump(Path(seeded.db)) == before
 
 
 def test_sql_json_and_csv_together_is_a_usage_error(seeded: Seeded) -> None:
