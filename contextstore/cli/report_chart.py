@@ -40,11 +40,17 @@ class Marker:
 def markers(request_ts: Sequence[int], events: Sequence[TimelineEvent]) -> list[Marker]:
     """Truncations, checkpoints, rollbacks and restores at x = (requests before it) + 0.5."""
     ordered = sorted(request_ts)
-    return [
-        Marker(e.event, bisect_right(ordered, e.ts) + 0.5, f"{e.event}: {e.detail}")
-        for e in events
-        if e.event in MARKED_EVENTS
-    ]
+    placed: list[Marker] = []
+    taken: dict[float, int] = {}
+    for e in events:
+        if e.event not in MARKED_EVENTS:
+            continue
+        x = bisect_right(ordered, e.ts) + 0.5
+        # Events between the same two requests stand side by side, not on top of each other.
+        nudge = taken.get(x, 0)
+        taken[x] = nudge + 1
+        placed.append(Marker(e.event, x - 0.06 * nudge, f"{e.event}: {e.detail}"))
+    return placed
 
 
 def has_usage(request: RequestUsage) -> bool:
@@ -95,10 +101,10 @@ def render_svg(report: AuditReport, events: Sequence[TimelineEvent]) -> str:
         width=960,
         height=440,
         allow_interruptions=True,
-        legend_at_bottom=True,
-        legend_at_bottom_columns=len(names),
+        legend_at_bottom=False,
+        truncate_legend=-1,
         show_x_guides=False,
-        x_title="request",
+        x_title="requests, in order",
         y_title="tokens",
         range=(0, top * 1.05),
         xrange=(0.5, max(count, 1) + 0.5),

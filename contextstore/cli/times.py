@@ -1,11 +1,11 @@
 """Moments on the command line: what ``--as-of``, ``--to`` and ``--at`` accept, and how
 timestamps print.
 
-A moment is milliseconds since the epoch (``1796118104075``, or ``1796118104075 ms``), an ISO 8601 date or date and
-time (``2026-12-01``, ``2026-12-01T10:15``, ``2026-12-01 10:15:04.075+01:00``; without an
-offset it is local time), or else a checkpoint label (its newest checkpoint). Timestamps
-print as local ISO dates with milliseconds and the UTC offset, which parse back to the
-same millisecond.
+A moment is milliseconds since the epoch (``1796118104075``, or ``1796118104075 ms``), an
+ISO 8601 date or date and time (``2026-12-01``, ``2026-12-01T10:15``,
+``2026-12-01 10:15:04.075+01:00``; without an offset it is local time), or else a checkpoint
+label (its newest checkpoint). Timestamps print as local ISO dates with milliseconds and the
+UTC offset, which parse back to the same millisecond.
 """
 
 from __future__ import annotations

@@ -30,9 +30,9 @@ from contextstore.facade.history import HistoryMixin
 from contextstore.facade.timeline import TimelineMixin
 from contextstore.records import Checkpoint
 from contextstore.storage import audit as queries
-from contextstore.storage.queries import NO_LIMIT
 from contextstore.storage.engine import resolve_target
 from contextstore.storage.paths import default_database_path
+from contextstore.storage.queries import NO_LIMIT
 
 SNIPPET_CONTEXT = 40
 """Characters kept either side of a search match."""

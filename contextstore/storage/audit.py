@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from sqlalchemy import Connection, Text, and_, cast, func, or_, select, text, type_coerce
+from sqlalchemy import Connection, Engine, Text, and_, cast, func, or_, select, text, type_coerce
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from contextstore.core.errors import InvalidInputError, ReadOnlyError

@@ -179,9 +179,12 @@ def _views(d: _Dialect) -> dict[str, str]:
             FROM context_updates
             UNION ALL
             SELECT conversation_id, ts, 'request', id, CAST(NULL AS INTEGER),
-                   CAST(COALESCE(tokens_in, 0) + COALESCE(tokens_out, 0)
-                        + COALESCE(cache_writes, 0) + COALESCE(cache_reads, 0) AS TEXT)
-                     || ' tokens' || COALESCE(', failed: ' || failure, '')
+                   CASE WHEN COALESCE(tokens_in, tokens_out, cache_writes, cache_reads) IS NULL
+                        THEN 'no usage recorded'
+                        ELSE CAST(COALESCE(tokens_in, 0) + COALESCE(tokens_out, 0)
+                                  + COALESCE(cache_writes, 0) + COALESCE(cache_reads, 0) AS TEXT)
+                             || ' tokens' END
+                     || COALESCE(', failed: ' || failure, '')
             FROM api_requests
             UNION ALL
             SELECT conversation_id, ts, 'checkpoint', id, CAST(NULL AS INTEGER),

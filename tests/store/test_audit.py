@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections import Counter
 from pathlib import Path
@@ -275,10 +276,8 @@ def test_a_sqlite_file_is_unchanged_by_refused_writes_and_attach(tmp_path: Path)
             f"ATTACH DATABASE '{tmp_path / 'x.db'}' AS x",
             "PRAGMA query_only = OFF",
         ]:
-            try:
+            with contextlib.suppress(ReadOnlyError, InvalidInputError):
                 store.query(statement)
-            except (ReadOnlyError, InvalidInputError):
-                pass
         assert store.query("PRAGMA query_only").rows == [(1,)]
         assert dump(path) == before
     assert not (tmp_path / "x.db").exists()
