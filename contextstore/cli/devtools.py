@@ -36,11 +36,14 @@ def crash_test(kills: int, seed: int, db_path: str | None, max_delay: float) -> 
 
     from contextstore.devtools.crash import run_campaign
 
-    def progress(run: int, tally: Any) -> None:
-        if (run + 1) % 50 == 0:
-            terminal.note(f"  {run + 1} kills, {tally.committed} operations committed")
+    with (
+        tempfile.TemporaryDirectory(prefix="contextstore-crash-") as scratch,
+        terminal.progress("killing writers", total=kills) as advance,
+    ):
 
-    with tempfile.TemporaryDirectory(prefix="contextstore-crash-") as scratch:
+        def progress(_run: int, _tally: Any) -> None:
+            advance(1)
+
         path = Path(db_path) if db_path else Path(scratch) / "crash.db"
         tally = run_campaign(path, kills=kills, seed=seed, max_delay=max_delay, progress=progress)
     terminal.out(f"database: {path}")

@@ -58,7 +58,7 @@ def parse_moment(text: str) -> Moment:
         if not 0 <= ts <= MAX_TS:
             raise ValueError(f"{value!r} is before 1970 or too far in the future")
         return Moment(text, ts=ts)
-    return Moment(text, label=value)
+    return Moment(text, label=text)
 
 
 def to_ms(moment: datetime) -> int:
