@@ -37,6 +37,8 @@ def _log_to_stderr(level: str) -> None:
         level=level.upper(),
         format="contextstore: %(levelname)s %(name)s: %(message)s",
     )
+    if level != "debug":  # migrations at start are not news
+        logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
 @click.command()
