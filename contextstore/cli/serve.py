@@ -137,8 +137,7 @@ def _serve_http(
 
     def ready() -> None:
         click.echo(
-            f"contextstore: serving JSON-RPC at http://{shown}:{bound_port}/rpc "
-            f"({store.location})",
+            f"contextstore: serving JSON-RPC at http://{shown}:{bound_port}/rpc ({store.location})",
             err=True,
         )
         click.echo(f"contextstore: bearer token in {token_path}", err=True)
@@ -155,9 +154,7 @@ def _serve_http(
 
 
 @click.command()
-@click.option(
-    "--allow-writes", is_flag=True, help="Also offer the checkpoint and rollback tools."
-)
+@click.option("--allow-writes", is_flag=True, help="Also offer the checkpoint and rollback tools.")
 @click.pass_context
 @handle_errors
 def mcp(ctx: click.Context, allow_writes: bool) -> None:

@@ -88,7 +88,9 @@ class Dispatcher:
         try:
             message = json.loads(data, parse_constant=_reject_constant)
         except (ValueError, RecursionError) as exc:
-            return encode(_error(None, PARSE_ERROR, f"parse error: the message is not JSON ({exc})"))
+            return encode(
+                _error(None, PARSE_ERROR, f"parse error: the message is not JSON ({exc})")
+            )
         response = self.handle(message)
         if response is None:
             return None

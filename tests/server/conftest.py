@@ -165,14 +165,24 @@ class StdioClient(RpcClient):
         return None
 
 
+def _is_notification(message: Any) -> bool:
+    return (
+        isinstance(message, dict)
+        and "id" not in message
+        and message.get("jsonrpc") == "2.0"
+        and isinstance(message.get("method"), str)
+    )
+
+
 def _expects_answer(body: bytes) -> bool:
+    """Whether the specification requires an answer to ``body``."""
     try:
         message = json.loads(body)
     except ValueError:
         return True
     if isinstance(message, list):
-        return not message or any(not isinstance(m, dict) or "id" in m for m in message)
-    return not isinstance(message, dict) or "id" in message or "method" not in message
+        return not message or not all(_is_notification(m) for m in message)
+    return not _is_notification(message)
 
 
 @dataclass
