@@ -134,7 +134,7 @@ def parameter_model(name: str, function: Callable[..., Any]) -> type[BaseModel]:
 
 
 def _public_methods(cls: type) -> dict[str, Callable[..., Any]]:
-    found = {}
+    found: dict[str, Callable[..., Any]] = {}
     for name, value in inspect.getmembers(cls):
         if name.startswith("_"):
             continue

@@ -178,8 +178,16 @@ def test_refusals_are_one_line_with_exit_code_2(
 
 def test_allow_remote_binds_every_interface_and_accepts_the_names_given(tmp_path: Path) -> None:
     process = ServerProcess(
-        ["--db", str(tmp_path / "a.db"), "serve", "--http", "0.0.0.0:0"]
-        + ["--allow-remote", "--allow-host", "agents.internal"],
+        [
+            "--db",
+            str(tmp_path / "a.db"),
+            "serve",
+            "--http",
+            "0.0.0.0:0",
+            "--allow-remote",
+            "--allow-host",
+            "agents.internal",
+        ],
         tmp_path / "data",
     )
     try:

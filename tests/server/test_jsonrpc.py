@@ -21,7 +21,7 @@ def _send(rpc: RpcClient, text: str) -> Any:
 SPEC_INVALID = [
     ('{"jsonrpc": "2.0", "method": "foobar, "params": "bar", "baz]', -32700),
     ('{"jsonrpc": "2.0", "method": 1, "params": "bar"}', -32600),
-    ('[{"jsonrpc": "2.0", "method": "sum", "params": [1,2,4], "id": "1"}, {"jsonrpc": "2.0", "method"', -32700),
+    ('[{"jsonrpc": "2.0", "method": "sum", "params": [1,2,4], "id": "1"},{"jsonrpc"', -32700),
     ("[]", -32600),
 ]  # fmt: skip
 
@@ -103,7 +103,8 @@ def test_a_batch_answers_its_requests_in_any_order_by_id(rpc: RpcClient) -> None
          "params": {"conversation_id": cid, "role": "user", "content": "one"}},
         {"jsonrpc": "2.0", "method": "append",
          "params": {"conversation_id": cid, "role": "assistant", "content": "two"}},
-        {"jsonrpc": "2.0", "id": "b", "method": "get_conversation", "params": {"conversation_id": "?"}},
+        {"jsonrpc": "2.0", "id": "b", "method": "get_conversation",
+         "params": {"conversation_id": "?"}},
         {"jsonrpc": "2.0", "id": "c", "method": "messages", "params": {"conversation_id": cid}},
         {"foo": "boo"},
     ]  # fmt: skip
