@@ -13,11 +13,19 @@ import anyio
 import pytest
 
 from contextstore import ContextStore
+from tests.conftest import session, tool_result, tool_use
 from tests.server.conftest import server_env
 
 mcp = pytest.importorskip("mcp", reason='the MCP tests need pip install "contextstore[mcp]"')
 
-READ_TOOLS = {"list_conversations", "show_conversation", "list_checkpoints", "show_request"}
+READ_TOOLS = {
+    "list_conversations",
+    "search_conversations",
+    "show_conversation",
+    "audit_conversation",
+    "list_checkpoints",
+    "show_request",
+}
 
 
 def _history(db: Path) -> dict[str, Any]:
@@ -39,7 +47,15 @@ def _history(db: Path) -> dict[str, Any]:
         store.append(conv.id, "assistant", "It prints a.")
         store.append(conv.id, "user", "Thanks.")
         prepared = store.prepare_request(conv.id, system="Be brief.")
+        audited = store.create_conversation(title="long session", context_window=64_000)
+        store.append(audited.id, session(6))
+        store.append(audited.id, "assistant", [tool_use("again", path="f1.py")])
+        store.append(audited.id, "user", [tool_result("again", "contents of f1.py")])
+        store.record_request(audited.id, tokens_in=30_000, tokens_out=500, cost=0.5)
+        store.truncate(audited.id, keep="half")
+        store.record_request(audited.id, tokens_in=20_000, tokens_out=400, failure="cancelled")
         return {
+            "audited": audited.id,
             "cid": conv.id,
             "checkpoint": checkpoint,
             "request_id": prepared.request_id,
@@ -49,6 +65,23 @@ def _history(db: Path) -> dict[str, Any]:
 
 
 Session = Any
+
+
+def _files_read_by_sql(db: Path, cid: str) -> dict[str, int]:
+    """The README's file-read audit query, on one conversation (an oracle in SQL)."""
+    import sqlite3
+
+    connection = sqlite3.connect(db)
+    try:
+        rows = connection.execute(
+            "SELECT json_extract(data, '$.input.path') AS path, COUNT(*) FROM blocks "
+            "WHERE type = 'tool_use' AND tool_name = 'read_file' AND conversation_id = ? "
+            "GROUP BY path",
+            (cid,),
+        ).fetchall()
+    finally:
+        connection.close()
+    return dict(rows)
 
 
 def _with_session(
@@ -99,8 +132,32 @@ def test_the_read_only_tools_answer_from_the_history(tmp_path: Path) -> None:
         assert all(t.description for t in listed.tools)
 
         conversations = await _call(session, "list_conversations")
-        assert [c["id"] for c in conversations] == [cid]
-        assert conversations[0]["title"] == "mcp history"
+        assert [c["id"] for c in conversations] == [state["audited"], cid]  # newest first
+        assert conversations[1]["title"] == "mcp history"
+        assert len(await _call(session, "list_conversations", limit=1)) == 1
+
+        hits = await _call(session, "search_conversations", text="PRINT('A')")
+        assert [(h["conversation_id"], h["message_idx"], h["role"]) for h in hits] == [
+            (cid, 2, "user")
+        ]
+        assert "print('a')" in hits[0]["snippet"]
+        found = await _call(session, "search_conversations", text="contents of f", limit=3)
+        assert len(found) == 3 and {h["conversation_id"] for h in found} == {state["audited"]}
+        assert await _call(session, "search_conversations", text="no such words") == []
+        assert "must not be empty" in await _fails(session, "search_conversations", text=" ")
+
+        audit = await _call(session, "audit_conversation", conversation_id=state["audited"])
+        assert (audit["context_window"], audit["max_allowed_size"]) == (64_000, 37_000)
+        assert [r["tokens_in"] for r in audit["requests"]] == [30_000, 20_000]
+        assert audit["requests"][1]["failure"] == "cancelled"
+        assert audit["total_cost"] == 0.5
+        with ContextStore.open(db) as store:
+            truncated_range = list(store.deleted_range(state["audited"]) or ())
+        assert audit["requests"][0]["deleted_range"] is None
+        assert audit["requests"][1]["deleted_range"] == truncated_range
+        assert [t["deleted_range"] for t in audit["truncations"]] == [truncated_range]
+        assert audit["files_read"] == _files_read_by_sql(db, state["audited"])
+        assert audit["files_read"]["f1.py"] == 2
 
         now = await _call(session, "show_conversation", conversation_id=cid)
         assert [m["role"] for m in now] == ["user", "assistant", "user", "assistant", "user"]
