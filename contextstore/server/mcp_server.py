@@ -2,9 +2,9 @@
 
 Built on the official ``mcp`` SDK (``pip install "contextstore[mcp]"``). The tools are
 compositions of :class:`ContextStore` reads (no SQL here); each answers with the records as
-JSON, in the same shapes as the JSON-RPC server. The store is opened read-only unless ``--allow-writes``,
-which adds ``checkpoint`` and ``rollback``. A store error comes back as a tool error whose
-text names the error class and says what to do, for the model to read.
+JSON, in the same shapes as the JSON-RPC server. The store is opened read-only unless
+``--allow-writes``, which adds ``checkpoint`` and ``rollback``. A store error comes back as a
+tool error whose text names the error class and says what to do, for the model to read.
 """
 
 from __future__ import annotations
