@@ -26,13 +26,13 @@ from typing import Any
 import anyio.to_thread
 import uvicorn
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from contextstore.core.errors import InvalidInputError
-from contextstore.server.jsonrpc import Dispatcher
+from contextstore.server.jsonrpc import Dispatcher, logger
 
 DEFAULT_MAX_REQUEST_BYTES = 34 * 2**20
 """The largest request body: a message at the store's 32 MiB limit plus its envelope."""
@@ -135,7 +135,11 @@ def create_app(
     """The ASGI application: ``POST /rpc`` and ``GET /health``, behind the guard."""
 
     async def rpc(request: Request) -> Response:
-        body = await _read_body(request, max_request_bytes)
+        try:
+            body = await _read_body(request, max_request_bytes)
+        except ClientDisconnect:  # nothing was called: half a request is never a message
+            logger.info("a client disconnected before its request was complete")
+            return Response(status_code=400)
         if body is None:
             return JSONResponse(
                 {"error": f"the request body is over {max_request_bytes:,} bytes; split it"},
