@@ -7,6 +7,7 @@ Every wait is bounded and waits on an event (a line, a response), never on a clo
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import itertools
 import json
@@ -16,6 +17,7 @@ import re
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,7 +233,7 @@ class HttpServer:
     port: int
     token: str
     token_path: Path
-    db: Path
+    db: Path | str
 
     @property
     def url(self) -> str:
@@ -241,7 +243,7 @@ class HttpServer:
         return HttpClient(self.port, self.token)
 
 
-def start_http(db: Path, data_home: Path, *extra: str) -> HttpServer:
+def start_http(db: Path | str, data_home: Path, *extra: str) -> HttpServer:
     """``serve --http 127.0.0.1:0`` on ``db``, once it says it is serving."""
     process = ServerProcess(["--db", str(db), "serve", "--http", "127.0.0.1:0", *extra], data_home)
     try:
@@ -263,6 +265,38 @@ def start_stdio(db: Path, data_home: Path) -> tuple[ServerProcess, StdioClient]:
         process.stop()
         raise
     return process, StdioClient(process)
+
+
+@contextlib.contextmanager
+def postgres_location() -> Iterator[str]:
+    """A PostgreSQL URL whose connections use a fresh schema (dropped afterwards), as a user
+    would pass it to ``--db``; skips when no server is configured."""
+    from tests.conftest import POSTGRES_URL
+
+    if not POSTGRES_URL:
+        pytest.skip("set CONTEXTSTORE_TEST_POSTGRES_URL to run the server on PostgreSQL")
+    import sqlalchemy as sa
+
+    schema = f"cs_server_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(POSTGRES_URL)
+    with admin.begin() as connection:
+        connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        yield f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as connection:
+            connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database for a server: a SQLite file, and PostgreSQL when configured."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "server.db")
+        return
+    with postgres_location() as url:
+        yield url
 
 
 @pytest.fixture

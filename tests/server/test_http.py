@@ -232,7 +232,17 @@ def _params(cid: str, text: str) -> dict[str, Any]:
     return {"conversation_id": cid, "role": "user", "content": text}
 
 
-def test_six_clients_at_once_keep_indices_contiguous_and_order(http_server: HttpServer) -> None:
+def test_six_clients_at_once_keep_indices_contiguous_and_order(
+    db_location: str, tmp_path: Path
+) -> None:
+    http_server = start_http(db_location, tmp_path / "data")
+    try:
+        _six_clients(http_server)
+    finally:
+        http_server.process.stop()
+
+
+def _six_clients(http_server: HttpServer) -> None:
     per_client = 25
     setup = http_server.client()
     own = [setup.result("create_conversation")["id"] for _ in range(4)]

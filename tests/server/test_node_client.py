@@ -37,7 +37,7 @@ def _run_agent(*args: str) -> dict[str, Any]:
     return summary
 
 
-def _check_stored(db: Path, cid: str) -> None:
+def _check_stored(db: Path | str, cid: str) -> None:
     """What the Node agent left, read back through the Python API."""
     with ContextStore.open(db) as store:
         messages = store.messages(cid)
@@ -57,8 +57,8 @@ def test_the_node_agent_over_stdio(tmp_path: Path) -> None:
     _check_stored(db, summary["conversation_id"])
 
 
-def test_the_node_agent_over_http(tmp_path: Path) -> None:
-    db = tmp_path / "node.db"
+def test_the_node_agent_over_http(db_location: str, tmp_path: Path) -> None:
+    db = db_location
     server = start_http(db, tmp_path / "data")
     try:
         summary = _run_agent("http", server.url, str(server.token_path))
