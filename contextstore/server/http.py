@@ -72,8 +72,11 @@ def allowed_host_names(bound_host: str, extra: Iterable[str] = ()) -> frozenset[
         wildcard = ipaddress.ip_address(bound_host).is_unspecified
     except ValueError:
         wildcard = False
-    if is_loopback(bound_host) or wildcard:
-        names.update({"localhost", "127.0.0.1", "::1"} if wildcard else {"localhost"})
+    if wildcard:
+        names.update({"localhost", "127.0.0.1", "::1"})
+    elif is_loopback(bound_host):
+        # "localhost" is bound as 127.0.0.1 (see bind), so clients may name either.
+        names.update({"localhost", "127.0.0.1"} if bound_host == "localhost" else {"localhost"})
     return frozenset(names)
 
 

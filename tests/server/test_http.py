@@ -82,6 +82,46 @@ def test_the_host_header_must_name_the_bound_address(
     assert response.status == status, response
 
 
+@pytest.mark.parametrize(
+    ("value", "parsed"),
+    [
+        ("127.0.0.1:8765", ("127.0.0.1", 8765)),
+        ("[::1]:8765", ("::1", 8765)),
+        ("[::1]", ("::1", None)),
+        ("LocalHost", ("localhost", None)),
+        ("::1", ("::1", None)),
+        ("", ("", None)),
+        ("evil.example:x", ("evil.example", None)),
+    ],
+)
+def test_host_headers_are_split_into_name_and_port(
+    value: str, parsed: tuple[str, int | None]
+) -> None:
+    from contextstore.server.http import split_host_header
+
+    assert split_host_header(value) == parsed
+
+
+@pytest.mark.parametrize(
+    ("bound", "extra", "allowed"),
+    [
+        ("127.0.0.1", (), {"127.0.0.1", "localhost"}),
+        ("localhost", (), {"127.0.0.1", "localhost"}),
+        ("::1", (), {"::1", "localhost"}),
+        (
+            "0.0.0.0",
+            ("agents.internal",),
+            {"0.0.0.0", "127.0.0.1", "::1", "localhost", "agents.internal"},
+        ),
+        ("192.0.2.7", ("Box.Example",), {"192.0.2.7", "box.example"}),
+    ],
+)
+def test_the_accepted_host_names(bound: str, extra: tuple[str, ...], allowed: set[str]) -> None:
+    from contextstore.server.http import allowed_host_names
+
+    assert allowed_host_names(bound, extra) == allowed
+
+
 def test_health_and_methods(shared_server: HttpServer) -> None:
     client = shared_server.client()
     connection = http.client.HTTPConnection("127.0.0.1", shared_server.port, timeout=WAIT_SECONDS)
