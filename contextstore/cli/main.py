@@ -13,6 +13,7 @@ from contextstore.cli import (
     maintenance,
     report,
     requests,
+    serve,
     timeline,
 )
 from contextstore.cli.common import DB_HELP, ContextStoreGroup, add_db_option
@@ -55,6 +56,8 @@ for _command in (
     interchange.import_gemini,
     devtools.crash_test,
     devtools.bench,
+    serve.serve,
+    serve.mcp,
 ):
     cli.add_command(_command)
 
