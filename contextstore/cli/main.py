@@ -26,9 +26,7 @@ from contextstore.cli.common import DB_HELP, ContextStoreGroup, add_db_option
 def cli(ctx: click.Context, db: str | None) -> None:
     """contextstore: durable, auditable conversation history for LLM agents."""
     ctx.ensure_object(dict)
-    ctx.obj.setdefault("db", db)
-    if db is not None:
-        ctx.obj["db"] = db
+    ctx.obj["db"] = db
 
 
 for _command in (

@@ -111,7 +111,9 @@ def render_svg(report: AuditReport, events: Sequence[TimelineEvent]) -> str:
         dots_size=3.5,
         no_data_text="no requests recorded",
         title=f"context tokens per request (window {report.context_window:,}, "
-        f"maximum allowed size {report.max_allowed_size:,.0f})",
+        f"maximum allowed size {report.max_allowed_size:,.0f})"
+        + ("" if count else ": no requests recorded yet"),
+        show_x_labels=count > 0,
         x_labels=list(range(1, count + 1)) if count <= 40 else None,
     )
     # A prepared request whose usage was never recorded has no point (a gap), not zero.

@@ -460,3 +460,13 @@ def test_check_and_migrate(seeded: Seeded) -> None:
         "ok": True,
     }
     assert run("--db", seeded.db, "migrate").out.endswith("schema is up to date\n")
+
+
+def test_report_of_a_conversation_without_requests(tmp_path: Path) -> None:
+    db = str(tmp_path / "empty.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation(title="nothing yet").id
+    out = tmp_path / "empty.html"
+    assert run("--db", db, "report", cid, "-o", str(out)).code == 0
+    page = out.read_text(encoding="utf-8")
+    assert "no requests recorded yet" in page and "no messages" in page
