@@ -29,7 +29,8 @@ from contextstore.core.window import context_window_info
 from contextstore.facade.history import HistoryMixin
 from contextstore.facade.timeline import TimelineMixin
 from contextstore.records import Checkpoint
-from contextstore.storage import audit as queries
+from contextstore.storage import audit as audit_sql
+from contextstore.storage import queries
 from contextstore.storage.engine import resolve_target
 from contextstore.storage.paths import default_database_path
 from contextstore.storage.queries import NO_LIMIT
@@ -71,7 +72,8 @@ class AuditMixin(HistoryMixin, TimelineMixin):
     and read-only SQL."""
 
     def audit(self, conversation_id: str) -> AuditReport:
-        """Everything an auditor asks about one conversation, read in one snapshot.
+        """Everything an auditor asks about one conversation, read in one snapshot (one
+        read transaction).
 
         Truncation events (strategy, range, triggering tokens, reason); requests with their
         tokens, cost and running totals against the window and the maximum allowed size;
@@ -86,13 +88,14 @@ class AuditMixin(HistoryMixin, TimelineMixin):
         check_id(conversation_id)
         with self._db.read() as connection:
             conv = self._conversation(connection, conversation_id)
-            requests = queries.request_usage(connection, conversation_id)
-            truncations = queries.truncation_events(connection, conversation_id)
-            reads = queries.file_reads(connection, conversation_id)
-            dedup = queries.dedup_savings(connection, conversation_id)
-            secrets = queries.masked_secret_counts(connection, conversation_id)
-            failed = queries.failed_tool_calls(connection, conversation_id)
-            rollbacks = queries.rollback_events(connection, conversation_id)
+            requests = audit_sql.request_usage(connection, conversation_id)
+            truncations = audit_sql.truncation_events(connection, conversation_id)
+            reads = audit_sql.file_reads(connection, conversation_id)
+            dedup = audit_sql.dedup_savings(connection, conversation_id)
+            secrets = audit_sql.masked_secret_counts(connection, conversation_id)
+            failed = audit_sql.failed_tool_calls(connection, conversation_id)
+            rollbacks = audit_sql.rollback_events(connection, conversation_id)
+            checkpoints = audit_sql.checkpoint_rows(connection, conversation_id)
         window = context_window_info(conv.context_window)
         return AuditReport(
             conversation=conv,
@@ -117,7 +120,7 @@ class AuditMixin(HistoryMixin, TimelineMixin):
             dedup_savings=[_fields(DedupSaving, r) for r in dedup],
             masked_secrets=[_fields(MaskedSecretCount, r) for r in secrets],
             failed_tool_calls=[_fields(FailedToolCall, r) for r in failed],
-            checkpoints=self.checkpoints(conversation_id),
+            checkpoints=[Checkpoint(**row) for row in checkpoints],
             rollbacks=[
                 _fields(
                     RollbackEvent,
@@ -135,7 +138,7 @@ class AuditMixin(HistoryMixin, TimelineMixin):
         check_id(conversation_id)
         with self._db.read() as connection:
             self._conversation(connection, conversation_id)
-            rows = queries.timeline_events(connection, conversation_id)
+            rows = audit_sql.timeline_events(connection, conversation_id)
         return [_fields(TimelineEvent, r) for r in rows]
 
     def search(
@@ -157,7 +160,7 @@ class AuditMixin(HistoryMixin, TimelineMixin):
         with self._db.read() as connection:
             if conversation_id is not None:
                 self._conversation(connection, conversation_id)
-            rows = queries.search_blocks(
+            rows = audit_sql.search_blocks(
                 connection, text, limit=limit, conversation_id=conversation_id
             )
         hits = []
@@ -178,14 +181,16 @@ class AuditMixin(HistoryMixin, TimelineMixin):
         """Every stored message at ``as_of`` (now by default), marked hidden when the deleted
         range covers it, each block with its original text and what the model was shown.
 
-        This is the audit's view of a moment: the originals and the effective rewrites side
-        by side. (The model's exact message list is :meth:`render`.)
+        This is the audit's view of a moment, read in one snapshot: the originals and the
+        effective rewrites side by side. (The model's exact message list is :meth:`render`.)
         """
-        stored = self.messages(conversation_id, as_of=as_of)
-        hidden = self.deleted_range(conversation_id, as_of=as_of)
-        rewrites: dict[tuple[int, int], dict[str, Any]] = {}
-        for row in self.context_updates(conversation_id, as_of=as_of):
-            rewrites[(row["message_idx"], row["block_idx"])] = row
+        check_id(conversation_id)
+        limit = NO_LIMIT if as_of is None else self._as_of(as_of)
+        with self._db.read() as connection:
+            self._conversation(connection, conversation_id)
+            stored, _ = queries.load_messages(connection, conversation_id, limit)
+            hidden = queries.load_deleted_range(connection, conversation_id, limit)
+            rewrites = queries.load_overlays(connection, conversation_id, limit)
         viewed = []
         for index, message in enumerate(stored):
             content = message.get("content")
@@ -202,9 +207,9 @@ class AuditMixin(HistoryMixin, TimelineMixin):
                         type=str(block.get("type")),
                         block=block,
                         original_text=original,
-                        effective_text=rewrite["text"] if rewrite else original,
-                        rewrite_kind=rewrite["kind"] if rewrite else None,
-                        rewrite_source=rewrite["source"] if rewrite else None,
+                        effective_text=rewrite.text if rewrite else original,
+                        rewrite_kind=rewrite.kind if rewrite else None,
+                        rewrite_source=rewrite.source if rewrite else None,
                     )
                 )
             viewed.append(
@@ -223,7 +228,7 @@ class AuditMixin(HistoryMixin, TimelineMixin):
         limit = NO_LIMIT if as_of is None else self._as_of(as_of)
         with self._db.read() as connection:
             self._conversation(connection, conversation_id)
-            return queries.message_count(connection, conversation_id, limit)
+            return audit_sql.message_count(connection, conversation_id, limit)
 
     def query(self, sql: str) -> QueryResult:
         """Run one SQL statement read-only and return its columns and rows.
@@ -237,7 +242,7 @@ class AuditMixin(HistoryMixin, TimelineMixin):
             InvalidInputError: the SQL is empty, holds several statements, or failed.
         """
         target = resolve_target(self.location, default_database_path())
-        columns, rows = queries.run_read_only(self._db, target, sql)
+        columns, rows = audit_sql.run_read_only(self._db, target, sql)
         return QueryResult(columns, rows)
 
     def checkpoint_at(self, conversation_id: str, label: str) -> Checkpoint | None:

@@ -39,6 +39,10 @@ _FAILED = text(
 _ROLLBACKS = text(
     "SELECT * FROM audit_rollbacks WHERE conversation_id = :c ORDER BY ran_at, rollback_id"
 )
+_CHECKPOINTS = text(
+    "SELECT id, conversation_id, ts, label, git_hash, note FROM checkpoints "
+    "WHERE conversation_id = :c ORDER BY ts"
+)
 _TIMELINE = text(
     "SELECT ts, event, ref_id, message_idx, detail FROM audit_timeline "
     "WHERE conversation_id = :c ORDER BY ts, event, ref_id"
@@ -83,6 +87,11 @@ def failed_tool_calls(connection: Connection, conversation_id: str) -> Rows:
 def rollback_events(connection: Connection, conversation_id: str) -> Rows:
     """Rows of ``audit_rollbacks``: each rollback and the rows it removed, per table."""
     return _rows(connection, _ROLLBACKS, conversation_id)
+
+
+def checkpoint_rows(connection: Connection, conversation_id: str) -> Rows:
+    """The conversation's checkpoints, oldest first."""
+    return _rows(connection, _CHECKPOINTS, conversation_id)
 
 
 def timeline_events(connection: Connection, conversation_id: str) -> Rows:
