@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from sqlalchemy.exc import DBAPIError
 
 from contextstore.cli import terminal
 from contextstore.cli.wording import cli_wording
@@ -140,7 +141,15 @@ def yes_option(func: F) -> F:
 def open_store(ctx: click.Context, **kwargs: Any) -> ContextStore:
     """Open the store named by ``--db`` (or the default); closed when the command ends."""
     obj = ctx.find_root().obj or {}
-    store = ContextStore.open(obj.get("db"), **kwargs)
+    location = obj.get("db")
+    try:
+        store = ContextStore.open(location, **kwargs)
+    except DBAPIError as exc:
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
+        where = location or "the default database"
+        raise ContextStoreError(
+            f"cannot open {where}: {reason}; check --db (or $CONTEXTSTORE_DB)."
+        ) from exc
     ctx.call_on_close(store.close)
     return store
 

@@ -41,7 +41,12 @@ def report(ctx: click.Context, conversation_id: str, output: Path) -> None:
         report_chart.render_svg(audit, events),
         generated_at=format_ts(now_ms()),
     )
-    output.write_text(page, encoding="utf-8")
+    try:
+        output.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise click.BadParameter(
+            f"cannot write {output}: {exc.strerror or exc}", param_hint="'-o' / '--output'"
+        ) from exc
     terminal.out(str(output))
     terminal.note(
         f"report of {conversation_id}: {len(audit.requests)} requests, {len(events)} events, "

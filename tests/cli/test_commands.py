@@ -470,3 +470,9 @@ def test_report_of_a_conversation_without_requests(tmp_path: Path) -> None:
     assert run("--db", db, "report", cid, "-o", str(out)).code == 0
     page = out.read_text(encoding="utf-8")
     assert "no requests recorded yet" in page and "no messages" in page
+
+
+def test_report_into_a_missing_directory_is_a_usage_error(seeded: Seeded, tmp_path: Path) -> None:
+    got = run("--db", seeded.db, "report", seeded.cid, "-o", str(tmp_path / "no" / "r.html"))
+    assert got.code == 2 and "cannot write" in got.err and "--output" in got.err
+    assert "Traceback" not in got.err

@@ -306,3 +306,11 @@ def test_rollback_asks_a_real_terminal_and_obeys_the_answer(seeded: Seeded) -> N
             child.kill()
     with seeded.store() as store:
         assert len(store.messages(seeded.cid)) == 5
+
+
+@pytest.mark.parametrize("where", ["directory", "server"])
+def test_a_database_that_cannot_be_opened_is_one_line(tmp_path: Path, where: str) -> None:
+    db = str(tmp_path) if where == "directory" else "postgresql+psycopg://postgres@127.0.0.1:1/x"
+    got = run("--db", db, "conversations")
+    assert got.code == 1 and got.err.startswith(f"error: cannot open {db}: ")
+    assert "check --db" in got.err and got.err.count("\n") == 1 and "traceback" not in got.err
