@@ -34,6 +34,8 @@ LAYERS: dict[str, set[str]] = {
     "server": _STORE | {"contextstore.server"},
     "devtools": _STORE | {"contextstore.devtools"},
 }
+PUBLIC_API_USERS = {"cli", "server", "devtools"}
+"""Layers that may import the package's public names (``from contextstore import ...``)."""
 DEVTOOLS_USERS = {"contextstore/cli/devtools.py", "contextstore/cli/demo.py"}
 """The commands that run the tooling: the only library code importing devtools."""
 
@@ -81,6 +83,8 @@ def test_imports_point_down(layer: str, allowed: set[str]) -> None:
         pytest.skip(f"{layer} is not in this checkout")
     for path in _layer_files(layer):
         for module in _contextstore_imports(path):
+            if module == "contextstore" and layer in PUBLIC_API_USERS:
+                continue
             assert any(module == a or module.startswith(a + ".") for a in allowed), (
                 f"{path.relative_to(ROOT)} imports {module}"
             )
@@ -158,3 +162,16 @@ def test_mypy_strict_is_clean_on_the_package() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:]
+
+
+def test_the_server_is_a_thin_adapter_over_the_store() -> None:
+    """No SQL and no storage internals in the server; it never reaches up into the CLI."""
+    forbidden = ("contextstore.cli", "contextstore.devtools", "contextstore.facade")
+    for path in (PACKAGE / "server").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        modules |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        for module in modules:
+            assert not module.startswith(("sqlalchemy", "alembic", *forbidden)), (path, module)
+            if module.startswith("contextstore.storage"):
+                assert module == "contextstore.storage.paths", (path, module)

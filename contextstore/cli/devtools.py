@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
 
+from contextstore.cli import terminal
 from contextstore.cli.common import handle_errors
-from contextstore.cli.output import table
 
 
 @click.command("crash-test")
@@ -38,17 +37,20 @@ def crash_test(kills: int, seed: int, db_path: str | None, max_delay: float) -> 
 
     from contextstore.devtools.crash import run_campaign
 
-    def progress(run: int, tally: Any) -> None:
-        if (run + 1) % 50 == 0:
-            click.echo(f"  {run + 1} kills, {tally.committed} operations committed", err=True)
+    with (
+        tempfile.TemporaryDirectory(prefix="contextstore-crash-") as scratch,
+        terminal.progress("killing writers", total=kills) as advance,
+    ):
 
-    with tempfile.TemporaryDirectory(prefix="contextstore-crash-") as scratch:
+        def progress(_run: int, _tally: Any) -> None:
+            advance(1)
+
         path = Path(db_path) if db_path else Path(scratch) / "crash.db"
         tally = run_campaign(path, kills=kills, seed=seed, max_delay=max_delay, progress=progress)
-    click.echo(f"database: {path}")
-    click.echo(tally.summary())
+    terminal.out(f"database: {path}")
+    terminal.out(tally.summary())
     if not tally.ok:
-        sys.exit(1)
+        click.get_current_context().exit(1)
 
 
 def _sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, ...]:
@@ -158,14 +160,14 @@ def bench(
         process_messages=process_messages,
         peers=not no_peers,
     )
-    report = benchmarks.run(settings, progress=lambda text: click.echo(f"  {text}", err=True))
-    click.echo(bench_table(report))
+    report = benchmarks.run(settings, progress=lambda text: terminal.note(f"  {text}"))
+    terminal.table(*bench_table(report), wrap=("note",))
     for reason in report.skipped:
-        click.echo(f"(skipped: {reason})")
+        terminal.note(f"(skipped: {reason})")
     if json_out:
         with open(json_out, "w", encoding="utf-8") as handle:
             json.dump(report.to_json(), handle, indent=1)
-        click.echo(f"wrote {json_out}")
+        terminal.note(f"wrote {json_out}")
 
 
 def _amount(value: float, unit: str) -> str:
@@ -178,11 +180,14 @@ def _amount(value: float, unit: str) -> str:
     return f"{value * 1e6:,.1f} us"
 
 
-def bench_table(report: Any) -> str:
+BENCH_COLUMNS = ("workload", "size", "backend", "subject", "median", "min-max", "ratio", "note")
+
+
+def bench_table(report: Any) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
     """The report as one table: medians with min-max, and each ratio in its workload's sense."""
     from contextstore.devtools.bench import SENSE
 
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for m in report.measurements:
         sense = SENSE[m.workload]
         if m.ratio is None:
@@ -210,6 +215,4 @@ def bench_table(report: Any) -> str:
                 m.note,
             )
         )
-    return table(
-        ("workload", "size", "backend", "subject", "median", "min-max", "ratio", "note"), rows
-    )
+    return BENCH_COLUMNS, rows

@@ -1,8 +1,8 @@
 """Storage layout for speed and size: a message counter, each block value stored once,
 an archive index, and ``jsonb`` on PostgreSQL.
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0005
+Revises: 0004
 Create Date: 2026-12-01
 
 What changes, table by table:
@@ -29,8 +29,8 @@ What changes, table by table:
   alter a column a view depends on. On SQLite the columns stay JSON text.
 
 The downgrade reverses each step: ``jsonb`` back to ``json``, the blocks' ``data`` back to
-the whole block (the 0003 layout), the index and the column dropped. No data is lost either
-way.
+the whole block (the layout of 0003 and 0004), the index and the column dropped. No data
+is lost either way.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004"
-down_revision = "0003"
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
