@@ -80,7 +80,29 @@ def _durable(connection: sqlite3.Connection) -> None:
     connection.execute("PRAGMA synchronous=FULL")
 
 
-class FloorSqlite:
+class _Floor:
+    """What both floors share: one ``(conv, idx, ts, body)`` row per message."""
+
+    conv = "c"
+    next_idx = 0
+    visible_after = 1
+    """Messages ``2..visible_after`` are hidden from :meth:`read` (as a deleted range)."""
+
+    def _rows(self, messages: list[Message]) -> list[tuple[Any, ...]]:
+        first = self.next_idx
+        self.next_idx += len(messages)
+        now = time.time_ns()
+        return [(self.conv, first + i, now + i, json.dumps(m)) for i, m in enumerate(messages)]
+
+    def append_batch(self, messages: list[Message]) -> None:
+        raise NotImplementedError
+
+    def load(self, messages: list[Message]) -> None:
+        """The same as a batch: the floor has no faster way."""
+        self.append_batch(messages)
+
+
+class FloorSqlite(_Floor):
     """Raw ``sqlite3``: one JSON row per message, ``BEGIN IMMEDIATE``/``INSERT``/``COMMIT``."""
 
     name = FLOOR_SQLITE
@@ -94,18 +116,6 @@ class FloorSqlite:
             "PRIMARY KEY (conv, idx));"
             "CREATE TABLE IF NOT EXISTS archive (conv TEXT, idx INTEGER, ts INTEGER, body TEXT);"
         )
-        self.conv = "c"
-        self.next_idx = 0
-        self.visible_after = 1
-
-    def _rows(self, messages: list[Message]) -> list[tuple[Any, ...]]:
-        first = self.next_idx
-        self.next_idx += len(messages)
-        now = time.time_ns()
-        return [(self.conv, first + i, now + i, json.dumps(m)) for i, m in enumerate(messages)]
-
-    def load(self, messages: list[Message]) -> None:
-        self.append_batch(messages)
 
     def append_one(self, message: Message) -> None:
         (row,) = self._rows([message])
@@ -156,7 +166,7 @@ CREATE TABLE IF NOT EXISTS contextstore_bench_floor_archive (
 """
 
 
-class FloorPostgres:
+class FloorPostgres(_Floor):
     """Raw ``psycopg``: one ``jsonb`` row per message, ``INSERT`` then ``COMMIT``.
 
     Every floor conversation lives in one table (``contextstore_bench_floor``), told apart
@@ -173,17 +183,6 @@ class FloorPostgres:
         for statement in POSTGRES_FLOOR_TABLES.split(";"):
             self.connection.execute(statement)
         self.connection.commit()
-        self.next_idx = 0
-        self.visible_after = 1
-
-    def _rows(self, messages: list[Message]) -> list[tuple[Any, ...]]:
-        first = self.next_idx
-        self.next_idx += len(messages)
-        now = time.time_ns()
-        return [(self.conv, first + i, now + i, json.dumps(m)) for i, m in enumerate(messages)]
-
-    def load(self, messages: list[Message]) -> None:
-        self.append_batch(messages)
 
     def append_one(self, message: Message) -> None:
         (row,) = self._rows([message])

@@ -36,9 +36,12 @@ from contextstore.core.errors import (
     InvalidInputError,
     ReadOnlyError,
 )
+from contextstore.core.validate import check_choice
 
 T = TypeVar("T")
 Durability = Literal["full", "normal"]
+DURABILITIES: tuple[Durability, ...] = ("full", "normal")
+"""SQLite ``synchronous`` levels a store may be opened with (``full`` is the default)."""
 
 BUSY_TIMEOUT_MS = 5_000
 PAGE_SIZE = 8_192
@@ -113,10 +116,7 @@ def make_engine(
     engine_kwargs: dict[str, Any] | None = None,
 ) -> Engine:
     """Create the engine for ``target`` with contextstore's settings applied to it alone."""
-    if durability not in ("full", "normal"):
-        raise InvalidInputError(
-            f"durability {durability!r} is not valid; use 'full' (the default) or 'normal'."
-        )
+    check_choice("durability", durability, DURABILITIES)
     kwargs = dict(engine_kwargs or {})
     if target.in_memory:
         engine = create_engine(

@@ -9,7 +9,7 @@ visible blocks.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, insert, or_, select
@@ -143,8 +143,24 @@ def _history_query(visible_only: bool) -> Any:
     return query
 
 
-_HISTORY = Statement(lambda: _history_query(False))
-_VISIBLE_HISTORY = Statement(lambda: _history_query(True))
+class _Visible:
+    """A statement in two forms: over every row, and over the rows outside a deleted range
+    (``2..hidden_through``), which a render reads without the rows it hides."""
+
+    def __init__(self, build: Callable[[bool], Any]) -> None:
+        self._every = Statement(lambda: build(False))
+        self._visible = Statement(lambda: build(True))
+
+    def rows(
+        self, connection: Connection, params: dict[str, Any], hidden_through: int | None
+    ) -> list[tuple[Any, ...]]:
+        """The rows, skipping ``2..hidden_through`` when it hides something."""
+        if hidden_through is not None and hidden_through >= 2:
+            return self._visible.rows(connection, {**params, "hidden_through": hidden_through})
+        return self._every.rows(connection, params)
+
+
+_HISTORY = _Visible(_history_query)
 
 
 def load_messages(
@@ -164,14 +180,9 @@ def load_messages(
         IntegrityViolationError: indices are not 0..n-1 or timestamps do not increase.
         CorruptRowError: a stored value does not decode.
     """
-    if hidden_through is not None and hidden_through >= 2:
-        rows = _VISIBLE_HISTORY.rows(
-            connection,
-            {"cid": conversation_id, "as_of": as_of, "hidden_through": hidden_through},
-        )
-    else:
+    if hidden_through is not None and hidden_through < 2:
         hidden_through = None
-        rows = _HISTORY.rows(connection, {"cid": conversation_id, "as_of": as_of})
+    rows = _HISTORY.rows(connection, {"cid": conversation_id, "as_of": as_of}, hidden_through)
     result: list[Message] = []
     stamps: list[int] = []
     stored = 0
@@ -354,8 +365,7 @@ def _overlay_query(visible_only: bool) -> Any:
     return query
 
 
-_OVERLAYS = Statement(lambda: _overlay_query(False))
-_VISIBLE_OVERLAYS = Statement(lambda: _overlay_query(True))
+_OVERLAYS = _Visible(_overlay_query)
 
 
 def load_overlays(
@@ -367,13 +377,7 @@ def load_overlays(
 ) -> dict[BlockAddress, BlockUpdate]:
     """The effective update per block at ``as_of`` (the newest with ``ts <= as_of``);
     with ``hidden_through``, only those of blocks outside ``2..hidden_through``."""
-    if hidden_through is not None and hidden_through >= 2:
-        rows = _VISIBLE_OVERLAYS.rows(
-            connection,
-            {"cid": conversation_id, "as_of": as_of, "hidden_through": hidden_through},
-        )
-    else:
-        rows = _OVERLAYS.rows(connection, {"cid": conversation_id, "as_of": as_of})
+    rows = _OVERLAYS.rows(connection, {"cid": conversation_id, "as_of": as_of}, hidden_through)
     effective: dict[BlockAddress, BlockUpdate] = {}
     for update_id, message_idx, block_idx, kind, mode, text, raw, source, base_hash in rows:
         metadata = decode_object(raw, f"context update {update_id} metadata")
