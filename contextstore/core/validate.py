@@ -126,9 +126,11 @@ def check_json_object(name: str, value: Any) -> dict[str, Any]:
 
 
 def check_choice(name: str, value: Any, choices: frozenset[str] | tuple[str, ...]) -> str:
-    """Return ``value`` if it is one of ``choices``, else refuse it naming them."""
+    """Return ``value`` if it is one of ``choices``, else refuse it naming them (a tuple in
+    its own order, a set sorted)."""
     if not isinstance(value, str) or value not in choices:
+        listed = choices if isinstance(choices, tuple) else sorted(choices)
         raise InvalidInputError(
-            f"{name} {value!r:.80} is not valid; use one of {', '.join(sorted(choices))}."
+            f"{name} {value!r:.80} is not valid; use one of {', '.join(listed)}."
         )
     return value

@@ -30,7 +30,7 @@ from contextstore.core.validate import (
 from contextstore.core.view import ensure_tool_results_follow_tool_use, pending_calls
 from contextstore.facade.base import Snapshot, StoreBase
 from contextstore.processors.pipeline import Pipeline
-from contextstore.processors.runner import propose, view_with
+from contextstore.processors.runner import propose_and_view, view_with
 from contextstore.renderers import registry
 from contextstore.storage import conversations, history
 from contextstore.storage.clock import last_ts, reserve_messages, tick
@@ -185,29 +185,30 @@ class HistoryMixin(StoreBase):
         with self._db.read() as connection:
             newest = last_ts(connection, conversation_id)
             state = history.load_state(connection, conversation_id, limit)
-        proposals = self._proposals(active, state, (conversation_id, newest, min(limit, newest)))
-        return self._format(view_with(state, proposals), format)
+        return self._format(
+            self._processed(active, state, (conversation_id, newest, min(limit, newest))), format
+        )
 
-    def _proposals(
+    def _processed(
         self, pipeline: Pipeline | None, state: ConversationState, moment: tuple[str, int, int]
-    ) -> tuple[BlockUpdate, ...]:
-        """What ``pipeline`` proposes for ``state``, from the cache when it is known.
+    ) -> list[dict[str, Any]]:
+        """The view of ``state`` with ``pipeline``'s rewrites, those from the cache when
+        they are known for this moment and pipeline.
 
         Inside a transaction the rows read may never commit: nothing is cached then.
         """
         if pipeline is None or not pipeline.processors:
-            return ()
+            return view_with(state, ())
         key = (*moment, pipeline.config_key())
         cacheable = not self._db.in_transaction
         cached = self.render_cache.get(key) if cacheable else None
         if cached is not None:
-            found: tuple[BlockUpdate, ...] = cached
-            return found
-        proposals = tuple(propose(pipeline, state))
+            return view_with(state, cached)
+        proposals, view = propose_and_view(pipeline, state)
         if cacheable:
             size = sum(len(u.text) + PROPOSAL_OVERHEAD for u in proposals) + PROPOSAL_OVERHEAD
-            self.render_cache.put(key, proposals, size)
-        return proposals
+            self.render_cache.put(key, tuple(proposals), size)
+        return view
 
     @staticmethod
     def _format(view: list[dict[str, Any]], format: str | None) -> list[dict[str, Any]]:

@@ -35,7 +35,7 @@ from contextstore.core.validate import (
 from contextstore.core.view import build_view, pending_calls
 from contextstore.facade.base import Snapshot, StoreBase
 from contextstore.processors.pipeline import Pipeline
-from contextstore.processors.runner import propose
+from contextstore.processors.runner import propose_and_view
 from contextstore.renderers import registry
 from contextstore.storage import history, requests
 from contextstore.storage.clock import last_ts, tick
@@ -101,9 +101,7 @@ class RequestsMixin(StoreBase):
             policy = policy_from_conversation(conv.context_window, conv.metadata, auto_condense)
             plan = plan_request(policy, snapshot.state, snapshot.total, summarizer=summarizer)
             state = plan.applied(snapshot.state)
-            processed = propose(active, state)
-            state = state.with_updates(processed)
-            view = build_view(state.messages, state.deleted_range, state.overlays)
+            processed, view = propose_and_view(active, state)
             calls = pending_calls(view)
             if calls:
                 raise InvalidInputError(

@@ -12,9 +12,15 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from contextstore.core.overlays import BlockAddress, BlockUpdate, OverlayMap, UpdateKind
+from contextstore.core.overlays import (
+    BlockAddress,
+    BlockUpdate,
+    OverlayMap,
+    UpdateKind,
+    apply_overlays,
+)
 from contextstore.core.state import ConversationState
-from contextstore.core.view import cut, provider_safe, repair_indexed
+from contextstore.core.view import IndexedView, cut, provider_safe, repair_indexed
 from contextstore.processors.pipeline import Pipeline, drop_stale
 
 
@@ -40,11 +46,34 @@ def collapse(updates: Sequence[BlockUpdate]) -> list[BlockUpdate]:
 
 def propose(pipeline: Pipeline | None, state: ConversationState) -> list[BlockUpdate]:
     """The pipeline's rewrites for the current view, stale ones dropped, one per block."""
+    return _proposed(pipeline, state, cut(state.messages, state.deleted_range, state.overlays))
+
+
+def _proposed(
+    pipeline: Pipeline | None, state: ConversationState, indexed: IndexedView
+) -> list[BlockUpdate]:
     if pipeline is None or not pipeline.processors:
         return []
-    view = cut(state.messages, state.deleted_range, state.overlays)
-    updates = pipeline.run(view, parallel=pipeline.parallel, overlays=state.overlays)
-    return collapse(drop_stale(updates, view)) if updates else []
+    updates = pipeline.run(indexed, parallel=pipeline.parallel, overlays=state.overlays)
+    return collapse(drop_stale(updates, indexed)) if updates else []
+
+
+def propose_and_view(
+    pipeline: Pipeline | None, state: ConversationState
+) -> tuple[list[BlockUpdate], list[dict[str, Any]]]:
+    """The pipeline's rewrites and the repaired view with them applied, from one cut: the
+    messages the rewrites touch are overlaid again, the others are reused as cut."""
+    indexed = cut(state.messages, state.deleted_range, state.overlays)
+    proposals = _proposed(pipeline, state, indexed)
+    if proposals:
+        merged = dict(state.overlays)
+        merged.update({u.address: u for u in proposals})
+        touched = {u.message_idx for u in proposals}
+        indexed = [
+            (i, apply_overlays(state.messages[i], i, merged) if i in touched else message)
+            for i, message in indexed
+        ]
+    return proposals, provider_safe(repair_indexed(indexed))
 
 
 def view_with(state: ConversationState, proposals: Sequence[BlockUpdate]) -> list[dict[str, Any]]:

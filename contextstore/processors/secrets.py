@@ -7,6 +7,7 @@ never its value. The patterns live in :mod:`contextstore.processors.secret_patte
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -55,6 +56,10 @@ _SECRET_KEY_NAME = re.compile(
     r"(?i)(?:secret|token|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key"
     r"|auth[_\-]?key|credentials?|password|passwd)$"
 )
+
+
+_SECRET_KEY_WORD = re.compile(_SECRET_KEY_NAME.pattern.removesuffix("$"))
+"""A secret-like key name anywhere in a text (the key check of :func:`mask_value`)."""
 
 
 def marker(kind: str) -> str:
@@ -348,6 +353,19 @@ class SecretMasker:
             ],
         }
 
+    def _may_hold_secret(self, value: Any) -> bool:
+        """False when :func:`mask_value` would find nothing in ``value`` (a tool input):
+        no pattern's hint in its JSON, and no key named like a password (or, at medium
+        confidence, like a secret). The walk over the value is then skipped."""
+        try:
+            dumped = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError):
+            return True
+        levels = _levels(self.confidence)
+        if _enabled(dumped, self.patterns, levels) or _PASSWORD_KEY_NAME.search(dumped):
+            return True
+        return MEDIUM in levels and _SECRET_KEY_WORD.search(dumped) is not None
+
     def _mask(self, text: str) -> tuple[str, list[Finding]]:
         return mask_text(text, confidence=self.confidence, patterns=self.patterns)
 
@@ -363,6 +381,8 @@ class SecretMasker:
     def _propose_block(self, message_idx: int, block_idx: int, block: Any) -> BlockUpdate | None:
         kind = block.get("type")
         if kind == "tool_use" and "input" in block:
+            if not self._may_hold_secret(block["input"]):
+                return None
             found: list[Finding] = []
             masked_input = mask_value(
                 block["input"], confidence=self.confidence, patterns=self.patterns, findings=found

@@ -218,9 +218,9 @@ def _dependent_views() -> list[tuple[str, str]]:
                 sa.text(
                     "SELECT DISTINCT v.relname FROM pg_depend d "
                     "JOIN pg_rewrite r ON r.oid = d.objid JOIN pg_class v ON v.oid = r.ev_class "
-                    "WHERE d.refobjid = CAST(:v AS regclass) AND v.relname <> :v"
+                    "WHERE d.refobjid = CAST(:v AS regclass) AND v.relname <> CAST(:n AS name)"
                 ),
-                {"v": name},
+                {"v": name, "n": name},
             )
         ]
     return found
