@@ -201,6 +201,13 @@ class InteropMixin(StoreBase):
             rows = storage.load_source_records(connection, conversation_id, limit, origin)
         return [SourceRecord(**row) for row in rows]
 
+    def message_timestamps(self, conversation_id: str) -> list[int]:
+        """Every message's ``ts``, in index order (an exporter dates what it writes)."""
+        check_id(conversation_id)
+        with self._db.read() as connection:
+            self._conversation(connection, conversation_id)
+            return storage.load_message_ts(connection, conversation_id)
+
     def removed_source_records(self, conversation_id: str) -> list[RemovedSourceRecords]:
         """The source records each rollback removed and archived, for rollbacks not restored.
 
@@ -220,6 +227,37 @@ class InteropMixin(StoreBase):
             )
             for r in found
         ]
+
+    def discard_imported_rows(self, conversation_id: str, *, after: int) -> int:
+        """Delete the rows newer than ``after`` and set the clock back to it, for an importer
+        replacing rows it wrote that the other agent has since rewritten in place.
+
+        Nothing is archived, so this is refused once a rollback or restore ran after
+        ``after`` (their rows and archive would no longer match the timeline). Returns the
+        rows deleted.
+
+        Raises:
+            InvalidInputError: ``after`` is later than the clock, or a rollback ran since.
+        """
+        check_id(conversation_id)
+        check_ts("after", after, optional=False)
+
+        def work(connection: Connection) -> int:
+            last = last_ts(connection, conversation_id, lock=True)
+            if after > last:
+                raise InvalidInputError(
+                    f"after {after} is later than the conversation's last ts {last}."
+                )
+            if storage.rollback_after(connection, conversation_id, after):
+                raise InvalidInputError(
+                    f"a rollback or restore ran after ts {after}; imported rows can no longer "
+                    "be replaced in place."
+                )
+            removed = storage.delete_after(connection, conversation_id, after)
+            storage.advance_clock(connection, conversation_id, after)
+            return removed
+
+        return self._db.write(work)
 
     def set_conversation_metadata(self, conversation_id: str, metadata: Mapping[str, Any]) -> None:
         """Replace a conversation's metadata object (an importer's bookkeeping lives there)."""

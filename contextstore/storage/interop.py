@@ -12,11 +12,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Text, and_, insert, select, type_coerce, update
+from sqlalchemy import (
+    Connection,
+    Text,
+    and_,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    type_coerce,
+    update,
+)
 
 from contextstore.core.content import NormalizedMessage
 from contextstore.storage.queries import NO_LIMIT, _json, block_row, column_text
 from contextstore.storage.tables import (
+    TIMELINE_TABLES,
     api_requests,
     archived_rows,
     blocks,
@@ -143,6 +155,46 @@ def advance_clock(connection: Connection, conversation_id: str, ts: int) -> None
     )
 
 
+def delete_after(connection: Connection, conversation_id: str, cutoff: int) -> int:
+    """Delete every timeline row with ``ts > cutoff`` (blocks with their messages), without
+    archiving them; returns the rows deleted (blocks not counted)."""
+    removed = 0
+    first = connection.execute(
+        select(func.min(messages.c.idx)).where(
+            messages.c.conversation_id == conversation_id, messages.c.ts > cutoff
+        )
+    ).scalar_one_or_none()
+    if first is not None:
+        connection.execute(
+            delete(blocks).where(
+                blocks.c.conversation_id == conversation_id, blocks.c.message_idx >= first
+            )
+        )
+    for table in TIMELINE_TABLES:
+        removed += connection.execute(
+            delete(table).where(table.c.conversation_id == conversation_id, table.c.ts > cutoff)
+        ).rowcount
+    return removed
+
+
+def rollback_after(connection: Connection, conversation_id: str, ts: int) -> bool:
+    """True when a rollback (or a restore) of the conversation ran after ``ts``."""
+    return (
+        connection.execute(
+            select(rollbacks.c.id)
+            .where(
+                rollbacks.c.conversation_id == conversation_id,
+                or_(
+                    rollbacks.c.ran_at > ts,
+                    and_(rollbacks.c.restored_ts.is_not(None), rollbacks.c.restored_ts > ts),
+                ),
+            )
+            .limit(1)
+        ).first()
+        is not None
+    )
+
+
 def set_conversation_metadata(
     connection: Connection, conversation_id: str, metadata: Mapping[str, Any]
 ) -> None:
@@ -152,6 +204,18 @@ def set_conversation_metadata(
         .where(conversations.c.id == conversation_id)
         .values(metadata=dict(metadata))
     )
+
+
+def load_message_ts(connection: Connection, conversation_id: str) -> list[int]:
+    """Every message's ``ts``, in index order."""
+    return [
+        int(ts)
+        for ts in connection.execute(
+            select(messages.c.ts)
+            .where(messages.c.conversation_id == conversation_id)
+            .order_by(messages.c.idx)
+        ).scalars()
+    ]
 
 
 def load_blocks(
