@@ -223,13 +223,20 @@ def history_file_for(task_dir: Path) -> Path | None:
 # -- reading ------------------------------------------------------------------------------
 
 
-def read_task(task_dir: Path, folder: Folder, *, history_path: Path | None = None) -> ClineTask:
+def read_task(
+    task_dir: Path,
+    folder: Folder,
+    *,
+    history_path: Path | None = None,
+    history_folder: Folder | None = None,
+) -> ClineTask:
     """Read a Cline task folder, recovering what damaged files still hold.
 
     Args:
         task_dir: the ``tasks/<taskId>`` folder.
         folder: the folder the import was given (no file may lead out of it).
         history_path: Cline's ``state/taskHistory.json`` (default: found beside the task).
+        history_folder: the folder ``history_path`` is read from (default: ``folder``).
 
     Raises:
         ClineTaskError: the folder holds neither an API history nor UI messages that can
@@ -266,7 +273,11 @@ def read_task(task_dir: Path, folder: Folder, *, history_path: Path | None = Non
         value = folder.read_json(task_dir / TASK_METADATA_FILE, notes, keep_depth=1)
         task_metadata = value if isinstance(value, dict) else None
     history = history_path or history_file_for(task_dir)
-    item = _read_history_item(history, folder, task_dir.name, notes) if history else None
+    item = (
+        _read_history_item(history, history_folder or folder, task_dir.name, notes)
+        if history
+        else None
+    )
     return ClineTask(
         directory=task_dir,
         task_id=task_dir.name,

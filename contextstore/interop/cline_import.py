@@ -22,6 +22,7 @@ from contextstore.interop.cline import (
     TASK_METADATA_FILE,
     UI_MESSAGES_FILE,
     find_tasks,
+    is_task_dir,
     read_task,
 )
 from contextstore.interop.cline_plan import ORIGIN, plan_task
@@ -87,19 +88,20 @@ def import_cline(
     """
     started = time.perf_counter()
     root = Path(path)
-    folder = Folder(root if root.is_dir() else root.parent, max_file_bytes=max_file_bytes)
+    base = root.parent.parent if root.parent.name == "tasks" and is_task_dir(root) else root
+    folder = Folder(base, max_file_bytes=max_file_bytes)
     tasks = find_tasks(root, folder)
     if not tasks:
         raise ClineTaskError(root, None, "holds no task folders under tasks/; nothing to import.")
     single = len(tasks) == 1 and tasks[0] == root
     history = Path(history_path) if history_path is not None else None
-    if history is not None:
-        folder_for_history = Folder(history.parent, max_file_bytes=max_file_bytes)
-        folder_for_history.check(history)
+    history_folder = Folder(history.parent, max_file_bytes=max_file_bytes) if history else folder
     plans: list[ImportPlan | ItemReport] = []
     for task_dir in tasks:
         try:
-            task = read_task(task_dir, folder, history_path=history)
+            task = read_task(
+                task_dir, folder, history_path=history, history_folder=history_folder
+            )
         except ClineTaskError as exc:
             if single:
                 raise

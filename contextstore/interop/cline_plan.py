@@ -17,9 +17,9 @@ The timeline is built in UI order:
   request's UI row and its request row (Cline truncates after announcing the request and
   before sending it, so the request was sent with the new range). The ``HistoryItem``'s
   range, the authority for the current one, closes the timeline when it differs.
-* A ``context_history.json`` update goes after every UI message stamped no later than it
-  (Cline's restore keeps updates with ``ts <= `` the restored message's) and after the
-  message it rewrites.
+* A ``context_history.json`` update goes before the first UI message stamped no earlier
+  than it (Cline's restore to a message keeps the updates stamped ``<=`` its ``ts``) and
+  after the message it rewrites.
 
 :func:`~contextstore.interop.plan.stamp` then gives each row Cline's own stamp, or the
 previous row's ``ts`` + 1 where Cline's stamps tie or run backwards.
@@ -189,8 +189,12 @@ def _message_maker(message: Mapping[str, Any]) -> Any:
 
 
 def _update_slots(task: ClineTask, anchors: Sequence[int], notes: list[Note]) -> list[list[Slot]]:
-    """Each valid update in the segment of the first UI message stamped after it (or of the
-    message it rewrites, when that comes later); Cline's timestamp order within a segment."""
+    """Each valid update just before the first UI message stamped no earlier than it (or
+    after the message it rewrites, when that comes later), in Cline's timestamp order.
+
+    Cline stamps a de-duplication with the ``ts`` of the request before it, and its restore
+    to a UI message stamped ``T`` keeps the updates stamped ``<= T``: placed so, the
+    updates ``as_of`` that message's row are exactly those."""
     ui = task.ui_messages
     stamps = [usable_ts(u.get("ts")) or 0 for u in ui]
     highest = list(itertools.accumulate(stamps, max))
@@ -208,7 +212,7 @@ def _update_slots(task: ClineTask, anchors: Sequence[int], notes: list[Note]) ->
                 )
             )
             continue
-        segment = max(bisect.bisect_right(highest, update.ts), anchors[update.message_idx])
+        segment = max(bisect.bisect_left(highest, update.ts), anchors[update.message_idx])
         placed[segment].append((update.ts, seq, update))
     return [
         [Slot(u.ts, _update_maker(u)) for _, _, u in sorted(entries, key=lambda e: e[:2])]

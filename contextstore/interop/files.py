@@ -74,7 +74,7 @@ class Folder:
             raise OutsideFolderError(
                 path,
                 None,
-                f"is a symbolic link to {real}, outside the folder imported "
+                f"leads (through a symbolic link) to {real}, outside the folder imported "
                 f"({self.root}); copy the file into the folder instead. Nothing was imported.",
             )
         return path
