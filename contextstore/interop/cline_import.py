@@ -99,9 +99,7 @@ def import_cline(
     plans: list[ImportPlan | ItemReport] = []
     for task_dir in tasks:
         try:
-            task = read_task(
-                task_dir, folder, history_path=history, history_folder=history_folder
-            )
+            task = read_task(task_dir, folder, history_path=history, history_folder=history_folder)
         except ClineTaskError as exc:
             if single:
                 raise

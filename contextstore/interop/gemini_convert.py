@@ -303,7 +303,11 @@ def _merge(
     for index, turn, blocks in converted:
         role = ROLES[turn.role]
         ids = [turn.record_id] if turn.record_id else []
-        if messages and messages[-1]["role"] == role:
+        # Turns of different session records stay apart, so each message keeps its record's
+        # time and a record appended later never rewrites an earlier message.
+        previous_ids = messages[-1].get(IDS_FIELD, []) if messages else []
+        apart = bool(ids) and bool(previous_ids) and ids[0] not in previous_ids
+        if messages and messages[-1]["role"] == role and not apart:
             previous = messages[-1]
             previous["content"] = _ordered(role, [*previous["content"], *blocks])
             merged = [*previous.get(IDS_FIELD, []), *ids]

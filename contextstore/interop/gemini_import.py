@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from contextstore.core.hardening import DEFAULT_FINAL_USER_TEXT
 from contextstore.core.validate import check_id
 from contextstore.core.view import build_view
 from contextstore.interop.cline_write import write_json_atomic
@@ -212,6 +213,12 @@ def _checkpoint(
     else:
         view = build_view(store.messages(conversation.id), None, None)
         history = registry.render("gemini", view)
+        if (
+            view
+            and view[-1]["role"] == "assistant"
+            and history[-1]["parts"] == [{"text": DEFAULT_FINAL_USER_TEXT}]
+        ):
+            history = history[:-1]  # a saved chat may end with the model's answer
     if kind == CONTENTS:
         return history
     extra = gemini.get("checkpoint") if kind == CHECKPOINT else None

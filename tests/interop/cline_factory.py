@@ -77,43 +77,78 @@ def story(turns: int, *, files: int = 2, deleted: tuple[int, int] | None = None)
         return message
 
     def request(tokens_in: int) -> None:
-        info = {"request": "...", "tokensIn": tokens_in, "tokensOut": 20, "cacheWrites": 100,
-                "cacheReads": 1000, "cost": 0.01}
+        info = {
+            "request": "...",
+            "tokensIn": tokens_in,
+            "tokensOut": 20,
+            "cacheWrites": 100,
+            "cacheReads": 1000,
+            "cost": 0.01,
+        }
         say("api_req_started", json.dumps(info, separators=(",", ":")))
 
     say("text", "Fix the report.", images=[], files=[])
     say("checkpoint_created", lastCheckpointHash="0" * 40, isCheckpointCheckedOut=False)
     request(10)
-    task.api.append({"role": "user", "content": [
-        {"type": "text", "text": "<task>\nFix the report.\n</task>"},
-        {"type": "text", "text": "<environment_details>\n# Time\n</environment_details>"},
-    ]})
+    task.api.append(
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "<task>\nFix the report.\n</task>"},
+                {"type": "text", "text": "<environment_details>\n# Time\n</environment_details>"},
+            ],
+        }
+    )
     for turn in range(turns):
         path = f"src/f{turn % files}.py"
         say("reasoning", f"reading {path}", partial=False)
         say("tool", json.dumps({"tool": "readFile", "path": path}), partial=False)
-        task.api.append({
-            "role": "assistant",
-            "content": [
-                {"type": "text", "text": f"Reading {path}.", "reasoning_details": "[]",
-                 "call_id": ""},
-                {"type": "tool_use", "id": f"toolu_{turn:04d}", "name": "read_file",
-                 "input": {"path": path}},
-            ],
-            "modelInfo": MODEL,
-            "metrics": {"tokens": {"prompt": 10, "completion": 20, "cached": 1000}},
-        })
-        say("checkpoint_created", lastCheckpointHash=f"{turn + 1:040x}",
-            isCheckpointCheckedOut=False)
+        task.api.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "text",
+                        "text": f"Reading {path}.",
+                        "reasoning_details": "[]",
+                        "call_id": "",
+                    },
+                    {
+                        "type": "tool_use",
+                        "id": f"toolu_{turn:04d}",
+                        "name": "read_file",
+                        "input": {"path": path},
+                    },
+                ],
+                "modelInfo": MODEL,
+                "metrics": {"tokens": {"prompt": 10, "completion": 20, "cached": 1000}},
+            }
+        )
+        say(
+            "checkpoint_created",
+            lastCheckpointHash=f"{turn + 1:040x}",
+            isCheckpointCheckedOut=False,
+        )
         if deleted is not None and turn == deleted[0]:
             request(50_000 + turn)
             current = [2, deleted[1]]
         else:
             request(100 + turn)
-        task.api.append({"role": "user", "content": [
-            {"type": "text", "text": f"[read_file for '{path}'] Result:\nbody of {path} #{turn}"},
-            {"type": "text", "text": "<environment_details>\n# Time\n</environment_details>"},
-        ]})
+        task.api.append(
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "text",
+                        "text": f"[read_file for '{path}'] Result:\nbody of {path} #{turn}",
+                    },
+                    {
+                        "type": "text",
+                        "text": "<environment_details>\n# Time\n</environment_details>",
+                    },
+                ],
+            }
+        )
     say("completion_result", "Done.")
     return task
 
@@ -129,8 +164,9 @@ def dedupe_history(task: Task, *, at_request: int) -> list[Any]:
             continue
         text = message["content"][0]["text"]
         seen.setdefault(text.split("'")[1], idx)
-    entries: list[Any] = [[1, [0, [[0, [[stamp, "text", ["[NOTE] Some history was removed."],
-                                         []]]]]]]]
+    entries: list[Any] = [
+        [1, [0, [[0, [[stamp, "text", ["[NOTE] Some history was removed."], []]]]]]]
+    ]
     reads: dict[str, list[int]] = {}
     for idx, message in enumerate(task.api):
         text = message["content"][0].get("text", "") if message["role"] == "user" else ""

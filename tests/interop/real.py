@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+
 def _real_folder() -> Path:
     """``../shared/real`` from the repository root; from a git worktree nested deeper, the
     nearest ``shared/real`` of an enclosing folder."""

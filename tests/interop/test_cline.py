@@ -174,8 +174,12 @@ def test_a_cancelled_request_keeps_its_reason_and_failure_message_both_ways(
 ) -> None:
     task = storage / "tasks" / TASK_ID
     ui = _load(task / "ui_messages.json")
-    info = {"request": "x", "tokensIn": 900, "cancelReason": "streaming_failed",
-            "streamingFailedMessage": "connection reset"}
+    info = {
+        "request": "x",
+        "tokensIn": 900,
+        "cancelReason": "streaming_failed",
+        "streamingFailedMessage": "connection reset",
+    }
     ui[-1]["text"] = json.dumps(info)
     _dump(task / "ui_messages.json", ui)
     cid = import_cline(memory_store, task).conversation_id
@@ -259,12 +263,21 @@ def test_a_task_resumed_in_cline_replaces_the_rows_cline_rewrote(
     those imported rows are replaced, everything older stays, nothing is duplicated."""
     whole = story(6)
     earlier = story(6)
-    cut = next(i for i, m in enumerate(earlier.ui) if m.get("say") == "api_req_started"
-               and m["conversationHistoryIndex"] >= 7)
+    cut = next(
+        i
+        for i, m in enumerate(earlier.ui)
+        if m.get("say") == "api_req_started" and m["conversationHistoryIndex"] >= 7
+    )
     earlier.ui = [dict(m) for m in earlier.ui[: cut + 1]]
     earlier.ui[-1]["text"] = '{"request":"...\\n\\nLoading..."}'
-    earlier.ui.append({"ts": earlier.ui[-1]["ts"] + 1, "type": "ask", "ask": "resume_task",
-                       "conversationHistoryIndex": 7})
+    earlier.ui.append(
+        {
+            "ts": earlier.ui[-1]["ts"] + 1,
+            "type": "ask",
+            "ask": "resume_task",
+            "conversationHistoryIndex": 7,
+        }
+    )
     earlier.api = earlier.api[:8]
     folder = tmp_path / "tasks" / "1760000000000"
     earlier.write(folder)
@@ -422,7 +435,9 @@ def test_malformed_entries_are_left_out_one_by_one(
     reasons = {(n.position, n.reason.split(";")[0]) for n in report.items[0].skipped}
     assert ("message 3", "is not a JSON object") in reasons
     assert ("entry 3", "is not [messageIndex, [editType, blocks]]") in reasons
-    assert any(p and p.startswith("entry 1 (message ") and p.endswith("update 1") for p, _ in reasons)
+    assert any(
+        p and p.startswith("entry 1 (message ") and p.endswith("update 1") for p, _ in reasons
+    )
     assert any(p == "update at ts 1 for message 40 block 0" for p, _ in reasons)
     assert ("message 2 (api_req_started)", "tokensIn -3 is not a token count") in reasons
     assert len(memory_store.context_updates(report.conversation_id)) == 3  # of 3 valid ones
@@ -539,7 +554,9 @@ def test_a_conversation_made_here_exports_as_a_task_cline_opens(
     out = storage_root / "tasks" / "1760000000000"
     report = export_cline(memory_store, conv.id, out)
     assert {p.name for p in report.files} == {
-        "api_conversation_history.json", "ui_messages.json", "task_metadata.json",
+        "api_conversation_history.json",
+        "ui_messages.json",
+        "task_metadata.json",
         "taskHistory.json",
     }
     assert _load(out / "api_conversation_history.json") == memory_store.messages(conv.id)

@@ -183,7 +183,9 @@ def test_text_tool_results_become_tool_results_with_no_placeholder(
     """Cline 3.5x wrote every result as a text block; the view answers each call with it."""
     api = load(task / "api_conversation_history.json")
     assert not any(
-        b.get("type") == "tool_result" for m in api if isinstance(m["content"], list)
+        b.get("type") == "tool_result"
+        for m in api
+        if isinstance(m["content"], list)
         for b in m["content"]
     )
     cid = import_cline(memory_store, task).conversation_id
@@ -199,9 +201,7 @@ def test_text_tool_results_become_tool_results_with_no_placeholder(
     pending = calls[-1:] if view[-1]["role"] == "assistant" else []
     assert sorted(results) == sorted(c for c in calls if c not in pending)
     assert RESULT_MISSING not in results.values()
-    assert all(
-        text.startswith("[") or text.startswith("Tool [") for text in results.values()
-    )
+    assert all(text.startswith("[") or text.startswith("Tool [") for text in results.values())
     assert memory_store.messages(cid) == api  # the stored rows stay as Cline wrote them
 
 
@@ -209,8 +209,12 @@ def test_text_tool_results_become_tool_results_with_no_placeholder(
 
 
 def _exported_files_equal(task: Path, out: Path) -> None:
-    for name in ("api_conversation_history.json", "ui_messages.json", "task_metadata.json",
-                 "context_history.json"):
+    for name in (
+        "api_conversation_history.json",
+        "ui_messages.json",
+        "task_metadata.json",
+        "context_history.json",
+    ):
         original = task / name
         written = out / name
         assert written.exists() == original.exists(), name

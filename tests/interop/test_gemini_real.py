@@ -55,7 +55,9 @@ def test_each_gemini_record_with_tokens_is_a_request_row(
 ) -> None:
     cid = import_gemini(memory_store, path).conversation_id
     with_tokens = [
-        m for m in load(path)["messages"] if m["type"] == "gemini" and isinstance(m.get("tokens"), dict)
+        m
+        for m in load(path)["messages"]
+        if m["type"] == "gemini" and isinstance(m.get("tokens"), dict)
     ]
     requests = memory_store.requests(cid)
     assert len(requests) == len(with_tokens) > 0
