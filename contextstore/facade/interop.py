@@ -3,6 +3,7 @@ kept beside the model history (``source_records``)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -301,8 +302,20 @@ def _record_values(row: SourceRecordRow) -> dict[str, Any]:
         "origin": row.origin,
         "kind": row.kind,
         "source_ts": row.source_ts,
-        "data": check_json_object("data", row.data),
+        "data": _json_object("data", row.data),
     }
+
+
+def _json_object(name: str, value: Any) -> dict[str, Any]:
+    """``value`` as a dict, once it is checked to be a JSON object (the database encodes it;
+    unlike :func:`check_json_object`, no decoded copy is made: many records are checked)."""
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise InvalidInputError(f"{name} must be a mapping with string keys, got {value!r:.80}.")
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"{name} must be JSON-serialisable: {exc}.") from exc
+    return dict(value)
 
 
 def _request_values(row: RequestRow) -> dict[str, Any]:
@@ -320,7 +333,7 @@ def _request_values(row: RequestRow) -> dict[str, Any]:
         "cost": row.cost,
         "model_id": row.model_id,
         "failure": row.failure,
-        "details": None if row.details is None else check_json_object("details", row.details),
+        "details": None if row.details is None else _json_object("details", row.details),
     }
 
 

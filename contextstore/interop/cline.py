@@ -155,6 +155,7 @@ class ClineTask:
         task_metadata: ``task_metadata.json``, if readable.
         files: the task files present.
         notes: what was left out or repaired while reading.
+        sizes: each message's size as the store measures it (``json_size``).
     """
 
     directory: Path
@@ -167,6 +168,7 @@ class ClineTask:
     task_metadata: dict[str, Any] | None
     files: tuple[str, ...]
     notes: list[Note] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
 
 
 # -- finding tasks ------------------------------------------------------------------------
@@ -245,7 +247,8 @@ def read_task(
     """
     notes: list[Note] = []
     files = tuple(name for name in TASK_FILES if folder.is_file(task_dir / name))
-    messages = _read_messages(task_dir / API_HISTORY_FILE, folder, notes, files)
+    sizes: list[int] = []
+    messages = _read_messages(task_dir / API_HISTORY_FILE, folder, notes, files, sizes)
     ui_file = _ui_file(files)
     ui_messages = _read_ui(task_dir / ui_file, folder, notes) if ui_file else []
     if not messages and not ui_messages:
@@ -289,6 +292,7 @@ def read_task(
         task_metadata=task_metadata,
         files=files,
         notes=notes,
+        sizes=sizes,
     )
 
 
@@ -299,7 +303,7 @@ def _ui_file(files: Sequence[str]) -> str | None:
 
 
 def _read_messages(
-    path: Path, folder: Folder, notes: list[Note], files: Sequence[str]
+    path: Path, folder: Folder, notes: list[Note], files: Sequence[str], sizes: list[int]
 ) -> list[dict[str, Any]]:
     """The API history up to its first message the store cannot hold (noted)."""
     if API_HISTORY_FILE not in files:
@@ -319,7 +323,7 @@ def _read_messages(
     kept: list[dict[str, Any]] = []
     for idx, message in enumerate(value):
         try:
-            normalize_message_dict(message)
+            sizes.append(normalize_message_dict(message).json_size())
         except InvalidInputError as exc:
             notes.append(
                 Note(

@@ -150,8 +150,7 @@ def conversation_id_for(task_id: str) -> str:
 
 
 def _check_sizes(task: ClineTask, limit: int) -> None:
-    for idx, message in enumerate(task.messages):
-        size = normalize_message_dict(message).json_size()
+    for idx, size in enumerate(task.sizes):
         if size > limit:
             raise ClineTaskError(
                 task.directory / API_HISTORY_FILE,
@@ -432,7 +431,8 @@ def _request_details(
     details: dict[str, Any] = {key: info[key] for key in DETAIL_FIELDS if key in info}
     retries: list[Any] = []
     failures: list[Any] = []
-    for later in ui[j + 1 :]:
+    for position in range(j + 1, len(ui)):
+        later = ui[position]
         if later.get("say") == "api_req_started":
             break
         if later.get("say") == "error_retry":

@@ -83,8 +83,7 @@ def clock_start(candidates: Sequence[int | None], slots: Sequence[Slot]) -> int:
 
 
 def _row_value(row: TimelineRow) -> dict[str, Any]:
-    value = dataclasses.asdict(row)
-    value.pop("ts")
+    value = {f.name: getattr(row, f.name) for f in dataclasses.fields(row) if f.name != "ts"}
     value["row"] = type(row).__name__
     return value
 

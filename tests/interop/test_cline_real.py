@@ -323,3 +323,28 @@ def test_rollback_then_export_is_clines_checkpoint_restore(
     out = tmp_path / "restored"
     export_cline(memory_store, cid, out)
     assert load(out / "ui_messages.json") == ui
+
+
+def test_the_readme_audit_of_failed_requests_counts_the_real_ones(tmp_path: Path) -> None:
+    import re
+    import sqlite3
+
+    task = next((t for t in cline_tasks() if t.name == "haram333-fineye"), None)
+    if task is None:
+        pytest.skip("the real agents' files are absent")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Bringing histories in and out", 1)[1].split("\n## ", 1)[0]
+    (statement,) = re.findall(r"```sql\n(.*?)```", section, flags=re.S)
+    with ContextStore.open(tmp_path / "audit.db") as store:
+        import_cline(store, task)
+    connection = sqlite3.connect(tmp_path / "audit.db")
+    (row,) = connection.execute(statement).fetchall()
+    connection.close()
+    ui = _ui(task)
+    assert row == (
+        sum(1 for m in _says(ui, "api_req_started") if "cancelReason" in _info(m)),
+        sum(1 for m in ui[ui.index(_says(ui, "api_req_started")[0]) :]
+            if m.get("ask") == "api_req_failed"),
+        len(_says(ui[ui.index(_says(ui, "api_req_started")[0]) :], "error_retry")),
+    )
+    assert row[0] == 7 and row[2] > 0
