@@ -9,8 +9,6 @@ conversation back as a task folder.
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,17 +37,13 @@ from contextstore.interop.cline_write import (
     with_positions,
     write_json_atomic,
 )
-from contextstore.interop.errors import ClineTaskError, ImportConflictError
+from contextstore.interop.errors import ClineTaskError
 from contextstore.interop.files import MAX_FILE_BYTES, Folder, Note
 from contextstore.interop.plan import ImportPlan
-from contextstore.interop.report import SKIPPED, ExportReport, ImportReport, ItemReport
+from contextstore.interop.report import ExportReport, ImportReport
 from contextstore.interop.store_api import InteropStore
-from contextstore.interop.sync import apply_plan, import_state
+from contextstore.interop.sync import Progress, import_state, run_import
 from contextstore.storage.queries import EXACT_TEXT_KEY
-
-Progress = Callable[[str, int], None]
-"""Called with a task's path and the number of steps (each task is read, then written):
-the CLI's progress bar."""
 
 EMPTY_TASK_METADATA: dict[str, Any] = {
     "files_in_context": [],
@@ -86,54 +80,21 @@ def import_cline(
         UnsafeInputError: a link leads out of ``path``, or a file is too large or too deep.
         ImportConflictError: a single task no longer matches its conversation.
     """
-    started = time.perf_counter()
     root = Path(path)
     base = root.parent.parent if root.parent.name == "tasks" and is_task_dir(root) else root
     folder = Folder(base, max_file_bytes=max_file_bytes)
     tasks = find_tasks(root, folder)
     if not tasks:
         raise ClineTaskError(root, None, "holds no task folders under tasks/; nothing to import.")
-    single = len(tasks) == 1 and tasks[0] == root
     history = Path(history_path) if history_path is not None else None
     history_folder = Folder(history.parent, max_file_bytes=max_file_bytes) if history else folder
-    plans: list[ImportPlan | ItemReport] = []
-    for task_dir in tasks:
-        try:
-            task = read_task(task_dir, folder, history_path=history, history_folder=history_folder)
-        except ClineTaskError as exc:
-            if single:
-                raise
-            plans.append(ItemReport(str(task_dir), None, SKIPPED, skipped=(_note(exc),)))
-            if progress is not None:
-                progress(str(task_dir), 2 * len(tasks))
-            continue
-        plans.append(plan_task(task, max_message_bytes=store.max_message_bytes))
-        if progress is not None:
-            progress(str(task_dir), 2 * len(tasks))
-    items: list[ItemReport] = []
-    with store.transaction():
-        for plan in plans:
-            if isinstance(plan, ItemReport):
-                items.append(plan)
-            else:
-                items.append(_apply(store, plan, replace=replace, single=single))
-            if progress is not None:
-                progress(plan.path, 2 * len(plans))
-    return ImportReport(ORIGIN, tuple(items), time.perf_counter() - started)
 
+    def plan(task_dir: Path) -> ImportPlan:
+        task = read_task(task_dir, folder, history_path=history, history_folder=history_folder)
+        return plan_task(task, max_message_bytes=store.max_message_bytes)
 
-def _apply(store: InteropStore, plan: ImportPlan, *, replace: bool, single: bool) -> ItemReport:
-    try:
-        return apply_plan(store, plan, replace=replace)
-    except ImportConflictError as exc:
-        if single:
-            raise
-        return ItemReport(plan.path, plan.conversation_id, "conflict", skipped=(_note(exc),))
-
-
-def _note(exc: ClineTaskError | ImportConflictError) -> Note:
-    problem = str(exc).split(": ", 1)[-1]
-    return Note(str(exc.path), exc.position, problem)
+    single = len(tasks) == 1 and tasks[0] == root
+    return run_import(store, ORIGIN, tasks, plan, single=single, replace=replace, progress=progress)
 
 
 def export_cline(

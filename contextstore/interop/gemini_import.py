@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,8 @@ from contextstore.core.hardening import DEFAULT_FINAL_USER_TEXT
 from contextstore.core.validate import check_id
 from contextstore.core.view import build_view
 from contextstore.interop.cline_write import write_json_atomic
-from contextstore.interop.errors import GeminiChatError, ImportConflictError
-from contextstore.interop.files import MAX_FILE_BYTES, Folder, Note
+from contextstore.interop.errors import GeminiChatError
+from contextstore.interop.files import MAX_FILE_BYTES, Folder
 from contextstore.interop.gemini import (
     CHECKPOINT,
     CONTENTS,
@@ -31,15 +30,11 @@ from contextstore.interop.gemini import (
 )
 from contextstore.interop.gemini_plan import ORIGIN, format_timestamp, plan_chat
 from contextstore.interop.plan import ImportPlan
-from contextstore.interop.report import SKIPPED, ExportReport, ImportReport, ItemReport
+from contextstore.interop.report import ExportReport, ImportReport
 from contextstore.interop.store_api import InteropStore
-from contextstore.interop.sync import apply_plan, import_state
+from contextstore.interop.sync import Progress, import_state, run_import
 from contextstore.records import Conversation
 from contextstore.renderers import registry
-
-Progress = Callable[[str, int], None]
-"""Called with a file's path and the number of steps (each file is read, then written):
-the CLI's progress bar."""
 
 SESSION_RECORD_KINDS = frozenset({"user", "gemini", "info", "error", "warning"})
 
@@ -64,7 +59,6 @@ def import_gemini(
         UnsafeInputError: a link leads out of ``path``, or a file is too large or too deep.
         ImportConflictError: a single file no longer matches its conversation.
     """
-    started = time.perf_counter()
     root = Path(path)
     folder = Folder(root if root.is_dir() else root.parent, max_file_bytes=max_file_bytes)
     files = find_chats(root, folder)
@@ -72,50 +66,18 @@ def import_gemini(
         raise GeminiChatError(
             root,
             None,
-            "holds no Gemini CLI chats (chats/session-*.jsonl, "
-            "checkpoint-*.json); nothing to import.",
+            "holds no Gemini CLI chats (chats/session-*.jsonl, checkpoint-*.json); nothing to "
+            "import.",
         )
-    single = root.is_file()
-    plans: list[ImportPlan | ItemReport] = []
-    for file in files:
-        try:
-            chat = read_chat(file, folder)
-            plans.append(
-                plan_chat(
-                    chat,
-                    max_message_bytes=store.max_message_bytes,
-                    file_ms=int(file.stat().st_mtime * 1000),
-                )
-            )
-        except GeminiChatError as exc:
-            if single:
-                raise
-            plans.append(ItemReport(str(file), None, SKIPPED, skipped=(_note(exc),)))
-        if progress is not None:
-            progress(str(file), 2 * len(files))
-    items: list[ItemReport] = []
-    with store.transaction():
-        for plan in plans:
-            if isinstance(plan, ItemReport):
-                items.append(plan)
-            else:
-                try:
-                    items.append(apply_plan(store, plan, replace=replace))
-                except ImportConflictError as exc:
-                    if single:
-                        raise
-                    items.append(
-                        ItemReport(
-                            plan.path, plan.conversation_id, "conflict", skipped=(_note(exc),)
-                        )
-                    )
-            if progress is not None:
-                progress(plan.path, 2 * len(plans))
-    return ImportReport(ORIGIN, tuple(items), time.perf_counter() - started)
 
+    def plan(file: Path) -> ImportPlan:
+        chat = read_chat(file, folder)
+        modified = int(file.stat().st_mtime * 1000)
+        return plan_chat(chat, max_message_bytes=store.max_message_bytes, file_ms=modified)
 
-def _note(exc: GeminiChatError | ImportConflictError) -> Note:
-    return Note(str(exc.path), exc.position, str(exc).split(": ", 1)[-1])
+    return run_import(
+        store, ORIGIN, files, plan, single=root.is_file(), replace=replace, progress=progress
+    )
 
 
 def export_gemini(

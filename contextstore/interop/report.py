@@ -19,6 +19,8 @@ REPLACED: Final = "replaced"
 """The conversation was started over from the file (``replace=True``)."""
 SKIPPED: Final = "skipped"
 """Nothing in the task or file could be imported (the notes say why)."""
+CONFLICT: Final = "conflict"
+"""The file no longer continues its conversation: nothing was written for it."""
 
 
 @dataclass(frozen=True)
@@ -28,8 +30,8 @@ class ItemReport:
     Attributes:
         path: the task folder or file.
         conversation_id: the conversation it is (None when skipped).
-        status: :data:`IMPORTED`, :data:`UPDATED`, :data:`UNCHANGED`, :data:`REPLACED` or
-            :data:`SKIPPED`.
+        status: :data:`IMPORTED`, :data:`UPDATED`, :data:`UNCHANGED`, :data:`REPLACED`,
+            :data:`SKIPPED` or :data:`CONFLICT`.
         added: rows written per table.
         skipped: what was left out or repaired, each naming the file, position and reason.
         replaced: rows of an earlier import that the file rewrote, replaced by its own.

@@ -19,14 +19,26 @@ Importing the same file again then:
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from contextstore.core.errors import ConversationNotFoundError
 from contextstore.core.rows import TimelineRow
-from contextstore.interop.errors import ImportConflictError
+from contextstore.interop.errors import ImportConflictError, InteropError, UnsafeInputError
+from contextstore.interop.files import Note
 from contextstore.interop.plan import ImportPlan, chain, fingerprint
-from contextstore.interop.report import IMPORTED, REPLACED, UNCHANGED, UPDATED, ItemReport
+from contextstore.interop.report import (
+    CONFLICT,
+    IMPORTED,
+    REPLACED,
+    SKIPPED,
+    UNCHANGED,
+    UPDATED,
+    ImportReport,
+    ItemReport,
+)
 from contextstore.interop.store_api import InteropStore
 from contextstore.records import Conversation
 
@@ -34,6 +46,66 @@ IMPORT_KEY: Final = "import"
 """Conversation metadata key holding the import's bookkeeping."""
 TAIL_ROWS: Final = 256
 """How many of the newest imported rows a later import may find rewritten and replace."""
+
+
+Progress = Callable[[str, int], None]
+"""Called with a task's or file's path and the number of steps (each item is read, then
+written): the CLI's progress bar."""
+
+
+def note_for(exc: InteropError) -> Note:
+    """An error about one item, as the note a report keeps for it."""
+    return Note(str(exc.path), exc.position, str(exc).split(": ", 1)[-1])
+
+
+def run_import(
+    store: InteropStore,
+    source: str,
+    items: Sequence[Path],
+    plan: Callable[[Path], ImportPlan],
+    *,
+    single: bool,
+    replace: bool,
+    progress: Progress | None,
+) -> ImportReport:
+    """Plan every item (reading its files), then write all plans in one transaction.
+
+    An item whose files hold nothing readable is ``skipped``, one that no longer continues
+    its conversation a ``conflict``, each with a note; with ``single`` (one item named
+    directly) their error is raised instead. An unsafe file raises for any item, before
+    anything is written.
+    """
+    started = time.perf_counter()
+    steps = 2 * len(items)
+    planned: list[ImportPlan | ItemReport] = []
+    for item in items:
+        try:
+            planned.append(plan(item))
+        except InteropError as exc:
+            if single or isinstance(exc, UnsafeInputError):
+                raise
+            planned.append(ItemReport(str(item), None, SKIPPED, skipped=(note_for(exc),)))
+        if progress is not None:
+            progress(str(item), steps)
+    reports: list[ItemReport] = []
+    with store.transaction():
+        for entry in planned:
+            report = (
+                entry if isinstance(entry, ItemReport) else _apply(store, entry, replace, single)
+            )
+            reports.append(report)
+            if progress is not None:
+                progress(report.path, steps)
+    return ImportReport(source, tuple(reports), time.perf_counter() - started)
+
+
+def _apply(store: InteropStore, plan: ImportPlan, replace: bool, single: bool) -> ItemReport:
+    try:
+        return apply_plan(store, plan, replace=replace)
+    except ImportConflictError as exc:
+        if single:
+            raise
+        return ItemReport(plan.path, plan.conversation_id, CONFLICT, skipped=(note_for(exc),))
 
 
 def import_state(metadata: dict[str, Any]) -> dict[str, Any] | None:

@@ -343,8 +343,11 @@ def test_the_readme_audit_of_failed_requests_counts_the_real_ones(tmp_path: Path
     ui = _ui(task)
     assert row == (
         sum(1 for m in _says(ui, "api_req_started") if "cancelReason" in _info(m)),
-        sum(1 for m in ui[ui.index(_says(ui, "api_req_started")[0]) :]
-            if m.get("ask") == "api_req_failed"),
+        sum(
+            1
+            for m in ui[ui.index(_says(ui, "api_req_started")[0]) :]
+            if m.get("ask") == "api_req_failed"
+        ),
         len(_says(ui[ui.index(_says(ui, "api_req_started")[0]) :], "error_retry")),
     )
     assert row[0] == 7 and row[2] > 0

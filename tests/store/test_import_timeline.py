@@ -25,8 +25,13 @@ def _rows() -> list[Any]:
     return [
         SourceRecordRow(START + 1, "cline", "say:text", {"ts": 5, "say": "text"}, 5),
         MessageRow(START + 2, user("task")),
-        RequestRow(START + 3, tokens_in=10, cache_reads=5, failure="user_cancelled",
-                   details={"retries": [{"attempt": 1}]}),
+        RequestRow(
+            START + 3,
+            tokens_in=10,
+            cache_reads=5,
+            failure="user_cancelled",
+            details={"retries": [{"attempt": 1}]},
+        ),
         MessageRow(START + 4, assistant("first")),
         CheckpointRow(START + 5, label="cline:5", git_hash="ab" * 20),
         MessageRow(START + 6, user("more")),
@@ -77,14 +82,22 @@ def test_rows_that_break_the_timeline_are_refused_and_nothing_is_written(
     conv = store.create_conversation(created_ts=START)
     before = store.row_counts()
     with pytest.raises(TimelineError, match="row 1 has ts"):
-        store.import_timeline(conv.id, [MessageRow(START + 2, user("a")),
-                                        MessageRow(START + 2, user("b"))])
+        store.import_timeline(
+            conv.id, [MessageRow(START + 2, user("a")), MessageRow(START + 2, user("b"))]
+        )
     with pytest.raises(TimelineError, match="not later than the conversation's last ts"):
         store.import_timeline(conv.id, [MessageRow(START, user("a"))])
     assert store.row_counts() == before
     assert store.import_timeline(conv.id, []) == dict.fromkeys(
-        ["messages", "source_records", "api_requests", "checkpoints", "deleted_ranges",
-         "context_updates"], 0
+        [
+            "messages",
+            "source_records",
+            "api_requests",
+            "checkpoints",
+            "deleted_ranges",
+            "context_updates",
+        ],
+        0,
     )
 
 
@@ -107,8 +120,12 @@ def test_each_row_is_checked_as_its_own_method_would(
     memory_store: ContextStore, bad: Any, match: str
 ) -> None:
     conv = memory_store.create_conversation(created_ts=START)
-    rows = [MessageRow(START + 1, user("a")), MessageRow(START + 2, assistant("b")),
-            MessageRow(START + 3, user("c")), bad]
+    rows = [
+        MessageRow(START + 1, user("a")),
+        MessageRow(START + 2, assistant("b")),
+        MessageRow(START + 3, user("c")),
+        bad,
+    ]
     with pytest.raises(InvalidInputError, match=match):
         memory_store.import_timeline(conv.id, rows)
     assert memory_store.messages(conv.id) == []
