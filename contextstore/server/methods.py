@@ -28,6 +28,9 @@ EXCLUDED: dict[str, str] = {
     "close": "the server closes the store when it stops",
     # A context manager held across calls; every JSON-RPC call is one transaction already.
     "transaction": "a Python context manager (each call is already one transaction)",
+    # The importers' bulk path: rows are Python dataclasses, written by 'contextstore import'.
+    "import_timeline": "an importer's bulk write of Python row objects (use 'contextstore import')",
+    "discard_imported_rows": "an importer replacing its own rows (use 'contextstore import')",
 }
 """Public store methods that are not served, and why."""
 
