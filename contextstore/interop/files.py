@@ -13,7 +13,6 @@ before anything is parsed or written):
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from typing import Any, Final
 
 from contextstore.interop.errors import (
     FileTooLargeError,
+    InteropError,
     NestingTooDeepError,
     OutsideFolderError,
 )
@@ -111,7 +111,7 @@ class Folder:
         Raises:
             OutsideFolderError: the file is a link that leaves the folder.
             FileTooLargeError: the file is over the size limit.
-            ClineTaskError: it cannot be read (through the caller's error type).
+            InteropError: it cannot be read (permissions, an I/O error).
         """
         self.check(path)
         size = path.stat().st_size
@@ -123,7 +123,12 @@ class Folder:
                 "(MAX_FILE_BYTES); pass a larger max_file_bytes if the file is genuine. "
                 "Nothing was imported.",
             )
-        raw = path.read_bytes()
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise InteropError(
+                path, None, f"cannot be read ({exc.strerror}); nothing was imported."
+            ) from exc
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -197,8 +202,3 @@ def check_depth(text: str, path: Path, where: str | None = None) -> None:
             f"{MAX_JSON_DEPTH} (MAX_JSON_DEPTH); no agent writes such a file. Nothing was "
             "imported.",
         )
-
-
-def loads_line(line: str) -> Any:
-    """Parse one JSON line (``json.JSONDecodeError`` when it is not JSON)."""
-    return json.loads(line)

@@ -1,5 +1,22 @@
-"""Converting Gemini ``Content`` turns to Anthropic messages (the rules are in
-:mod:`contextstore.interop.gemini`); pure, no I/O."""
+"""Converting Gemini ``Content`` turns to Anthropic messages; pure, no I/O.
+
+* role ``user`` -> ``user``, ``model`` -> ``assistant``;
+* ``text`` -> a text block; ``thought: true`` parts and blank text are dropped;
+* ``inlineData``/``fileData`` -> an ``image`` (``image/*``) or ``document``
+  (``application/pdf``) block with a base64 or URL source; other MIME types -> a text note;
+* ``functionCall`` -> ``tool_use`` (without an id: ``gemini_call_<turn>_<part>``);
+* ``functionResponse`` -> ``tool_result`` for its id, else the first unanswered call of the
+  same name in the previous model turn, else ``gemini_response_<turn>_<part>``; the content
+  is ``response.output`` when it is a string, else the response as JSON; an ``error``
+  response is ``is_error``; images in ``functionResponse.parts`` join the content;
+* ``executableCode`` -> fenced code, ``codeExecutionResult`` -> ``Output:`` text;
+* a part's ``thoughtSignature`` stays on its block (and is sent back to Gemini).
+
+Consecutive same-role turns are merged unless they come from different session records
+(each record keeps its own messages, so its time holds and a later record never rewrites
+an earlier message); in a user message the ``tool_result`` blocks come first; a chat that
+starts with the model gets Gemini CLI's continuation text as its first user message.
+"""
 
 from __future__ import annotations
 

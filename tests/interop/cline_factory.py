@@ -12,6 +12,7 @@ order, not sorted), and deleted ranges on the UI messages and in the ``HistoryIt
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,3 +178,16 @@ def dedupe_history(task: Task, *, at_request: int) -> list[Any]:
             notice = f"[read_file for '{path}'] Result:\n{NOTE}"
             entries.append([idx, [2, [[0, [[stamp, "text", [notice], []]]]]]])
     return entries
+
+
+def write_storage(root: Path, tasks: dict[str, Task], extra_items: Sequence[Any] = ()) -> Path:
+    """A Cline storage folder: ``tasks/<id>/`` for each task, and ``state/taskHistory.json``
+    with each task's ``item`` (and ``extra_items``), newest first as Cline keeps them."""
+    items = [*extra_items]
+    for task_id, task in tasks.items():
+        task.write(root / "tasks" / task_id)
+        if task.item is not None:
+            items.insert(0, {"id": task_id, **task.item})
+    (root / "state").mkdir(parents=True, exist_ok=True)
+    _dump(root / "state" / "taskHistory.json", items)
+    return root

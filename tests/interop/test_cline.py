@@ -27,7 +27,7 @@ from contextstore.interop import (
     import_cline,
 )
 from contextstore.interop.cline import ClineEditType, edit_type_for_kind, kind_for_edit_type
-from tests.interop.cline_factory import NOTE, dedupe_history, story
+from tests.interop.cline_factory import NOTE, dedupe_history, story, write_storage
 
 DATA = Path(__file__).parent / "data"
 TASK_ID = "1732000000000"
@@ -254,6 +254,48 @@ def test_generated_ranges_hold_at_their_times_and_in_the_request_they_were_made_
         (row,) = connection.execute(deleted_ranges.select()).all()
     assert row.keep == "imported" and row.tokens_total == earlier.total_tokens
     assert "ui_messages.json" in row.reason
+
+
+def test_generated_history_items_carry_the_current_range(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    """The HistoryItem is the only durable home of the current range: a range newer than
+    every UI message closes the timeline; one equal to the UI's adds nothing."""
+    newer, same = story(8, deleted=(5, 5)), story(8, deleted=(5, 5))
+    newer.item = {
+        "ts": newer.ui[-1]["ts"],
+        "task": "Fix the report.",
+        "conversationHistoryDeletedRange": [2, 9],
+    }
+    same.item = {
+        "ts": same.ui[-1]["ts"],
+        "task": "Fix the report.",
+        "conversationHistoryDeletedRange": [2, 5],
+    }
+    root = write_storage(
+        tmp_path / "globalStorage",
+        {"1760000000001": newer, "1760000000002": same},
+        extra_items=[{"id": "1750000000000", "ts": 1, "task": "a task not on disk"}],
+    )
+    report = import_cline(memory_store, root)
+    assert [i.added["deleted_ranges"] for i in report.items] == [2, 1]
+    last_ui = memory_store.source_records("1760000000001")[-1]
+    assert memory_store.deleted_range("1760000000001", as_of=last_ui.ts) == (2, 5)
+    assert memory_store.deleted_range("1760000000001") == (2, 9)
+    assert memory_store.deleted_range("1760000000002") == (2, 5)
+    from contextstore.storage.tables import deleted_ranges
+
+    with memory_store.database.read() as connection:
+        reasons = connection.execute(
+            deleted_ranges.select().where(deleted_ranges.c.conversation_id == "1760000000001")
+        ).all()
+    assert "taskHistory.json (HistoryItem 1760000000001)" in reasons[-1].reason
+    export_cline(memory_store, "1760000000001", root / "tasks" / "1760000000001", overwrite=True)
+    assert _load(root / "state" / "taskHistory.json") == [
+        {"id": "1760000000002", **same.item},
+        {"id": "1760000000001", **newer.item},
+        {"id": "1750000000000", "ts": 1, "task": "a task not on disk"},
+    ]
 
 
 def test_a_task_resumed_in_cline_replaces_the_rows_cline_rewrote(
