@@ -8,29 +8,32 @@ nothing does.
 
 from __future__ import annotations
 
-import json
-import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import click
 
+from contextstore.cli import terminal
 from contextstore.cli.common import handle_errors, open_store
+from contextstore.cli.wording import cli_wording
 from contextstore.core.errors import InvalidInputError
-from contextstore.interop.cline_import import export_cline, import_cline
-from contextstore.interop.gemini_import import export_gemini, import_gemini
-from contextstore.interop.report import ExportReport, ImportReport, ItemReport
+from contextstore.interop.cline_import import cline_tasks, export_cline, import_cline
+from contextstore.interop.files import MAX_FILE_BYTES
+from contextstore.interop.gemini_import import export_gemini, gemini_chats, import_gemini
+from contextstore.interop.report import CONFLICT, ExportReport, ImportReport, ItemReport
 from contextstore.store import ContextStore
 
 Importer = Callable[..., ImportReport]
+Finder = Callable[..., Any]
 
 _JSON_HELP = "Print the report as JSON (added and skipped per task or file); no progress bar."
 _REPLACE_HELP = (
     "Start over a conversation whose task or file no longer continues what was imported "
     "(its rows are replaced by the file's)."
 )
+_MAX_FILE_HELP = f"Largest file read, in bytes (default {MAX_FILE_BYTES:,})."
 
 
 @click.group("import")
@@ -43,74 +46,51 @@ def export_group() -> None:
     """Write a conversation back in another agent's files."""
 
 
-class _Bar:
-    """A progress bar on stderr, opened at the first step (when the total is known)."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.bar: Any = None
-
-    def step(self, path: str, total: int) -> None:
-        if self.bar is None or self.bar.pos >= self.bar.length:
-            self.close()
-            self.bar = click.progressbar(
-                length=max(total, 1),
-                label=self.label,
-                file=sys.stderr,
-                show_pos=True,
-                item_show_func=lambda item: None if item is None else Path(item).name,
-            )
-            self.bar.__enter__()
-        self.bar.update(1, path)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
-            self.bar = None
-
-
-@contextmanager
-def _progress(enabled: bool, label: str) -> Iterator[Callable[[str, int], None]]:
-    """A progress callback: a bar on stderr when it is a terminal and ``enabled``."""
-    if not (enabled and sys.stderr.isatty()):
-        yield lambda _path, _total: None
-        return
-    bar = _Bar(label)
-    try:
-        yield bar.step
-    finally:
-        bar.close()
-
-
 def _run_import(
     ctx: click.Context,
     importer: Importer,
+    finder: Finder,
     paths: Sequence[Path],
     as_json: bool,
     label: str,
+    max_file_bytes: int,
     **options: Any,
 ) -> None:
     store: ContextStore = open_store(ctx)
+    steps = 2 * sum(len(finder(path, max_file_bytes=max_file_bytes)[1]) for path in paths)
     reports: list[ImportReport] = []
-    with _progress(not as_json, label) as step, store.transaction():
+    bar = nullcontext(_ignore) if as_json else terminal.progress(label, steps)
+    with bar as advance, store.transaction():
         for path in paths:
-            reports.append(importer(store, path, progress=step, **options))
+            reports.append(
+                importer(
+                    store,
+                    path,
+                    progress=lambda _path, _total: advance(1),
+                    max_file_bytes=max_file_bytes,
+                    **options,
+                )
+            )
     items = tuple(item for report in reports for item in report.items)
     merged = ImportReport(reports[0].source, items, sum(r.seconds for r in reports))
     if as_json:
-        click.echo(json.dumps(merged.to_json(), indent=2))
+        terminal.print_json(merged.to_json())
     else:
         for item in items:
-            click.echo(_item_line(item))
+            terminal.out(_item_line(item))
             for note in item.skipped:
-                click.echo(f"  skipped: {note}", err=True)
-        click.echo(f"{len(items)} item(s) in {merged.seconds:.2f} s", err=True)
-    conflicts = [item for item in items if item.status == "conflict"]
+                terminal.note(f"  skipped: {cli_wording(str(note))}")
+        terminal.note(f"{len(items)} item(s) in {merged.seconds:.2f} s")
+    conflicts = [item for item in items if item.status == CONFLICT]
     if conflicts:
         raise InvalidInputError(
             f"{len(conflicts)} item(s) no longer continue what was imported and were left "
             "as they were; import them again with --replace to start them over."
         )
+
+
+def _ignore(_steps: int = 1) -> None:
+    """The progress callback under ``--json``: nothing is drawn."""
 
 
 def _item_line(item: ItemReport) -> str:
@@ -122,12 +102,12 @@ def _item_line(item: ItemReport) -> str:
 
 def _print_export(report: ExportReport, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2))
+        terminal.print_json(report.to_json())
         return
     for path in report.files:
-        click.echo(str(path))
+        terminal.out(str(path))
     for note in report.skipped:
-        click.echo(f"skipped: {note}", err=True)
+        terminal.note(f"skipped: {note}")
 
 
 _paths = click.argument(
@@ -135,6 +115,9 @@ _paths = click.argument(
 )
 _as_json = click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 _replace = click.option("--replace", is_flag=True, help=_REPLACE_HELP)
+_max_file = click.option(
+    "--max-file-bytes", type=click.IntRange(min=1), default=MAX_FILE_BYTES, help=_MAX_FILE_HELP
+)
 
 
 @click.command("cline")
@@ -148,6 +131,7 @@ _replace = click.option("--replace", is_flag=True, help=_REPLACE_HELP)
     "holds each task's current deleted range).",
 )
 @_replace
+@_max_file
 @_as_json
 @click.pass_context
 @handle_errors
@@ -156,6 +140,7 @@ def import_cline_command(
     paths: tuple[Path, ...],
     history_path: Path | None,
     replace: bool,
+    max_file_bytes: int,
     as_json: bool,
 ) -> None:
     """Import Cline tasks: PATH is a tasks/<id>/ folder, or Cline's storage folder (the one
@@ -163,9 +148,11 @@ def import_cline_command(
     _run_import(
         ctx,
         import_cline,
+        cline_tasks,
         paths,
         as_json,
         "Cline tasks",
+        max_file_bytes,
         history_path=history_path,
         replace=replace,
     )
@@ -174,15 +161,25 @@ def import_cline_command(
 @click.command("gemini")
 @_paths
 @_replace
+@_max_file
 @_as_json
 @click.pass_context
 @handle_errors
 def import_gemini_command(
-    ctx: click.Context, paths: tuple[Path, ...], replace: bool, as_json: bool
+    ctx: click.Context, paths: tuple[Path, ...], replace: bool, max_file_bytes: int, as_json: bool
 ) -> None:
     """Import Gemini CLI chats: PATH is a session recording, a /chat save checkpoint, a
     /chat share file, or a folder holding them (chats/, ~/.gemini/tmp)."""
-    _run_import(ctx, import_gemini, paths, as_json, "Gemini CLI chats", replace=replace)
+    _run_import(
+        ctx,
+        import_gemini,
+        gemini_chats,
+        paths,
+        as_json,
+        "Gemini CLI chats",
+        max_file_bytes,
+        replace=replace,
+    )
 
 
 @click.command("cline")

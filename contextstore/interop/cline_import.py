@@ -81,11 +81,7 @@ def import_cline(
         ImportConflictError: a single task no longer matches its conversation.
     """
     root = Path(path)
-    base = root.parent.parent if root.parent.name == "tasks" and is_task_dir(root) else root
-    folder = Folder(base, max_file_bytes=max_file_bytes)
-    tasks = find_tasks(root, folder)
-    if not tasks:
-        raise ClineTaskError(root, None, "holds no task folders under tasks/; nothing to import.")
+    folder, tasks = cline_tasks(root, max_file_bytes=max_file_bytes)
     history = Path(history_path) if history_path is not None else None
     history_folder = Folder(history.parent, max_file_bytes=max_file_bytes) if history else folder
 
@@ -95,6 +91,25 @@ def import_cline(
 
     single = len(tasks) == 1 and tasks[0] == root
     return run_import(store, ORIGIN, tasks, plan, single=single, replace=replace, progress=progress)
+
+
+def cline_tasks(
+    path: str | os.PathLike[str], *, max_file_bytes: int = MAX_FILE_BYTES
+) -> tuple[Folder, list[Path]]:
+    """The task folders :func:`import_cline` would import from ``path``, and the folder
+    no file may lead out of (the storage folder when ``path`` is one of its tasks).
+
+    Raises:
+        ClineTaskError: ``path`` is no task folder and holds none.
+        OutsideFolderError: a task folder is a link out of ``path``.
+    """
+    root = Path(path)
+    base = root.parent.parent if root.parent.name == "tasks" and is_task_dir(root) else root
+    folder = Folder(base, max_file_bytes=max_file_bytes)
+    tasks = find_tasks(root, folder)
+    if not tasks:
+        raise ClineTaskError(root, None, "holds no task folders under tasks/; nothing to import.")
+    return folder, tasks
 
 
 def export_cline(

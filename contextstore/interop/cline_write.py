@@ -334,6 +334,5 @@ def check_targets(paths: Sequence[Path], *, overwrite: bool) -> None:
         raise ClineTaskError(
             existing[0].parent,
             None,
-            f"already holds {names}; pass --force (overwrite=True) "
-            "to replace them. Nothing was written.",
+            f"already holds {names}; pass overwrite to replace. Nothing was written.",
         )

@@ -120,7 +120,7 @@ class Folder:
                 path,
                 None,
                 f"is {size:,} bytes, over the import limit of {self.max_file_bytes:,} "
-                "(MAX_FILE_BYTES); pass a larger max_file_bytes if the file is genuine. "
+                "(MAX_FILE_BYTES); if the file is genuine, pass a larger max_file_bytes. "
                 "Nothing was imported.",
             )
         try:

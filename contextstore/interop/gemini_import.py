@@ -60,15 +60,7 @@ def import_gemini(
         ImportConflictError: a single file no longer matches its conversation.
     """
     root = Path(path)
-    folder = Folder(root if root.is_dir() else root.parent, max_file_bytes=max_file_bytes)
-    files = find_chats(root, folder)
-    if not files:
-        raise GeminiChatError(
-            root,
-            None,
-            "holds no Gemini CLI chats (chats/session-*.jsonl, checkpoint-*.json); nothing to "
-            "import.",
-        )
+    folder, files = gemini_chats(root, max_file_bytes=max_file_bytes)
 
     def plan(file: Path) -> ImportPlan:
         chat = read_chat(file, folder)
@@ -78,6 +70,29 @@ def import_gemini(
     return run_import(
         store, ORIGIN, files, plan, single=root.is_file(), replace=replace, progress=progress
     )
+
+
+def gemini_chats(
+    path: str | os.PathLike[str], *, max_file_bytes: int = MAX_FILE_BYTES
+) -> tuple[Folder, list[Path]]:
+    """The chat files :func:`import_gemini` would import from ``path``, and the folder no
+    file may lead out of.
+
+    Raises:
+        GeminiChatError: ``path`` does not exist or holds no chat.
+        OutsideFolderError: a link under it leads out of it.
+    """
+    root = Path(path)
+    folder = Folder(root if root.is_dir() else root.parent, max_file_bytes=max_file_bytes)
+    files = find_chats(root, folder)
+    if not files:
+        raise GeminiChatError(
+            root,
+            None,
+            "holds no Gemini CLI chats (chats/session-*.jsonl, checkpoint-*.json); nothing to "
+            "import.",
+        )
+    return folder, files
 
 
 def export_gemini(
@@ -108,7 +123,7 @@ def export_gemini(
         raise GeminiChatError(
             target,
             None,
-            "already exists; pass --force (overwrite=True) to replace it. Nothing was written.",
+            "already exists; pass overwrite to replace. Nothing was written.",
         )
     gemini = conversation.metadata.get("gemini")
     gemini = gemini if isinstance(gemini, dict) else {}

@@ -151,7 +151,7 @@ def _continue(
             Path(plan.path),
             None,
             f"conversation {plan.conversation_id!r} already exists and was not imported from "
-            f"{plan.source}; delete it first or import with --replace (replace=True).",
+            f"{plan.source}; delete it first or import again with replace=True.",
         )
     count = int(state.get("rows", 0))
     tail_prints = list(state.get("tail", []))
@@ -174,7 +174,7 @@ def _continue(
             f"changed since it was imported, but conversation {plan.conversation_id!r} was "
             "also changed in contextstore since (a rollback, an append), so the file's new "
             "rows cannot continue the agent's timeline. Nothing was written; fork the "
-            "conversation to keep your changes, then import with --replace (replace=True).",
+            "conversation to keep your changes, then import again with replace=True.",
         )
     replaced = 0
     cutoff = existing.last_ts
@@ -198,7 +198,7 @@ def _rewritten(plan: ImportPlan, count: int) -> ImportConflictError:
         None,
         f"no longer starts with the rows imported into conversation {plan.conversation_id!r} "
         f"({count} rows; an older one changed, e.g. by a checkpoint restore in the agent). "
-        "Nothing was written; import with --replace (replace=True) to start the "
+        "Nothing was written; import again with replace=True to start the "
         "conversation over from the file.",
     )
 

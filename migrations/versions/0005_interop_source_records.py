@@ -2,7 +2,7 @@
 ``api_requests.details``.
 
 Revision ID: 0005
-Revises: 0003
+Revises: 0004
 Create Date: 2026-12-02
 
 A Cline task's UI messages (``ui_messages.json``: checkpoints, tool and command output,
@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
-down_revision = "0003"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
