@@ -3,7 +3,7 @@
 A block's row keeps each value once. Its columns hold what audits query (``type``,
 ``text``, ``tool_use_id``, ``tool_name``); ``data`` holds only what no column holds (a tool
 call's ``input``, an image's source, ``cache_control``...), so a 2 KB tool result is stored
-as 2 KB of ``text`` and a ``{}``. Rows written before revision 0005 kept the whole block in
+as 2 KB of ``text`` and a ``{}``. Rows written before revision 0006 kept the whole block in
 ``data``; they decode the same way (what ``data`` holds wins).
 
 Text columns cannot hold NUL on PostgreSQL, and ``jsonb`` cannot hold ``\\u0000`` either: a
@@ -22,7 +22,7 @@ NUL = "\x00"
 EXACT_KEY = "_exact"
 """JSON key of a text containing NUL, as the list of its NUL-separated pieces."""
 LEGACY_EXACT_TEXT_KEY = "_exact_text"
-"""Where rows written before revision 0005 kept an update's exact text (a plain string)."""
+"""Where rows written before revision 0006 kept an update's exact text (a plain string)."""
 
 _EMPTY_OBJECT = ("{}", "{}")
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)

@@ -20,6 +20,7 @@ from contextstore.storage.tables import (
     deleted_ranges,
     messages,
     rollbacks,
+    source_records,
 )
 
 _c = conversations.c
@@ -155,6 +156,7 @@ OWNED_TABLES = (
     context_updates,
     api_requests,
     checkpoints,
+    source_records,
     rollbacks,
     archived_rows,
 )

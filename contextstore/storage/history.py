@@ -86,15 +86,31 @@ def insert_messages(
 ) -> None:
     """Insert messages (with their token counts) at consecutive indices and timestamps,
     and their blocks, in two driver calls."""
+    insert_message_rows(
+        connection,
+        conversation_id,
+        [
+            (first_idx + offset, first_ts + offset, message, tokens)
+            for offset, (message, tokens) in enumerate(written)
+        ],
+    )
+
+
+def insert_message_rows(
+    connection: Connection,
+    conversation_id: str,
+    rows: Sequence[tuple[int, int, NormalizedMessage, int]],
+) -> None:
+    """Insert messages given as ``(idx, ts, message, token count)``, and their blocks, in
+    two driver calls (an importer's rows keep the other tool's timestamps)."""
     message_rows = []
     block_rows = []
-    for offset, (message, tokens) in enumerate(written):
-        idx = first_idx + offset
+    for idx, ts, message, tokens in rows:
         message_rows.append(
             {
                 "conversation_id": conversation_id,
                 "idx": idx,
-                "ts": first_ts + offset,
+                "ts": ts,
                 "role": message.role,
                 "token_count": tokens,
                 "was_string": message.was_string,

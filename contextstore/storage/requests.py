@@ -32,11 +32,15 @@ _RECORD_COLUMNS = (
     _a.format,
     _a.payload_sha256,
     _a.failure,
+    _a.details,
 )
 
 
 def _record(row: tuple[Any, ...]) -> RequestRecord:
-    return RequestRecord(*row)
+    values = list(row)
+    if values[-1] is not None:
+        values[-1] = decode_object(values[-1], f"request {row[0]} details")
+    return RequestRecord(*values)
 
 
 _INSERT_COLUMNS = (

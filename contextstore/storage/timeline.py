@@ -43,6 +43,7 @@ from contextstore.storage.tables import (
     deleted_ranges,
     messages,
     rollbacks,
+    source_records,
 )
 
 _k, _x, _m, _b = checkpoints.c, archived_rows.c, messages.c, blocks.c
@@ -54,6 +55,7 @@ RESTORE_ORDER: tuple[Table, ...] = (
     context_updates,
     api_requests,
     checkpoints,
+    source_records,
 )
 """Tables in the order archived rows go back (blocks need their messages first)."""
 

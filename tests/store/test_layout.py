@@ -1,5 +1,5 @@
 """How rows are laid out: each block value stored once, exactly, in the fewest statements;
-revision 0005 moves old rows to that layout and back."""
+revision 0006 moves old rows to that layout and back."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def test_a_repeat_render_keeps_only_the_rewrites_in_memory(memory_store: Context
     assert 0 < memory_store.render_cache.bytes < 1_000
 
 
-def test_revision_0005_slims_old_block_rows_and_keeps_what_they_decode_to(
+def test_revision_0006_slims_old_block_rows_and_keeps_what_they_decode_to(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "layout.db"
@@ -156,7 +156,7 @@ def test_revision_0005_slims_old_block_rows_and_keeps_what_they_decode_to(
         store.append(conv.id, messages)
         slim = _block_rows(store)
     engine = create_engine(f"sqlite:///{path}")
-    migrate.downgrade(engine, is_sqlite=True, revision="0004")
+    migrate.downgrade(engine, is_sqlite=True, revision="0005")
     with engine.connect() as connection:
         old = list(connection.execute(text("SELECT type, data FROM blocks ORDER BY message_idx")))
     assert json.loads(old[2].data) == {

@@ -1,8 +1,8 @@
 """Storage layout for speed and size: a message counter, each block value stored once,
 an archive index, and ``jsonb`` on PostgreSQL.
 
-Revision ID: 0005
-Revises: 0004
+Revision ID: 0006
+Revises: 0005
 Create Date: 2026-12-01
 
 What changes, table by table:
@@ -23,13 +23,14 @@ What changes, table by table:
   id)``): a restore and the cascade from ``rollbacks`` read one rollback's rows.
 - PostgreSQL only: every JSON column (``conversations.metadata``, ``messages.meta``,
   ``blocks.data``, ``context_updates.metadata``, ``request_options.data``,
-  ``rollbacks.counts``, ``archived_rows.data``) becomes ``jsonb``. Views that read one of
+  ``api_requests.details``, ``source_records.data``, ``rollbacks.counts``,
+  ``archived_rows.data``) becomes ``jsonb``. Views that read one of
   these columns (whichever revisions created them) are dropped and recreated around the
   type change, with their definitions read from the server, since PostgreSQL refuses to
   alter a column a view depends on. On SQLite the columns stay JSON text.
 
 The downgrade reverses each step: ``jsonb`` back to ``json``, the blocks' ``data`` back to
-the whole block (the layout of 0003 and 0004), the index and the column dropped. No data
+the whole block (the layout before this revision), the index and the column dropped. No data
 is lost either way.
 """
 
@@ -42,8 +43,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005"
-down_revision = "0004"
+revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
@@ -56,6 +57,8 @@ JSON_COLUMNS = (
     ("blocks", "data"),
     ("context_updates", "metadata"),
     ("request_options", "data"),
+    ("api_requests", "details"),
+    ("source_records", "data"),
     ("rollbacks", "counts"),
     ("archived_rows", "data"),
 )
