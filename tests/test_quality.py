@@ -25,7 +25,7 @@ LAYERS: dict[str, set[str]] = {
     "processors": _CORE | {"contextstore.processors"},
     "renderers": _CORE | {"contextstore.renderers"},
     "storage": _CORE | {"contextstore.storage"},
-    "interop": _CORE | {"contextstore.interop"},
+    "interop": _PURE | {"contextstore.interop"},
     "facade": _PURE | {"contextstore.storage", "contextstore.facade"},
     "store.py": _PURE | {"contextstore.storage", "contextstore.facade"},
     "__init__.py": _CORE | {"contextstore.store"},

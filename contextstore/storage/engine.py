@@ -375,7 +375,6 @@ class Database:
                     with (
                         _rolled_back_on_error(connection),
                         self._joined(connection, "write"),
-                        self._pipelined(connection),
                     ):
                         result = work(connection)
                         _commit(connection)
@@ -388,17 +387,6 @@ class Database:
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 1.0)
         raise AssertionError("unreachable")  # pragma: no cover
-
-    @contextmanager
-    def _pipelined(self, connection: Connection) -> Iterator[None]:
-        """On PostgreSQL, a write in psycopg's pipeline mode: statements whose results are
-        not read go out together, so an append is two round trips (``BEGIN`` with the
-        clock's ``UPDATE ... RETURNING``, then the inserts with the ``COMMIT``)."""
-        if self.is_sqlite:
-            yield
-            return
-        with _driver(connection).pipeline():
-            yield
 
     def _write_apart(self, work: Callable[[Connection], T]) -> T:
         with _translated_errors(), self.engine.connect() as connection:

@@ -30,7 +30,7 @@ from contextstore.storage.codec import (
     exact_pieces,
     exact_text,
 )
-from contextstore.storage.sql import Statement
+from contextstore.storage.sql import Statement, pipelined
 from contextstore.storage.tables import blocks, context_updates, deleted_ranges, messages
 
 NO_LIMIT = 2**62
@@ -131,8 +131,9 @@ def insert_message_rows(
                     "data": data,
                 }
             )
-    _INSERT_MESSAGE.run_many(connection, message_rows)
-    _INSERT_BLOCK.run_many(connection, block_rows)
+    with pipelined(connection):
+        _INSERT_MESSAGE.run_many(connection, message_rows)
+        _INSERT_BLOCK.run_many(connection, block_rows)
 
 
 def _history_query(visible_only: bool) -> Any:

@@ -7,9 +7,10 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select, update
 
+from contextstore.core.errors import CorruptRowError
 from contextstore.core.records import RequestRecord
 from contextstore.core.validate import payload_sha256
-from contextstore.storage.codec import decode_object, encode_json
+from contextstore.storage.codec import decode_json, decode_object, encode_json
 from contextstore.storage.history import NO_LIMIT
 from contextstore.storage.sql import Statement
 from contextstore.storage.tables import api_requests, request_options
@@ -39,7 +40,11 @@ _RECORD_COLUMNS = (
 def _record(row: tuple[Any, ...]) -> RequestRecord:
     values = list(row)
     if values[-1] is not None:
-        values[-1] = decode_object(values[-1], f"request {row[0]} details")
+        # JSON null (what SQLAlchemy's JSON type writes for None) reads as no details.
+        details = decode_json(values[-1], f"request {row[0]} details")
+        if details is not None and not isinstance(details, dict):
+            raise CorruptRowError(f"request {row[0]} details is not a JSON object.")
+        values[-1] = details
     return RequestRecord(*values)
 
 

@@ -16,7 +16,8 @@ statement, so instrumentation and the tests that count statements keep working.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Connection
@@ -131,6 +132,17 @@ class Statement:
         changed = int(cursor.rowcount)
         cursor.close()
         return changed
+
+
+@contextmanager
+def pipelined(connection: Connection) -> Iterator[None]:
+    """On PostgreSQL, statements whose results are not read inside go to the server together
+    (psycopg's pipeline mode: one round trip for all of them); elsewhere, nothing changes."""
+    if connection.dialect.name != "postgresql":
+        yield
+        return
+    with connection.connection.driver_connection.pipeline():  # type: ignore[union-attr]
+        yield
 
 
 def _notify(connection: Connection, cursor: Any, sql: str, params: Any, *, many: bool) -> None:
