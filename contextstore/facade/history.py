@@ -148,7 +148,7 @@ class HistoryMixin(StoreBase):
                 for n, (message, tokens) in enumerate(prepared)
             ]
 
-        return self._db.write(work)
+        return self._db.write(work, pipeline=True)
 
     def messages(self, conversation_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:
         """The stored messages (originals: no cut, no rewrites), as appended."""

@@ -37,6 +37,7 @@ from contextstore.core.errors import (
     ReadOnlyError,
 )
 from contextstore.core.validate import check_choice
+from contextstore.storage.sql import pipelined
 
 T = TypeVar("T")
 Durability = Literal["full", "normal"]
@@ -348,11 +349,15 @@ class Database:
                 yield connection
                 _commit(connection)
 
-    def write(self, work: Callable[[Connection], T]) -> T:
+    def write(self, work: Callable[[Connection], T], *, pipeline: bool = False) -> T:
         """Run ``work`` in one write transaction, retrying it while the database is busy.
 
         ``work`` may run more than once, so it must not change anything but the database.
-        Inside an open write transaction, ``work`` runs once in a savepoint of it.
+        Inside an open write transaction, ``work`` runs once in a savepoint of it. With
+        ``pipeline`` (for work made of :class:`~contextstore.storage.sql.Statement` calls
+        only), PostgreSQL gets the transaction in psycopg's pipeline mode: ``BEGIN`` goes out
+        with the first statement and ``COMMIT`` with the last writes, so an append is two
+        round trips. SQLAlchemy statements cannot run inside (their results arrive late).
 
         Raises:
             ReadOnlyError: the store was opened read-only.
@@ -375,6 +380,7 @@ class Database:
                     with (
                         _rolled_back_on_error(connection),
                         self._joined(connection, "write"),
+                        pipelined(connection) if pipeline else _nothing(),
                     ):
                         result = work(connection)
                         _commit(connection)

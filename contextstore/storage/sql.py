@@ -138,10 +138,11 @@ class Statement:
 def pipelined(connection: Connection) -> Iterator[None]:
     """On PostgreSQL, statements whose results are not read inside go to the server together
     (psycopg's pipeline mode: one round trip for all of them); elsewhere, nothing changes."""
-    if connection.dialect.name != "postgresql":
-        yield
+    raw: Any = connection.connection.driver_connection
+    if connection.dialect.name != "postgresql" or raw.pgconn.pipeline_status:
+        yield  # not PostgreSQL, or already in a pipeline (a nested block would sync)
         return
-    with connection.connection.driver_connection.pipeline():  # type: ignore[union-attr]
+    with raw.pipeline():
         yield
 
 
