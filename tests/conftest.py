@@ -139,3 +139,32 @@ def session(turns: int) -> list[dict[str, Any]]:
         messages.append(assistant(f"step {i}", tool_use(f"t{i}", path=f"f{i}.py")))
         messages.append(user(tool_result(f"t{i}", f"contents of f{i}.py")))
     return messages
+
+
+def duplicate_reads_saving(percent: int, total: int = 10_000) -> list[dict[str, Any]]:
+    """A history whose file-read de-duplication saves exactly ``percent`` % of its characters.
+
+    Built on Cline's metric, counted by hand here: every text block counts its length (a
+    tool result its first text item), tool calls count nothing. Message 2 reads ``a.py``
+    and message 4 reads it again, so de-duplication rewrites message 2 to the duplicate
+    notice and saves the body's length minus the notice's. Message 0 pads the history to
+    ``total`` characters; the turns after message 4 leave a truncation room to progress.
+    """
+    from contextstore.core.notices import DUPLICATE_FILE_READ_NOTICE
+
+    saved = total * percent // 100
+    assert saved * 100 == total * percent, "pick a total that makes the saving whole"
+    body = "b" * (saved + len(DUPLICATE_FILE_READ_NOTICE))
+    read = f"[read_file for 'a.py'] Result:\n{body}"
+    tail = [assistant("ok"), user("next"), assistant("fine"), user("more"), assistant("yes")]
+    counted = 2 * len(read) + sum(len(m["content"][0]["text"]) for m in tail)
+    padding = total - counted - len("<task></task>")
+    assert padding >= 0, "the total is too small for this saving"
+    return [
+        user("<task>" + "p" * padding + "</task>"),
+        assistant(tool_use("r0", path="a.py")),
+        user(tool_result("r0", [text(read)])),
+        assistant(tool_use("r1", path="a.py")),
+        user(tool_result("r1", [text(read)])),
+        *tail,
+    ]

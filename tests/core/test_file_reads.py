@@ -17,6 +17,7 @@ from contextstore.core.file_reads import (
 )
 from contextstore.core.notices import DUPLICATE_FILE_READ_NOTICE as NOTICE
 from contextstore.core.overlays import BlockUpdate, UpdateKind, apply_overlays, text_hash
+from tests.conftest import duplicate_reads_saving
 
 Message = dict[str, Any]
 Overlay = dict[tuple[int, int], BlockUpdate]
@@ -382,3 +383,21 @@ def test_nothing_is_mutated() -> None:
     result = optimize_file_reads(messages, [2, 3])
     result.messages[0]["content"][0]["text"] = "changed"
     assert (messages, overlay) == snapshot
+
+
+# --- The 30 % boundary, on histories built to save exactly 29, 30 and 31 % ------------------
+
+
+@pytest.mark.parametrize(
+    ("percent", "truncate"), [(29, True), (30, False), (31, False)], ids=["29%", "30%", "31%"]
+)
+def test_at_least_thirty_percent_saved_means_no_truncation(percent: int, truncate: bool) -> None:
+    messages = duplicate_reads_saving(percent)
+    plan = plan_file_read_dedupe(messages, 2, {})
+    assert plan.touched == (2,)
+    assert plan.fraction_saved == percent / 100
+    assert plan.need_to_truncate is truncate
+    result = optimize_file_reads(messages)
+    assert (result.changed, result.indices) == (True, (2,))
+    assert result.fraction_saved == percent / 100
+    assert result.need_to_truncate is truncate

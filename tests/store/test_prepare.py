@@ -13,7 +13,14 @@ from sqlalchemy import event
 from contextstore import ContextStore, InvalidInputError, PayloadMismatchError
 from contextstore.core.notices import FIRST_USER_REPLACEMENT, TRUNCATION_NOTICE
 from contextstore.core.tokens import TiktokenCounter
-from tests.conftest import assistant, file_read, session, tool_use, user
+from tests.conftest import (
+    assistant,
+    duplicate_reads_saving,
+    file_read,
+    session,
+    tool_use,
+    user,
+)
 
 
 def _overflow(store: ContextStore, conv_id: str, total: int) -> None:
@@ -73,6 +80,26 @@ def test_deduplication_alone_when_it_saves_thirty_percent(store: ContextStore) -
     assert ctx.decision.action == "dedupe" and ctx.deleted_range is None
     assert ctx.decision.deduplicated == (3, 5) and ctx.decision.fraction_saved >= 0.3
     assert store.messages(conv.id)[3]["content"][0]["content"][0]["text"].endswith(big)
+
+
+@pytest.mark.parametrize(
+    ("percent", "action"),
+    [(29, "truncate"), (30, "dedupe"), (31, "dedupe")],
+    ids=["29%", "30%", "31%"],
+)
+def test_the_thirty_percent_rule_at_its_boundary(
+    store: ContextStore, percent: int, action: str
+) -> None:
+    conv = store.create_conversation(context_window=64_000)
+    store.append(conv.id, duplicate_reads_saving(percent))
+    _overflow(store, conv.id, 37_000)
+    ctx = store.prepare_request(conv.id)
+    assert ctx.decision.fraction_saved == percent / 100
+    assert ctx.decision.deduplicated == (2,)
+    assert ctx.decision.action == action
+    assert (ctx.deleted_range is None) is (action == "dedupe")
+    rewrites = [(u["message_idx"], u["kind"]) for u in store.context_updates(conv.id)]
+    assert (2, "read_file") in rewrites
 
 
 def test_truncation_notice_and_range_land_in_one_row_set(store: ContextStore) -> None:
