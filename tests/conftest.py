@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,50 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ContextSto
         yield opened
     finally:
         cleanup()
+
+
+StoreFactory = Callable[[], AbstractContextManager[ContextStore]]
+
+
+@pytest.fixture(scope="session")
+def _shared_postgres_store() -> Iterator[ContextStore | None]:
+    """One PostgreSQL schema for the whole session, for property tests (None without a server)."""
+    if not POSTGRES_URL:
+        yield None
+        return
+    opened, cleanup = postgres_schema_store()
+    try:
+        yield opened
+    finally:
+        cleanup()
+
+
+def _emptied(store: ContextStore) -> ContextStore:
+    """``store`` with every conversation deleted (their rows cascade), through the public API."""
+    for conversation in store.list_conversations():
+        store.delete_conversation(conversation.id)
+    assert store.row_counts()["conversations"] == 0
+    return store
+
+
+@pytest.fixture(scope="module", params=["memory", "postgres"])
+def fresh_store(
+    request: pytest.FixtureRequest, _shared_postgres_store: ContextStore | None
+) -> StoreFactory:
+    """For hypothesis tests, which cannot take a function-scoped store: call it in each
+    example, ``with fresh_store() as store:``, to get an empty store on this backend (a new
+    in-memory database, or the session's PostgreSQL schema emptied)."""
+    if request.param == "memory":
+        return lambda: ContextStore.open(":memory:")
+    shared = _shared_postgres_store
+    if shared is None:
+        pytest.skip("set CONTEXTSTORE_TEST_POSTGRES_URL to run the PostgreSQL backend")
+
+    @contextmanager
+    def emptied() -> Iterator[ContextStore]:
+        yield _emptied(shared)
+
+    return emptied
 
 
 @pytest.fixture
