@@ -72,18 +72,39 @@ class Checkpoint:
 
 @dataclass(frozen=True)
 class RollbackReport:
-    """What a rollback removed, per table, and where it was archived."""
+    """What a rollback removed (or, for a dry run, would remove), per table.
+
+    ``rollback_id`` names the ``rollbacks`` row (None for a dry run); ``archived`` says
+    whether the removed rows were kept in ``archived_rows`` (so that :meth:`restore` can
+    put them back).
+    """
 
     conversation_id: str
     cutoff_ts: int
     removed: dict[str, int]
-    rollback_id: int
+    rollback_id: int | None
     archived: bool
+    dry_run: bool = False
 
     @property
     def total_removed(self) -> int:
         """Rows removed across all tables (blocks included)."""
         return sum(self.removed.values())
+
+
+@dataclass(frozen=True)
+class RestoreReport:
+    """What :meth:`ContextStore.restore` put back, per table, and the restore's ``ts``."""
+
+    conversation_id: str
+    rollback_id: int
+    restored: dict[str, int]
+    ts: int
+
+    @property
+    def total_restored(self) -> int:
+        """Rows put back across all tables (blocks included)."""
+        return sum(self.restored.values())
 
 
 @dataclass(frozen=True)

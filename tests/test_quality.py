@@ -96,3 +96,16 @@ def test_mypy_strict_is_clean_on_the_package() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:]
+
+
+def test_the_server_is_a_thin_adapter_over_the_store() -> None:
+    """No SQL and no storage internals in the server; it never reaches up into the CLI."""
+    forbidden = ("contextstore.cli", "contextstore.devtools", "contextstore.facade")
+    for path in (PACKAGE / "server").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        modules |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        for module in modules:
+            assert not module.startswith(("sqlalchemy", "alembic", *forbidden)), (path, module)
+            if module.startswith("contextstore.storage"):
+                assert module == "contextstore.storage.paths", (path, module)

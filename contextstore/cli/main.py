@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from contextstore.cli import demo, devtools, history, interchange, maintenance, timeline
+from contextstore.cli import demo, devtools, history, interchange, maintenance, serve, timeline
 
 
 @click.group()
@@ -36,6 +36,8 @@ for _command in (
     interchange.import_gemini,
     devtools.crash_test,
     devtools.bench,
+    serve.serve,
+    serve.mcp,
 ):
     cli.add_command(_command)
 

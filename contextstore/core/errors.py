@@ -49,6 +49,10 @@ class RequestNotFoundError(NotFoundError):
     """No API request of the conversation has the given id."""
 
 
+class RollbackNotFoundError(NotFoundError):
+    """No rollback of the conversation has the given id."""
+
+
 class SchemaError(ContextStoreError):
     """The database schema is not the one this version of contextstore expects."""
 

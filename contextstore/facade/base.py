@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Connection, insert, select
@@ -53,6 +54,23 @@ class StoreBase:
         self.mask_secrets_on_write = mask_secrets_on_write
         self.max_message_bytes = max_message_bytes
         self._closed = False
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Make every call inside one transaction: all of their rows land, or none do.
+
+        ``with store.transaction(): store.append(...); store.record_request(...)``. Calls
+        inside see each other's rows; a call refused inside (an error raised and caught)
+        leaves nothing of itself, the others stay; an exception leaving the block undoes
+        them all. Other threads' writes wait until the block ends, so keep it short (no
+        model calls inside).
+
+        Raises:
+            ReadOnlyError: the store was opened read-only.
+            DatabaseBusyError: other writers held the lock through every attempt.
+        """
+        with self._db.transaction():
+            yield
 
     @property
     def database(self) -> Database:

@@ -21,6 +21,7 @@ from contextstore.core.validate import (
     check_int,
     check_json_object,
     check_text,
+    check_ts,
 )
 from contextstore.facade.base import StoreBase
 from contextstore.records import (
@@ -45,11 +46,14 @@ class ConversationsMixin(StoreBase):
         metadata: Mapping[str, Any] | None = None,
         id: str | None = None,
         parent_id: str | None = None,
+        created_ts: int | None = None,
     ) -> Conversation:
         """Create a conversation and return it.
 
         ``context_window`` configured here is authoritative (no model-name clamps); when
-        None, context management assumes 128,000 tokens.
+        None, context management assumes 128,000 tokens. ``created_ts`` (default: now)
+        starts the conversation's clock: an importer passes a moment before the first row
+        it replays, so that rows keep the other tool's timestamps.
         """
         check_text("id", id, MAX_ID_LENGTH)
         check_text("model_id", model_id, 200)
@@ -59,7 +63,8 @@ class ConversationsMixin(StoreBase):
             check_id(parent_id, "parent_id")
         meta = check_json_object("metadata", metadata)
         conversation_id = id or uuid.uuid4().hex
-        created = now_ms()
+        check_ts("created_ts", created_ts)
+        created = now_ms() if created_ts is None else created_ts
 
         def work(connection: Connection) -> Conversation:
             if parent_id is not None:

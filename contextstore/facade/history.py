@@ -188,6 +188,8 @@ class HistoryMixin(StoreBase):
         active = self.pipeline if pipeline is None else pipeline
         if format is not None:
             registry.check_format(format)
+        # Inside a transaction the rows read may never commit: such views are not cached.
+        cacheable = not self._db.in_transaction
         with self._db.read() as connection:
             newest = last_ts(connection, conversation_id)
             key = (
@@ -197,13 +199,14 @@ class HistoryMixin(StoreBase):
                 format,
                 active.config_key() if active else None,
             )
-            cached = self.render_cache.get(key)
+            cached = self.render_cache.get(key) if cacheable else None
             if cached is not None:
                 copied: list[dict[str, Any]] = json_copy(cached)
                 return copied
             state = queries.load_state(connection, conversation_id, limit)
         view = self._format(processed_view(active, state), format)
-        self.render_cache.put(key, json_copy(view))
+        if cacheable:
+            self.render_cache.put(key, json_copy(view))
         return view
 
     @staticmethod
@@ -241,8 +244,12 @@ class HistoryMixin(StoreBase):
         reason: str = "set by the caller",
         tokens_total: int | None = None,
         summary: str | None = None,
+        ts: int | None = None,
     ) -> int:
         """Hide messages ``2..end`` from the view from now on; returns the row's ``ts``.
+
+        ``ts`` stamps the row with a timestamp of the caller's (an importer replaying
+        another tool's clock); it must be later than the conversation's last ``ts``.
 
         Raises:
             InvalidInputError: ``end`` is below 1, beyond the last message, or smaller than
@@ -258,7 +265,7 @@ class HistoryMixin(StoreBase):
             raise InvalidInputError("summary must be a string or None.")
 
         def work(connection: Connection) -> int:
-            (stamp,) = tick(connection, conversation_id)
+            (stamp,) = tick(connection, conversation_id, at=ts)
             count = queries.next_message_idx(connection, conversation_id)
             current = queries.load_deleted_range(connection, conversation_id)
             if end >= count - 1:
@@ -336,11 +343,14 @@ class HistoryMixin(StoreBase):
         metadata: Mapping[str, Any] | None = None,
         mode: str = UpdateMode.TEXT,
         base_hash: str | None = None,
+        ts: int | None = None,
     ) -> int:
         """Rewrite one block's visible text from now on (the original stays); returns ``ts``.
 
         With ``base_hash`` (see :func:`contextstore.text_hash`), the update is refused when
-        the block's current visible text no longer has that hash.
+        the block's current visible text no longer has that hash. ``ts`` stamps the row
+        with a timestamp of the caller's (an importer replaying another tool's clock); it
+        must be later than the conversation's last ``ts``.
 
         Raises:
             InvalidInputError: the block does not exist or has no text to rewrite, the kind or
@@ -360,7 +370,7 @@ class HistoryMixin(StoreBase):
         )
 
         def work(connection: Connection) -> int:
-            (stamp,) = tick(connection, conversation_id)
+            (stamp,) = tick(connection, conversation_id, at=ts)
             self._check_update_target(connection, conversation_id, update_value)
             queries.insert_updates(connection, conversation_id, stamp, [update_value])
             return stamp

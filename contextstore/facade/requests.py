@@ -195,6 +195,7 @@ class RequestsMixin(StoreBase):
         model_id: str | None = None,
         request_id: int | None = None,
         failure: str | None = None,
+        ts: int | None = None,
     ) -> RequestRecord:
         """Record a model request's token usage and cost, or why it failed.
 
@@ -203,7 +204,10 @@ class RequestsMixin(StoreBase):
         :meth:`prepare_request` decides on truncation from the previous request's usage.
         ``failure`` says why a request failed or was cancelled (for example
         ``"context_window_exceeded"`` before ``truncate(keep="quarter")`` and a retry, or
-        Cline's ``"user_cancelled"``), so audits can find them.
+        Cline's ``"user_cancelled"``), so audits can find them. ``ts`` stamps a new row
+        with a timestamp of the caller's (an importer replaying another tool's clock); it
+        must be later than the conversation's last ``ts``, and cannot be combined with
+        ``request_id`` (a prepared request keeps its own ``ts``).
         """
         check_id(conversation_id)
         for name, value in (
@@ -217,6 +221,11 @@ class RequestsMixin(StoreBase):
         check_text("model_id", model_id, 200)
         check_int("request_id", request_id, minimum=1)
         check_text("failure", failure, 200)
+        if ts is not None and request_id is not None:
+            raise InvalidInputError(
+                "ts applies to a new request row; a prepared request (request_id) keeps the "
+                "ts it was prepared at."
+            )
         usage = {
             "failure": failure,
             "tokens_in": tokens_in,
@@ -228,7 +237,7 @@ class RequestsMixin(StoreBase):
 
         def work(connection: Connection) -> RequestRecord:
             if request_id is None:
-                (stamp,) = tick(connection, conversation_id)
+                (stamp,) = tick(connection, conversation_id, at=ts)
                 new_id = connection.execute(
                     insert(api_requests)
                     .values(conversation_id=conversation_id, ts=stamp, model_id=model_id, **usage)

@@ -11,11 +11,13 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from contextstore.core.errors import (
     CheckpointNotFoundError,
     InvalidInputError,
+    RollbackNotFoundError,
 )
 from contextstore.core.validate import (
     MAX_LABEL_LENGTH,
     MAX_TITLE_LENGTH,
     check_id,
+    check_int,
     check_text,
     check_ts,
 )
@@ -23,10 +25,11 @@ from contextstore.facade.base import StoreBase
 from contextstore.records import (
     Checkpoint,
     Conversation,
+    RestoreReport,
     RollbackReport,
 )
-from contextstore.storage import queries
-from contextstore.storage.clock import last_ts, now_ms, tick
+from contextstore.storage import queries, timeline
+from contextstore.storage.clock import now_ms, tick
 from contextstore.storage.copy import copy_history
 from contextstore.storage.tables import (
     TIMELINE_TABLES,
@@ -49,10 +52,13 @@ class TimelineMixin(StoreBase):
         *,
         git_hash: str | None = None,
         note: str | None = None,
+        ts: int | None = None,
     ) -> Checkpoint:
         """Mark the present moment; :meth:`rollback` to it restores exactly these rows.
 
         Labels need not be unique; rolling back to a label uses its newest checkpoint.
+        ``ts`` stamps the row with a timestamp of the caller's (an importer replaying
+        another tool's clock); it must be later than the conversation's last ``ts``.
         """
         check_id(conversation_id)
         check_text("label", label, MAX_LABEL_LENGTH)
@@ -61,7 +67,7 @@ class TimelineMixin(StoreBase):
             raise InvalidInputError("note must be a string without NUL characters.")
 
         def work(connection: Connection) -> Checkpoint:
-            (stamp,) = tick(connection, conversation_id)
+            (stamp,) = tick(connection, conversation_id, at=ts)
             new_id = connection.execute(
                 insert(checkpoints)
                 .values(
@@ -127,23 +133,37 @@ class TimelineMixin(StoreBase):
         return int(row.ts)
 
     def rollback(
-        self, conversation_id: str, to: str | int, *, purge: bool = False
+        self,
+        conversation_id: str,
+        to: str | int,
+        *,
+        purge: bool = False,
+        dry_run: bool = False,
     ) -> RollbackReport:
         """Remove every row written after a checkpoint (a label) or a ``ts``, in one transaction.
 
         Removed rows are kept in ``archived_rows`` with the rollback's cutoff and time,
-        unless ``purge`` is True. Overlays and ranges written before the cutoff stay.
-        Returns the number of rows removed per table.
+        unless ``purge`` is True, so :meth:`restore` can put them back. Overlays and
+        ranges written before the cutoff stay. Returns the number of rows removed per
+        table; with ``dry_run`` nothing is written and the report says what would go.
         """
         check_id(conversation_id)
-        if not isinstance(purge, bool):
-            raise InvalidInputError("purge must be True or False.")
+        if not isinstance(purge, bool) or not isinstance(dry_run, bool):
+            raise InvalidInputError("purge and dry_run must be True or False.")
+        if dry_run:
+            with self._db.read() as connection:
+                self._conversation(connection, conversation_id)
+                cutoff = self._resolve_cutoff(connection, conversation_id, to)
+                counts = timeline.count_after(connection, conversation_id, cutoff)
+            return RollbackReport(conversation_id, cutoff, counts, None, False, dry_run=True)
 
         def work(connection: Connection) -> RollbackReport:
             self._conversation(connection, conversation_id)
-            last_ts(connection, conversation_id, lock=True)
             cutoff = self._resolve_cutoff(connection, conversation_id, to)
-            ran_at = now_ms()
+            # The rollback consumes a tick, recorded as its ``ran_at``: rows written later
+            # sort after everything removed, any cached view of the removed rows is
+            # invalidated, and restore can tell whether anything was written since.
+            (ran_at,) = tick(connection, conversation_id)
             rollback_id = int(
                 connection.execute(
                     insert(rollbacks)
@@ -162,10 +182,52 @@ class TimelineMixin(StoreBase):
             connection.execute(
                 update(rollbacks).where(rollbacks.c.id == rollback_id).values(counts=counts)
             )
-            # The rollback consumes a tick: rows written later sort after everything removed,
-            # and any cached view of the removed rows is invalidated.
-            tick(connection, conversation_id)
             return RollbackReport(conversation_id, cutoff, counts, rollback_id, not purge)
+
+        return self._db.write(work)
+
+    def restore(self, conversation_id: str, rollback_id: int) -> RestoreReport:
+        """Put back the rows a rollback archived, with their original ids and ``ts``.
+
+        Allowed while nothing has been written over them: no row of the conversation may
+        be newer than the rollback's cutoff (roll back what was written since first). The
+        rollback's row stays, marked with the restore's ``ts``.
+
+        Raises:
+            RollbackNotFoundError: the conversation has no rollback with this id.
+            InvalidInputError: the rollback purged its rows, was already restored, or rows
+                were written after its cutoff since.
+        """
+        check_id(conversation_id)
+        check_int("rollback_id", rollback_id, minimum=1, optional=False)
+
+        def work(connection: Connection) -> RestoreReport:
+            self._conversation(connection, conversation_id)
+            row = timeline.load_rollback(connection, conversation_id, rollback_id)
+            if row is None:
+                raise RollbackNotFoundError(
+                    f"conversation {conversation_id!r} has no rollback {rollback_id}; list "
+                    "them with 'contextstore audit'."
+                )
+            if row.purged:
+                raise InvalidInputError(
+                    f"rollback {rollback_id} purged the rows it removed; there is nothing to "
+                    "restore."
+                )
+            if row.restored_ts is not None:
+                raise InvalidInputError(
+                    f"rollback {rollback_id} was already restored (at ts {row.restored_ts})."
+                )
+            (stamp,) = tick(connection, conversation_id)
+            if timeline.any_row_after(connection, conversation_id, int(row.cutoff_ts)):
+                raise InvalidInputError(
+                    f"rows were written after rollback {rollback_id}'s cutoff "
+                    f"(ts {row.cutoff_ts}) since it ran; restoring would mix them with the "
+                    "archived ones. Roll back to that ts first, then restore."
+                )
+            counts = timeline.restore_archived(connection, rollback_id)
+            timeline.mark_restored(connection, rollback_id, stamp)
+            return RestoreReport(conversation_id, rollback_id, counts, stamp)
 
         return self._db.write(work)
 

@@ -204,7 +204,13 @@ def _is_read_only(exc: BaseException) -> bool:
 
 
 class Database:
-    """An engine plus the two kinds of transaction contextstore runs."""
+    """An engine plus the two kinds of transaction contextstore runs.
+
+    A write transaction may also be opened explicitly with :meth:`transaction`; every
+    :meth:`write` and :meth:`read` on the same thread then joins it (each write in a
+    savepoint, so a refused call inside leaves nothing behind), and it commits or rolls
+    back as a whole.
+    """
 
     def __init__(
         self,
@@ -219,10 +225,20 @@ class Database:
         self.is_sqlite = is_sqlite
         self.read_only = read_only
         self._local_writer = threading.RLock()
+        self._open = threading.local()
+
+    @property
+    def in_transaction(self) -> bool:
+        """True inside :meth:`transaction` on the calling thread."""
+        return getattr(self._open, "connection", None) is not None
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read transaction: every query inside sees the same snapshot."""
+        joined: Connection | None = getattr(self._open, "connection", None)
+        if joined is not None:
+            yield joined
+            return
         if self.serialize_reads:
             # One shared in-memory connection: a reader must not interleave with a writer.
             with self._local_writer, self.engine.connect() as connection, connection.begin():
@@ -242,44 +258,113 @@ class Database:
         """Run ``work`` in one write transaction, retrying it while the database is busy.
 
         ``work`` may run more than once, so it must not change anything but the database.
+        Inside :meth:`transaction`, ``work`` runs once in a savepoint of that transaction.
 
         Raises:
             ReadOnlyError: the store was opened read-only.
             DatabaseBusyError: other writers held the lock through every attempt.
         """
-        if self.read_only:
-            raise ReadOnlyError(
-                "this store was opened read-only; open it without read_only=True to write."
-            )
+        self._refuse_if_read_only()
+        joined: Connection | None = getattr(self._open, "connection", None)
+        if joined is not None:
+            with _translated_errors(), joined.begin_nested():
+                return work(joined)
         delay = 0.02
         for attempt in range(WRITE_ATTEMPTS):
             try:
-                with self._local_writer, self.engine.connect() as connection:
-                    if self.is_sqlite:
-                        connection = connection.execution_options(contextstore_begin="IMMEDIATE")
-                    with connection.begin():
-                        return work(connection)
-            except IntegrityError as exc:
-                # A concurrent writer got there first (two creators of one conversation id on
-                # PostgreSQL), or a row broke a constraint: the transaction rolled back whole.
-                raise IntegrityViolationError(
-                    f"the write broke a database constraint and was rolled back ({exc.orig}); "
-                    "nothing was written. If another process created the same row, retry."
-                ) from exc
-            except DBAPIError as exc:
-                if _is_read_only(exc):
-                    raise ReadOnlyError(
-                        "the database file is read-only; check its permissions or open the "
-                        "store read-only."
-                    ) from exc
-                if not _is_busy(exc) or attempt == WRITE_ATTEMPTS - 1:
-                    if _is_busy(exc):
-                        raise DatabaseBusyError(
-                            "the database stayed locked by other writers for "
-                            f"{WRITE_ATTEMPTS} attempts; retry later or reduce concurrent "
-                            "writers."
-                        ) from exc
+                with (
+                    _translated_errors(),
+                    self._local_writer,
+                    self._write_connection() as connection,
+                    connection.begin(),
+                ):
+                    return work(connection)
+            except DatabaseBusyError:
+                if attempt == WRITE_ATTEMPTS - 1:
                     raise
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 1.0)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction around everything the calling thread does inside it.
+
+        The write lock is taken at the start (retried while other writers hold it), so
+        the body runs once. Nested use joins the outer transaction.
+
+        Raises:
+            ReadOnlyError: the store was opened read-only.
+            DatabaseBusyError: other writers held the lock through every attempt.
+        """
+        self._refuse_if_read_only()
+        if self.in_transaction:
+            yield
+            return
+        with self._local_writer:
+            connection, outer = self._begin_with_retry()
+            self._open.connection = connection
+            try:
+                with _translated_errors():
+                    yield
+                    outer.commit()
+            finally:
+                self._open.connection = None
+                if outer.is_active:
+                    outer.rollback()
+                connection.close()
+
+    def _begin_with_retry(self) -> tuple[Connection, Any]:
+        delay = 0.02
+        for attempt in range(WRITE_ATTEMPTS):
+            connection = self._write_connection()
+            try:
+                with _translated_errors():
+                    return connection, connection.begin()
+            except DatabaseBusyError:
+                connection.close()
+                if attempt == WRITE_ATTEMPTS - 1:
+                    raise
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 1.0)
+            except BaseException:
+                connection.close()
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _write_connection(self) -> Connection:
+        connection = self.engine.connect()
+        if self.is_sqlite:
+            connection = connection.execution_options(contextstore_begin="IMMEDIATE")
+        return connection
+
+    def _refuse_if_read_only(self) -> None:
+        if self.read_only:
+            raise ReadOnlyError(
+                "this store was opened read-only; open it without read_only=True to write."
+            )
+
+
+@contextmanager
+def _translated_errors() -> Iterator[None]:
+    """Driver errors raised by a write, as the store's own errors."""
+    try:
+        yield
+    except IntegrityError as exc:
+        # A concurrent writer got there first (two creators of one conversation id on
+        # PostgreSQL), or a row broke a constraint: the transaction rolled back whole.
+        raise IntegrityViolationError(
+            f"the write broke a database constraint and was rolled back ({exc.orig}); "
+            "nothing was written. If another process created the same row, retry."
+        ) from exc
+    except DBAPIError as exc:
+        if _is_read_only(exc):
+            raise ReadOnlyError(
+                "the database file is read-only; check its permissions or open the store read-only."
+            ) from exc
+        if _is_busy(exc):
+            raise DatabaseBusyError(
+                f"the database stayed locked by other writers for {WRITE_ATTEMPTS} attempts; "
+                "retry later or reduce concurrent writers."
+            ) from exc
+        raise

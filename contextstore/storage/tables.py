@@ -202,6 +202,7 @@ rollbacks = Table(
     Column("target", String(200)),
     Column("purged", Boolean, nullable=False, default=False),
     Column("counts", JSON, nullable=False),
+    Column("restored_ts", BigInteger),
 )
 
 archived_rows = Table(

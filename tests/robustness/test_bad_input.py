@@ -240,6 +240,11 @@ SPECS: dict[str, Spec] = {
         "conversation_id": (st.just(CID), bad_id),
         "to": (st.just("cp"), bad_label_or_ts),
         "purge": (None, st.one_of(st.integers(), st.text(max_size=3), st.floats())),
+        "dry_run": (None, st.one_of(st.integers(), st.text(max_size=3), st.floats())),
+    },
+    "restore": {
+        "conversation_id": (st.just(CID), bad_id),
+        "rollback_id": (st.just(1), st.one_of(bad_int(1, MAX_INT32), st.integers(1, 10**6))),
     },
     "set_deleted_range": {
         "conversation_id": (st.just(CID), bad_id),
@@ -308,6 +313,7 @@ NOT_FUZZED = {
     "open": "a classmethod that makes a store; its arguments are tested in test_durability.py",
     "close": "takes no argument",
     "list_conversations": "takes no argument",
+    "transaction": "takes no argument (a context manager around other calls)",
 }
 
 
@@ -406,6 +412,10 @@ def test_the_victim_accepts_the_valid_arguments_the_fuzzer_pairs_with_bad_ones(
             store.checkpoint(CID, "cp")
             store.prepare_request(CID)
             store.set_deleted_range(CID, 2)
+            if method == "restore":
+                store.checkpoint(CID, "before")
+                store.append(CID, "assistant", "rolled back")
+                store.rollback(CID, "before")
             good = {
                 name: _first(valid)
                 for name, (valid, _) in SPECS[method].items()

@@ -243,3 +243,96 @@ def test_a_stored_value_of_the_wrong_shape_is_a_clear_error(
         )
     with pytest.raises(CorruptRowError, match=r"block 0\.1 "):
         store.render(conv.id)
+
+
+def test_a_dry_run_reports_what_would_go_and_writes_nothing(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, session(2))
+    cp = store.checkpoint(conv.id, "cp")
+    store.append(
+        conv.id, [assistant("oops", tool_use("x", path="p")), user(tool_result("x", "bad"))]
+    )
+    store.record_request(conv.id, tokens_in=5)
+    before = store.row_counts(conv.id)
+    last = store.get_conversation(conv.id).last_ts
+
+    preview = store.rollback(conv.id, to="cp", dry_run=True)
+
+    assert preview.dry_run and preview.rollback_id is None and not preview.archived
+    assert preview.cutoff_ts == cp.ts
+    assert store.row_counts(conv.id) == before
+    assert store.get_conversation(conv.id).last_ts == last
+    done = store.rollback(conv.id, to="cp")
+    assert done.removed == preview.removed
+    assert preview.removed["messages"] == 2 and preview.removed["blocks"] == 3
+
+
+def test_restore_puts_archived_rows_back_exactly(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, session(2))
+    store.checkpoint(conv.id, "cp")
+    store.append(
+        conv.id, [assistant("later", tool_use("x", path="p")), user(tool_result("x", "r"))]
+    )
+    store.record_request(conv.id, tokens_in=7)
+    store.add_context_update(conv.id, 5, 0, "rewritten later")
+    store.set_deleted_range(conv.id, 3)
+    store.checkpoint(conv.id, "later")
+    view, messages = store.render(conv.id), store.messages(conv.id)
+    requests, checkpoints = store.requests(conv.id), store.checkpoints(conv.id)
+    updates = store.context_updates(conv.id)
+
+    report = store.rollback(conv.id, to="cp")
+    assert report.rollback_id is not None
+    restored = store.restore(conv.id, report.rollback_id)
+
+    assert restored.restored == report.removed
+    assert store.render(conv.id) == view and store.messages(conv.id) == messages
+    assert store.requests(conv.id) == requests and store.checkpoints(conv.id) == checkpoints
+    assert store.context_updates(conv.id) == updates
+    assert store.deleted_range(conv.id) == (2, 3)
+    assert restored.ts > report.cutoff_ts
+    # the conversation goes on after the restore, on the same timeline
+    appended = store.append(conv.id, "assistant", "after the restore")
+    assert appended.index == len(messages) and appended.ts > restored.ts
+    with pytest.raises(InvalidInputError, match="already restored"):
+        store.restore(conv.id, report.rollback_id)
+
+
+def test_restore_is_refused_once_rows_were_written_after_the_cutoff(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, session(1))
+    store.checkpoint(conv.id, "cp")
+    store.append(conv.id, [assistant("a"), user("b")])
+    report = store.rollback(conv.id, to="cp")
+    assert report.rollback_id is not None
+    store.append(conv.id, "assistant", "written over the archived rows")
+    before = store.row_counts(conv.id)
+    with pytest.raises(InvalidInputError, match="written after"):
+        store.restore(conv.id, report.rollback_id)
+    assert store.row_counts(conv.id) == before
+    # rolling back what was written since makes the restore possible again
+    store.rollback(conv.id, to="cp")
+    store.restore(conv.id, report.rollback_id)
+    assert [m["content"] for m in store.messages(conv.id)][-2:] == [
+        [{"type": "text", "text": "a"}],
+        [{"type": "text", "text": "b"}],
+    ]
+
+
+def test_restore_refuses_purged_and_unknown_rollbacks(store: ContextStore) -> None:
+    from contextstore import RollbackNotFoundError
+
+    conv = store.create_conversation()
+    store.append(conv.id, session(1))
+    store.checkpoint(conv.id, "cp")
+    store.append(conv.id, "assistant", "gone for good")
+    purged = store.rollback(conv.id, to="cp", purge=True)
+    assert purged.rollback_id is not None
+    with pytest.raises(InvalidInputError, match="purged"):
+        store.restore(conv.id, purged.rollback_id)
+    with pytest.raises(RollbackNotFoundError):
+        store.restore(conv.id, purged.rollback_id + 100)
+    other = store.create_conversation()
+    with pytest.raises(RollbackNotFoundError):
+        store.restore(other.id, purged.rollback_id)

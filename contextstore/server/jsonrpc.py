@@ -1,0 +1,163 @@
+"""JSON-RPC 2.0 over the method table: single calls, batches and notifications.
+
+Transport-free: :meth:`Dispatcher.handle_bytes` takes one JSON text and returns the response
+text (or None when nothing must be answered: a notification, or a batch of them). Every
+failure becomes an error object and the dispatcher goes on serving:
+
+- -32700 the text is not JSON; -32600 not a request object; -32601 no such method;
+- -32602 the params do not fit (unknown or missing names, wrong types), and any
+  :class:`InvalidInputError` the store raises for them;
+- -32000 - exit_code for the other store errors (-32003 not found, -32005 integrity, ...);
+- -32603 an unexpected error (logged with its traceback on the server's stderr).
+
+A store error's ``data`` carries ``error_class``, ``message`` and ``exit_code`` (the CLI's
+exit code for the same error).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from contextstore.core.errors import ContextStoreError, InvalidInputError
+from contextstore.server.methods import METHODS, InvalidParamsError, Method
+from contextstore.store import ContextStore
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+STORE_ERROR_BASE = -32000
+
+logger = logging.getLogger("contextstore.server")
+
+
+def error_code(exc: ContextStoreError) -> int:
+    """The JSON-RPC error code of a store error: -32602 for bad input, else -32000 - exit code."""
+    if isinstance(exc, InvalidInputError):
+        return INVALID_PARAMS
+    return STORE_ERROR_BASE - exc.exit_code
+
+
+def error_data(exc: ContextStoreError) -> dict[str, Any]:
+    """The ``data`` member for a store error: its class, message and CLI exit code."""
+    data: dict[str, Any] = {
+        "error_class": type(exc).__name__,
+        "message": str(exc),
+        "exit_code": exc.exit_code,
+    }
+    if isinstance(exc, InvalidParamsError):
+        data["problems"] = exc.problems
+    return data
+
+
+def _error(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _valid_id(value: Any) -> bool:
+    return value is None or (isinstance(value, str | int | float) and not isinstance(value, bool))
+
+
+def encode(message: Any) -> bytes:
+    """One JSON message as compact UTF-8 (no newline inside, so it frames as one line)."""
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    # A lone surrogate (JSON allows "\ud800") goes back out as the same escape.
+    return text.encode("utf-8", "backslashreplace")
+
+
+class Dispatcher:
+    """Answers JSON-RPC messages by calling the store through the method table."""
+
+    def __init__(self, store: ContextStore, methods: Mapping[str, Method] = METHODS) -> None:
+        self.store = store
+        self.methods = methods
+
+    def handle_bytes(self, data: bytes | str) -> bytes | None:
+        """Answer one JSON text (a request, a notification or a batch)."""
+        try:
+            message = json.loads(data, parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as exc:
+            return encode(
+                _error(None, PARSE_ERROR, f"parse error: the message is not JSON ({exc})")
+            )
+        response = self.handle(message)
+        if response is None:
+            return None
+        try:
+            return encode(response)
+        except (TypeError, ValueError):
+            logger.exception("a response could not be encoded as JSON")
+            return encode(_error(None, INTERNAL_ERROR, "internal error: see the server's log"))
+
+    def handle(self, message: Any) -> Any:
+        """Answer one decoded message: a response object, a list of them, or None."""
+        if isinstance(message, list):
+            if not message:
+                return _error(None, INVALID_REQUEST, "invalid request: an empty batch")
+            responses = [r for r in (self._one(item) for item in message) if r is not None]
+            return responses or None
+        return self._one(message)
+
+    def _one(self, message: Any) -> dict[str, Any] | None:
+        if not isinstance(message, dict):
+            return _error(None, INVALID_REQUEST, "invalid request: a request is a JSON object")
+        request_id = message.get("id")
+        if not _valid_id(request_id):
+            return _error(None, INVALID_REQUEST, "invalid request: id must be a string or number")
+        method_name = message.get("method")
+        params = message.get("params")
+        if message.get("jsonrpc") != "2.0" or not isinstance(method_name, str):
+            return _error(
+                request_id,
+                INVALID_REQUEST,
+                'invalid request: it needs "jsonrpc": "2.0" and a "method" string',
+            )
+        notification = "id" not in message
+        response = self._call(request_id, method_name, params)
+        if notification:
+            if "error" in response:
+                logger.warning("notification %s failed: %s", method_name, response["error"])
+            return None
+        return response
+
+    def _call(self, request_id: Any, method_name: str, params: Any) -> dict[str, Any]:
+        method = self.methods.get(method_name)
+        if method is None:
+            return _error(
+                request_id,
+                METHOD_NOT_FOUND,
+                f"method not found: {method_name!r}; 'contextstore serve --describe' lists "
+                "the methods",
+            )
+        if params is not None and not isinstance(params, dict):
+            return _error(
+                request_id,
+                INVALID_PARAMS,
+                f"invalid params for {method_name}: params must be an object of named "
+                "parameters (by name, as in the Python API)",
+            )
+        logger.debug("calling %s (id %r)", method_name, request_id)
+        try:
+            result = method.call(self.store, params)
+        except ContextStoreError as exc:
+            return _error(request_id, error_code(exc), str(exc), error_data(exc))
+        except Exception as exc:
+            logger.exception("method %s failed unexpectedly", method_name)
+            return _error(
+                request_id,
+                INTERNAL_ERROR,
+                f"internal error in {method_name} ({type(exc).__name__}); the server's log "
+                "(stderr) has the traceback",
+            )
+        return {"jsonrpc": "2.0", "id": request_id, "result": result}

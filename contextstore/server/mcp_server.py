@@ -1,0 +1,233 @@
+"""``contextstore mcp``: an MCP server (stdio) through which an agent reads its own history.
+
+Built on the official ``mcp`` SDK (``pip install "contextstore[mcp]"``). The tools are
+compositions of :class:`ContextStore` reads (no SQL here); each answers with the records as
+JSON, in the same shapes as the JSON-RPC server. The store is opened read-only unless
+``--allow-writes``, which adds ``checkpoint`` and ``rollback``. A store error comes back as a
+tool error whose text names the error class and says what to do, for the model to read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from functools import wraps
+from typing import Any, Literal, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+
+from contextstore import __version__
+from contextstore.core.errors import ContextStoreError, InvalidInputError
+from contextstore.core.overlays import UpdateKind
+from contextstore.core.window import context_window_info
+from contextstore.server.methods import to_json
+from contextstore.store import ContextStore
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+Format = Literal["stored", "anthropic", "openai", "gemini"]
+
+INSTRUCTIONS = (
+    "Durable history of LLM agent conversations (contextstore). Find a conversation with "
+    "list_conversations or search_conversations, read it with show_conversation (now, or "
+    "as_of a ts in milliseconds, e.g. a checkpoint's), explain what the model was shown and "
+    "why with audit_conversation and show_request."
+)
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+SNIPPET_CONTEXT = 60
+"""Characters shown on each side of a search hit."""
+
+
+def block_texts(message: dict[str, Any]) -> Iterator[str]:
+    """The searchable text of a stored message: text blocks, tool results, tool inputs."""
+    content = message.get("content")
+    if isinstance(content, str):
+        yield content
+        return
+    for block in content or []:
+        if not isinstance(block, dict):
+            continue
+        if isinstance(block.get("text"), str):
+            yield block["text"]
+        if block.get("type") == "tool_use":
+            yield json.dumps(block.get("input"), ensure_ascii=False)
+        inner = block.get("content")
+        if isinstance(inner, str):
+            yield inner
+        elif isinstance(inner, list):
+            yield from block_texts({"content": inner})
+
+
+def files_read(messages: list[dict[str, Any]]) -> dict[str, int]:
+    """How often each path was read by a ``read_file`` call (the README's SQL audit, on the
+    stored messages)."""
+    counts: dict[str, int] = {}
+    for message in messages:
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                path = (block.get("input") or {}).get("path")
+                if block.get("name") == "read_file" and isinstance(path, str):
+                    counts[path] = counts.get(path, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+def _store_errors_as_tool_errors(function: F) -> F:
+    @wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except ContextStoreError as exc:
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
+class HistoryTools:
+    """The tools, bound to one store; each method is registered as an MCP tool."""
+
+    def __init__(self, store: ContextStore) -> None:
+        self.store = store
+
+    def _newest_first(self) -> list[dict[str, Any]]:
+        conversations = self.store.list_conversations()
+        return [to_json(c) for c in sorted(conversations, key=lambda c: -c.last_ts)]
+
+    def list_conversations(self, limit: int = 50) -> list[dict[str, Any]]:
+        """The most recent conversations (newest first): id, title, model, window, last ts."""
+        return self._newest_first()[: max(limit, 0)]
+
+    def search_conversations(self, text: str, limit: int = 20) -> list[dict[str, Any]]:
+        """Messages containing ``text`` (case-insensitive), newest conversations first: the
+        conversation, the message index and role, and a snippet around the match."""
+        needle = text.casefold()
+        if not needle.strip():
+            raise InvalidInputError("text must not be empty; give the words to look for.")
+        hits: list[dict[str, Any]] = []
+        for conversation in self._newest_first():
+            for index, message in enumerate(self.store.messages(conversation["id"])):
+                for candidate in block_texts(message):
+                    at = candidate.casefold().find(needle)
+                    if at < 0:
+                        continue
+                    start, end = max(at - SNIPPET_CONTEXT, 0), at + len(text) + SNIPPET_CONTEXT
+                    hits.append(
+                        {
+                            "conversation_id": conversation["id"],
+                            "title": conversation["title"],
+                            "message_idx": index,
+                            "role": message.get("role"),
+                            "snippet": candidate[start:end],
+                        }
+                    )
+                    break
+                if len(hits) >= limit:
+                    return hits
+        return hits
+
+    def audit_conversation(self, conversation_id: str) -> dict[str, Any]:
+        """Why the conversation looks as it does: every request (tokens against the window
+        and the maximum allowed size, cost, failure, the deleted range it was sent with),
+        every truncation notice and the range it came with, the files read, checkpoints."""
+        conversation = self.store.get_conversation(conversation_id)
+        window = context_window_info(conversation.context_window)
+        requests = self.store.requests(conversation_id)
+        notices = [
+            u
+            for u in self.store.context_updates(conversation_id)
+            if u["kind"] == UpdateKind.TRUNCATION_NOTICE
+        ]
+        return {
+            "conversation": to_json(conversation),
+            "context_window": window.context_window,
+            "max_allowed_size": window.max_allowed_size,
+            "requests": [
+                {
+                    **to_json(r),
+                    "deleted_range": to_json(self.store.deleted_range(conversation_id, r.ts)),
+                }
+                for r in requests
+            ],
+            "total_cost": sum(r.cost or 0 for r in requests),
+            "truncations": [
+                {
+                    "ts": u["ts"],
+                    "message_idx": u["message_idx"],
+                    "source": u["source"],
+                    "deleted_range": to_json(self.store.deleted_range(conversation_id, u["ts"])),
+                }
+                for u in notices
+            ],
+            "files_read": files_read(self.store.messages(conversation_id)),
+            "checkpoints": self.list_checkpoints(conversation_id),
+        }
+
+    def show_conversation(
+        self,
+        conversation_id: str,
+        as_of: int | None = None,
+        format: Format = "anthropic",
+        pristine: bool = False,
+    ) -> list[dict[str, Any]]:
+        """The conversation as the model saw it, now or as of a ts (milliseconds).
+
+        ``pristine`` gives the stored originals instead (no truncation, no rewrites);
+        ``format`` is the provider shape ("stored" keeps every stored field).
+        """
+        if pristine:
+            return self.store.messages(conversation_id, as_of=as_of)
+        return self.store.render(
+            conversation_id, as_of=as_of, format=None if format == "stored" else format
+        )
+
+    def list_checkpoints(self, conversation_id: str) -> list[dict[str, Any]]:
+        """The conversation's checkpoints, oldest first (their ts works as as_of)."""
+        return [to_json(c) for c in self.store.checkpoints(conversation_id)]
+
+    def show_request(self, conversation_id: str, request_id: int) -> dict[str, Any]:
+        """The exact payload of a prepared request, rebuilt from rows and hash-verified."""
+        return self.store.request_payload(conversation_id, request_id)
+
+    def checkpoint(
+        self, conversation_id: str, label: str | None = None, note: str | None = None
+    ) -> dict[str, Any]:
+        """Mark the present moment of a conversation, to roll back to later."""
+        record: dict[str, Any] = to_json(self.store.checkpoint(conversation_id, label, note=note))
+        return record
+
+    def rollback(self, conversation_id: str, to: str | int, dry_run: bool = True) -> dict[str, Any]:
+        """Remove every row written after a checkpoint (a label) or a ts; archived, so
+        'contextstore restore' can undo it. A dry run (the default) only counts."""
+        report: dict[str, Any] = to_json(self.store.rollback(conversation_id, to, dry_run=dry_run))
+        return report
+
+
+READ_TOOLS = (
+    "list_conversations",
+    "search_conversations",
+    "show_conversation",
+    "audit_conversation",
+    "list_checkpoints",
+    "show_request",
+)
+WRITE_TOOLS = ("checkpoint", "rollback")
+
+
+def build_server(store: ContextStore, *, allow_writes: bool = False) -> MCPServer[Any]:
+    """The MCP server over ``store``: the read tools, and the write tools if allowed."""
+    server: MCPServer[Any] = MCPServer(
+        "contextstore", instructions=INSTRUCTIONS, version=__version__
+    )
+    tools = HistoryTools(store)
+    for name in READ_TOOLS:
+        server.add_tool(_store_errors_as_tool_errors(getattr(tools, name)), annotations=READ_ONLY)
+    if allow_writes:
+        for name, destructive in zip(WRITE_TOOLS, (False, True), strict=True):
+            annotations = ToolAnnotations(destructive_hint=destructive, open_world_hint=False)
+            server.add_tool(
+                _store_errors_as_tool_errors(getattr(tools, name)), annotations=annotations
+            )
+    return server

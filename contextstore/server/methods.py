@@ -1,0 +1,189 @@
+"""The JSON-RPC method table: one method per public :class:`ContextStore` method.
+
+The table is generated from the class, so a method added to the store is served without
+touching this module: its parameters become a pydantic model (strict, unknown names refused)
+built from the Python signature, and its result is the returned record as JSON, with the
+Python field names (tuples become lists; read-only properties such as ``truncated`` are
+included). A method whose Python signature is too loose for a wire contract gets a
+signature written beside it (:data:`SIGNATURES`); a method that cannot cross a process
+boundary is listed, with the reason, in :data:`EXCLUDED`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from contextstore.core.errors import InvalidInputError
+from contextstore.records import AppendedMessage
+from contextstore.store import ContextStore
+
+EXCLUDED: dict[str, str] = {
+    # The server opens one store from --db at start and owns its lifetime.
+    "open": "the server opens the store named by --db once, at start",
+    "close": "the server closes the store when it stops",
+    # A context manager held across calls; every JSON-RPC call is one transaction already.
+    "transaction": "a Python context manager (each call is already one transaction)",
+}
+"""Public store methods that are not served, and why."""
+
+PYTHON_ONLY_PARAMETERS: dict[str, str] = {
+    # Python callables and objects cannot travel as JSON; the store's defaults apply.
+    "summarizer": "a Python callable (the hook that writes a summary)",
+    "pipeline": "a Python object (the store's own pipeline applies)",
+}
+"""Parameters dropped from every RPC signature (the store's default is used)."""
+
+
+def _append(
+    conversation_id: str,
+    role: str,
+    content: str | list[dict[str, Any]],
+    *,
+    meta: dict[str, Any] | None = None,
+    ts: int | None = None,
+) -> AppendedMessage:
+    """The one-message form of ``ContextStore.append``; ``append_many`` appends a list."""
+    raise NotImplementedError  # a signature only: never called
+
+
+SIGNATURES: dict[str, Callable[..., Any]] = {"append": _append}
+"""Wire signatures written beside the Python ones that are overloaded or typed ``Any``."""
+
+
+class InvalidParamsError(InvalidInputError):
+    """The JSON-RPC params do not fit the method's signature; nothing was called."""
+
+    def __init__(self, message: str, problems: list[dict[str, str]]) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    """One served method: its name, parameter model, result annotation and documentation."""
+
+    name: str
+    params: type[BaseModel]
+    result: Any
+    doc: str
+
+    @property
+    def summary(self) -> str:
+        """The first line of the method's docstring."""
+        return self.doc.strip().splitlines()[0] if self.doc.strip() else self.name
+
+    def validate(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The keyword arguments for the store call, or :class:`InvalidParamsError`."""
+        try:
+            model = self.params.model_validate(params or {})
+        except ValidationError as exc:
+            problems = _problems(exc)
+            accepted = ", ".join(self.params.model_fields) or "no parameters"
+            details = "; ".join(f"{p['param']}: {p['message']}" for p in problems)
+            raise InvalidParamsError(
+                f"invalid params for {self.name}: {details} ({self.name} takes {accepted}).",
+                problems,
+            ) from None
+        return {name: getattr(model, name) for name in model.model_fields_set}
+
+    def call(self, store: ContextStore, params: Mapping[str, Any] | None) -> Any:
+        """Validate ``params``, call the store, and return the result as JSON values."""
+        arguments = self.validate(params)
+        return to_json(getattr(store, self.name)(**arguments))
+
+
+def _problems(exc: ValidationError) -> list[dict[str, str]]:
+    by_param: dict[str, list[str]] = {}
+    for error in exc.errors(include_url=False):
+        location = error["loc"]
+        param = str(location[0]) if location else "params"
+        if error["type"] == "missing":
+            message = "required"
+        elif error["type"] == "extra_forbidden":
+            message = "unknown parameter"
+        elif error["type"] == "model_type":
+            param, message = "params", "must be an object of named parameters"
+        else:
+            message = error["msg"][0].lower() + error["msg"][1:]
+        messages = by_param.setdefault(param, [])
+        if message not in messages:
+            messages.append(message)
+    return [{"param": p, "message": " or ".join(m)} for p, m in by_param.items()]
+
+
+def parameter_model(name: str, function: Callable[..., Any]) -> type[BaseModel]:
+    """A strict pydantic model of ``function``'s parameters (``self`` and Python-only ones
+    left out); JSON-RPC params are validated against it by name."""
+    hints = get_type_hints(function)
+    fields: dict[str, Any] = {}
+    for parameter in inspect.signature(function).parameters.values():
+        if parameter.name == "self" or parameter.name in PYTHON_ONLY_PARAMETERS:
+            continue
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise TypeError(f"ContextStore.{name} takes *args/**kwargs; give it a SIGNATURES entry")
+        default = ... if parameter.default is parameter.empty else parameter.default
+        fields[parameter.name] = (hints.get(parameter.name, Any), default)
+    config = ConfigDict(strict=True, extra="forbid", protected_namespaces=())
+    model_name = "".join(part.title() for part in name.split("_")) + "Params"
+    return create_model(model_name, __config__=config, **fields)
+
+
+def _public_methods(cls: type) -> dict[str, Callable[..., Any]]:
+    found: dict[str, Callable[..., Any]] = {}
+    for name, value in inspect.getmembers(cls):
+        if name.startswith("_"):
+            continue
+        if inspect.isfunction(value) or inspect.ismethod(value):
+            found[name] = value
+    return found
+
+
+def public_method_names(cls: type = ContextStore) -> list[str]:
+    """Every public method (and class method) of ``cls``, sorted."""
+    return sorted(_public_methods(cls))
+
+
+def build_table(cls: type = ContextStore) -> dict[str, Method]:
+    """The served methods of ``cls``: every public method not in :data:`EXCLUDED`."""
+    table = {}
+    for name, function in sorted(_public_methods(cls).items()):
+        if name in EXCLUDED:
+            continue
+        signature = SIGNATURES.get(name, function)
+        result = get_type_hints(signature).get("return", Any)
+        doc = inspect.getdoc(function) or ""
+        table[name] = Method(name, parameter_model(name, signature), result, doc)
+    return table
+
+
+METHODS: dict[str, Method] = build_table()
+"""The method table every transport serves."""
+
+
+def record_properties(cls: type) -> dict[str, property]:
+    """The public read-only properties of a record class (``truncated``, ``total_tokens``)."""
+    return {
+        name: value
+        for name, value in inspect.getmembers(cls)
+        if isinstance(value, property) and not name.startswith("_")
+    }
+
+
+def to_json(value: Any) -> Any:
+    """A store result as JSON values: records as objects with their Python field names and
+    properties, tuples as lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        encoded = {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        for name in record_properties(type(value)):
+            encoded[name] = to_json(getattr(value, name))
+        return encoded
+    if isinstance(value, list | tuple):
+        return [to_json(item) for item in value]
+    if isinstance(value, Mapping):
+        return {str(key): to_json(item) for key, item in value.items()}
+    return value

@@ -1,0 +1,127 @@
+"""``contextstore serve --describe``: an OpenRPC 1.3 document of every served method.
+
+Generated from the same pydantic models that validate the parameters, so a TypeScript (or
+any) client can generate its types from it. Schemas are JSON Schema draft 7, as OpenRPC
+expects: shared records live in ``components.schemas``; a record lists its read-only
+properties (``truncated``, ``total_tokens``...) beside its fields, all of them present in
+every result.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from typing import Any, get_type_hints
+
+from pydantic import TypeAdapter
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
+
+from contextstore import __version__
+from contextstore.core import errors
+from contextstore.server.jsonrpc import error_code
+from contextstore.server.methods import METHODS, Method, record_properties
+
+OPENRPC_VERSION = "1.3.2"
+REF_TEMPLATE = "#/components/schemas/{model}"
+
+STORE_ERRORS: dict[str, type[errors.ContextStoreError]] = {
+    "InvalidInput": errors.InvalidInputError,
+    "NotFound": errors.NotFoundError,
+    "Schema": errors.SchemaError,
+    "Integrity": errors.IntegrityViolationError,
+    "ReadOnly": errors.ReadOnlyError,
+    "Busy": errors.DatabaseBusyError,
+}
+"""The error families a method can answer with (``data.error_class`` names the exact one)."""
+
+
+class RecordSchema(GenerateJsonSchema):
+    """Pydantic's generator, with record properties added and every member required."""
+
+    def dataclass_schema(self, schema: core_schema.DataclassSchema) -> JsonSchemaValue:
+        json_schema = super().dataclass_schema(schema)
+        properties = json_schema.setdefault("properties", {})
+        for name, prop in record_properties(schema["cls"]).items():
+            returned = get_type_hints(prop.fget).get("return", Any)
+            properties[name] = {
+                **TypeAdapter(returned).json_schema(),
+                "readOnly": True,
+                "description": inspect.getdoc(prop) or name,
+            }
+        json_schema["required"] = list(properties)
+        return json_schema
+
+
+def to_draft7(schema: Any) -> Any:
+    """Rewrite the draft 2020-12 keywords pydantic emits (``prefixItems``) as draft 7."""
+    if isinstance(schema, list):
+        return [to_draft7(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    converted = {key: to_draft7(value) for key, value in schema.items()}
+    if "prefixItems" in converted:
+        converted["items"] = converted.pop("prefixItems")
+        converted["additionalItems"] = False
+    return converted
+
+
+def _schema(adapter_schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
+    components.update(to_draft7(adapter_schema.pop("$defs", {})))
+    converted: dict[str, Any] = to_draft7(adapter_schema)
+    return converted
+
+
+def _method(method: Method, components: dict[str, Any]) -> dict[str, Any]:
+    params_schema = _schema(
+        method.params.model_json_schema(ref_template=REF_TEMPLATE, schema_generator=RecordSchema),
+        components,
+    )
+    required = set(params_schema.get("required", []))
+    params = []
+    for name, schema in params_schema.get("properties", {}).items():
+        schema = {key: value for key, value in schema.items() if key != "title"}
+        params.append({"name": name, "required": name in required, "schema": schema})
+    result = _schema(
+        TypeAdapter(method.result).json_schema(
+            ref_template=REF_TEMPLATE, schema_generator=RecordSchema, mode="serialization"
+        ),
+        components,
+    )
+    return {
+        "name": method.name,
+        "summary": method.summary,
+        "description": method.doc,
+        "paramStructure": "by-name",
+        "params": params,
+        "result": {"name": f"{method.name}_result", "schema": result},
+        "errors": [{"$ref": f"#/components/errors/{name}"} for name in STORE_ERRORS],
+    }
+
+
+def describe(methods: Mapping[str, Method] = METHODS) -> dict[str, Any]:
+    """The OpenRPC document of ``methods``."""
+    components: dict[str, Any] = {}
+    described = [_method(methods[name], components) for name in sorted(methods)]
+    error_objects = {
+        name: {
+            "code": error_code(cls("")),
+            "message": (inspect.getdoc(cls) or name).splitlines()[0],
+            "data": {"error_class": cls.__name__, "exit_code": cls.exit_code},
+        }
+        for name, cls in STORE_ERRORS.items()
+    }
+    return {
+        "openrpc": OPENRPC_VERSION,
+        "info": {
+            "title": "contextstore",
+            "version": __version__,
+            "description": (
+                "A durable history backend for LLM agents. Methods and parameter names are "
+                "those of the Python ContextStore API; parameters go by name. A store error's "
+                "data carries error_class, message and exit_code."
+            ),
+        },
+        "methods": described,
+        "components": {"schemas": components, "errors": error_objects},
+    }

@@ -1,0 +1,379 @@
+"""``serve --http``: the guard (token, Host, size), the token file, loopback-only binding,
+graceful shutdown, several clients at once, and a client killed mid-request."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextstore import ContextStore
+from tests.server.conftest import (
+    WAIT_SECONDS,
+    HttpClient,
+    HttpServer,
+    ServerProcess,
+    server_env,
+    start_http,
+)
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    """One server for the tests that only look at single requests."""
+    root = tmp_path_factory.mktemp("guard")
+    server = start_http(root / "a.db", root / "data")
+    try:
+        yield server
+    finally:
+        server.process.stop()
+
+
+LIST = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "list_conversations"})
+
+
+def _append_body(cid: str, text: str) -> bytes:
+    params = {"conversation_id": cid, "role": "user", "content": text}
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "append", "params": params}).encode()
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [None, "Bearer wrong-token-0123456789", "Basic dXNlcjpwYXNz", "bearer {token}", "{token}"],
+)
+def test_a_request_without_the_token_is_401_and_changes_nothing(
+    shared_server: HttpServer, authorization: str | None
+) -> None:
+    client = shared_server.client()
+    cid = client.result("create_conversation")["id"]
+    headers = {"Authorization": authorization.format(token=client.token) if authorization else ""}
+    response = client.post(_append_body(cid, "sneaky"), headers=headers)
+    assert response.status == 401
+    assert response.headers["www-authenticate"].startswith("Bearer")
+    assert client.result("messages", conversation_id=cid) == []
+
+
+@pytest.mark.parametrize(
+    ("host", "status"),
+    [
+        ("evil.example:{port}", 421),  # a rebound domain pointing at 127.0.0.1
+        ("evil.example", 421),
+        ("127.0.0.1:{other}", 421),
+        ("127.0.0.1:{port}", 200),
+        ("localhost:{port}", 200),
+        ("LOCALHOST:{port}", 200),
+    ],
+)
+def test_the_host_header_must_name_the_bound_address(
+    shared_server: HttpServer, host: str, status: int
+) -> None:
+    value = host.format(port=shared_server.port, other=shared_server.port + 1)
+    response = shared_server.client().post(LIST, headers={"Host": value})
+    assert response.status == status, response
+
+
+@pytest.mark.parametrize(
+    ("value", "parsed"),
+    [
+        ("127.0.0.1:8765", ("127.0.0.1", 8765)),
+        ("[::1]:8765", ("::1", 8765)),
+        ("[::1]", ("::1", None)),
+        ("LocalHost", ("localhost", None)),
+        ("::1", ("::1", None)),
+        ("", ("", None)),
+        ("evil.example:x", ("evil.example", None)),
+    ],
+)
+def test_host_headers_are_split_into_name_and_port(
+    value: str, parsed: tuple[str, int | None]
+) -> None:
+    from contextstore.server.http import split_host_header
+
+    assert split_host_header(value) == parsed
+
+
+@pytest.mark.parametrize(
+    ("bound", "extra", "allowed"),
+    [
+        ("127.0.0.1", (), {"127.0.0.1", "localhost"}),
+        ("localhost", (), {"127.0.0.1", "localhost"}),
+        ("::1", (), {"::1", "localhost"}),
+        (
+            "0.0.0.0",
+            ("agents.internal",),
+            {"0.0.0.0", "127.0.0.1", "::1", "localhost", "agents.internal"},
+        ),
+        ("192.0.2.7", ("Box.Example",), {"192.0.2.7", "box.example"}),
+    ],
+)
+def test_the_accepted_host_names(bound: str, extra: tuple[str, ...], allowed: set[str]) -> None:
+    from contextstore.server.http import allowed_host_names
+
+    assert allowed_host_names(bound, extra) == allowed
+
+
+def test_health_and_methods(shared_server: HttpServer) -> None:
+    client = shared_server.client()
+    connection = http.client.HTTPConnection("127.0.0.1", shared_server.port, timeout=WAIT_SECONDS)
+    connection.request("GET", "/health", headers={"Authorization": f"Bearer {client.token}"})
+    assert connection.getresponse().status == 200
+    connection.close()
+    notification = b'{"jsonrpc":"2.0","method":"list_conversations"}'
+    assert client.post(notification).status == 204
+    assert client.post(LIST, path="/elsewhere").status == 404
+
+
+def test_the_request_size_is_capped_at_the_byte(tmp_path: Path) -> None:
+    server = start_http(tmp_path / "a.db", tmp_path / "data", "--max-request-bytes", "2048")
+    try:
+        client = server.client()
+        cid = client.result("create_conversation")["id"]
+        overhead = len(_append_body(cid, ""))
+        fits = _append_body(cid, "x" * (2048 - overhead))
+        assert len(fits) == 2048
+        assert client.post(fits).status == 200
+        over = _append_body(cid, "y" * (2049 - overhead))
+        assert client.post(over).status == 413
+        chunked = client.post(iter([over[:1000], over[1000:]]), headers={})
+        assert chunked.status == 413
+        assert [m["content"][0] for m in client.result("messages", conversation_id=cid)] == ["x"]
+    finally:
+        server.process.stop()
+
+
+def test_the_generated_token_is_private_reused_and_its_path_printed(tmp_path: Path) -> None:
+    first = start_http(tmp_path / "a.db", tmp_path / "data")
+    first.process.stop()
+    assert first.token_path == tmp_path / "data" / "contextstore" / "server-token"
+    assert stat.S_IMODE(first.token_path.stat().st_mode) == 0o600
+    assert len(first.token) >= 32
+    second = start_http(tmp_path / "a.db", tmp_path / "data")
+    try:
+        assert second.token == first.token
+        assert second.client().result("list_conversations") == []
+    finally:
+        second.process.stop()
+
+
+def test_a_token_file_given_is_used(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("a-token-of-my-own-0123456789\n")
+    token_file.chmod(0o600)
+    server = start_http(tmp_path / "a.db", tmp_path / "data", "--token-file", str(token_file))
+    try:
+        assert server.token == "a-token-of-my-own-0123456789"
+        assert server.client().result("list_conversations") == []
+        assert not (tmp_path / "data" / "contextstore" / "server-token").exists()
+    finally:
+        server.process.stop()
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "contextstore", "--db", str(tmp_path / "a.db"), *args],
+        capture_output=True,
+        text=True,
+        env=server_env(tmp_path / "data"),
+        timeout=WAIT_SECONDS,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--http", "192.0.2.1:0"], "not a loopback address"),
+        (["--http", "127.0.0.1"], "--http takes HOST:PORT"),
+        (["--http", "example.com:80"], "an IP address or localhost"),
+        (["--http", "127.0.0.1:0", "--token-file", "missing"], "does not exist"),
+        (["--http", "127.0.0.1:0", "--token-file", "{readable}"], "chmod 600"),
+        (["--http", "127.0.0.1:0", "--token-file", "{short}"], "at least 16 characters"),
+    ],
+)
+def test_refusals_are_one_line_with_exit_code_2(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    readable = tmp_path / "readable"
+    readable.write_text("a-long-enough-token-0123456789")
+    readable.chmod(0o644)
+    short = tmp_path / "short"
+    short.write_text("short")
+    short.chmod(0o600)
+    args = [a.format(readable=readable, short=short) for a in args]
+    done = _cli(tmp_path, "serve", *args)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_allow_remote_binds_every_interface_and_accepts_the_names_given(tmp_path: Path) -> None:
+    process = ServerProcess(
+        [
+            "--db",
+            str(tmp_path / "a.db"),
+            "serve",
+            "--http",
+            "0.0.0.0:0",
+            "--allow-remote",
+            "--allow-host",
+            "agents.internal",
+        ],
+        tmp_path / "data",
+    )
+    try:
+        port = int(process.wait_for(r"serving JSON-RPC at http://0\.0\.0\.0:(\d+)/rpc").group(1))
+        token_path = Path(process.wait_for(r"bearer token in (.+)$").group(1))
+        client = HttpClient(port, token_path.read_text().strip())
+        for host, status in (("agents.internal", 200), ("127.0.0.1", 200), ("other.host", 421)):
+            response = client.post(LIST, headers={"Host": f"{host}:{port}"})
+            assert response.status == status, host
+    finally:
+        process.stop()
+
+
+def test_sigterm_finishes_the_request_in_flight(tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    server = start_http(db, tmp_path / "data", "--log-level", "debug")
+    client = server.client()
+    cid = client.result("create_conversation")["id"]
+    answers: list[Any] = []
+    blocker = sqlite3.connect(db, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # holds the write lock: the append below must wait
+    start = len(server.process.lines)
+    caller = threading.Thread(
+        target=lambda: answers.append(client.result("append", **_params(cid, "in flight")))
+    )
+    caller.start()
+    try:
+        server.process.wait_for(r"calling append", start)
+        server.process.process.send_signal(signal.SIGTERM)
+        server.process.wait_for(r"Shutting down", start)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    caller.join(WAIT_SECONDS)
+    assert answers and answers[0]["index"] == 0
+    assert server.process.process.wait(WAIT_SECONDS) == 0
+    with ContextStore.open(db) as store:
+        assert [m["content"] for m in store.messages(cid)] == ["in flight"]
+
+
+def _params(cid: str, text: str) -> dict[str, Any]:
+    return {"conversation_id": cid, "role": "user", "content": text}
+
+
+def test_six_clients_at_once_keep_indices_contiguous_and_order(
+    db_location: str, tmp_path: Path
+) -> None:
+    http_server = start_http(db_location, tmp_path / "data")
+    try:
+        _six_clients(http_server)
+    finally:
+        http_server.process.stop()
+
+
+def _six_clients(http_server: HttpServer) -> None:
+    per_client = 25
+    setup = http_server.client()
+    own = [setup.result("create_conversation")["id"] for _ in range(4)]
+    shared = setup.result("create_conversation")["id"]
+    plan = [(f"own{i}", cid) for i, cid in enumerate(own)] + [("s0", shared), ("s1", shared)]
+    barrier = threading.Barrier(len(plan))
+    acknowledged: dict[str, list[tuple[int, str]]] = {name: [] for name, _ in plan}
+    failures: list[BaseException] = []
+
+    def run(name: str, cid: str) -> None:
+        client = HttpClient(http_server.port, http_server.token)
+        try:
+            barrier.wait(WAIT_SECONDS)
+            for seq in range(per_client):
+                text = f"{name}:{seq}"
+                written = client.result("append", **_params(cid, text))
+                acknowledged[name].append((written["index"], text))
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run, args=step) for step in plan]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT_SECONDS)
+    assert not failures, failures
+    with ContextStore.open(http_server.db) as store:
+        for name, cid in plan:
+            stored = [m["content"] for m in store.messages(cid)]
+            expected_count = per_client * (2 if cid == shared else 1)
+            assert len(stored) == expected_count
+            for index, text in acknowledged[name]:
+                assert stored[index] == text  # the index each client was told is its message
+            mine = [t for t in stored if t.startswith(f"{name}:")]
+            assert mine == [f"{name}:{seq}" for seq in range(per_client)]  # order kept
+            store.check(cid)
+
+
+KILLED_CLIENT = r"""
+import http.client, json, socket, sys
+port, token, cid, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+def body(seq):
+    params = {"conversation_id": cid, "role": "user", "content": f"m{seq}"}
+    return json.dumps({"jsonrpc": "2.0", "id": seq, "method": "append", "params": params}).encode()
+headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+for seq in range(5):
+    connection = http.client.HTTPConnection("127.0.0.1", port)
+    connection.request("POST", "/rpc", body=body(seq), headers=headers)
+    answer = json.loads(connection.getresponse().read())
+    print("ack", seq, answer["result"]["index"], flush=True)
+    connection.close()
+raw = socket.create_connection(("127.0.0.1", port))
+data = body(5)
+head = (f"POST /rpc HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n").encode()
+raw.sendall(head + (data[: len(data) // 2] if mode == "partial" else data))
+print("sent", flush=True)
+raw.recv(1)
+"""
+
+
+@pytest.mark.parametrize("mode", ["partial", "whole"])
+def test_a_client_killed_mid_request_loses_nothing_acknowledged(
+    http_server: HttpServer, mode: str
+) -> None:
+    client = http_server.client()
+    cid = client.result("create_conversation")["id"]
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_CLIENT, str(http_server.port), client.token, cid, mode],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    acknowledged = {}
+    assert child.stdout is not None
+    for line in child.stdout:
+        words = line.split()
+        if words[0] == "sent":
+            break
+        acknowledged[int(words[2])] = f"m{words[1]}"
+    child.send_signal(signal.SIGKILL)
+    child.wait(WAIT_SECONDS)
+    child.stdout.close()
+    assert len(acknowledged) == 5
+    # The server still answers, and the conversation holds every acknowledged message.
+    stored = [m["content"] for m in client.result("messages", conversation_id=cid)]
+    assert {i: stored[i] for i in acknowledged} == acknowledged
+    assert stored[:5] == [f"m{i}" for i in range(5)]
+    if mode == "partial":  # half a body is never a message
+        http_server.process.wait_for("disconnected before its request was complete")
+        assert "Traceback" not in http_server.process.stderr()
+        assert len(stored) == 5
+    else:  # a whole request may have landed before the kill; nothing else did
+        assert stored[5:] in ([], ["m5"])
+    assert client.result("check", conversation_id=cid) is None

@@ -1,0 +1,161 @@
+"""JSON-RPC 2.0 as its specification says, on both transports: the error codes, batches and
+notifications of the specification's own examples, and a server that goes on serving."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from contextstore import ContextStore
+from contextstore.server.jsonrpc import Dispatcher
+from tests.server.conftest import RpcClient, StdioClient
+
+
+def _send(rpc: RpcClient, text: str) -> Any:
+    return rpc.send(text.encode())
+
+
+# The specification's examples (section 7), with the method names of this server.
+SPEC_INVALID = [
+    ('{"jsonrpc": "2.0", "method": "foobar, "params": "bar", "baz]', -32700),
+    ('{"jsonrpc": "2.0", "method": 1, "params": "bar"}', -32600),
+    ('[{"jsonrpc": "2.0", "method": "sum", "params": [1,2,4], "id": "1"},{"jsonrpc"', -32700),
+    ("[]", -32600),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "code"), SPEC_INVALID)
+def test_the_specifications_invalid_messages(text: str, code: int, rpc: RpcClient) -> None:
+    response = _send(rpc, text)
+    assert response["jsonrpc"] == "2.0" and response["id"] is None
+    assert response["error"]["code"] == code
+    assert rpc.result("list_conversations") is not None  # still serving
+
+
+@pytest.mark.parametrize("text", ["[1]", "[1,2,3]"])
+def test_a_batch_of_non_requests_answers_each_with_invalid_request(
+    text: str, rpc: RpcClient
+) -> None:
+    responses = _send(rpc, text)
+    assert [r["error"]["code"] for r in responses] == [-32600] * len(json.loads(text))
+    assert all(r["id"] is None for r in responses)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"jsonrpc": "1.0", "method": "list_conversations", "id": 1},
+        {"method": "list_conversations", "id": 1},
+        {"jsonrpc": "2.0", "id": 1},
+        {"jsonrpc": "2.0", "method": "list_conversations", "id": {"a": 1}},
+        {"jsonrpc": "2.0", "method": "list_conversations", "id": True},
+    ],
+)
+def test_malformed_requests_are_invalid_request(message: dict[str, Any], rpc: RpcClient) -> None:
+    response = _send(rpc, json.dumps(message))
+    assert response["error"]["code"] == -32600
+    assert response["id"] == (
+        1 if isinstance(message.get("id"), int) and message["id"] is not True else None
+    )
+
+
+def test_unknown_method_and_positional_params(rpc: RpcClient) -> None:
+    missing = rpc.error("subtract", {"minuend": 42})
+    assert missing["code"] == -32601 and "'subtract'" in missing["message"]
+    positional = rpc.error("get_conversation", ["abc"])
+    assert positional["code"] == -32602 and "by name" in positional["message"]
+
+
+def test_nan_is_not_json(rpc: RpcClient) -> None:
+    text = '{"jsonrpc": "2.0", "id": 1, "method": "record_request", "params": {"cost": NaN}}'
+    assert _send(rpc, text)["error"]["code"] == -32700
+
+
+def test_ids_come_back_as_sent(rpc: RpcClient) -> None:
+    for request_id in ("abc", 7, 2.5, None):
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "list_conversations"}
+        response = _send(rpc, json.dumps(message))
+        assert response["id"] == request_id and "result" in response
+
+
+def test_notifications_are_applied_and_never_answered(rpc: RpcClient) -> None:
+    cid = rpc.result("create_conversation")["id"]
+    notification = {
+        "jsonrpc": "2.0",
+        "method": "append",
+        "params": {"conversation_id": cid, "role": "user", "content": "note"},
+    }
+    assert _send(rpc, json.dumps(notification)) is None
+    failing = {"jsonrpc": "2.0", "method": "no_such_method"}
+    assert _send(rpc, json.dumps(failing)) is None
+    assert _send(rpc, json.dumps([notification, notification])) is None
+    # The next answer is the next request's: nothing was written for the notifications.
+    messages = rpc.result("messages", conversation_id=cid)
+    assert [m["content"] for m in messages] == ["note", "note", "note"]
+
+
+def test_a_batch_answers_its_requests_in_any_order_by_id(rpc: RpcClient) -> None:
+    cid = rpc.result("create_conversation")["id"]
+    batch = [
+        {"jsonrpc": "2.0", "id": "a", "method": "append",
+         "params": {"conversation_id": cid, "role": "user", "content": "one"}},
+        {"jsonrpc": "2.0", "method": "append",
+         "params": {"conversation_id": cid, "role": "assistant", "content": "two"}},
+        {"jsonrpc": "2.0", "id": "b", "method": "get_conversation",
+         "params": {"conversation_id": "?"}},
+        {"jsonrpc": "2.0", "id": "c", "method": "messages", "params": {"conversation_id": cid}},
+        {"foo": "boo"},
+    ]  # fmt: skip
+    responses = {r["id"]: r for r in _send(rpc, json.dumps(batch))}
+    assert set(responses) == {"a", "b", "c", None}
+    assert responses["a"]["result"]["index"] == 0
+    assert responses["b"]["error"]["data"]["error_class"] == "ConversationNotFoundError"
+    assert [m["content"] for m in responses["c"]["result"]] == ["one", "two"]
+    assert responses[None]["error"]["code"] == -32600
+
+
+def test_text_round_trips_exactly(rpc: RpcClient) -> None:
+    cid = rpc.result("create_conversation")["id"]
+    text = 'naïve → 漢字 🙂 \u2028 line\nbreak "quoted" \\ back'
+    rpc.result("append", conversation_id=cid, role="user", content=text)
+    assert rpc.result("messages", conversation_id=cid)[0]["content"] == text
+
+
+def test_stdio_answers_one_line_per_message(transports: dict[str, Any]) -> None:
+    stdio: StdioClient = transports["stdio"]
+    stdio.write(b"")  # blank lines are skipped, not answered
+    stdio.write(b'{"jsonrpc":"2.0","id":1,"method":"list_conversations"}')
+    assert stdio.read()["id"] == 1
+
+
+# -- the dispatcher alone ----------------------------------------------------------------
+
+
+class _Broken:
+    """A stand-in store whose method fails as a bug would."""
+
+    def list_conversations(self) -> Any:
+        raise RuntimeError("boom")
+
+
+def test_an_unexpected_failure_is_an_internal_error_and_the_log_has_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    dispatcher = Dispatcher(_Broken())  # type: ignore[arg-type]
+    answer = dispatcher.handle_bytes(b'{"jsonrpc":"2.0","id":1,"method":"list_conversations"}')
+    assert answer is not None
+    error = json.loads(answer)["error"]
+    assert error["code"] == -32603 and "boom" not in error["message"]
+    assert "RuntimeError: boom" in caplog.text
+
+
+def test_a_lone_surrogate_goes_back_out_as_its_escape() -> None:
+    with ContextStore.open(":memory:") as store:
+        dispatcher = Dispatcher(store)
+        answer = dispatcher.handle_bytes(
+            b'{"jsonrpc":"2.0","id":"\\ud800","method":"list_conversations"}'
+        )
+    assert answer is not None
+    assert b'"id":"\\ud800"' in answer and json.loads(answer)["id"] == "\ud800"

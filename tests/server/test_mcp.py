@@ -1,0 +1,233 @@
+"""``contextstore mcp`` through the MCP SDK's own client (``stdio_client`` + ``ClientSession``):
+the tools it lists, each one called, read-only unless ``--allow-writes``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from contextstore import ContextStore
+from tests.conftest import session, tool_result, tool_use
+from tests.server.conftest import server_env
+
+mcp = pytest.importorskip("mcp", reason='the MCP tests need pip install "contextstore[mcp]"')
+
+READ_TOOLS = {
+    "list_conversations",
+    "search_conversations",
+    "show_conversation",
+    "audit_conversation",
+    "list_checkpoints",
+    "show_request",
+}
+
+
+def _history(db: Path) -> dict[str, Any]:
+    """A conversation with a tool call, a checkpoint, a later turn and a prepared request."""
+    with ContextStore.open(db) as store:
+        conv = store.create_conversation(model_id="claude-sonnet-4-5", title="mcp history")
+        store.append(conv.id, "user", "<task>read a.py</task>")
+        store.append(
+            conv.id,
+            [
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "t1", "name": "read_file",
+                     "input": {"path": "a.py"}}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "print('a')"}]},
+            ],
+        )  # fmt: skip
+        checkpoint = store.checkpoint(conv.id, label="after-read")
+        store.append(conv.id, "assistant", "It prints a.")
+        store.append(conv.id, "user", "Thanks.")
+        prepared = store.prepare_request(conv.id, system="Be brief.")
+        audited = store.create_conversation(title="long session", context_window=64_000)
+        store.append(audited.id, session(6))
+        store.append(audited.id, "assistant", [tool_use("again", path="f1.py")])
+        store.append(audited.id, "user", [tool_result("again", "contents of f1.py")])
+        store.record_request(audited.id, tokens_in=30_000, tokens_out=500, cost=0.5)
+        store.truncate(audited.id, keep="half")
+        store.record_request(audited.id, tokens_in=20_000, tokens_out=400, failure="cancelled")
+        return {
+            "audited": audited.id,
+            "cid": conv.id,
+            "checkpoint": checkpoint,
+            "request_id": prepared.request_id,
+            "payload": prepared.payload,
+            "counts": store.row_counts(conv.id),
+        }
+
+
+Session = Any
+
+
+def _files_read_by_sql(db: Path, cid: str) -> dict[str, int]:
+    """The README's file-read audit query, on one conversation (an oracle in SQL)."""
+    import sqlite3
+
+    connection = sqlite3.connect(db)
+    try:
+        rows = connection.execute(
+            "SELECT json_extract(data, '$.input.path') AS path, COUNT(*) FROM blocks "
+            "WHERE type = 'tool_use' AND tool_name = 'read_file' AND conversation_id = ? "
+            "GROUP BY path",
+            (cid,),
+        ).fetchall()
+    finally:
+        connection.close()
+    return dict(rows)
+
+
+def _with_session(
+    db: Path, data_home: Path, extra: list[str], body: Callable[[Session], Awaitable[None]]
+) -> None:
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "contextstore", "--db", str(db), "mcp", *extra],
+        env=server_env(data_home),
+    )
+
+    async def run() -> None:
+        with anyio.fail_after(120):
+            async with (
+                stdio_client(params) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                await body(session)
+
+    anyio.run(run)
+
+
+async def _call(session: Session, name: str, **arguments: Any) -> Any:
+    result = await session.call_tool(name, arguments)
+    assert not result.is_error, result.content
+    structured = result.structured_content or {}
+    return structured.get("result", structured)  # lists come wrapped in {"result": ...}
+
+
+async def _fails(session: Session, name: str, **arguments: Any) -> str:
+    result = await session.call_tool(name, arguments)
+    assert result.is_error
+    return str(result.content[0].text)
+
+
+def test_the_read_only_tools_answer_from_the_history(tmp_path: Path) -> None:
+    db = tmp_path / "mcp.db"
+    state = _history(db)
+    cid = state["cid"]
+
+    async def body(session: Session) -> None:
+        listed = await session.list_tools()
+        assert {t.name for t in listed.tools} == READ_TOOLS
+        assert all(t.annotations.read_only_hint for t in listed.tools)
+        assert all(t.description for t in listed.tools)
+
+        conversations = await _call(session, "list_conversations")
+        assert [c["id"] for c in conversations] == [state["audited"], cid]  # newest first
+        assert conversations[1]["title"] == "mcp history"
+        assert len(await _call(session, "list_conversations", limit=1)) == 1
+
+        hits = await _call(session, "search_conversations", text="PRINT('A')")
+        assert [(h["conversation_id"], h["message_idx"], h["role"]) for h in hits] == [
+            (cid, 2, "user")
+        ]
+        assert "print('a')" in hits[0]["snippet"]
+        found = await _call(session, "search_conversations", text="contents of f", limit=3)
+        assert len(found) == 3 and {h["conversation_id"] for h in found} == {state["audited"]}
+        assert await _call(session, "search_conversations", text="no such words") == []
+        assert "must not be empty" in await _fails(session, "search_conversations", text=" ")
+
+        audit = await _call(session, "audit_conversation", conversation_id=state["audited"])
+        assert (audit["context_window"], audit["max_allowed_size"]) == (64_000, 37_000)
+        assert [r["tokens_in"] for r in audit["requests"]] == [30_000, 20_000]
+        assert audit["requests"][1]["failure"] == "cancelled"
+        assert audit["total_cost"] == 0.5
+        with ContextStore.open(db) as store:
+            truncated_range = list(store.deleted_range(state["audited"]) or ())
+        assert audit["requests"][0]["deleted_range"] is None
+        assert audit["requests"][1]["deleted_range"] == truncated_range
+        assert [t["deleted_range"] for t in audit["truncations"]] == [truncated_range]
+        assert audit["files_read"] == _files_read_by_sql(db, state["audited"])
+        assert audit["files_read"]["f1.py"] == 2
+
+        now = await _call(session, "show_conversation", conversation_id=cid)
+        assert [m["role"] for m in now] == ["user", "assistant", "user", "assistant", "user"]
+        then = await _call(
+            session, "show_conversation", conversation_id=cid, as_of=state["checkpoint"].ts
+        )
+        assert then == now[:3]
+        openai = await _call(session, "show_conversation", conversation_id=cid, format="openai")
+        assert openai[1]["tool_calls"][0]["function"]["name"] == "read_file"
+        pristine = await _call(session, "show_conversation", conversation_id=cid, pristine=True)
+        with ContextStore.open(db) as store:
+            assert pristine == store.messages(cid)
+
+        checkpoints = await _call(session, "list_checkpoints", conversation_id=cid)
+        assert [(c["label"], c["ts"]) for c in checkpoints] == [
+            ("after-read", state["checkpoint"].ts)
+        ]
+        payload = await _call(
+            session, "show_request", conversation_id=cid, request_id=state["request_id"]
+        )
+        assert payload == state["payload"]
+
+        missing = await _fails(session, "show_conversation", conversation_id="nope")
+        assert "ConversationNotFoundError" in missing and "'nope'" in missing
+        assert "ReadOnly" not in await _fails(
+            session, "show_request", conversation_id=cid, request_id=999
+        )
+        unknown = await _fails(session, "checkpoint", conversation_id=cid, label="x")
+        assert "checkpoint" in unknown
+
+    _with_session(db, tmp_path / "data", [], body)
+    with ContextStore.open(db) as store:
+        assert store.row_counts(cid) == state["counts"]  # nothing was written
+
+
+def test_writes_are_offered_only_with_allow_writes(tmp_path: Path) -> None:
+    db = tmp_path / "mcp.db"
+    state = _history(db)
+    cid = state["cid"]
+
+    async def body(session: Session) -> None:
+        listed = await session.list_tools()
+        tools = {t.name: t for t in listed.tools}
+        assert set(tools) == READ_TOOLS | {"checkpoint", "rollback"}
+        assert tools["rollback"].annotations.destructive_hint is True
+        assert not tools["checkpoint"].annotations.read_only_hint
+
+        made = await _call(session, "checkpoint", conversation_id=cid, label="mcp", note="n")
+        assert made["label"] == "mcp"
+        preview = await _call(session, "rollback", conversation_id=cid, to="after-read")
+        assert preview["dry_run"] is True and preview["removed"]["messages"] == 2
+        done = await _call(session, "rollback", conversation_id=cid, to="after-read", dry_run=False)
+        assert done["removed"] == preview["removed"] and done["archived"] is True
+        wrong = await _fails(session, "rollback", conversation_id=cid, to="no-such-label")
+        assert "CheckpointNotFoundError" in wrong
+
+    _with_session(db, tmp_path / "data", ["--allow-writes"], body)
+    with ContextStore.open(db) as store:
+        assert len(store.messages(cid)) == 3
+        assert [c.label for c in store.checkpoints(cid)] == ["after-read"]
+
+
+def test_the_tool_results_are_also_json_text_for_clients_without_structured_output(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "mcp.db"
+    state = _history(db)
+
+    async def body(session: Session) -> None:
+        result = await session.call_tool("list_checkpoints", {"conversation_id": state["cid"]})
+        assert json.loads(result.content[0].text)["label"] == "after-read"
+
+    _with_session(db, tmp_path / "data", [], body)

@@ -1,0 +1,415 @@
+"""Every public store method over both transports: its happy path against the Python API on
+the same database (the oracle), and its errors mapped as the protocol says."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextstore import ContextStore
+from contextstore.server.methods import (
+    EXCLUDED,
+    METHODS,
+    PYTHON_ONLY_PARAMETERS,
+    public_method_names,
+    to_json,
+)
+from tests.server.conftest import RpcClient
+
+TOOLS = [{"name": "read_file", "description": "Read a file", "input_schema": {"type": "object"}}]
+
+
+def test_every_public_store_method_is_served_or_excluded_with_a_reason() -> None:
+    public = set(public_method_names(ContextStore))
+    assert public == set(METHODS) | set(EXCLUDED)
+    assert not set(METHODS) & set(EXCLUDED)
+    assert all(reason for reason in EXCLUDED.values())
+    assert {"append", "prepare_request", "rollback", "request_payload"} <= set(METHODS)
+
+
+def test_a_method_added_to_the_class_is_served_without_touching_the_table() -> None:
+    from contextstore.server.methods import build_table
+
+    class Extended(ContextStore):
+        def shout(self, conversation_id: str, *, times: int = 2) -> list[str]:
+            """Say it louder."""
+            return [conversation_id.upper()] * times
+
+    table = build_table(Extended)
+    assert set(table) == set(METHODS) | {"shout"}
+    assert table["shout"].validate({"conversation_id": "a", "times": 3}) == {
+        "conversation_id": "a",
+        "times": 3,
+    }
+
+
+def test_parameters_are_the_python_signature_less_python_only_ones() -> None:
+    for name, method in METHODS.items():
+        if name == "append":  # its wire signature is written beside it
+            continue
+        python = [
+            p
+            for p in inspect.signature(getattr(ContextStore, name)).parameters
+            if p != "self" and p not in PYTHON_ONLY_PARAMETERS
+        ]
+        assert list(method.params.model_fields) == python, name
+    assert list(METHODS["append"].params.model_fields) == [
+        "conversation_id",
+        "role",
+        "content",
+        "meta",
+        "ts",
+    ]
+    assert "summarizer" not in METHODS["prepare_request"].params.model_fields
+    assert "pipeline" not in METHODS["render"].params.model_fields
+
+
+def test_validation_is_strict_and_names_the_params() -> None:
+    from contextstore.server.methods import InvalidParamsError
+
+    with pytest.raises(InvalidParamsError) as caught:
+        METHODS["append"].validate({"conversation_id": "c", "role": 1, "ts": "5", "extra": 0})
+    problems = {p["param"]: p["message"] for p in caught.value.problems}
+    assert problems == {
+        "role": "input should be a valid string",
+        "content": "required",
+        "ts": "input should be a valid integer",
+        "extra": "unknown parameter",
+    }
+    assert "append takes conversation_id, role, content, meta, ts" in str(caught.value)
+    with pytest.raises(InvalidParamsError):  # a boolean is not an integer on the wire
+        METHODS["record_request"].validate({"conversation_id": "c", "tokens_in": True})
+
+
+def test_records_become_json_with_field_names_properties_and_lists() -> None:
+    from contextstore.records import PreparedRequest, TruncationDecision
+
+    decision = TruncationDecision("truncate", "half", (2, 5), None, 10, (3, 4), 0.5, "why")
+    encoded = to_json(PreparedRequest("c", [], (2, 5), decision, request_id=7))
+    assert encoded["deleted_range"] == [2, 5]
+    assert encoded["decision"]["deduplicated"] == [3, 4]
+    assert encoded["truncated"] is True
+    assert encoded["request_id"] == 7
+
+
+# -- every method over both transports ---------------------------------------------------
+
+
+def _conversation(rpc: RpcClient) -> dict[str, Any]:
+    """A conversation with a tool call answered, a checkpoint, a prepared request."""
+    conv = rpc.result("create_conversation", model_id="claude-sonnet-4-5", context_window=200_000)
+    cid = conv["id"]
+    rpc.result("append", conversation_id=cid, role="user", content="<task>fix it</task>")
+    rpc.result(
+        "append_many",
+        conversation_id=cid,
+        new_messages=[
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Reading."},
+                    {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "a"}},
+                ],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1"}]},
+            {"role": "assistant", "content": "Done reading."},
+            {"role": "user", "content": "Now fix it."},
+        ],
+    )
+    checkpoint = rpc.result("checkpoint", conversation_id=cid, label="cp")
+    prepared = rpc.result("prepare_request", conversation_id=cid, system="Be careful.", tools=TOOLS)
+    return {"cid": cid, "checkpoint": checkpoint, "prepared": prepared}
+
+
+def _same_as_python(db: Path, name: str, params: dict[str, Any], result: Any) -> None:
+    with ContextStore.open(db) as store:
+        assert result == to_json(getattr(store, name)(**params)), name
+
+
+Case = Callable[[RpcClient, dict[str, Any], Path], None]
+READS = {
+    "checkpoints": {},
+    "context_updates": {},
+    "deleted_range": {},
+    "get_conversation": {},
+    "messages": {},
+    "render": {"format": "openai"},
+    "requests": {},
+    "row_counts": {},
+}
+
+
+def _read_case(name: str) -> Case:
+    def case(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+        params = {"conversation_id": state["cid"], **READS[name]}
+        _same_as_python(db, name, params, rpc.result(name, **params))
+
+    return case
+
+
+def _list_conversations(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    listed = rpc.result("list_conversations")
+    assert state["cid"] in [c["id"] for c in listed]
+    _same_as_python(db, "list_conversations", {}, listed)
+
+
+def _request_payload(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    prepared = state["prepared"]
+    params = {"conversation_id": state["cid"], "request_id": prepared["request_id"]}
+    payload = rpc.result("request_payload", **params)
+    assert payload == prepared["payload"]
+    _same_as_python(db, "request_payload", params, payload)
+
+
+def _prepare_request(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    prepared = rpc.result(
+        "prepare_request", conversation_id=state["cid"], system="S", tools=TOOLS, format="openai"
+    )
+    assert prepared["format"] == "openai" and prepared["truncated"] is False
+    assert prepared["payload"]["messages"][0] == {"role": "system", "content": "S"}
+    with ContextStore.open(db) as store:
+        assert store.request_payload(state["cid"], prepared["request_id"]) == prepared["payload"]
+
+
+def _record_request(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    request_id = state["prepared"]["request_id"]
+    record = rpc.result(
+        "record_request",
+        conversation_id=state["cid"],
+        request_id=request_id,
+        tokens_in=1200,
+        tokens_out=80,
+        cost=0.25,
+    )
+    assert (record["id"], record["tokens_in"], record["total_tokens"]) == (request_id, 1200, 1280)
+    with ContextStore.open(db) as store:
+        assert to_json(store.requests(state["cid"])[-1]) == record
+
+
+def _append(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    content = [{"type": "text", "text": "more"}]
+    written = rpc.result("append", conversation_id=state["cid"], role="user", content=content)
+    assert (written["index"], written["role"]) == (5, "user") and written["token_count"] > 0
+    with ContextStore.open(db) as store:
+        assert store.messages(state["cid"])[5]["content"] == content
+
+
+def _append_many(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    written = rpc.result(
+        "append_many",
+        conversation_id=state["cid"],
+        new_messages=[{"role": "assistant", "content": "a"}, {"role": "user", "content": "b"}],
+    )
+    assert [w["index"] for w in written] == [5, 6]
+    with ContextStore.open(db) as store:
+        assert [m["content"] for m in store.messages(state["cid"])[5:]] == ["a", "b"]
+
+
+def _add_context_update(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    ts = rpc.result(
+        "add_context_update",
+        conversation_id=state["cid"],
+        message_idx=1,
+        block_idx=0,
+        text="Rewritten.",
+    )
+    with ContextStore.open(db) as store:
+        assert [u["ts"] for u in store.context_updates(state["cid"])][-1] == ts
+        assert store.render(state["cid"])[1]["content"][0]["text"] == "Rewritten."
+
+
+def _check(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    assert rpc.result("check", conversation_id=state["cid"]) is None
+
+
+def _checkpoint(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    made = rpc.result("checkpoint", conversation_id=state["cid"], label="later", note="n")
+    assert (made["label"], made["note"]) == ("later", "n")
+    with ContextStore.open(db) as store:
+        assert to_json(store.checkpoints(state["cid"])[-1]) == made
+
+
+def _create_conversation(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    made = rpc.result("create_conversation", title="T", metadata={"k": [1]}, context_window=8192)
+    with ContextStore.open(db) as store:
+        assert to_json(store.get_conversation(made["id"])) == made
+    assert made["metadata"] == {"k": [1]}
+
+
+def _create_subagent(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    child = rpc.result("create_subagent", parent_id=state["cid"], title="helper")
+    assert child["parent_id"] == state["cid"] and child["metadata"] == {"subagent": True}
+
+
+def _delete_conversation(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    counts = rpc.result("delete_conversation", conversation_id=state["cid"])
+    assert counts["messages"] == 5
+    assert rpc.error("get_conversation", conversation_id=state["cid"])["code"] == -32003
+
+
+def _fork(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    forked = rpc.result("fork", conversation_id=state["cid"], at="cp", title="fork")
+    assert forked["forked_at_ts"] == state["checkpoint"]["ts"]
+    with ContextStore.open(db) as store:
+        assert store.messages(forked["id"]) == store.messages(state["cid"])
+
+
+def _rollback(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    cid = state["cid"]
+    preview = rpc.result("rollback", conversation_id=cid, to="cp", dry_run=True)
+    assert preview["dry_run"] is True and preview["removed"]["api_requests"] == 1
+    report = rpc.result("rollback", conversation_id=cid, to=state["checkpoint"]["ts"])
+    assert report["removed"] == preview["removed"] and report["archived"] is True
+    assert report["total_removed"] == sum(report["removed"].values())
+    with ContextStore.open(db) as store:
+        assert store.requests(cid) == []
+
+
+def _restore(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    cid = state["cid"]
+    report = rpc.result("rollback", conversation_id=cid, to="cp")
+    restored = rpc.result("restore", conversation_id=cid, rollback_id=report["rollback_id"])
+    assert restored["restored"] == report["removed"]
+    with ContextStore.open(db) as store:
+        assert len(store.requests(cid)) == 1
+
+
+def _set_auto_condense(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    assert rpc.result("set_auto_condense", conversation_id=state["cid"], threshold=0.5) is None
+    with ContextStore.open(db) as store:
+        assert store.get_conversation(state["cid"]).metadata["auto_condense"] == 0.5
+
+
+def _set_deleted_range(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    ts = rpc.result("set_deleted_range", conversation_id=state["cid"], end=2, reason="test")
+    assert rpc.result("deleted_range", conversation_id=state["cid"]) == [2, 2]
+    assert rpc.result("deleted_range", conversation_id=state["cid"], as_of=ts - 1) is None
+
+
+def _truncate(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    more = [{"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}]
+    rpc.result("append_many", conversation_id=state["cid"], new_messages=more)
+    decision = rpc.result("truncate", conversation_id=state["cid"], keep="last_two", summary="s")
+    assert decision["action"] == "truncate" and decision["keep"] == "last_two"
+    with ContextStore.open(db) as store:
+        assert list(store.deleted_range(state["cid"]) or ()) == decision["deleted_range"]
+
+
+CASES: dict[str, Case] = {
+    **{name: _read_case(name) for name in READS},
+    "add_context_update": _add_context_update,
+    "append": _append,
+    "append_many": _append_many,
+    "check": _check,
+    "checkpoint": _checkpoint,
+    "create_conversation": _create_conversation,
+    "create_subagent": _create_subagent,
+    "delete_conversation": _delete_conversation,
+    "fork": _fork,
+    "list_conversations": _list_conversations,
+    "prepare_request": _prepare_request,
+    "record_request": _record_request,
+    "request_payload": _request_payload,
+    "restore": _restore,
+    "rollback": _rollback,
+    "set_auto_condense": _set_auto_condense,
+    "set_deleted_range": _set_deleted_range,
+    "truncate": _truncate,
+}
+
+
+def test_every_served_method_has_a_happy_path_test() -> None:
+    assert set(CASES) == set(METHODS)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_happy_path(name: str, rpc: RpcClient, transports: dict[str, Any]) -> None:
+    state = _conversation(rpc)
+    CASES[name](rpc, state, transports["db"])
+
+
+# -- errors --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_an_unknown_parameter_is_invalid_params_naming_it(name: str, rpc: RpcClient) -> None:
+    error = rpc.error(name, {"no_such_parameter": 1})
+    assert error["code"] == -32602
+    assert error["data"]["error_class"] == "InvalidParamsError"
+    assert error["data"]["exit_code"] == 2
+    assert {"param": "no_such_parameter", "message": "unknown parameter"} in error["data"][
+        "problems"
+    ]
+    assert "no_such_parameter: unknown parameter" in error["message"]
+
+
+def _valid_params(name: str) -> dict[str, Any]:
+    """Well-typed params naming a conversation that does not exist."""
+    values = {
+        "conversation_id": "no-such-conversation",
+        "parent_id": "no-such-conversation",
+        "role": "user",
+        "content": "x",
+        "new_messages": [{"role": "user", "content": "x"}],
+        "message_idx": 0,
+        "block_idx": 0,
+        "text": "x",
+        "request_id": 1,
+        "rollback_id": 1,
+        "to": "cp",
+        "end": 2,
+        "threshold": 0.5,
+    }
+    fields = METHODS[name].params.model_fields
+    return {k: values[k] for k, f in fields.items() if f.is_required()}
+
+
+NOT_ABOUT_A_CONVERSATION = {"create_conversation", "list_conversations", "row_counts"}
+
+
+@pytest.mark.parametrize("name", sorted(set(METHODS) - NOT_ABOUT_A_CONVERSATION))
+def test_an_unknown_conversation_is_a_not_found_error(name: str, rpc: RpcClient) -> None:
+    error = rpc.error(name, _valid_params(name))
+    assert error["code"] == -32003, error
+    # request_payload looks the request up by (conversation, id): no such request.
+    expected = "RequestNotFoundError" if name == "request_payload" else "ConversationNotFoundError"
+    assert error["data"]["error_class"] == expected
+    assert error["data"]["exit_code"] == 3
+    assert error["data"]["message"] == error["message"]
+    assert "no-such-conversation" in error["message"] or name == "request_payload"
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "error_class", "code"),
+    [
+        ("render", {"format": "xml"}, "InvalidInputError", -32602),
+        ("truncate", {"keep": "most"}, "InvalidInputError", -32602),
+        ("request_payload", {"request_id": 999}, "RequestNotFoundError", -32003),
+        ("rollback", {"to": "no-such-label"}, "CheckpointNotFoundError", -32003),
+        ("restore", {"rollback_id": 999}, "RollbackNotFoundError", -32003),
+        ("append", {"role": "user", "content": "x", "ts": 1}, "TimelineError", -32602),
+        ("append", {"role": "robot", "content": "x"}, "InvalidMessageError", -32602),
+        ("checkpoint", {"note": "a\x00b"}, "InvalidInputError", -32602),
+        ("fork", {"at": "no-such-label"}, "CheckpointNotFoundError", -32003),
+    ],
+)
+def test_store_errors_carry_their_class_and_exit_code(
+    name: str, params: dict[str, Any], error_class: str, code: int, rpc: RpcClient
+) -> None:
+    state = _conversation(rpc)
+    error = rpc.error(name, {"conversation_id": state["cid"], **params})
+    assert (error["code"], error["data"]["error_class"]) == (code, error_class), error
+    assert error["data"]["exit_code"] == (2 if code == -32602 else 3)
+    assert rpc.result("get_conversation", conversation_id=state["cid"])["id"] == state["cid"]
+
+
+def test_a_refused_call_writes_nothing(rpc: RpcClient, transports: dict[str, Any]) -> None:
+    state = _conversation(rpc)
+    before = rpc.result("row_counts", conversation_id=state["cid"])
+    rpc.error("append", conversation_id=state["cid"], role="assistant", content=[{"type": "?"}])
+    rpc.error("prepare_request", conversation_id=state["cid"], tools=[{"no": "name"}])
+    assert rpc.result("row_counts", conversation_id=state["cid"]) == before

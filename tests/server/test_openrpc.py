@@ -1,0 +1,212 @@
+"""``serve --describe``: an OpenRPC document of every method, generated from the models that
+validate the parameters, valid against the OpenRPC meta-schema."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from jsonschema import Draft7Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT7
+
+from contextstore.server.methods import METHODS, InvalidParamsError
+from contextstore.server.openrpc import describe
+
+
+@pytest.fixture(scope="module")
+def document() -> dict[str, Any]:
+    """The document as the command prints it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "contextstore", "serve", "--describe"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    parsed: dict[str, Any] = json.loads(done.stdout)
+    return parsed
+
+
+# The structure OpenRPC 1.3 requires (https://spec.open-rpc.org), as a JSON Schema.
+CONTENT_DESCRIPTOR = {
+    "type": "object",
+    "required": ["name", "schema"],
+    "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "required": {"type": "boolean"},
+        "schema": {"type": ["object", "boolean"]},
+    },
+}
+REFERENCE = {"type": "object", "required": ["$ref"], "properties": {"$ref": {"type": "string"}}}
+ERROR = {
+    "type": "object",
+    "required": ["code", "message"],
+    "properties": {"code": {"type": "integer"}, "message": {"type": "string"}},
+}
+OPENRPC_STRUCTURE = {
+    "type": "object",
+    "required": ["openrpc", "info", "methods"],
+    "properties": {
+        "openrpc": {"type": "string", "pattern": r"^1\.[0-3]\.\d+$"},
+        "info": {
+            "type": "object",
+            "required": ["title", "version"],
+            "properties": {"title": {"type": "string"}, "version": {"type": "string"}},
+        },
+        "methods": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name", "params", "result"],
+                "properties": {
+                    "name": {"type": "string", "pattern": "^[a-z_]+$"},
+                    "paramStructure": {"enum": ["by-name", "by-position", "either"]},
+                    "params": {"type": "array", "items": CONTENT_DESCRIPTOR},
+                    "result": CONTENT_DESCRIPTOR,
+                    "errors": {"type": "array", "items": {"anyOf": [ERROR, REFERENCE]}},
+                },
+            },
+        },
+        "components": {
+            "type": "object",
+            "properties": {
+                "schemas": {"type": "object", "additionalProperties": {"type": "object"}},
+                "errors": {"type": "object", "additionalProperties": ERROR},
+            },
+        },
+    },
+}
+
+
+def _refs(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        own = [value["$ref"]] if isinstance(value.get("$ref"), str) else []
+        return own + [r for v in value.values() for r in _refs(v)]
+    if isinstance(value, list):
+        return [r for v in value for r in _refs(v)]
+    return []
+
+
+def _resolve(document: dict[str, Any], ref: str) -> Any:
+    assert ref.startswith("#/"), ref
+    node: Any = document
+    for part in ref[2:].split("/"):
+        node = node[part]
+    return node
+
+
+def test_the_document_has_the_structure_openrpc_requires(document: dict[str, Any]) -> None:
+    Draft7Validator(OPENRPC_STRUCTURE).validate(document)
+    names = [m["name"] for m in document["methods"]]
+    assert names == sorted(METHODS) and len(set(names)) == len(names)
+    for ref in _refs(document):
+        _resolve(document, ref)  # every reference points inside the document
+
+
+def test_every_schema_in_it_is_valid_json_schema_draft_7(document: dict[str, Any]) -> None:
+    schemas = [d["schema"] for m in document["methods"] for d in [*m["params"], m["result"]]]
+    schemas += list(document["components"]["schemas"].values())
+    for schema in schemas:
+        Draft7Validator.check_schema(schema)
+    assert not any("prefixItems" in json.dumps(s) or "$defs" in json.dumps(s) for s in schemas)
+
+
+def test_the_params_are_the_validating_models(document: dict[str, Any]) -> None:
+    for method in document["methods"]:
+        model = METHODS[method["name"]].params
+        assert [p["name"] for p in method["params"]] == list(model.model_fields)
+        required = {p["name"] for p in method["params"] if p["required"]}
+        assert required == {n for n, f in model.model_fields.items() if f.is_required()}
+        assert method["paramStructure"] == "by-name"
+
+
+def _validator(document: dict[str, Any], schema: dict[str, Any]) -> Draft7Validator:
+    resource = Resource.from_contents(document, default_specification=DRAFT7)
+    return Draft7Validator(schema, registry=Registry().with_resource("urn:doc", resource))
+
+
+def test_a_real_answer_validates_against_its_result_schema(document: dict[str, Any]) -> None:
+    """The described result of prepare_request accepts what the server returns."""
+    from contextstore import ContextStore
+    from contextstore.server.methods import to_json
+
+    with ContextStore.open(":memory:") as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "hello")
+        prepared = to_json(store.prepare_request(cid, system="S"))
+        checkpoints = to_json(store.checkpoints(cid))
+    by_name = {m["name"]: m for m in document["methods"]}
+    components = document["components"]["schemas"]
+    for name, answer in (("prepare_request", prepared), ("checkpoints", checkpoints)):
+        schema = json.loads(
+            json.dumps(by_name[name]["result"]["schema"]).replace(
+                '"#/components/schemas/', '"urn:doc#/components/schemas/'
+            )
+        )
+        _validator(document, schema).validate(answer)
+        assert components  # records are shared, not repeated
+    assert "truncated" in by_name["prepare_request"]["result"]["schema"]["properties"]
+
+
+def test_a_param_schema_refuses_what_the_model_refuses(document: dict[str, Any]) -> None:
+    append = next(m for m in document["methods"] if m["name"] == "append")
+    role = next(p for p in append["params"] if p["name"] == "role")
+    assert Draft7Validator(role["schema"]).is_valid("user")
+    assert not Draft7Validator(role["schema"]).is_valid(7)
+    with pytest.raises(InvalidParamsError):
+        METHODS["append"].validate({"conversation_id": "c", "role": 7, "content": "x"})
+
+
+def _official_meta_schemas() -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The OpenRPC project's meta-schema (npm ``@open-rpc/meta-schema``) and the JSON Schema
+    meta-schema it refers to (``@json-schema-tools/meta-schema``), when installed."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        return None
+    root = subprocess.run([npm, "root", "-g"], capture_output=True, text=True, check=False)
+    script = (
+        "process.stdout.write(JSON.stringify(["
+        "require('@open-rpc/meta-schema').default,"
+        "require('@json-schema-tools/meta-schema').default]))"
+    )
+    done = subprocess.run(
+        [node, "-e", script],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"NODE_PATH": root.stdout.strip(), "PATH": ""},
+    )
+    if done.returncode != 0:
+        return None
+    openrpc, json_schema = json.loads(done.stdout)
+    return openrpc, json_schema
+
+
+def test_the_document_validates_against_the_official_openrpc_meta_schema(
+    document: dict[str, Any],
+) -> None:
+    schemas = _official_meta_schemas()
+    if schemas is None:
+        pytest.skip(
+            "the official meta-schema is not installed: npm install -g "
+            "@open-rpc/meta-schema@1.14.9 @json-schema-tools/meta-schema@1.8.0 (.ci/run does)"
+        )
+    openrpc, json_schema = schemas
+    meta = Resource.from_contents(json_schema, default_specification=DRAFT7)
+    registry = Registry().with_resources(
+        [("https://meta.json-schema.tools", meta), ("https://meta.json-schema.tools/", meta)]
+    )
+    validator = Draft7Validator(openrpc, registry=registry)
+    errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
+    assert not errors, [f"{list(e.absolute_path)}: {e.message}" for e in errors[:5]]
+    broken = dict(document, methods=[{"name": "x"}])
+    assert not validator.is_valid(broken)  # the meta-schema does check what it is given
+
+
+def test_describe_needs_no_store_and_matches_the_library(document: dict[str, Any]) -> None:
+    assert document == json.loads(json.dumps(describe()))
