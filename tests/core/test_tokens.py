@@ -1,0 +1,200 @@
+"""Media token estimates, on images and PDFs written by Pillow (a writer we did not write).
+
+Images: ``ceil(width * height / 750)`` tokens capped at 1,600, the size read from the PNG,
+GIF, JPEG (baseline and progressive) or WebP (lossy, and extended with alpha) header;
+1,600 when the size cannot be read. PDFs: 1,500 tokens per page, at least one.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from typing import Any
+
+import pytest
+
+from contextstore.core.tokens import (
+    IMAGE_TOKENS_MAX,
+    MESSAGE_OVERHEAD_TOKENS,
+    PDF_TOKENS_PER_PAGE,
+    block_tokens,
+    document_tokens,
+    image_dimensions,
+    image_tokens,
+    message_tokens,
+)
+
+Image = pytest.importorskip("PIL.Image")
+
+SIZES = [(1, 1), (3, 2), (300, 250), (17, 1_023), (1_023, 17), (256, 256), (2_000, 1_000)]
+FORMATS: dict[str, dict[str, Any]] = {
+    "png": {"format": "PNG"},
+    "gif": {"format": "GIF"},
+    "jpeg": {"format": "JPEG"},
+    "progressive jpeg": {"format": "JPEG", "progressive": True},
+    "jpeg with exif": {"format": "JPEG", "exif": b"Exif\x00\x00" + b"\x00" * 40},
+    "webp lossy": {"format": "WEBP", "lossless": False},
+}
+
+
+def _encoded(size: tuple[int, int], options: dict[str, Any], mode: str = "RGB") -> bytes:
+    out = io.BytesIO()
+    colour = (255, 0, 0, 128) if mode == "RGBA" else "red"
+    Image.new(mode, size, colour).save(out, **options)
+    return out.getvalue()
+
+
+def _source(data: bytes, media_type: str = "image/png") -> dict[str, Any]:
+    return {"type": "base64", "media_type": media_type, "data": base64.b64encode(data).decode()}
+
+
+def _expected_tokens(width: int, height: int) -> int:
+    return min(IMAGE_TOKENS_MAX, math.ceil(width * height / 750))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("kind", sorted(FORMATS))
+def test_the_size_is_read_from_the_header(kind: str, size: tuple[int, int]) -> None:
+    data = _encoded(size, FORMATS[kind])
+    assert image_dimensions(data) == size
+    assert image_tokens(_source(data)) == _expected_tokens(*size)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_an_extended_webp_with_alpha_is_read(size: tuple[int, int]) -> None:
+    data = _encoded(size, {"format": "WEBP", "lossless": False}, "RGBA")
+    assert data[12:16] == b"VP8X"
+    assert image_dimensions(data) == size
+
+
+def test_a_lossless_webp_is_an_unknown_size_and_costs_the_maximum() -> None:
+    data = _encoded((10, 10), {"format": "WEBP", "lossless": True})
+    assert data[12:16] == b"VP8L"
+    assert image_dimensions(data) is None
+    assert image_tokens(_source(data)) == IMAGE_TOKENS_MAX
+
+
+@pytest.mark.parametrize(
+    ("size", "tokens"),
+    [((750, 1), 1), ((751, 1), 2), ((1_200, 1_000), 1_600), ((1_199, 1_000), 1_599)],
+)
+def test_the_rule_and_its_cap_at_the_boundaries(size: tuple[int, int], tokens: int) -> None:
+    assert image_tokens(_source(_encoded(size, {"format": "PNG"}))) == tokens
+
+
+def test_only_the_head_of_a_large_image_is_decoded() -> None:
+    """The header is read from the first 64 KiB of base64; trailing garbage is never read."""
+    data = _encoded((40, 30), {"format": "PNG"})
+    source = _source(data + b"\x00" * 200_000)
+    source["data"] += "!!!! not base64 !!!!"
+    assert image_tokens(source) == _expected_tokens(40, 30)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\x89PNG\r\n\x1a\n" + b"\x00" * 10,
+        b"GIF89a\x01",
+        b"RIFF\x00\x00\x00\x00WEBPVP8 ",
+        b"RIFF\x00\x00\x00\x00WEBPXXXX" + b"\x00" * 20,
+        b"\xff\xd8\xff\xe0\x00\x10JFIF",
+        b"\xff\xd8\x00\x00" + b"\x00" * 20,
+        b"not an image at all, just text",
+    ],
+    ids=[
+        "empty",
+        "short png",
+        "short gif",
+        "short webp",
+        "odd webp",
+        "jpeg header only",
+        "broken jpeg",
+        "text",
+    ],
+)
+def test_an_unreadable_header_is_an_unknown_size(data: bytes) -> None:
+    assert image_dimensions(data) is None
+    assert image_tokens(_source(data)) == IMAGE_TOKENS_MAX
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        {"type": "url", "url": "https://example.invalid/a.png"},
+        {"type": "base64", "media_type": "image/png", "data": 5},
+        {"type": "base64", "media_type": "image/png", "data": "%%%%"},
+        {"type": "base64", "media_type": "image/png"},
+        {},
+    ],
+    ids=["url", "data not text", "data not base64", "no data", "empty"],
+)
+def test_an_image_that_cannot_be_read_costs_the_maximum(source: dict[str, Any]) -> None:
+    assert image_tokens(source) == IMAGE_TOKENS_MAX
+
+
+def _pdf(pages: int) -> bytes:
+    out = io.BytesIO()
+    first, *rest = [Image.new("RGB", (20, 20), "white") for _ in range(pages)]
+    first.save(out, format="PDF", save_all=True, append_images=rest)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("pages", [1, 2, 5])
+def test_a_pdf_costs_its_pages(pages: int) -> None:
+    source = _source(_pdf(pages), "application/pdf")
+    assert document_tokens(source, len) == PDF_TOKENS_PER_PAGE * pages
+    block = {"type": "document", "source": source}
+    assert block_tokens(block, len) == PDF_TOKENS_PER_PAGE * pages
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        {
+            "type": "base64",
+            "media_type": "application/pdf",
+            "data": base64.b64encode(b"%PDF-1.4").decode(),
+        },
+        {"type": "base64", "media_type": "application/pdf", "data": "%%%"},
+        {"type": "url", "url": "https://example.invalid/a.pdf"},
+        {"type": "file", "file_id": "f1"},
+    ],
+    ids=["no page object", "not base64", "url", "unknown kind"],
+)
+def test_a_pdf_without_countable_pages_costs_one_page(source: dict[str, Any]) -> None:
+    assert document_tokens(source, len) == PDF_TOKENS_PER_PAGE
+
+
+def test_text_and_content_documents_count_their_text() -> None:
+    assert document_tokens({"type": "text", "data": "abcd"}, len) == 4
+    assert document_tokens({"type": "text", "data": 5}, len) == 0
+    content = {
+        "type": "content",
+        "content": [{"type": "text", "text": "abc"}, {"type": "text", "text": "de"}],
+    }
+    assert document_tokens(content, len) == 5
+    assert document_tokens({"type": "content", "content": "not a list"}, len) == 0
+
+
+def test_every_block_kind_and_the_message_overhead() -> None:
+    class Counter:
+        name = "len"
+
+        def count(self, text: str) -> int:
+            return len(text)
+
+    blocks: list[Any] = [
+        {"type": "text", "text": "hello"},
+        {"type": "tool_use", "name": "ls", "input": {"b": 1, "a": "é"}},
+        {"type": "tool_result", "content": "out"},
+        {"type": "tool_result", "content": [{"type": "text", "text": "in"}, "junk"]},
+        {"type": "thinking", "thinking": "hmm"},
+        {"type": "redacted_thinking", "data": "x" * 9},
+        {"type": "unknown"},
+        "not a block",
+    ]
+    arguments = '{"a": "é", "b": 1}'
+    expected = 5 + (2 + len(arguments)) + 3 + 2 + 3 + 3
+    assert message_tokens(blocks, Counter()) == MESSAGE_OVERHEAD_TOKENS + expected
