@@ -29,6 +29,39 @@ POSTGRES_URL = os.environ.get("CONTEXTSTORE_TEST_POSTGRES_URL")
 BACKENDS = ["memory", "file", "postgres"]
 
 
+MUTATION_SCOPES: dict[str, tuple[str, ...]] = {
+    "core": ("tests/core/", "tests/processors/", "tests/renderers/"),
+    "storage": ("tests/store/", "tests/robustness/test_bad_input.py"),
+    "facade": (
+        "tests/store/",
+        "tests/robustness/test_bad_input.py",
+        "tests/robustness/test_security.py",
+    ),
+}
+"""The tests a mutation run of each package uses (``CONTEXTSTORE_MUTATION_SCOPE``; see the
+README's Development section): the ones that exercise that package directly and fast."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``CONTEXTSTORE_MUTATION_SCOPE=<package>``, keep only that package's tests."""
+    scope = os.environ.get("CONTEXTSTORE_MUTATION_SCOPE")
+    if not scope:
+        return
+    if scope not in MUTATION_SCOPES:
+        raise pytest.UsageError(
+            f"CONTEXTSTORE_MUTATION_SCOPE={scope!r} is unknown; use one of "
+            f"{', '.join(MUTATION_SCOPES)}."
+        )
+    root = config.rootpath
+    kept, dropped = [], []
+    for item in items:
+        relative = item.path.relative_to(root).as_posix()
+        (kept if relative.startswith(MUTATION_SCOPES[scope]) else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 @pytest.fixture(autouse=True)
 def _isolated_default_location(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+import struct
 from typing import Any
 
 import pytest
@@ -198,3 +199,92 @@ def test_every_block_kind_and_the_message_overhead() -> None:
     arguments = '{"a": "é", "b": 1}'
     expected = 5 + (2 + len(arguments)) + 3 + 2 + 3 + 3
     assert message_tokens(blocks, Counter()) == MESSAGE_OVERHEAD_TOKENS + expected
+
+
+# -- header boundaries, built byte by byte where Pillow would not write them --------------
+
+
+def _png_header(width: int, height: int) -> bytes:
+    return b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + struct.pack(">II", width, height)
+
+
+def _gif_header(signature: bytes, width: int, height: int) -> bytes:
+    return signature + struct.pack("<HH", width, height)
+
+
+def _jpeg(sof: int, width: int, height: int, app_length: int = 16) -> bytes:
+    app = b"\xff\xe0" + app_length.to_bytes(2, "big") + b"\x00" * (app_length - 2)
+    frame = bytes([0xFF, sof]) + (17).to_bytes(2, "big") + b"\x08"
+    return b"\xff\xd8" + app + frame + struct.pack(">HH", height, width) + b"\x03" + b"\x00" * 9
+
+
+def test_a_png_header_of_exactly_24_bytes_is_enough() -> None:
+    assert len(_png_header(7, 9)) == 24
+    assert image_dimensions(_png_header(7, 9)) == (7, 9)
+    assert image_dimensions(_png_header(7, 9)[:23]) is None
+
+
+@pytest.mark.parametrize("signature", [b"GIF87a", b"GIF89a"])
+def test_both_gif_signatures_and_a_ten_byte_header(signature: bytes) -> None:
+    header = _gif_header(signature, 40_000, 3)
+    assert len(header) == 10
+    assert image_dimensions(header) == (40_000, 3)
+    assert image_dimensions(header[:9]) is None
+
+
+def test_sizes_beyond_the_signed_range_are_read_unsigned() -> None:
+    assert image_dimensions(_png_header(2**31 + 5, 1)) == (2**31 + 5, 1)
+
+
+def test_a_webp_header_of_exactly_30_bytes_is_enough() -> None:
+    lossy = _encoded((33, 44), {"format": "WEBP", "lossless": False})
+    extended = _encoded((33, 44), {"format": "WEBP", "lossless": False}, "RGBA")
+    for data in (lossy, extended):
+        assert image_dimensions(data[:30]) == (33, 44)
+        assert image_dimensions(data[:29]) is None
+
+
+@pytest.mark.parametrize(
+    "sof", [0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE]
+)
+def test_every_jpeg_frame_marker_carries_the_size(sof: int) -> None:
+    assert image_dimensions(_jpeg(sof, 640, 480)) == (640, 480)
+
+
+@pytest.mark.parametrize("other", [0xC4, 0xC8, 0xCC, 0xDB])
+def test_tables_and_reserved_markers_are_skipped(other: int) -> None:
+    """A DHT, JPG, DAC or DQT segment has no size; the frame after it has."""
+    segment = bytes([0xFF, other]) + (4).to_bytes(2, "big") + b"\x00\x00"
+    data = _jpeg(0xC0, 5, 6)
+    assert image_dimensions(data[:2] + segment + data[2:]) == (5, 6)
+    assert image_dimensions(data[:2] + segment + b"\x00" * 30) is None
+
+
+def test_a_jpeg_segment_longer_than_255_bytes_is_skipped_whole() -> None:
+    assert image_dimensions(_jpeg(0xC0, 320, 200, app_length=700)) == (320, 200)
+    progressive = _encoded((321, 201), {"format": "JPEG", "exif": b"Exif\x00\x00" + b"\x00" * 600})
+    assert image_dimensions(progressive) == (321, 201)
+
+
+@pytest.mark.parametrize("size", [(0, 10), (10, 0), (0, 0)])
+def test_an_image_with_no_area_costs_the_maximum(size: tuple[int, int]) -> None:
+    assert image_tokens(_source(_png_header(*size) + b"\x00" * 8)) == IMAGE_TOKENS_MAX
+
+
+def test_base64_with_line_breaks_is_read() -> None:
+    data = _encoded((90, 60), {"format": "PNG"})
+    encoded = base64.encodebytes(data).decode()  # MIME style: a newline every 76 characters
+    assert "\n" in encoded
+    source = {"type": "base64", "media_type": "image/png", "data": encoded}
+    assert image_tokens(source) == _expected_tokens(90, 60)
+
+
+def test_what_lies_past_the_first_64_kib_is_never_decoded() -> None:
+    """A dangling character at the very end would make decoding the whole string fail."""
+    data = _encoded((40, 30), {"format": "PNG"})
+    data += b"\x00" * (3 - len(data) % 3) + b"\x00" * 90_000
+    assert len(data) % 3 == 0
+    source = _source(data)
+    source["data"] += "A"
+    assert len(source["data"]) > 64 * 1024
+    assert image_tokens(source) == _expected_tokens(40, 30)
