@@ -15,6 +15,7 @@ from contextstore.core.tokens import TokenCounter
 from contextstore.core.validate import (
     MAX_MESSAGE_BYTES,
 )
+from contextstore.facade.audit import AuditMixin
 from contextstore.facade.conversations import ConversationsMixin
 from contextstore.facade.history import HistoryMixin
 from contextstore.facade.requests import RequestsMixin
@@ -25,7 +26,7 @@ from contextstore.storage.migrate import ensure_schema
 from contextstore.storage.paths import default_database_path, default_location
 
 
-class ContextStore(ConversationsMixin, HistoryMixin, RequestsMixin, TimelineMixin):
+class ContextStore(AuditMixin, ConversationsMixin, HistoryMixin, RequestsMixin, TimelineMixin):
     """A durable conversation store. Open it with :meth:`open`; close it or use ``with``.
 
     A store is safe to share between threads; several processes may open the same SQLite

@@ -1,34 +1,173 @@
-"""What every command shares: opening the store named by ``--db``, and turning library errors
-into one line on stderr and the error's exit code."""
+"""What every command shares: the global ``--db`` option, ``--json``, opening the store, and
+turning errors into one line on stderr and a documented exit code.
+
+Exit codes: 0 success; 1 a contextstore error without a more specific code, or a question
+answered no; 2 bad input or usage (``InvalidInputError``, a click usage error, a refusal to
+act without ``--yes``); 3 not found; 4 schema; 5 integrity; 6 read-only; 7 busy; 70 an
+internal error (one line, and the full traceback written to a file).
+"""
 
 from __future__ import annotations
 
-import sys
+import os
+import tempfile
+import time
+import traceback
 from collections.abc import Callable
 from functools import wraps
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from sqlalchemy.exc import DBAPIError
 
+from contextstore.cli import terminal
+from contextstore.cli.wording import cli_wording
 from contextstore.core.errors import ContextStoreError
 from contextstore.store import ContextStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+INTERNAL_ERROR_EXIT = 70
+"""Exit code of an unexpected internal error (sysexits' EX_SOFTWARE)."""
+REFUSED_EXIT = 2
+"""Exit code when a destructive command is refused for want of ``--yes``."""
+DECLINED_EXIT = 1
+"""Exit code when the person at the terminal answers no."""
+
+DB_HELP = (
+    "Database file or SQLAlchemy URL (default: $CONTEXTSTORE_DB, else the per-user data "
+    "directory). Accepted before or after the command name."
+)
+
+
+def report_library_error(exc: ContextStoreError) -> int:
+    """Print a library error as one line in CLI terms; return its exit code."""
+    terminal.error(cli_wording(str(exc)))
+    return exc.exit_code
+
+
+def report_internal_error(exc: BaseException) -> int:
+    """Write the traceback to a private file, print one line naming it; return 70."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    fd, name = tempfile.mkstemp(prefix=f"contextstore-error-{stamp}-", suffix=".txt")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write("".join(traceback.format_exception(exc)))
+    summary = str(exc).splitlines()[0] if str(exc) else ""
+    terminal.error(
+        f"internal error ({type(exc).__name__}{': ' + summary if summary else ''}); "
+        f"the full traceback is in {Path(name)}; please report it."
+    )
+    return INTERNAL_ERROR_EXIT
+
+
+def run_reporting_errors(ctx: click.Context, work: Callable[[], Any]) -> Any:
+    """Run ``work``; a library error or an internal error ends the command with its code."""
+    try:
+        return work()
+    except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+        raise
+    except ContextStoreError as exc:
+        ctx.exit(report_library_error(exc))
+    except Exception as exc:
+        ctx.exit(report_internal_error(exc))
+
 
 def handle_errors(func: F) -> F:
+    """Decorator for a command callback: errors reported as :class:`ContextStoreGroup` does.
+
+    Commands registered on the ``contextstore`` group need not use it (the group reports
+    for every command); it remains for callbacks invoked on their own.
+    """
+
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except ContextStoreError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(exc.exit_code)
+        return run_reporting_errors(click.get_current_context(), lambda: func(*args, **kwargs))
 
     return wrapper  # type: ignore[return-value]
 
 
+class ContextStoreGroup(click.Group):
+    """A command group that reports every error of its commands as one line and an exit
+    code, and gives each command the global ``--db`` option."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return run_reporting_errors(ctx, lambda: super(ContextStoreGroup, self).invoke(ctx))
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        add_db_option(cmd)
+        super().add_command(cmd, name)
+
+
+def _set_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.ensure_object(dict)
+        ctx.obj["db"] = value
+
+
+def add_db_option(cmd: click.Command) -> None:
+    """Give ``cmd`` (and, for a group, each of its commands) a ``--db`` option that
+    overrides the one given before the command name."""
+    if not any(isinstance(p, click.Option) and "--db" in p.opts for p in cmd.params):
+        cmd.params.append(
+            click.Option(
+                ["--db"],
+                metavar="PATH_OR_URL",
+                expose_value=False,
+                callback=_set_db,
+                help=DB_HELP,
+            )
+        )
+    if isinstance(cmd, click.Group):
+        for sub in cmd.commands.values():
+            add_db_option(sub)
+
+
+def json_option(func: F) -> F:
+    """The ``--json`` flag of read commands: JSON with the fields the README documents."""
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="Print JSON (field names are stable and documented) instead of a table.",
+    )(func)
+
+
+def yes_option(func: F) -> F:
+    """The ``--yes`` flag of destructive commands."""
+    return click.option("--yes", "-y", is_flag=True, help="Do it without asking.")(func)
+
+
 def open_store(ctx: click.Context, **kwargs: Any) -> ContextStore:
-    store = ContextStore.open(ctx.obj.get("db"), **kwargs)
+    """Open the store named by ``--db`` (or the default); closed when the command ends."""
+    obj = ctx.find_root().obj or {}
+    location = obj.get("db")
+    try:
+        store = ContextStore.open(location, **kwargs)
+    except DBAPIError as exc:
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
+        where = location or "the default database"
+        raise ContextStoreError(
+            f"cannot open {where}: {reason}; check --db (or $CONTEXTSTORE_DB)."
+        ) from exc
     ctx.call_on_close(store.close)
     return store
+
+
+def confirm_or_refuse(ctx: click.Context, question: str, *, yes: bool, flag_hint: str) -> None:
+    """Go on when ``--yes`` was given or the person at the terminal says yes.
+
+    Off a terminal without ``--yes`` the command is refused (exit 2), so a script never
+    hangs on a question nor destroys data unasked; a "no" ends it with exit 1.
+    """
+    if yes:
+        return
+    if not terminal.interactive():
+        terminal.error(
+            f"refusing to go on without confirmation: stdin is not a terminal; pass --yes "
+            f"to confirm{flag_hint}."
+        )
+        ctx.exit(REFUSED_EXIT)
+    if not terminal.confirm(question):
+        terminal.note("cancelled; nothing was changed.")
+        ctx.exit(DECLINED_EXIT)

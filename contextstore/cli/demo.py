@@ -1,31 +1,75 @@
-"""``contextstore demo``: a realistic session written, checkpointed, broken and rolled back."""
+"""``contextstore demo``: a realistic session written, checkpointed, broken and rolled back;
+a window overflow; masked secrets and an audit query; one request in three formats; a
+writer killed mid-write; and the commands to look further."""
 
 from __future__ import annotations
 
+import json
+import shlex
+import tempfile
+from pathlib import Path
+from typing import Any
+
 import click
 
-from contextstore.cli.common import handle_errors, open_store
-from contextstore.cli.output import conversation_table, table
+from contextstore.cli import terminal
+from contextstore.cli.common import open_store
+from contextstore.cli.output import conversation_rows, ordered_counts
 from contextstore.devtools import demo_data
 from contextstore.records import PreparedRequest
 from contextstore.store import ContextStore
 
+TASK_TITLE = "fix the CSV header"
+SYSTEM = "You are a careful coding agent."
+
+
+def _run_number(store: ContextStore) -> int:
+    """1 + the demo runs already in this database (recognised by their titles)."""
+    return 1 + sum(
+        1
+        for c in store.list_conversations()
+        if (c.title or "").startswith("demo") and (c.title or "").endswith(TASK_TITLE)
+    )
+
 
 @click.command()
+@click.option(
+    "--crash-kills",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="Writer processes to kill mid-write in the crash part (0 skips it).",
+)
 @click.pass_context
-@handle_errors
-def demo(ctx: click.Context) -> None:
-    """Write a realistic agent session, checkpoint it, break it, roll it back, show the rows."""
+def demo(ctx: click.Context, crash_kills: int) -> None:
+    """Write a realistic agent session, checkpoint it, break it, roll it back, audit it."""
     store = open_store(ctx)
-    click.echo(f"database: {store.location}")
+    run = _run_number(store)
+    terminal.out(f"database: {store.location}")
+    terminal.out(f"demo run {run}: its conversations are titled 'demo {run}: ...'")
+    conv_id = _demo_rollback(store, run)
+    overflow_id, request_id = _demo_overflow(store, run)
+    _demo_secrets_and_audit(store, conv_id)
+    _demo_formats(store, conv_id)
+    if crash_kills:
+        _demo_crash(crash_kills)
+    _look_further(ctx, store, conv_id, overflow_id, request_id)
+
+
+def _heading(text: str) -> None:
+    terminal.out()
+    terminal.out(f"== {text} ==")
+
+
+def _demo_rollback(store: ContextStore, run: int) -> str:
     conv = store.create_conversation(
-        model_id="claude-sonnet-4-5", context_window=200_000, title="demo: fix the CSV header"
+        model_id="claude-sonnet-4-5", context_window=200_000, title=f"demo {run}: {TASK_TITLE}"
     )
-    click.echo(f"conversation: {conv.id}\n")
+    _heading(f"a coding session, checkpointed, broken, rolled back ({conv.id})")
     written = store.append(conv.id, demo_data.opening_turns())
     store.record_request(conv.id, tokens_in=3_120, tokens_out=180, cache_reads=1_900, cost=0.0142)
     cp = store.checkpoint(conv.id, "after-reading", note="both files read")
-    click.echo(
+    terminal.out(
         f"wrote {len(written)} messages ({sum(m.token_count for m in written):,} tokens counted "
         f"once, at append); checkpoint 'after-reading' at ts {cp.ts}"
     )
@@ -35,29 +79,38 @@ def demo(ctx: click.Context) -> None:
     now_view = store.render(conv.id)
     report = store.rollback(conv.id, "after-reading")
     after = store.row_counts(conv.id)
-    click.echo("\nrows of this conversation per table:")
-    names = [n for n in before if n != "conversations"]
-    click.echo(
-        table(
-            ("table", "before rollback", "removed", "after rollback"),
-            [(n, before[n], report.removed.get(n, 0), after[n]) for n in names],
-        )
+    terminal.out()
+    names = [n for n, _ in ordered_counts(before) if n != "conversations"]
+    terminal.table(
+        ("table", "before rollback", "removed", "after rollback"),
+        [(n, before[n], report.removed.get(n, 0), after[n]) for n in names],
+        title="rows of this conversation per table:",
     )
-    click.echo(f"\nthe view before the rollback ({len(now_view)} messages):")
-    click.echo(conversation_table(now_view))
-    click.echo(f"\nthe view as of the checkpoint (render(as_of={cp.ts})):")
+    terminal.out()
+    terminal.table(
+        ("#", "role", "content"),
+        conversation_rows(now_view),
+        title=f"the view before the rollback ({len(now_view)} messages):",
+        wrap=("content",),
+    )
     at_checkpoint = store.render(conv.id, as_of=cp.ts)
-    click.echo(conversation_table(at_checkpoint))
-    current = store.render(conv.id)
-    same = "identical to" if current == at_checkpoint else "DIFFERENT from"
-    click.echo(
-        f"\nafter rollback('after-reading') the view now is {same} the view at the checkpoint;"
+    terminal.out()
+    terminal.table(
+        ("#", "role", "content"),
+        conversation_rows(at_checkpoint),
+        title=f"the view as of the checkpoint (render(as_of={cp.ts})):",
+        wrap=("content",),
     )
-    click.echo(
+    same = "identical to" if store.render(conv.id) == at_checkpoint else "DIFFERENT from"
+    terminal.out(
+        f"after rollback('after-reading') the view now is {same} the view at the checkpoint;"
+    )
+    terminal.out(
         f"{report.total_removed} rows were removed in one transaction and kept in "
-        "archived_rows, with the cutoff and time of the rollback."
+        f"archived_rows (rollback {report.rollback_id}: 'contextstore restore {conv.id} "
+        f"{report.rollback_id}' would put them back)."
     )
-    _demo_overflow(store)
+    return conv.id
 
 
 def _decision_line(label: str, ctx: PreparedRequest) -> str:
@@ -74,38 +127,130 @@ def _decision_line(label: str, ctx: PreparedRequest) -> str:
     )
 
 
-def _demo_overflow(store: ContextStore) -> None:
-    click.echo("\n== a session that overflows a 64,000-token window ==")
+def _demo_overflow(store: ContextStore, run: int) -> tuple[str, int]:
     conv = store.create_conversation(
-        model_id="claude-sonnet-4-5", context_window=64_000, title="demo: overflow"
+        model_id="claude-sonnet-4-5", context_window=64_000, title=f"demo {run}: overflow"
     )
+    _heading(f"a session that overflows a 64,000-token window ({conv.id})")
     store.append(conv.id, [*demo_data.opening_turns(), *demo_data.long_session(8)])
-    first = store.prepare_request(conv.id, system="You are a careful coding agent.")
-    click.echo(_decision_line("request 1 (no usage yet)", first))
+    first = store.prepare_request(conv.id, system=SYSTEM)
+    terminal.out(_decision_line("request 1 (no usage yet)", first))
     store.record_request(conv.id, request_id=first.request_id, tokens_in=38_500, tokens_out=900)
-    second = store.prepare_request(conv.id, system="You are a careful coding agent.")
-    click.echo(_decision_line("request 2 (previous used 39,400 >= 37,000)", second))
+    second = store.prepare_request(conv.id, system=SYSTEM)
+    terminal.out(_decision_line("request 2 (previous used 39,400 >= 37,000)", second))
     store.record_request(conv.id, request_id=second.request_id, tokens_in=36_000, tokens_out=700)
     store.append(conv.id, demo_data.long_session(6, first=8, new_files=True))
     store.record_request(conv.id, tokens_in=45_000, tokens_out=800)
-    third = store.prepare_request(conv.id, system="You are a careful coding agent.")
-    click.echo(_decision_line("request 3 (previous used 45,800)", third))
+    third = store.prepare_request(conv.id, system=SYSTEM)
+    terminal.out(_decision_line("request 3 (previous used 45,800)", third))
     notice = third.messages[1]["content"][0]
-    click.echo(f"  message 1 now shows the notice: {str(notice.get('text', ''))[:90]}...")
-    click.echo(f"  reason recorded with the range: {third.decision.reason}")
+    terminal.out(f"  message 1 now shows the notice: {str(notice.get('text', ''))[:90]}...")
+    terminal.out(f"  reason recorded with the range: {third.decision.reason}")
     cp = store.checkpoint(conv.id, "after-first-truncation")
     store.append(conv.id, demo_data.long_session(6, first=14, new_files=True))
     store.record_request(conv.id, tokens_in=52_000, tokens_out=800)
-    fourth = store.prepare_request(conv.id, system="You are a careful coding agent.")
-    click.echo(_decision_line("request 4 (previous used 52,800)", fourth))
+    fourth = store.prepare_request(conv.id, system=SYSTEM)
+    terminal.out(_decision_line("request 4 (previous used 52,800)", fourth))
     report = store.rollback(conv.id, "after-first-truncation")
-    click.echo(
+    terminal.out(
         f"rollback('after-first-truncation'): removed {report.total_removed} rows in one "
         f"transaction; the deleted range is {store.deleted_range(conv.id)} again, as at the "
         f"checkpoint (ts {cp.ts}), and the notice stays"
     )
     assert second.request_id is not None
     rebuilt = store.request_payload(conv.id, second.request_id)
-    click.echo(
+    terminal.out(
         f"request 2 rebuilt from rows and verified against its hash: {rebuilt == second.payload}"
     )
+    return conv.id, second.request_id
+
+
+def _demo_secrets_and_audit(store: ContextStore, conv_id: str) -> None:
+    _heading("secrets in a file the agent read, masked before the model sees them")
+    store.append(conv_id, demo_data.secret_turns())
+    prepared = store.prepare_request(conv_id, system=SYSTEM)
+    store.record_request(
+        conv_id, request_id=prepared.request_id, tokens_in=4_300, tokens_out=120, cost=0.0133
+    )
+    shown = next(
+        str(block.get("content"))
+        for message in prepared.messages
+        for block in message.get("content", [])
+        if isinstance(block, dict) and ".env" in str(block.get("content", ""))
+    )
+    line = next(x for x in shown.replace("\\n", "\n").splitlines() if "GITHUB_TOKEN" in x)
+    terminal.out(f"the model was sent: {line.strip()[:70]}")
+    # The id is our own hex uuid; spelled out so the query can be copied into sqlite3.
+    query = (
+        "SELECT kind, masked_by, COUNT(*) AS masked FROM masked_secrets "  # noqa: S608
+        f"WHERE conversation_id = '{conv_id}' GROUP BY kind, masked_by ORDER BY kind"
+    )
+    result = store.query(query)
+    terminal.out()
+    terminal.out("an audit query (read-only SQL on the audit views):")
+    terminal.out(f"  {query}")
+    terminal.table(result.columns, result.rows)
+
+
+def _compact(value: Any, limit: int = 240) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _calls_tools(message: dict[str, Any]) -> bool:
+    """True when a provider-format message calls a tool (any of the three shapes)."""
+    if message.get("tool_calls"):
+        return True
+    parts = message.get("content") or message.get("parts") or []
+    return isinstance(parts, list) and any(
+        isinstance(p, dict) and (p.get("type") == "tool_use" or "functionCall" in p) for p in parts
+    )
+
+
+def _demo_formats(store: ContextStore, conv_id: str) -> None:
+    _heading("one request's last tool exchange, in the three provider formats")
+    for fmt in ("anthropic", "openai", "gemini"):
+        view = store.render(conv_id, format=fmt)
+        calls = [position for position, message in enumerate(view) if _calls_tools(message)]
+        start = calls[-1] if calls else max(0, len(view) - 2)
+        terminal.out(f"{fmt}:")
+        for message in view[start : start + 2]:
+            terminal.out(f"  {_compact(message)}")
+
+
+def _demo_crash(kills: int) -> None:
+    from contextstore.devtools.crash import run_campaign
+
+    _heading(f"a writer killed mid-write ({kills} times), the store reopened and checked")
+    with tempfile.TemporaryDirectory(prefix="contextstore-demo-crash-") as scratch:
+        path = Path(scratch) / "crash.db"
+        with terminal.status(f"killing {kills} writer processes with SIGKILL..."):
+            tally = run_campaign(path, kills=kills, seed=7, max_delay=0.25)
+    terminal.out(
+        f"{tally.kills} writers killed with SIGKILL mid-operation; {tally.committed} committed "
+        f"operations, all found again ({tally.lost} lost); calls in flight at the kill: "
+        f"{tally.in_flight_applied} fully applied, {tally.in_flight_discarded} left no trace; "
+        f"after each kill the file passed PRAGMA integrity_check, rendered, passed check and "
+        f"took a new append ({len(tally.violations)} invariant violations)."
+    )
+
+
+def _look_further(
+    ctx: click.Context, store: ContextStore, conv_id: str, other: str, request_id: int
+) -> None:
+    root = ctx.find_root().obj or {}
+    db = root.get("db")
+    prefix = f"contextstore --db {shlex.quote(str(db))}" if db else "contextstore"
+    _heading("look further")
+    for command in (
+        f"{prefix} show {conv_id}",
+        f"{prefix} audit {conv_id}",
+        f"{prefix} report {other} -o report.html",
+        f"{prefix} request {other} {request_id} --payload",
+    ):
+        terminal.out(f"  {command}")
+    if store.path is not None:
+        terminal.out(
+            f'  sqlite3 {shlex.quote(str(store.path))} "SELECT request_id, total_tokens, '  # noqa: S608
+            f"percent_of_window, cost FROM audit_requests WHERE conversation_id = '{other}'\""
+        )

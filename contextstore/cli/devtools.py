@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
 
-from contextstore.cli.common import handle_errors
-from contextstore.cli.output import table
+from contextstore.cli import terminal
 
 
 @click.command("crash-test")
@@ -38,17 +36,20 @@ def crash_test(kills: int, seed: int, db_path: str | None, max_delay: float) -> 
 
     from contextstore.devtools.crash import run_campaign
 
-    def progress(run: int, tally: Any) -> None:
-        if (run + 1) % 50 == 0:
-            click.echo(f"  {run + 1} kills, {tally.committed} operations committed", err=True)
+    with (
+        tempfile.TemporaryDirectory(prefix="contextstore-crash-") as scratch,
+        terminal.progress("killing writers", total=kills) as advance,
+    ):
 
-    with tempfile.TemporaryDirectory(prefix="contextstore-crash-") as scratch:
+        def progress(_run: int, _tally: Any) -> None:
+            advance(1)
+
         path = Path(db_path) if db_path else Path(scratch) / "crash.db"
         tally = run_campaign(path, kills=kills, seed=seed, max_delay=max_delay, progress=progress)
-    click.echo(f"database: {path}")
-    click.echo(tally.summary())
+    terminal.out(f"database: {path}")
+    terminal.out(tally.summary())
     if not tally.ok:
-        sys.exit(1)
+        click.get_current_context().exit(1)
 
 
 @click.command()
@@ -57,75 +58,66 @@ def crash_test(kills: int, seed: int, db_path: str | None, max_delay: float) -> 
 @click.option(
     "--peer-messages", default=300, show_default=True, help="Messages for the peer comparison."
 )
-@handle_errors
 def bench(messages: int, text_bytes: int, peer_messages: int) -> None:
     """Time contextstore against raw sqlite3 and installed peers; print ratios, not promises."""
     from contextstore.devtools import bench as benchmarks
     from contextstore.devtools import bench_peers
 
     rows = benchmarks.run(messages, text_bytes)
-    click.echo(
-        table(
-            ("operation", "contextstore", "raw sqlite3", "ratio", "note"),
-            [
-                (
-                    r.name,
-                    f"{r.contextstore_s * 1000:,.1f} ms",
-                    f"{r.baseline_s * 1000:,.1f} ms",
-                    f"{r.ratio:,.2f}x",
-                    r.note,
-                )
-                for r in rows
-            ],
-        )
+    terminal.table(
+        ("operation", "contextstore", "raw sqlite3", "ratio", "note"),
+        [
+            (
+                r.name,
+                f"{r.contextstore_s * 1000:,.1f} ms",
+                f"{r.baseline_s * 1000:,.1f} ms",
+                f"{r.ratio:,.2f}x",
+                r.note,
+            )
+            for r in rows
+        ],
     )
-    click.echo("\nSQLite file size for 1,000 rows, by row size and page size:")
-    click.echo(
-        table(
-            ("row bytes", "page size", "file bytes", "not payload"),
-            [
-                (p.row_bytes, p.page_size, f"{p.file_bytes:,}", f"{p.overhead:.0%}")
-                for p in benchmarks.page_sizes()
-            ],
-        )
+    terminal.out("\nSQLite file size for 1,000 rows, by row size and page size:")
+    terminal.table(
+        ("row bytes", "page size", "file bytes", "not payload"),
+        [
+            (p.row_bytes, p.page_size, f"{p.file_bytes:,}", f"{p.overhead:.0%}")
+            for p in benchmarks.page_sizes()
+        ],
     )
     runs, missing = bench_peers.run(peer_messages, text_bytes)
     ours = runs[0]
-    click.echo(f"\nPeers, {peer_messages:,} messages of {text_bytes:,} bytes each:")
-    click.echo(
-        table(
+    terminal.out(f"\nPeers, {peer_messages:,} messages of {text_bytes:,} bytes each:")
+    terminal.table(
+        (
+            "store",
+            "append",
+            "vs contextstore",
+            "read back",
+            "file bytes",
+            "vs contextstore",
+            "note",
+        ),
+        [
             (
-                "store",
-                "append",
-                "vs contextstore",
-                "read back",
-                "file bytes",
-                "vs contextstore",
-                "note",
-            ),
-            [
-                (
-                    r.name,
-                    f"{r.append_s * 1000:,.0f} ms",
-                    f"{r.append_s / ours.append_s:,.2f}x",
-                    f"{r.read_s * 1000:,.1f} ms",
-                    f"{r.file_bytes:,}",
-                    f"{r.file_bytes / ours.file_bytes:,.1f}x",
-                    r.note,
-                )
-                for r in runs
-            ],
-        )
+                r.name,
+                f"{r.append_s * 1000:,.0f} ms",
+                f"{r.append_s / ours.append_s:,.2f}x",
+                f"{r.read_s * 1000:,.1f} ms",
+                f"{r.file_bytes:,}",
+                f"{r.file_bytes / ours.file_bytes:,.1f}x",
+                r.note,
+            )
+            for r in runs
+        ],
     )
     for reason in missing:
-        click.echo(f'(skipped: {reason}; pip install "contextstore[bench]")')
-    click.echo("\ncontextstore's own file for 1,500 messages of mixed size (100 B to 20 KB):")
-    click.echo(
-        table(
-            ("page size", "file bytes", "not payload"),
-            [
-                (p.page_size, f"{p.file_bytes:,}", f"{p.overhead:.1%}")
-                for p in benchmarks.store_page_sizes()
-            ],
-        )
+        terminal.out(f'(skipped: {reason}; pip install "contextstore[bench]")')
+    terminal.out("\ncontextstore's own file for 1,500 messages of mixed size (100 B to 20 KB):")
+    terminal.table(
+        ("page size", "file bytes", "not payload"),
+        [
+            (p.page_size, f"{p.file_bytes:,}", f"{p.overhead:.1%}")
+            for p in benchmarks.store_page_sizes()
+        ],
     )

@@ -1,50 +1,156 @@
-"""Reading conversations: the list, and one conversation's view."""
+"""Reading conversations: the list, and one conversation as the model sees it."""
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 import click
 
-from contextstore.cli.common import handle_errors, open_store
-from contextstore.cli.output import conversation_table, table
+from contextstore.cli import terminal
+from contextstore.cli.common import json_option, open_store
+from contextstore.cli.output import conversation_rows
+from contextstore.cli.times import MOMENT, Moment, format_ts, resolve
+from contextstore.records import Conversation
+
+FORMATS = ("stored", "anthropic", "openai", "gemini")
+
+
+def conversation_json(conv: Conversation) -> dict[str, Any]:
+    """A conversation's JSON fields (documented in the README)."""
+    return {
+        "id": conv.id,
+        "title": conv.title,
+        "model_id": conv.model_id,
+        "context_window": conv.context_window,
+        "parent_id": conv.parent_id,
+        "forked_at_ts": conv.forked_at_ts,
+        "created_ts": conv.created_ts,
+        "last_ts": conv.last_ts,
+        "metadata": conv.metadata,
+    }
 
 
 @click.command("conversations")
+@json_option
 @click.pass_context
-@handle_errors
-def list_conversations(ctx: click.Context) -> None:
-    """List the conversations in the database."""
+def list_conversations(ctx: click.Context, as_json: bool) -> None:
+    """List the conversations in the database, oldest first."""
     store = open_store(ctx, auto_migrate=False)
-    rows = [
-        (c.id, c.model_id or "", c.context_window or "", c.title or "", c.last_ts)
-        for c in store.list_conversations()
-    ]
-    click.echo(table(("id", "model", "window", "title", "last ts"), rows))
-
-
-@click.command()
-@click.argument("conversation_id")
-@click.option("--as-of", type=int, default=None, help="Render as of this ts (milliseconds).")
-@click.option(
-    "--format",
-    "format_",
-    type=click.Choice(["stored", "anthropic", "openai", "gemini"]),
-    default="stored",
-    show_default=True,
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the messages as JSON.")
-@click.pass_context
-@handle_errors
-def render(
-    ctx: click.Context, conversation_id: str, as_of: int | None, format_: str, as_json: bool
-) -> None:
-    """Show the conversation as the model sees it (now, or as of a past ts)."""
-    store = open_store(ctx, auto_migrate=False)
-    view = store.render(
-        conversation_id, as_of=as_of, format=None if format_ == "stored" else format_
+    found = store.list_conversations()
+    if as_json:
+        terminal.print_json([conversation_json(c) for c in found])
+        return
+    terminal.table(
+        ("id", "title", "model", "window", "created", "last activity", "parent"),
+        [
+            (
+                c.id,
+                c.title or "",
+                c.model_id or "",
+                c.context_window,
+                format_ts(c.created_ts),
+                format_ts(c.last_ts),
+                c.parent_id or "",
+            )
+            for c in found
+        ],
+        wrap=("title",),
     )
-    if as_json or format_ in ("openai", "gemini"):
-        click.echo(json.dumps(view, indent=2, ensure_ascii=False))
+
+
+def _show(
+    ctx: click.Context,
+    conversation_id: str,
+    as_of: Moment | None,
+    format_: str,
+    pristine: bool,
+    as_json: bool,
+) -> None:
+    if pristine and format_ != "stored":
+        raise click.UsageError(
+            "--pristine shows the stored originals; drop --format (or use --format stored).",
+            ctx,
+        )
+    store = open_store(ctx, auto_migrate=False)
+    store.get_conversation(conversation_id)
+    ts = None if as_of is None else resolve(store, conversation_id, as_of, "--as-of")
+    if pristine:
+        view = store.messages(conversation_id, as_of=ts)
     else:
-        click.echo(conversation_table(view))
+        view = store.render(
+            conversation_id, as_of=ts, format=None if format_ == "stored" else format_
+        )
+    hidden = store.deleted_range(conversation_id, as_of=ts)
+    if as_json:
+        terminal.print_json(
+            {
+                "conversation_id": conversation_id,
+                "as_of": ts,
+                "format": format_,
+                "pristine": pristine,
+                "deleted_range": list(hidden) if hidden else None,
+                "messages": view,
+            }
+        )
+        return
+    if format_ in ("openai", "gemini"):
+        terminal.print_json(view)
+        return
+    moment = f"as of {format_ts(ts)}" if ts is not None else "now"
+    what = "stored originals" if pristine else "as the model sees it"
+    rows: list[tuple[Any, ...]] = list(conversation_rows(view))
+    if hidden and not pristine:
+        count = hidden[1] - hidden[0] + 1
+        stored = store.message_count(conversation_id, as_of=ts)
+        if len(view) == stored - count:
+            # One view message per visible stored message: label rows with stored indices.
+            rows = [(i if i < 2 else i + count, *rest) for i, *rest in rows]
+        rows.insert(
+            min(2, len(rows)),
+            ("", "", f"... messages {hidden[0]}-{hidden[1]} ({count}) hidden by truncation ..."),
+        )
+    terminal.table(
+        ("#", "role", "content"),
+        rows,
+        title=f"{conversation_id}, {what}, {moment}: {len(view)} messages",
+        wrap=("content",),
+    )
+
+
+_AS_OF_HELP = "Show the conversation as it was then: a checkpoint label, an ISO date or ms."
+_FORMAT_HELP = "stored: every stored field; anthropic, openai, gemini: the provider's message list."
+_PRISTINE_HELP = "The stored originals, without the cut or any rewrite."
+
+
+def _show_command(name: str, hidden: bool) -> click.Command:
+    @click.command(name, hidden=hidden)
+    @click.argument("conversation_id", metavar="CID")
+    @click.option("--as-of", type=MOMENT, default=None, help=_AS_OF_HELP)
+    @click.option(
+        "--format",
+        "format_",
+        type=click.Choice(FORMATS),
+        default="stored",
+        show_default=True,
+        help=_FORMAT_HELP,
+    )
+    @click.option("--pristine", is_flag=True, help=_PRISTINE_HELP)
+    @json_option
+    @click.pass_context
+    def command(
+        ctx: click.Context,
+        conversation_id: str,
+        as_of: Moment | None,
+        format_: str,
+        pristine: bool,
+        as_json: bool,
+    ) -> None:
+        """Show a conversation as the model sees it (now, or as of a past moment)."""
+        _show(ctx, conversation_id, as_of, format_, pristine, as_json)
+
+    return command
+
+
+show = _show_command("show", hidden=False)
+render = _show_command("render", hidden=True)
+"""The old name of ``show``, kept as a hidden alias."""

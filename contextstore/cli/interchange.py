@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
+from contextstore.cli import terminal
 from contextstore.cli.common import handle_errors, open_store
-from contextstore.cli.output import table
 from contextstore.interop.cline_import import export_cline_task, import_cline_task
 from contextstore.interop.gemini_import import import_gemini_chat
 
@@ -31,10 +31,10 @@ def import_cline(
     """Import a Cline task directory (tasks/<id>/) as a new conversation; print its id."""
     store = open_store(ctx)
     result = import_cline_task(store, task_dir, history_path=history_path, title=title)
-    click.echo(result.conversation_id)
-    click.echo(table(("table", "rows imported"), sorted(result.counts().items())))
+    terminal.out(result.conversation_id)
+    terminal.table(("table", "rows imported"), sorted(result.counts().items()), to_stderr=True)
     for note in result.skipped:
-        click.echo(f"skipped: {note}", err=True)
+        terminal.note(f"skipped: {note}")
 
 
 @click.command("export-cline")
@@ -48,9 +48,9 @@ def export_cline(ctx: click.Context, conversation_id: str, out_dir: Path, force:
     store = open_store(ctx, auto_migrate=False)
     result = export_cline_task(store, conversation_id, out_dir, overwrite=force)
     for path in result.files:
-        click.echo(str(path))
+        terminal.out(str(path))
     for note in result.skipped:
-        click.echo(f"skipped: {note}", err=True)
+        terminal.note(f"skipped: {note}")
 
 
 @click.command("import-gemini")
@@ -62,7 +62,7 @@ def import_gemini(ctx: click.Context, chat_file: Path, title: str | None) -> Non
     """Import a Gemini CLI chat (checkpoint-<tag>.json or session-*.jsonl); print its id."""
     store = open_store(ctx)
     result = import_gemini_chat(store, chat_file, title=title)
-    click.echo(result.conversation_id)
-    click.echo(f"{len(result.messages)} messages imported from a Gemini CLI {result.kind}")
+    terminal.out(result.conversation_id)
+    terminal.note(f"{len(result.messages)} messages imported from a Gemini CLI {result.kind}")
     for note in result.skipped:
-        click.echo(f"skipped: {note}", err=True)
+        terminal.note(f"skipped: {note}")

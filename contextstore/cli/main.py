@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import click
 
-from contextstore.cli import demo, devtools, history, interchange, maintenance, serve, timeline
-
-
-@click.group()
-@click.option(
-    "--db",
-    metavar="PATH_OR_URL",
-    envvar="CONTEXTSTORE_DB",
-    help="Database file or SQLAlchemy URL (default: $CONTEXTSTORE_DB, else the per-user "
-    "data directory).",
+from contextstore.cli import (
+    audit,
+    demo,
+    devtools,
+    history,
+    interchange,
+    maintenance,
+    report,
+    requests,
+    serve,
+    timeline,
 )
+from contextstore.cli.common import DB_HELP, ContextStoreGroup, add_db_option
+
+
+@click.group(cls=ContextStoreGroup)
+@click.option("--db", metavar="PATH_OR_URL", envvar="CONTEXTSTORE_DB", help=DB_HELP)
 @click.version_option(package_name="contextstore")
 @click.pass_context
 def cli(ctx: click.Context, db: str | None) -> None:
@@ -27,10 +33,22 @@ for _command in (
     demo.demo,
     maintenance.migrate,
     maintenance.check,
+    maintenance.delete,
     history.list_conversations,
+    history.show,
     history.render,
+    timeline.checkpoint,
     timeline.checkpoints,
     timeline.rollback,
+    timeline.restore,
+    timeline.fork,
+    requests.list_requests,
+    requests.show_request,
+    audit.audit,
+    audit.sql,
+    audit.search,
+    audit.datasette_metadata_command,
+    report.report,
     interchange.import_cline,
     interchange.export_cline,
     interchange.import_gemini,
@@ -40,6 +58,9 @@ for _command in (
     serve.mcp,
 ):
     cli.add_command(_command)
+
+# Commands added to nested groups after registration get the option too.
+add_db_option(cli)
 
 
 def main() -> None:

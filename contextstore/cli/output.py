@@ -1,4 +1,5 @@
-"""Formatting for the terminal: tables and one-line summaries of messages and blocks."""
+"""Formatting, not printing: one-line summaries of messages and blocks for the tables that
+:mod:`contextstore.cli.terminal` prints."""
 
 from __future__ import annotations
 
@@ -7,17 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = [
-        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in cells
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def summarise_block(block: Any) -> str:
+    """One line for a content block: its type and the start of its text or input."""
     if not isinstance(block, dict):
         return str(block)
     kind = block.get("type")
@@ -48,15 +40,38 @@ SUMMARY_WIDTH = 110
 """Characters of content shown per message in the CLI's conversation tables."""
 
 
-def conversation_table(messages: Sequence[dict[str, Any]]) -> str:
-    rows = []
-    for position, message in enumerate(messages):
-        content = message.get("content")
-        parts = [content] if isinstance(content, str) else content or []
-        summary = " | ".join(
-            summarise_block({"type": "text", "text": p} if isinstance(p, str) else p) for p in parts
-        )
-        if len(summary) > SUMMARY_WIDTH:
-            summary = summary[: SUMMARY_WIDTH - 3] + "..."
-        rows.append((position, message.get("role"), summary))
-    return table(("#", "role", "content"), rows)
+def summarise_message(message: dict[str, Any]) -> str:
+    """One line for a message: its blocks summarised, cut to :data:`SUMMARY_WIDTH`."""
+    content = message.get("content")
+    parts = [content] if isinstance(content, str) else content or []
+    summary = " | ".join(
+        summarise_block({"type": "text", "text": p} if isinstance(p, str) else p) for p in parts
+    )
+    if len(summary) > SUMMARY_WIDTH:
+        summary = summary[: SUMMARY_WIDTH - 3] + "..."
+    return summary
+
+
+def conversation_rows(messages: Sequence[dict[str, Any]]) -> list[tuple[int, str, str]]:
+    """``(position, role, summary)`` rows for a conversation table."""
+    return [(i, str(m.get("role")), summarise_message(m)) for i, m in enumerate(messages)]
+
+
+TABLE_ORDER = (
+    "conversations",
+    "messages",
+    "blocks",
+    "deleted_ranges",
+    "context_updates",
+    "api_requests",
+    "checkpoints",
+    "rollbacks",
+    "archived_rows",
+)
+"""The order tables are listed in when a command reports rows per table."""
+
+
+def ordered_counts(counts: dict[str, int]) -> list[tuple[str, int]]:
+    """``counts`` as ``(table, rows)`` pairs in :data:`TABLE_ORDER`, unknown tables last."""
+    known = [(name, counts[name]) for name in TABLE_ORDER if name in counts]
+    return known + sorted((k, v) for k, v in counts.items() if k not in TABLE_ORDER)

@@ -1,36 +1,215 @@
-"""Checkpoints and rollbacks."""
+"""Checkpoints, rollbacks (previewed, confirmed, undoable), restores and forks."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from contextstore.cli.common import handle_errors, open_store
-from contextstore.cli.output import table
+from contextstore.cli import terminal
+from contextstore.cli.common import confirm_or_refuse, json_option, open_store, yes_option
+from contextstore.cli.history import conversation_json
+from contextstore.cli.output import ordered_counts
+from contextstore.cli.times import MOMENT, Moment, format_ts, require_label
+from contextstore.records import Checkpoint, RollbackReport
+
+
+def checkpoint_json(cp: Checkpoint) -> dict[str, Any]:
+    """A checkpoint's JSON fields (documented in the README)."""
+    return {
+        "id": cp.id,
+        "conversation_id": cp.conversation_id,
+        "ts": cp.ts,
+        "label": cp.label,
+        "git_hash": cp.git_hash,
+        "note": cp.note,
+    }
 
 
 @click.command()
-@click.argument("conversation_id")
+@click.argument("conversation_id", metavar="CID")
+@click.option("--label", default=None, help="A name to roll back or fork to later.")
+@click.option("--note", default=None, help="Free text kept with the checkpoint.")
+@click.option("--git-hash", default=None, help="The git commit the workspace was at.")
+@json_option
 @click.pass_context
-@handle_errors
-def checkpoints(ctx: click.Context, conversation_id: str) -> None:
-    """List a conversation's checkpoints."""
-    store = open_store(ctx, auto_migrate=False)
-    rows = [
-        (c.ts, c.label or "", c.git_hash or "", c.note or "")
-        for c in store.checkpoints(conversation_id)
-    ]
-    click.echo(table(("ts", "label", "git", "note"), rows))
+def checkpoint(
+    ctx: click.Context,
+    conversation_id: str,
+    label: str | None,
+    note: str | None,
+    git_hash: str | None,
+    as_json: bool,
+) -> None:
+    """Mark the present moment of a conversation; print the checkpoint."""
+    store = open_store(ctx)
+    cp = store.checkpoint(conversation_id, label, note=note, git_hash=git_hash)
+    if as_json:
+        terminal.print_json(checkpoint_json(cp))
+        return
+    name = f" {cp.label!r}" if cp.label else ""
+    terminal.out(f"checkpoint {cp.id}{name} at {format_ts(cp.ts)} (ts {cp.ts})")
 
 
 @click.command()
-@click.argument("conversation_id")
-@click.option("--to", "target", required=True, help="A checkpoint label, or a ts in milliseconds.")
-@click.option("--purge", is_flag=True, help="Delete the removed rows instead of archiving them.")
+@click.argument("conversation_id", metavar="CID")
+@json_option
 @click.pass_context
-@handle_errors
-def rollback(ctx: click.Context, conversation_id: str, target: str, purge: bool) -> None:
-    """Remove every row written after a checkpoint, in one transaction."""
+def checkpoints(ctx: click.Context, conversation_id: str, as_json: bool) -> None:
+    """List a conversation's checkpoints, oldest first."""
     store = open_store(ctx, auto_migrate=False)
-    to: str | int = int(target) if target.isdigit() else target
-    report = store.rollback(conversation_id, to, purge=purge)
-    click.echo(table(("table", "rows removed"), sorted(report.removed.items())))
+    found = store.checkpoints(conversation_id)
+    if as_json:
+        terminal.print_json([checkpoint_json(c) for c in found])
+        return
+    terminal.table(
+        ("id", "time", "ts", "label", "git", "note"),
+        [
+            (c.id, format_ts(c.ts), c.ts, c.label or "", c.git_hash or "", c.note or "")
+            for c in found
+        ],
+        wrap=("note",),
+    )
+
+
+def rollback_json(report: RollbackReport) -> dict[str, Any]:
+    """A rollback report's JSON fields (documented in the README)."""
+    return {
+        "conversation_id": report.conversation_id,
+        "cutoff_ts": report.cutoff_ts,
+        "dry_run": report.dry_run,
+        "rollback_id": report.rollback_id,
+        "archived": report.archived,
+        "removed": dict(ordered_counts(report.removed)),
+        "total_removed": report.total_removed,
+    }
+
+
+def _target(moment: Moment) -> str | int:
+    return moment.label if moment.label is not None else int(moment.ts or 0)
+
+
+@click.command()
+@click.argument("conversation_id", metavar="CID")
+@click.option(
+    "--to",
+    "to",
+    type=MOMENT,
+    required=True,
+    help="Keep the rows up to this moment: a checkpoint label, an ISO date or ms.",
+)
+@click.option("--dry-run", is_flag=True, help="Print what would be removed; change nothing.")
+@click.option(
+    "--purge", is_flag=True, help="Delete the removed rows instead of archiving them (no restore)."
+)
+@yes_option
+@json_option
+@click.pass_context
+def rollback(
+    ctx: click.Context,
+    conversation_id: str,
+    to: Moment,
+    dry_run: bool,
+    purge: bool,
+    yes: bool,
+    as_json: bool,
+) -> None:
+    """Remove every row written after a moment, in one transaction (archived for restore).
+
+    Without --yes it shows what would go and asks; off a terminal it refuses instead.
+    """
+    store = open_store(ctx, auto_migrate=False)
+    store.get_conversation(conversation_id)
+    require_label(store, conversation_id, to, "--to")
+    preview = store.rollback(conversation_id, _target(to), purge=purge, dry_run=True)
+    if dry_run:
+        if as_json:
+            terminal.print_json(rollback_json(preview))
+            return
+        terminal.table(
+            ("table", "rows to remove"),
+            ordered_counts(preview.removed),
+            title=f"rollback of {conversation_id} to {format_ts(preview.cutoff_ts)} "
+            f"(ts {preview.cutoff_ts}), dry run: nothing was changed",
+        )
+        return
+    if preview.total_removed == 0:
+        terminal.note(f"nothing was written after {format_ts(preview.cutoff_ts)}; no rollback ran.")
+        if as_json:
+            terminal.print_json(rollback_json(preview))
+        return
+    summary = ", ".join(f"{n} {name}" for name, n in ordered_counts(preview.removed) if n)
+    how = "deleted for good (--purge)" if purge else "archived (undo with restore)"
+    confirm_or_refuse(
+        ctx,
+        f"Remove {preview.total_removed} rows ({summary}) written after "
+        f"{format_ts(preview.cutoff_ts)}? They will be {how}.",
+        yes=yes,
+        flag_hint=" (or --dry-run to preview)",
+    )
+    report = store.rollback(conversation_id, _target(to), purge=purge)
+    if as_json:
+        terminal.print_json(rollback_json(report))
+        return
+    terminal.table(
+        ("table", "rows removed"),
+        ordered_counts(report.removed),
+        title=f"rollback {report.rollback_id} of {conversation_id} to "
+        f"{format_ts(report.cutoff_ts)} (ts {report.cutoff_ts})",
+    )
+    if report.archived:
+        terminal.note(f"undo with: contextstore restore {conversation_id} {report.rollback_id}")
+
+
+@click.command()
+@click.argument("conversation_id", metavar="CID")
+@click.argument("rollback_id", metavar="ROLLBACK_ID", type=click.IntRange(min=1))
+@json_option
+@click.pass_context
+def restore(ctx: click.Context, conversation_id: str, rollback_id: int, as_json: bool) -> None:
+    """Put back the rows a rollback archived (refused once anything was written since)."""
+    store = open_store(ctx, auto_migrate=False)
+    report = store.restore(conversation_id, rollback_id)
+    if as_json:
+        terminal.print_json(
+            {
+                "conversation_id": report.conversation_id,
+                "rollback_id": report.rollback_id,
+                "ts": report.ts,
+                "restored": dict(ordered_counts(report.restored)),
+                "total_restored": report.total_restored,
+            }
+        )
+        return
+    terminal.table(
+        ("table", "rows restored"),
+        ordered_counts(report.restored),
+        title=f"rollback {rollback_id} of {conversation_id} undone at {format_ts(report.ts)}",
+    )
+
+
+@click.command()
+@click.argument("conversation_id", metavar="CID")
+@click.option(
+    "--at",
+    type=MOMENT,
+    default=None,
+    help="Copy the history up to this moment (default: now): a label, an ISO date or ms.",
+)
+@click.option("--title", default=None, help="Title of the new conversation (default: the same).")
+@json_option
+@click.pass_context
+def fork(
+    ctx: click.Context, conversation_id: str, at: Moment | None, title: str | None, as_json: bool
+) -> None:
+    """Start a new conversation from another's history up to a moment; print its id."""
+    store = open_store(ctx, auto_migrate=False)
+    store.get_conversation(conversation_id)
+    if at is not None:
+        require_label(store, conversation_id, at, "--at")
+    new = store.fork(conversation_id, None if at is None else _target(at), title=title)
+    if as_json:
+        terminal.print_json(conversation_json(new))
+        return
+    terminal.out(new.id)
+    terminal.note(f"forked {conversation_id} at {format_ts(new.forked_at_ts)} into {new.id}")

@@ -202,3 +202,31 @@ def long_session(rounds: int, *, first: int = 0, new_files: bool = False) -> lis
             }
         )
     return turns
+
+
+ENV_FILE = (
+    "# local settings, not for the repository\n"
+    "GITHUB_TOKEN=ghp_Zq8Lm2Vx7Rt4Yw1Kp9Nd3Hs6Jc5Bf0Ga2Ue7\n"
+    "AWS_ACCESS_KEY_ID=AKIAQ7RZ4TBN2WXL5KPE\n"
+    "DATABASE_URL=postgres://report:Hx9vTq2mLw7s@db.internal:5432/reports\n"
+)
+"""A settings file with secrets in real formats (made up): the masking processor's food."""
+
+
+def secret_turns() -> list[dict[str, Any]]:
+    """The agent reads a settings file holding secrets, then answers."""
+    return [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me check how the exporter is configured."},
+                _read("toolu_04", ".env"),
+            ],
+        },
+        {"role": "user", "content": [_result("toolu_04", ".env", ENV_FILE)]},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "The settings do not affect the header."}],
+        },
+        {"role": "user", "content": [{"type": "text", "text": "Good. Apply the fix."}]},
+    ]

@@ -28,6 +28,8 @@ EXCLUDED: dict[str, str] = {
     "close": "the server closes the store when it stops",
     # A context manager held across calls; every JSON-RPC call is one transaction already.
     "transaction": "a Python context manager (each call is already one transaction)",
+    # Arbitrary SQL stays local (the CLI's sql command); served clients use the typed audits.
+    "query": "arbitrary read-only SQL is for local use ('contextstore sql'); use audit",
 }
 """Public store methods that are not served, and why."""
 

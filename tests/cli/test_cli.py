@@ -19,25 +19,27 @@ def _run(*args: str) -> tuple[int, str, str]:
 
 def test_demo_writes_checkpoints_rolls_back_and_shows_the_rows(tmp_path: Path) -> None:
     db = tmp_path / "demo.db"
-    code, out, err = _run("--db", str(db), "demo")
+    code, out, err = _run("--db", str(db), "demo", "--crash-kills", "0")
     assert code == 0, err
     assert "rows of this conversation per table" in out
     assert re.search(r"messages\s+7\s+2\s+5", out)
     assert "identical to the view at the checkpoint" in out
     with ContextStore.open(db) as store:
         conv = store.list_conversations()[0]
-        assert len(store.messages(conv.id)) == 5
+        assert conv.title == "demo 1: fix the CSV header"
+        assert len(store.messages(conv.id)) == 5 + 4  # after the rollback, the secrets part
+    assert "a writer killed" not in out
 
 
 def test_demo_uses_the_default_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CONTEXTSTORE_DB", str(tmp_path / "env.db"))
-    code, out, _ = _run("demo")
+    code, out, _ = _run("demo", "--crash-kills", "0")
     assert code == 0 and (tmp_path / "env.db").exists() and str(tmp_path / "env.db") in out
 
 
 def test_render_checkpoints_rollback_and_check_commands(tmp_path: Path) -> None:
     db = str(tmp_path / "c.db")
-    _run("--db", db, "demo")
+    _run("--db", db, "demo", "--crash-kills", "0")
     with ContextStore.open(db) as store:
         conv_id = store.list_conversations()[0].id
     code, out, _ = _run("--db", db, "checkpoints", conv_id)
@@ -55,7 +57,7 @@ def test_render_checkpoints_rollback_and_check_commands(tmp_path: Path) -> None:
     [
         (["render", "nope"], 3, "no conversation has id 'nope'"),
         (["rollback", "nope", "--to", "x"], 3, "no conversation has id 'nope'"),
-        (["render", "nope", "--as-of", "-5"], 2, "as_of must be"),
+        (["render", "nope", "--as-of", "-5"], 2, "Invalid value for '--as-of'"),
     ],
 )
 def test_user_mistakes_are_one_line_errors_with_exit_codes(
@@ -66,7 +68,7 @@ def test_user_mistakes_are_one_line_errors_with_exit_codes(
     exit_code, _, err = _run("--db", db, *args)
     assert exit_code == code
     assert message in err and "Traceback" not in err
-    assert err.count("\n") == 1
+    assert err.count("\n") == 1 or err.startswith("Usage:")
 
 
 def test_a_stale_database_tells_which_command_upgrades_it(tmp_path: Path) -> None:
@@ -75,3 +77,29 @@ def test_a_stale_database_tells_which_command_upgrades_it(tmp_path: Path) -> Non
     code, _, err = _run("--db", str(db), "conversations")
     assert code == 4 and "contextstore migrate" in err
     assert _run("--db", str(db), "migrate")[0] == 0
+
+
+def test_demo_runs_are_numbered_and_show_every_part(tmp_path: Path) -> None:
+    db = str(tmp_path / "twice.db")
+    code, first, err = _run("--db", db, "demo", "--crash-kills", "1")
+    assert code == 0, err
+    code, second, _ = _run("--db", db, "demo", "--crash-kills", "0")
+    assert "demo run 1:" in first and "demo run 2:" in second
+    with ContextStore.open(db) as store:
+        titles = [c.title for c in store.list_conversations()]
+    assert titles == [
+        "demo 1: fix the CSV header",
+        "demo 1: overflow",
+        "demo 2: fix the CSV header",
+        "demo 2: overflow",
+    ]
+    assert f"database: {db}" in first
+    assert re.search(r"github_token\s+rewrite\s+1", first)
+    for fmt in ("anthropic:", "openai:", "gemini:"):
+        assert fmt in first
+    assert '"functionCall"' in first and '"tool_calls"' in first and '"tool_use"' in first
+    assert re.search(r"1 writers killed with SIGKILL mid-operation; \d+ committed", first)
+    assert "(0 lost)" in first and "(0 invariant violations)" in first
+    for command in ("show", "audit", "report", "request"):
+        assert re.search(rf"contextstore --db \S+ {command} [0-9a-f]{{32}}", first)
+    assert f"sqlite3 {db} " in first

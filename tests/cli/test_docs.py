@@ -25,7 +25,7 @@ def _sql_statements() -> list[str]:
 @pytest.fixture(scope="module")
 def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("docs") / "demo.db"
-    result = CliRunner().invoke(cli, ["--db", str(path), "demo"], obj={})
+    result = CliRunner().invoke(cli, ["--db", str(path), "demo", "--crash-kills", "0"], obj={})
     assert result.exit_code == 0, result.stderr
     return path
 
@@ -52,10 +52,42 @@ def test_the_file_read_audit_finds_the_demo_reads(demo_db: Path) -> None:
     assert reads["src/report.py"] >= 2 and "tests/test_report.py" in reads
 
 
-@pytest.mark.parametrize("command", sorted(cli.commands))
-def test_every_command_is_documented_and_has_help(command: str) -> None:
-    assert f" {command}" in README
+COMMAND_LINE = README.split("## Command line", 1)[1].split("\n## ", 1)[0]
+VISIBLE = sorted(name for name, command in cli.commands.items() if not command.hidden)
+
+
+@pytest.mark.parametrize("command", VISIBLE)
+def test_every_command_is_documented_with_an_example_and_has_help(command: str) -> None:
+    assert f"contextstore {command} " in COMMAND_LINE or f"contextstore {command}\n" in COMMAND_LINE
     assert cli.commands[command].help
+
+
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        (name, opt)
+        for name in VISIBLE
+        for param in cli.commands[name].params
+        for opt in getattr(param, "opts", [])
+        if opt.startswith("--")
+    ],
+)
+def test_every_option_is_documented_in_the_command_line_section(command: str, option: str) -> None:
+    assert option in COMMAND_LINE, f"{command} {option} is not in README's Command line section"
+
+
+def test_every_exit_code_is_documented() -> None:
+    from contextstore.cli.common import INTERNAL_ERROR_EXIT, REFUSED_EXIT
+    from contextstore.core import errors
+
+    codes = {
+        cls.exit_code
+        for cls in vars(errors).values()
+        if isinstance(cls, type) and issubclass(cls, errors.ContextStoreError)
+    }
+    table = COMMAND_LINE.split("Exit codes:", 1)[1].split("\n\n", 2)[1]
+    documented = {int(m) for m in re.findall(r"^\| (\d+) \|", table, flags=re.M)}
+    assert codes | {0, INTERNAL_ERROR_EXIT, REFUSED_EXIT} == documented
 
 
 def test_the_library_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -319,8 +319,8 @@ def test_cli_import_prints_the_id(tmp_path: Path) -> None:
     db = tmp_path / "cli.db"
     result = CliRunner().invoke(cli, ["--db", str(db), "import-gemini", str(SESSION)], obj={})
     assert result.exit_code == 0, result.output
-    cid = result.stdout.splitlines()[0]
-    assert "6 messages imported from a Gemini CLI session" in result.stdout
+    cid = result.stdout.strip()  # only the id on stdout
+    assert "6 messages imported from a Gemini CLI session" in result.stderr
     assert "skipped: line 13" in result.stderr
     with ContextStore.open(db) as opened:
         assert len(opened.messages(cid)) == 6

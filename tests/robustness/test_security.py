@@ -111,7 +111,9 @@ def test_injection_strings_through_the_cli(tmp_path: Path) -> None:
         assert value in listed.output
         rendered = runner.invoke(cli, ["--db", str(db), "render", value, "--json"], obj={})
         assert rendered.exit_code == 0 and "later" in rendered.output
-        rolled = runner.invoke(cli, ["--db", str(db), "rollback", value, "--to", value], obj={})
+        rolled = runner.invoke(
+            cli, ["--db", str(db), "rollback", value, "--to", value, "--yes"], obj={}
+        )
         assert rolled.exit_code == 0, rolled.output
         missing = runner.invoke(cli, ["--db", str(db), "render", value + "'--"], obj={})
         assert missing.exit_code == 3 and "Traceback" not in missing.output

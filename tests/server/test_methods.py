@@ -132,14 +132,19 @@ def _same_as_python(db: Path, name: str, params: dict[str, Any], result: Any) ->
 
 Case = Callable[[RpcClient, dict[str, Any], Path], None]
 READS = {
+    "audit": {},
+    "checkpoint_at": {"label": "cp"},
     "checkpoints": {},
     "context_updates": {},
     "deleted_range": {},
     "get_conversation": {},
+    "message_count": {},
     "messages": {},
     "render": {"format": "openai"},
     "requests": {},
     "row_counts": {},
+    "timeline": {},
+    "viewed_messages": {},
 }
 
 
@@ -149,6 +154,13 @@ def _read_case(name: str) -> Case:
         _same_as_python(db, name, params, rpc.result(name, **params))
 
     return case
+
+
+def _search(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    params = {"text": "fix it", "conversation_id": state["cid"]}
+    hits = rpc.result("search", **params)
+    assert [h["message_idx"] for h in hits] == [4, 0]  # newest first
+    _same_as_python(db, "search", params, hits)
 
 
 def _list_conversations(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
@@ -316,6 +328,7 @@ CASES: dict[str, Case] = {
     "request_payload": _request_payload,
     "restore": _restore,
     "rollback": _rollback,
+    "search": _search,
     "set_auto_condense": _set_auto_condense,
     "set_deleted_range": _set_deleted_range,
     "truncate": _truncate,
@@ -361,6 +374,7 @@ def _valid_params(name: str) -> dict[str, Any]:
         "request_id": 1,
         "rollback_id": 1,
         "to": "cp",
+        "label": "cp",
         "end": 2,
         "threshold": 0.5,
     }
@@ -368,7 +382,7 @@ def _valid_params(name: str) -> dict[str, Any]:
     return {k: values[k] for k, f in fields.items() if f.is_required()}
 
 
-NOT_ABOUT_A_CONVERSATION = {"create_conversation", "list_conversations", "row_counts"}
+NOT_ABOUT_A_CONVERSATION = {"create_conversation", "list_conversations", "row_counts", "search"}
 
 
 @pytest.mark.parametrize("name", sorted(set(METHODS) - NOT_ABOUT_A_CONVERSATION))

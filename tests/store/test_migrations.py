@@ -40,7 +40,19 @@ def test_open_creates_every_table_and_view_in_an_empty_file(tmp_path: Path) -> N
         "rollbacks",
         "archived_rows",
     } <= names
-    assert views == {"effective_blocks", "visible_messages", "request_usage", "truncation_events"}
+    assert views == {
+        "effective_blocks",
+        "visible_messages",
+        "request_usage",
+        "truncation_events",
+        "audit_requests",
+        "audit_file_reads",
+        "audit_dedup_savings",
+        "masked_secrets",
+        "audit_failed_tool_calls",
+        "audit_rollbacks",
+        "audit_timeline",
+    }
 
 
 def test_a_stale_database_is_refused_without_auto_migrate(tmp_path: Path) -> None:

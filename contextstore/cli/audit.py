@@ -1,0 +1,295 @@
+"""For auditors: one conversation's audit, read-only SQL, search, Datasette metadata."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.resources
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from contextstore.audit_records import AuditReport
+from contextstore.cli import terminal
+from contextstore.cli.common import json_option, open_store
+from contextstore.cli.history import conversation_json
+from contextstore.cli.output import ordered_counts
+from contextstore.cli.timeline import checkpoint_json
+from contextstore.cli.times import format_ts
+
+
+def audit_json(report: AuditReport) -> dict[str, Any]:
+    """An audit's JSON: the records' fields, which are the audit views' column names."""
+
+    def rows(items: list[Any]) -> list[dict[str, Any]]:
+        return [dataclasses.asdict(item) for item in items]
+
+    peak = max((r.total_tokens for r in report.requests), default=0)
+    return {
+        "conversation": conversation_json(report.conversation),
+        "context_window": report.context_window,
+        "max_allowed_size": report.max_allowed_size,
+        "totals": {
+            "requests": len(report.requests),
+            "cost": report.total_cost,
+            "peak_total_tokens": peak,
+            "truncations": len(report.truncations),
+            "chars_saved_by_dedup": report.chars_saved,
+            "secrets_masked": sum(s.count for s in report.masked_secrets),
+            "failed_tool_calls": len(report.failed_tool_calls),
+            "rollbacks": len(report.rollbacks),
+        },
+        "requests": rows(report.requests),
+        "truncations": rows(report.truncations),
+        "file_reads": rows(report.file_reads),
+        "dedup_savings": rows(report.dedup_savings),
+        "masked_secrets": rows(report.masked_secrets),
+        "failed_tool_calls": rows(report.failed_tool_calls),
+        "checkpoints": [checkpoint_json(c) for c in report.checkpoints],
+        "rollbacks": [
+            {**dataclasses.asdict(r), "total_removed": r.total_removed} for r in report.rollbacks
+        ],
+    }
+
+
+def _section(title: str, headers: tuple[str, ...], rows: list[tuple[Any, ...]], **kw: Any) -> None:
+    terminal.out()
+    if rows:
+        terminal.table(headers, rows, title=title, **kw)
+    else:
+        terminal.out(f"{title}: none")
+
+
+def _print_audit(report: AuditReport) -> None:
+    conv = report.conversation
+    peak = max((r.total_tokens for r in report.requests), default=0)
+    terminal.fields(
+        [
+            ("conversation", conv.id),
+            ("title", conv.title),
+            ("model", conv.model_id),
+            (
+                "context window",
+                f"{report.context_window:,} tokens, maximum allowed size "
+                f"{report.max_allowed_size:,.0f}",
+            ),
+            (
+                "requests",
+                f"{len(report.requests)}, cost {report.total_cost:.4f}, peak {peak:,} tokens "
+                f"({100 * peak / report.context_window:.1f} % of the window)",
+            ),
+        ]
+    )
+    _section(
+        "requests (tokens against the window)",
+        (
+            "id",
+            "time",
+            "total",
+            "% window",
+            "over max",
+            "cost",
+            "running tokens",
+            "running cost",
+            "failure",
+        ),
+        [
+            (
+                r.request_id,
+                format_ts(r.ts),
+                r.total_tokens,
+                f"{r.percent_of_window:.1f}",
+                "yes" if r.over_max_allowed else "",
+                "" if r.cost is None else f"{r.cost:.4f}",
+                r.cumulative_tokens,
+                f"{r.cumulative_cost:.4f}",
+                r.failure or "",
+            )
+            for r in report.requests
+        ],
+    )
+    _section(
+        "truncations",
+        ("time", "hidden", "keep", "triggered by", "messages", "reason"),
+        [
+            (
+                format_ts(t.ts),
+                f"{t.start_idx}-{t.end_idx}",
+                t.keep,
+                "" if t.tokens_total is None else f"{t.tokens_total:,} tokens",
+                t.messages_hidden,
+                t.reason,
+            )
+            for t in report.truncations
+        ],
+        wrap=("reason",),
+    )
+    _section(
+        "files read",
+        ("path", "tool", "reads", "first message", "last message"),
+        [
+            (f.path, f.tool_name, f.reads, f.first_message_idx, f.last_message_idx)
+            for f in report.file_reads
+        ],
+    )
+    _section(
+        f"de-duplication ({report.chars_saved:,} characters saved)",
+        ("time", "message", "block", "kind", "original", "rewritten", "saved"),
+        [
+            (
+                format_ts(d.ts),
+                d.message_idx,
+                d.block_idx,
+                d.kind,
+                d.original_chars,
+                d.rewritten_chars,
+                d.chars_saved,
+            )
+            for d in report.dedup_savings
+        ],
+    )
+    _section(
+        "masked secrets (counts of [REDACTED:kind] markers)",
+        ("kind", "masked by", "count"),
+        [(s.kind, s.masked_by, s.count) for s in report.masked_secrets],
+    )
+    _section(
+        "failed tool calls",
+        ("message", "tool", "input", "error"),
+        [
+            (f.result_message_idx, f.tool_name or "", (f.input or "")[:60], f.error[:80])
+            for f in report.failed_tool_calls
+        ],
+        wrap=("error",),
+    )
+    _section(
+        "checkpoints",
+        ("id", "time", "label", "note"),
+        [(c.id, format_ts(c.ts), c.label or "", c.note or "") for c in report.checkpoints],
+    )
+    _section(
+        "rollbacks",
+        ("id", "ran", "to", "target", "removed", "kept", "restored"),
+        [
+            (
+                r.rollback_id,
+                format_ts(r.ran_at),
+                format_ts(r.cutoff_ts),
+                r.target or "",
+                ", ".join(f"{n} {name}" for name, n in ordered_counts(r.removed) if n) or "0",
+                "purged" if r.purged else f"{r.rows_archived} archived",
+                format_ts(r.restored_ts),
+            )
+            for r in report.rollbacks
+        ],
+        wrap=("removed",),
+    )
+
+
+@click.command()
+@click.argument("conversation_id", metavar="CID")
+@json_option
+@click.pass_context
+def audit(ctx: click.Context, conversation_id: str, as_json: bool) -> None:
+    """Audit a conversation: requests against the window, truncations, files read,
+    de-duplication, masked secrets, failed tool calls, checkpoints, rollbacks."""
+    store = open_store(ctx, auto_migrate=False)
+    report = store.audit(conversation_id)
+    if as_json:
+        terminal.print_json(audit_json(report))
+    else:
+        _print_audit(report)
+
+
+@click.command()
+@click.argument("query", metavar='"SELECT ..."')
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as a JSON list of objects.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print the rows as CSV with a header.")
+@click.pass_context
+def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool) -> None:
+    """Run one read-only SQL statement (the database refuses writes) and print the rows."""
+    if as_json and as_csv:
+        raise click.UsageError("choose one of --json and --csv.", ctx)
+    store = open_store(ctx, auto_migrate=False)
+    result = store.query(query)
+    if as_json:
+        terminal.print_json([dict(zip(result.columns, row, strict=True)) for row in result.rows])
+    elif as_csv:
+        terminal.print_csv(result.columns, result.rows)
+    elif result.columns:
+        terminal.table(
+            result.columns,
+            [
+                tuple(
+                    json.dumps(c, default=terminal.json_default)
+                    if isinstance(c, dict | list)
+                    else c
+                    for c in row
+                )
+                for row in result.rows
+            ],
+        )
+        terminal.note(f"{len(result.rows)} row{'s' if len(result.rows) != 1 else ''}")
+
+
+@click.command()
+@click.argument("text")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Most hits."
+)
+@click.option(
+    "--conversation", "conversation_id", metavar="CID", default=None, help="Only this one."
+)
+@json_option
+@click.pass_context
+def search(
+    ctx: click.Context, text: str, limit: int, conversation_id: str | None, as_json: bool
+) -> None:
+    """Find TEXT in every conversation's messages (and tool inputs), newest first."""
+    store = open_store(ctx, auto_migrate=False)
+    hits = store.search(text, limit=limit, conversation_id=conversation_id)
+    if as_json:
+        terminal.print_json([dataclasses.asdict(h) for h in hits])
+        return
+    terminal.table(
+        ("conversation", "title", "message", "block", "role", "time", "snippet"),
+        [
+            (
+                h.conversation_id,
+                h.title or "",
+                h.message_idx,
+                h.block_idx,
+                h.role,
+                format_ts(h.ts),
+                h.snippet,
+            )
+            for h in hits
+        ],
+        wrap=("snippet",),
+    )
+
+
+def datasette_metadata(database: str) -> dict[str, Any]:
+    """The packaged Datasette metadata, keyed by ``database`` (Datasette's name for a file:
+    its name without the extension)."""
+    resource = importlib.resources.files("contextstore.cli.datasette") / "metadata.json"
+    metadata: dict[str, Any] = json.loads(resource.read_text(encoding="utf-8"))
+    metadata["databases"] = {database: metadata["databases"]["contextstore"]}
+    return metadata
+
+
+@click.command("datasette-metadata")
+@click.option(
+    "--name",
+    default=None,
+    help="Datasette's name for the database (default: the --db file's name without extension).",
+)
+@click.pass_context
+def datasette_metadata_command(ctx: click.Context, name: str | None) -> None:
+    """Print Datasette metadata (titles, column descriptions, canned audit queries)."""
+    if name is None:
+        store = open_store(ctx, auto_migrate=False)
+        path = store.path
+        name = Path(path).stem if path is not None else "contextstore"
+    terminal.print_json(datasette_metadata(name))

@@ -1,0 +1,1 @@
+"""Datasette metadata for the audit views, shipped as package data (``metadata.json``)."""

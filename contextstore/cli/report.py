@@ -1,0 +1,54 @@
+"""``contextstore report CID -o FILE.html``: one self-contained HTML report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from contextstore.cli import report_chart, report_html, terminal
+from contextstore.cli.common import open_store
+from contextstore.cli.times import format_ts
+from contextstore.storage.clock import now_ms
+
+
+@click.command()
+@click.argument("conversation_id", metavar="CID")
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    required=True,
+    help="The HTML file to write (replaced if it exists).",
+)
+@click.pass_context
+def report(ctx: click.Context, conversation_id: str, output: Path) -> None:
+    """Write an HTML report: tokens per request against the window, events, the
+    conversation as the model saw it at the last request. Needs the 'report' extra."""
+    if not report_chart.available():
+        terminal.error(report_chart.INSTALL_HINT)
+        ctx.exit(1)
+    store = open_store(ctx, auto_migrate=False)
+    audit = store.audit(conversation_id)
+    events = store.timeline(conversation_id)
+    last = audit.requests[-1].ts if audit.requests else None
+    messages = store.viewed_messages(conversation_id, as_of=last)
+    page = report_html.build(
+        audit,
+        events,
+        messages,
+        report_chart.render_svg(audit, events),
+        generated_at=format_ts(now_ms()),
+    )
+    try:
+        output.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise click.BadParameter(
+            f"cannot write {output}: {exc.strerror or exc}", param_hint="'-o' / '--output'"
+        ) from exc
+    terminal.out(str(output))
+    terminal.note(
+        f"report of {conversation_id}: {len(audit.requests)} requests, {len(events)} events, "
+        f"{len(messages)} messages ({len(page):,} bytes)"
+    )

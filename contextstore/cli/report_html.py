@@ -1,0 +1,326 @@
+"""The HTML report: one self-contained file (inline CSS and SVG, no script, no network).
+
+Sections: the key numbers; the chart (:mod:`contextstore.cli.report_chart`); a timeline of
+events; the conversation as the model saw it at the last request, hidden ranges folded
+(``<details>``) and each rewrite beside its original; the audit tables.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from html import escape
+from typing import Any
+
+from contextstore.audit_records import AuditReport, TimelineEvent, ViewedBlock, ViewedMessage
+from contextstore.cli.output import ordered_counts
+from contextstore.cli.times import format_ts
+
+CSS = """
+:root { --ink: #1d2330; --muted: #5b6475; --line: #d9dee7; --soft: #f4f6fa;
+        --user: #eef4ff; --assistant: #f3f8f1; --hidden: #fbf3e6; --rewrite: #fdecec; }
+* { box-sizing: border-box; }
+body { margin: 0 auto; max-width: 1100px; padding: 24px; color: var(--ink);
+       font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; }
+h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 32px 0 8px; }
+.meta { color: var(--muted); margin: 0 0 16px; }
+.numbers { display: grid; grid-template-columns: repeat(auto-fill, minmax(150px, 1fr));
+           gap: 8px; }
+.numbers div { background: var(--soft); border-radius: 6px; padding: 8px 10px; }
+.numbers b { display: block; font-size: 18px; }
+table { border-collapse: collapse; width: 100%; margin: 4px 0 8px; }
+th, td { text-align: left; border-bottom: 1px solid var(--line); padding: 4px 8px;
+         vertical-align: top; }
+th { background: var(--soft); font-weight: 600; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+tr.event-truncation td:nth-child(2) { color: #c0392b; font-weight: 600; }
+tr.event-rollback td:nth-child(2) { color: #7d3c98; font-weight: 600; }
+tr.event-checkpoint td:nth-child(2) { color: #2e8b57; font-weight: 600; }
+.chart svg { width: 100%; height: auto; border: 1px solid var(--line); border-radius: 6px; }
+.message { border: 1px solid var(--line); border-radius: 6px; margin: 8px 0; padding: 6px 10px; }
+.message.user { background: var(--user); } .message.assistant { background: var(--assistant); }
+.message > header { color: var(--muted); font-size: 12px; margin-bottom: 4px; }
+pre { white-space: pre-wrap; word-break: break-word; margin: 4px 0; font: 12px/1.4
+      ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
+details.hidden-range { background: var(--hidden); border: 1px dashed #d9a441;
+                       border-radius: 6px; padding: 6px 10px; margin: 8px 0; }
+details.hidden-range > summary { cursor: pointer; font-weight: 600; }
+.rewrite { display: grid; grid-template-columns: 1fr 1fr; gap: 8px; }
+.rewrite > div { background: white; border: 1px solid var(--line); border-radius: 4px;
+                 padding: 4px 8px; }
+.rewrite > div.effective { background: var(--rewrite); }
+.rewrite h4 { margin: 0; font-size: 11px; text-transform: uppercase; color: var(--muted); }
+.tool { color: var(--muted); font-size: 12px; }
+img.inline { max-width: 240px; border: 1px solid var(--line); }
+"""
+
+PREVIEW_CHARS = 4_000
+"""Characters of a block shown before the rest is cut (the database keeps everything)."""
+
+
+def _text(value: str | None) -> str:
+    if value is None:
+        return ""
+    if len(value) > PREVIEW_CHARS:
+        cut = len(value) - PREVIEW_CHARS
+        value = f"{value[:PREVIEW_CHARS]}\n... [{cut:,} more characters in the database]"
+    return escape(value)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], css: str = "") -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = []
+    for row in rows:
+        cells = []
+        for cell in row:
+            numeric = isinstance(cell, int | float) and not isinstance(cell, bool)
+            value = f"{cell:,}" if isinstance(cell, int) and not isinstance(cell, bool) else cell
+            cls = ' class="num"' if numeric else ""
+            cells.append(f"<td{cls}>{escape('' if value is None else str(value))}</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    if not rows:
+        return '<p class="meta">none</p>'
+    return f'<table class="{css}"><tr>{head}</tr>{"".join(body)}</table>'
+
+
+def _numbers(report: AuditReport) -> str:
+    peak = max((r.total_tokens for r in report.requests), default=0)
+    items = [
+        ("requests", f"{len(report.requests):,}"),
+        ("total cost", f"{report.total_cost:.4f}"),
+        ("peak context", f"{peak:,} tokens"),
+        ("of the window", f"{100 * peak / report.context_window:.1f} %"),
+        ("truncations", f"{len(report.truncations):,}"),
+        ("saved by de-duplication", f"{report.chars_saved:,} chars"),
+        ("secrets masked", f"{sum(s.count for s in report.masked_secrets):,}"),
+        ("failed tool calls", f"{len(report.failed_tool_calls):,}"),
+        ("checkpoints", f"{len(report.checkpoints):,}"),
+        ("rollbacks", f"{len(report.rollbacks):,}"),
+    ]
+    cells = "".join(f"<div><b>{escape(v)}</b>{escape(k)}</div>" for k, v in items)
+    return f'<div class="numbers">{cells}</div>'
+
+
+def _timeline_rows(events: Sequence[TimelineEvent]) -> Iterator[tuple[str, str, str]]:
+    """Events as rows; a run of consecutive messages becomes one row."""
+    run: list[TimelineEvent] = []
+
+    def flush() -> Iterator[tuple[str, str, str]]:
+        if not run:
+            return
+        first, last = run[0], run[-1]
+        span = (
+            f"message {first.ref_id}" if len(run) == 1 else f"messages {first.ref_id}-{last.ref_id}"
+        )
+        yield (format_ts(first.ts), "message", f"{span} appended")
+        run.clear()
+
+    for event in events:
+        if event.event == "message":
+            run.append(event)
+            continue
+        yield from flush()
+        yield (format_ts(event.ts), event.event, event.detail)
+    yield from flush()
+
+
+def _timeline(events: Sequence[TimelineEvent]) -> str:
+    rows = list(_timeline_rows(events))
+    if not rows:
+        return '<p class="meta">none</p>'
+    body = "".join(
+        f'<tr class="event-{escape(kind)}"><td>{escape(ts)}</td><td>{escape(kind)}</td>'
+        f"<td>{escape(detail)}</td></tr>"
+        for ts, kind, detail in rows
+    )
+    return (
+        f'<table class="timeline"><tr><th>time</th><th>event</th><th>detail</th></tr>{body}</table>'
+    )
+
+
+def _block(block: ViewedBlock) -> str:
+    data = block.block
+    if block.type == "tool_use":
+        arguments = json.dumps(data.get("input"), indent=2, ensure_ascii=False)
+        body = (
+            f'<div class="tool">tool call {escape(str(data.get("name")))} '
+            f"(id {escape(str(data.get('id')))})</div><pre>{_text(arguments)}</pre>"
+        )
+    elif block.type == "image":
+        source = data.get("source") or {}
+        media = str(source.get("media_type", ""))
+        if source.get("type") == "base64" and media.startswith("image/"):
+            body = (
+                f'<img class="inline" alt="image" '
+                f'src="data:{escape(media)};base64,{escape(str(source.get("data", "")))}">'
+            )
+        else:
+            body = f'<div class="tool">image {escape(media)}</div>'
+    elif block.original_text is None and block.effective_text is None:
+        body = f'<div class="tool">{escape(block.type)} block</div>'
+    else:
+        prefix = ""
+        if block.type == "tool_result":
+            error = " (error)" if data.get("is_error") else ""
+            prefix = (
+                f'<div class="tool">tool result for {escape(str(data.get("tool_use_id")))}'
+                f"{error}</div>"
+            )
+        if block.rewritten:
+            how = f"{block.rewrite_kind} by {block.rewrite_source}"
+            body = (
+                f'{prefix}<div class="rewrite"><div class="original"><h4>original</h4>'
+                f"<pre>{_text(block.original_text)}</pre></div>"
+                f'<div class="effective"><h4>shown to the model ({escape(how)})</h4>'
+                f"<pre>{_text(block.effective_text)}</pre></div></div>"
+            )
+        else:
+            body = f"{prefix}<pre>{_text(block.original_text)}</pre>"
+    return f'<div class="block {escape(block.type)}">{body}</div>'
+
+
+def _message(message: ViewedMessage) -> str:
+    rewritten = sum(1 for b in message.blocks if b.rewritten)
+    note = f", {rewritten} block{'s' if rewritten != 1 else ''} rewritten" if rewritten else ""
+    blocks = "".join(_block(b) for b in message.blocks)
+    return (
+        f'<article class="message {escape(message.role)}" id="m{message.index}">'
+        f"<header>#{message.index} {escape(message.role)}{note}</header>{blocks}</article>"
+    )
+
+
+def _conversation(messages: Sequence[ViewedMessage]) -> str:
+    parts: list[str] = []
+    position = 0
+    while position < len(messages):
+        message = messages[position]
+        if not message.hidden:
+            parts.append(_message(message))
+            position += 1
+            continue
+        end = position
+        while end < len(messages) and messages[end].hidden:
+            end += 1
+        folded = messages[position:end]
+        parts.append(
+            f'<details class="hidden-range"><summary>messages {folded[0].index}-'
+            f"{folded[-1].index} ({len(folded)}) hidden from the model by truncation</summary>"
+            f"{''.join(_message(m) for m in folded)}</details>"
+        )
+        position = end
+    return "".join(parts) or '<p class="meta">no messages</p>'
+
+
+def _audit_tables(report: AuditReport) -> str:
+    sections = [
+        (
+            "Truncations",
+            _table(
+                ("time", "hidden", "keep", "triggered by (tokens)", "messages", "reason"),
+                [
+                    (
+                        format_ts(t.ts),
+                        f"{t.start_idx}-{t.end_idx}",
+                        t.keep,
+                        t.tokens_total,
+                        t.messages_hidden,
+                        t.reason,
+                    )
+                    for t in report.truncations
+                ],
+            ),
+        ),
+        (
+            "Requests",
+            _table(
+                ("id", "time", "total tokens", "% of window", "cost", "running cost", "failure"),
+                [
+                    (
+                        r.request_id,
+                        format_ts(r.ts),
+                        r.total_tokens,
+                        f"{r.percent_of_window:.1f}",
+                        "" if r.cost is None else f"{r.cost:.4f}",
+                        f"{r.cumulative_cost:.4f}",
+                        r.failure or "",
+                    )
+                    for r in report.requests
+                ],
+            ),
+        ),
+        (
+            "Files read",
+            _table(
+                ("path", "tool", "reads"),
+                [(f.path, f.tool_name, f.reads) for f in report.file_reads],
+            ),
+        ),
+        (
+            "Masked secrets",
+            _table(
+                ("kind", "masked by", "count"),
+                [(s.kind, s.masked_by, s.count) for s in report.masked_secrets],
+            ),
+        ),
+        (
+            "Failed tool calls",
+            _table(
+                ("message", "tool", "error"),
+                [
+                    (f.result_message_idx, f.tool_name or "", f.error)
+                    for f in report.failed_tool_calls
+                ],
+            ),
+        ),
+        (
+            "Rollbacks",
+            _table(
+                ("id", "ran", "to", "removed", "kept"),
+                [
+                    (
+                        r.rollback_id,
+                        format_ts(r.ran_at),
+                        format_ts(r.cutoff_ts),
+                        ", ".join(f"{n} {t}" for t, n in ordered_counts(r.removed) if n),
+                        "purged" if r.purged else f"{r.rows_archived} archived",
+                    )
+                    for r in report.rollbacks
+                ],
+            ),
+        ),
+    ]
+    return "".join(f"<h3>{escape(title)}</h3>{body}" for title, body in sections)
+
+
+def build(
+    report: AuditReport,
+    events: Sequence[TimelineEvent],
+    messages: Sequence[ViewedMessage],
+    chart_svg: str,
+    *,
+    generated_at: str,
+) -> str:
+    """The whole report as one HTML document."""
+    conv = report.conversation
+    title = conv.title or conv.id
+    last = report.requests[-1] if report.requests else None
+    moment = f"at request {last.request_id} ({format_ts(last.ts)})" if last else "now (no requests)"
+    meta = (
+        f"conversation {conv.id} · model {conv.model_id or 'unknown'} · window "
+        f"{report.context_window:,} tokens (maximum allowed size "
+        f"{report.max_allowed_size:,.0f}) · generated {generated_at}"
+    )
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>contextstore report: {escape(title)}</title><style>{CSS}</style></head><body>"
+        f'<header><h1>{escape(title)}</h1><p class="meta">{escape(meta)}</p></header>'
+        f'<section id="numbers">{_numbers(report)}</section>'
+        f'<section id="chart" class="chart"><h2>Context tokens per request</h2>{chart_svg}'
+        "</section>"
+        f'<section id="timeline"><h2>Timeline</h2>{_timeline(events)}</section>'
+        f'<section id="conversation"><h2>The conversation as the model saw it {escape(moment)}'
+        f"</h2>{_conversation(messages)}</section>"
+        f'<section id="audit"><h2>Audit</h2>{_audit_tables(report)}</section>'
+        "</body></html>\n"
+    )

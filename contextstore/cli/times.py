@@ -1,0 +1,128 @@
+"""Moments on the command line: what ``--as-of``, ``--to`` and ``--at`` accept, and how
+timestamps print.
+
+A moment is milliseconds since the epoch (``1796118104075``, or ``1796118104075 ms``), an
+ISO 8601 date or date and time (``2026-12-01``, ``2026-12-01T10:15``,
+``2026-12-01 10:15:04.075+01:00``; without an offset it is local time), or else a checkpoint
+label (its newest checkpoint). Timestamps print as local ISO dates with milliseconds and the
+UTC offset, which parse back to the same millisecond.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import click
+
+from contextstore.core.errors import CheckpointNotFoundError
+from contextstore.core.validate import MAX_TS
+from contextstore.store import ContextStore
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}(:\d{2}(:\d{2}(\.\d+)?)?)?)?(Z|[+-]\d{2}:?\d{2})?$")
+
+
+@dataclass(frozen=True)
+class Moment:
+    """A parsed moment: a timestamp in milliseconds, or a checkpoint label to look up."""
+
+    text: str
+    ts: int | None = None
+    label: str | None = None
+
+
+def parse_moment(text: str) -> Moment:
+    """Parse milliseconds, an ISO date (local time unless it has an offset) or a label.
+
+    Raises:
+        ValueError: negative milliseconds, a date before 1970 or beyond 2**53 ms, or an
+            ISO-looking text that is not a valid date.
+    """
+    value = text.strip()
+    if not value:
+        raise ValueError("is empty; pass a checkpoint label, an ISO date or milliseconds")
+    if re.fullmatch(r"-?\d+( ?ms)?", value):
+        ts = int(value.removesuffix("ms").strip())
+        if not 0 <= ts <= MAX_TS:
+            raise ValueError(f"{value} is outside 0..2**53 milliseconds")
+        return Moment(text, ts=ts)
+    if _ISO.match(value):
+        try:
+            parsed = datetime.fromisoformat(value.replace(" ", "T", 1))
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not a valid date ({exc})") from exc
+        ts = to_ms(parsed)
+        if not 0 <= ts <= MAX_TS:
+            raise ValueError(f"{value!r} is before 1970 or too far in the future")
+        return Moment(text, ts=ts)
+    return Moment(text, label=text)
+
+
+def to_ms(moment: datetime) -> int:
+    """Milliseconds since the epoch; a naive datetime is local time."""
+    aware = moment if moment.tzinfo is not None else moment.astimezone()
+    return (aware - _EPOCH) // timedelta(milliseconds=1)
+
+
+def format_ts(ts: int | None) -> str:
+    """A timestamp as a local ISO date with milliseconds and offset ('' for None; beyond
+    the calendar, the milliseconds themselves)."""
+    if ts is None:
+        return ""
+    try:
+        local = datetime.fromtimestamp(ts // 1000, tz=timezone.utc).astimezone()
+    except (OverflowError, OSError, ValueError):
+        return f"{ts} ms"
+    return local.replace(microsecond=(ts % 1000) * 1000).isoformat(timespec="milliseconds")
+
+
+class MomentType(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2
+    """A click parameter type for moments: ``LABEL|DATE|MS``."""
+
+    name = "LABEL|DATE|MS"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, Moment):
+            return value
+        try:
+            return parse_moment(str(value))
+        except ValueError as exc:
+            self.fail(f"{exc}; pass a checkpoint label, an ISO date or milliseconds", param, ctx)
+
+
+MOMENT = MomentType()
+
+
+def resolve(store: ContextStore, conversation_id: str, moment: Moment, flag: str) -> int:
+    """The timestamp a moment names in one conversation (a label: its newest checkpoint).
+
+    Raises:
+        CheckpointNotFoundError: no checkpoint of the conversation has the label.
+    """
+    if moment.ts is not None:
+        return moment.ts
+    assert moment.label is not None
+    found = store.checkpoint_at(conversation_id, moment.label)
+    if found is None:
+        raise CheckpointNotFoundError(missing_label(store, conversation_id, moment.label, flag))
+    return found.ts
+
+
+def require_label(store: ContextStore, conversation_id: str, moment: Moment, flag: str) -> None:
+    """Raise :class:`CheckpointNotFoundError` (naming ``flag``) for an unknown label."""
+    if moment.label is not None:
+        resolve(store, conversation_id, moment, flag)
+
+
+def missing_label(store: ContextStore, conversation_id: str, label: str, flag: str) -> str:
+    """The message for a label the conversation has no checkpoint for."""
+    labels = sorted({c.label for c in store.checkpoints(conversation_id) if c.label})
+    known = ", ".join(repr(x) for x in labels) or "none"
+    return (
+        f"conversation {conversation_id!r} has no checkpoint labelled {label!r} (labels: "
+        f"{known}); pass {flag} an existing label, an ISO date or milliseconds "
+        f"('contextstore checkpoints {conversation_id}' lists them)."
+    )

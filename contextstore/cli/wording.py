@@ -1,0 +1,33 @@
+"""Library error messages in the terms of the command line.
+
+The library speaks to Python callers ("pass overwrite", "auto_migrate=True"); a CLI user
+should read flags and commands. Each rule rewrites one library phrase; a test triggers every
+rule through the CLI, so a reworded library message shows up as a failing test rather than
+as a Python term on a user's screen.
+"""
+
+from __future__ import annotations
+
+import re
+
+RULES: tuple[tuple[str, str], ...] = (
+    (
+        r"list them with ContextStore\.list_conversations\(\) or 'contextstore conversations'",
+        "list them with 'contextstore conversations'",
+    ),
+    (r" \(or open the store with auto_migrate=True\)", ""),
+    (r"use the request_id returned by prepare_request", "list them with 'contextstore requests'"),
+    (
+        r"only requests from prepare_request can be rebuilt",
+        "only requests prepared through contextstore can be rebuilt",
+    ),
+    (r"pass overwrite to replace", "pass --force to replace them"),
+)
+"""``(library phrase as a regular expression, CLI phrase)`` pairs, applied in order."""
+
+
+def cli_wording(message: str) -> str:
+    """``message`` with library phrases replaced by their command-line equivalents."""
+    for pattern, replacement in RULES:
+        message = re.sub(pattern, replacement, message)
+    return message

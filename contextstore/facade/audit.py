@@ -1,0 +1,251 @@
+"""Answers for auditors: what a conversation cost and why it looks as it does, search
+across conversations, what the model was shown at a moment, and read-only SQL."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from contextstore.audit_records import (
+    AuditReport,
+    DedupSaving,
+    FailedToolCall,
+    FileRead,
+    MaskedSecretCount,
+    QueryResult,
+    RequestUsage,
+    RollbackEvent,
+    SearchHit,
+    TimelineEvent,
+    TruncationEvent,
+    ViewedBlock,
+    ViewedMessage,
+)
+from contextstore.core.errors import InvalidInputError
+from contextstore.core.overlays import block_text
+from contextstore.core.validate import check_id, check_int
+from contextstore.core.window import context_window_info
+from contextstore.facade.history import HistoryMixin
+from contextstore.facade.timeline import TimelineMixin
+from contextstore.records import Checkpoint
+from contextstore.storage import audit as audit_sql
+from contextstore.storage import queries
+from contextstore.storage.engine import resolve_target
+from contextstore.storage.paths import default_database_path
+from contextstore.storage.queries import NO_LIMIT
+
+SNIPPET_CONTEXT = 40
+"""Characters kept either side of a search match."""
+
+_REMOVED_COLUMNS = {
+    "messages": "messages_removed",
+    "blocks": "blocks_removed",
+    "deleted_ranges": "ranges_removed",
+    "context_updates": "updates_removed",
+    "api_requests": "requests_removed",
+    "checkpoints": "checkpoints_removed",
+}
+
+
+def _fields(cls: type, row: dict[str, Any], **overrides: Any) -> Any:
+    names = cls.__dataclass_fields__  # type: ignore[attr-defined]
+    values = {name: row[name] for name in names if name in row}
+    values.update(overrides)
+    return cls(**values)
+
+
+def snippet(haystack: str, needle: str, context: int = SNIPPET_CONTEXT) -> str:
+    """The first case-insensitive match of ``needle`` in ``haystack`` with ``context``
+    characters either side, whitespace collapsed, ``...`` marking a cut."""
+    at = haystack.lower().find(needle.lower())
+    if at < 0:
+        at = 0
+    start = max(0, at - context)
+    end = min(len(haystack), at + len(needle) + context)
+    middle = re.sub(r"\s+", " ", haystack[start:end]).strip()
+    return ("..." if start > 0 else "") + middle + ("..." if end < len(haystack) else "")
+
+
+class AuditMixin(HistoryMixin, TimelineMixin):
+    """Answers for auditors: audits, timelines, search, the view as the model saw it,
+    and read-only SQL."""
+
+    def audit(self, conversation_id: str) -> AuditReport:
+        """Everything an auditor asks about one conversation, read in one snapshot (one
+        read transaction).
+
+        Truncation events (strategy, range, triggering tokens, reason); requests with their
+        tokens, cost and running totals against the window and the maximum allowed size;
+        files read and how often; file-read de-duplication savings; masked secrets by kind
+        (counts of ``[REDACTED:kind]`` markers, never the secret); failed tool calls;
+        checkpoints; rollbacks and what each removed. The same facts are SQL views
+        (``audit_requests``, ``truncation_events``, ...) documented in the README.
+
+        Raises:
+            ConversationNotFoundError: no conversation has this id.
+        """
+        check_id(conversation_id)
+        with self._db.read() as connection:
+            conv = self._conversation(connection, conversation_id)
+            requests = audit_sql.request_usage(connection, conversation_id)
+            truncations = audit_sql.truncation_events(connection, conversation_id)
+            reads = audit_sql.file_reads(connection, conversation_id)
+            dedup = audit_sql.dedup_savings(connection, conversation_id)
+            secrets = audit_sql.masked_secret_counts(connection, conversation_id)
+            failed = audit_sql.failed_tool_calls(connection, conversation_id)
+            rollbacks = audit_sql.rollback_events(connection, conversation_id)
+            checkpoints = audit_sql.checkpoint_rows(connection, conversation_id)
+        window = context_window_info(conv.context_window)
+        return AuditReport(
+            conversation=conv,
+            context_window=window.context_window,
+            max_allowed_size=window.max_allowed_size,
+            requests=[
+                _fields(
+                    RequestUsage,
+                    r,
+                    cost=None if r["cost"] is None else float(r["cost"]),
+                    cumulative_tokens=int(r["cumulative_tokens"]),
+                    cumulative_cost=float(r["cumulative_cost"]),
+                    max_allowed_size=float(r["max_allowed_size"]),
+                    percent_of_window=float(r["percent_of_window"]),
+                    over_max_allowed=bool(r["over_max_allowed"]),
+                    prepared=bool(r["prepared"]),
+                )
+                for r in requests
+            ],
+            truncations=[_fields(TruncationEvent, r) for r in truncations],
+            file_reads=[_fields(FileRead, r) for r in reads],
+            dedup_savings=[_fields(DedupSaving, r) for r in dedup],
+            masked_secrets=[_fields(MaskedSecretCount, r) for r in secrets],
+            failed_tool_calls=[_fields(FailedToolCall, r) for r in failed],
+            checkpoints=[Checkpoint(**row) for row in checkpoints],
+            rollbacks=[
+                _fields(
+                    RollbackEvent,
+                    r,
+                    purged=bool(r["purged"]),
+                    removed={name: int(r[column]) for name, column in _REMOVED_COLUMNS.items()},
+                )
+                for r in rollbacks
+            ],
+        )
+
+    def timeline(self, conversation_id: str) -> list[TimelineEvent]:
+        """Every event of the conversation in timeline order: messages, truncations,
+        rewrites, requests, checkpoints and rollbacks (a rollback at the time it ran)."""
+        check_id(conversation_id)
+        with self._db.read() as connection:
+            self._conversation(connection, conversation_id)
+            rows = audit_sql.timeline_events(connection, conversation_id)
+        return [_fields(TimelineEvent, r) for r in rows]
+
+    def search(
+        self, text: str, *, limit: int = 50, conversation_id: str | None = None
+    ) -> list[SearchHit]:
+        """Blocks of every conversation (or one) whose text or tool input contains ``text``,
+        case-insensitively for ASCII letters, newest first, at most ``limit`` of them.
+
+        Searches the stored originals (what was said), not rewrites.
+
+        Raises:
+            InvalidInputError: ``text`` is empty or ``limit`` is not positive.
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInputError("the search text is empty; pass the words to look for.")
+        check_int("limit", limit, minimum=1, optional=False)
+        if conversation_id is not None:
+            check_id(conversation_id)
+        with self._db.read() as connection:
+            if conversation_id is not None:
+                self._conversation(connection, conversation_id)
+            rows = audit_sql.search_blocks(
+                connection, text, limit=limit, conversation_id=conversation_id
+            )
+        hits = []
+        for row in rows:
+            body = row["text"] if text.lower() in (row["text"] or "").lower() else None
+            if body is None:
+                data = row["data"]
+                decoded = json.loads(data) if isinstance(data, str) else data
+                body = json.dumps(decoded.get("input"), ensure_ascii=False)
+            hits.append(
+                _fields(SearchHit, row, snippet=snippet(body, text), title=row["title"] or None)
+            )
+        return hits
+
+    def viewed_messages(
+        self, conversation_id: str, *, as_of: int | None = None
+    ) -> list[ViewedMessage]:
+        """Every stored message at ``as_of`` (now by default), marked hidden when the deleted
+        range covers it, each block with its original text and what the model was shown.
+
+        This is the audit's view of a moment, read in one snapshot: the originals and the
+        effective rewrites side by side. (The model's exact message list is :meth:`render`.)
+        """
+        check_id(conversation_id)
+        limit = NO_LIMIT if as_of is None else self._as_of(as_of)
+        with self._db.read() as connection:
+            self._conversation(connection, conversation_id)
+            stored, _ = queries.load_messages(connection, conversation_id, limit)
+            hidden = queries.load_deleted_range(connection, conversation_id, limit)
+            rewrites = queries.load_overlays(connection, conversation_id, limit)
+        viewed = []
+        for index, message in enumerate(stored):
+            content = message.get("content")
+            parts = (
+                [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+            )
+            blocks = []
+            for block_idx, block in enumerate(parts):
+                rewrite = rewrites.get((index, block_idx))
+                original = block_text(block)
+                blocks.append(
+                    ViewedBlock(
+                        block_idx=block_idx,
+                        type=str(block.get("type")),
+                        block=block,
+                        original_text=original,
+                        effective_text=rewrite.text if rewrite else original,
+                        rewrite_kind=rewrite.kind if rewrite else None,
+                        rewrite_source=rewrite.source if rewrite else None,
+                    )
+                )
+            viewed.append(
+                ViewedMessage(
+                    index=index,
+                    role=str(message.get("role")),
+                    hidden=hidden is not None and hidden[0] <= index <= hidden[1],
+                    blocks=blocks,
+                )
+            )
+        return viewed
+
+    def message_count(self, conversation_id: str, *, as_of: int | None = None) -> int:
+        """How many messages are stored (with ``ts <= as_of``), hidden ones included."""
+        check_id(conversation_id)
+        limit = NO_LIMIT if as_of is None else self._as_of(as_of)
+        with self._db.read() as connection:
+            self._conversation(connection, conversation_id)
+            return audit_sql.message_count(connection, conversation_id, limit)
+
+    def query(self, sql: str) -> QueryResult:
+        """Run one SQL statement read-only and return its columns and rows.
+
+        The database engine refuses writes (SQLite opens the file again in read-only mode
+        with ``PRAGMA query_only``; PostgreSQL runs a ``READ ONLY`` transaction), so a
+        write fails whatever the SQL looks like. Nothing is cached or written.
+
+        Raises:
+            ReadOnlyError: the statement tried to write.
+            InvalidInputError: the SQL is empty, holds several statements, or failed.
+        """
+        target = resolve_target(self.location, default_database_path())
+        columns, rows = audit_sql.run_read_only(self._db, target, sql)
+        return QueryResult(columns, rows)
+
+    def checkpoint_at(self, conversation_id: str, label: str) -> Checkpoint | None:
+        """The newest checkpoint of the conversation with this label, or None."""
+        found = [c for c in self.checkpoints(conversation_id) if c.label == label]
+        return found[-1] if found else None

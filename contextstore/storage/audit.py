@@ -1,0 +1,266 @@
+"""Audit queries, full-text search, and the read-only SQL runner.
+
+The audit functions read the views of revision 0003 (documented in the README, "Audit
+views"); each returns plain dicts keyed by the view's column names, so the facade's records
+and the views cannot drift apart silently. The read-only runner makes the database engine
+itself refuse writes (SQLite ``mode=ro`` and ``PRAGMA query_only``; PostgreSQL
+``SET TRANSACTION READ ONLY``), rather than trusting a parse of the caller's SQL.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Text, and_, cast, func, or_, select, text, type_coerce
+from sqlalchemy.exc import DBAPIError, StatementError
+
+from contextstore.core.errors import InvalidInputError, ReadOnlyError
+from contextstore.storage.engine import Database, DatabaseTarget, make_engine
+from contextstore.storage.tables import blocks, conversations, messages
+
+Rows = list[dict[str, Any]]
+
+_REQUESTS = text("SELECT * FROM audit_requests WHERE conversation_id = :c ORDER BY ts, request_id")
+_TRUNCATIONS = text("SELECT * FROM truncation_events WHERE conversation_id = :c ORDER BY ts, id")
+_FILE_READS = text(
+    "SELECT path, tool_name, reads, first_message_idx, last_message_idx FROM audit_file_reads "
+    "WHERE conversation_id = :c ORDER BY reads DESC, path, tool_name"
+)
+_DEDUP = text("SELECT * FROM audit_dedup_savings WHERE conversation_id = :c ORDER BY ts, update_id")
+_SECRETS = text(
+    "SELECT kind, masked_by, COUNT(*) AS count FROM masked_secrets WHERE conversation_id = :c "
+    "GROUP BY kind, masked_by ORDER BY COUNT(*) DESC, kind, masked_by"
+)
+_FAILED = text(
+    "SELECT * FROM audit_failed_tool_calls WHERE conversation_id = :c "
+    "ORDER BY result_message_idx, tool_use_id"
+)
+_ROLLBACKS = text(
+    "SELECT * FROM audit_rollbacks WHERE conversation_id = :c ORDER BY ran_at, rollback_id"
+)
+_CHECKPOINTS = text(
+    "SELECT id, conversation_id, ts, label, git_hash, note FROM checkpoints "
+    "WHERE conversation_id = :c ORDER BY ts"
+)
+_TIMELINE = text(
+    "SELECT ts, event, ref_id, message_idx, detail FROM audit_timeline "
+    "WHERE conversation_id = :c ORDER BY ts, event, ref_id"
+)
+
+
+def _rows(connection: Connection, statement: Any, conversation_id: str) -> Rows:
+    return [dict(row._mapping) for row in connection.execute(statement, {"c": conversation_id})]
+
+
+def request_usage(connection: Connection, conversation_id: str) -> Rows:
+    """Rows of ``audit_requests``: each request's tokens and cost, their running totals,
+    and the window and maximum allowed size they are measured against, oldest first."""
+    return _rows(connection, _REQUESTS, conversation_id)
+
+
+def truncation_events(connection: Connection, conversation_id: str) -> Rows:
+    """Rows of ``truncation_events``: each deleted range, its strategy, trigger and reason."""
+    return _rows(connection, _TRUNCATIONS, conversation_id)
+
+
+def file_reads(connection: Connection, conversation_id: str) -> Rows:
+    """Rows of ``audit_file_reads``: each file read through a read tool and how often."""
+    return _rows(connection, _FILE_READS, conversation_id)
+
+
+def dedup_savings(connection: Connection, conversation_id: str) -> Rows:
+    """Rows of ``audit_dedup_savings``: each file-read de-duplication rewrite and its saving."""
+    return _rows(connection, _DEDUP, conversation_id)
+
+
+def masked_secret_counts(connection: Connection, conversation_id: str) -> Rows:
+    """Counts of ``[REDACTED:kind]`` markers in what the model is shown, by kind and origin."""
+    return _rows(connection, _SECRETS, conversation_id)
+
+
+def failed_tool_calls(connection: Connection, conversation_id: str) -> Rows:
+    """Rows of ``audit_failed_tool_calls``: error results with the call that caused each."""
+    return _rows(connection, _FAILED, conversation_id)
+
+
+def rollback_events(connection: Connection, conversation_id: str) -> Rows:
+    """Rows of ``audit_rollbacks``: each rollback and the rows it removed, per table."""
+    return _rows(connection, _ROLLBACKS, conversation_id)
+
+
+def checkpoint_rows(connection: Connection, conversation_id: str) -> Rows:
+    """The conversation's checkpoints, oldest first."""
+    return _rows(connection, _CHECKPOINTS, conversation_id)
+
+
+def timeline_events(connection: Connection, conversation_id: str) -> Rows:
+    """Rows of ``audit_timeline``: every message, range, rewrite, request, checkpoint and
+    rollback of the conversation, in timeline order."""
+    return _rows(connection, _TIMELINE, conversation_id)
+
+
+def message_count(connection: Connection, conversation_id: str, as_of: int) -> int:
+    """How many messages the conversation has with ``ts <= as_of``."""
+    query = select(func.count()).where(
+        messages.c.conversation_id == conversation_id, messages.c.ts <= as_of
+    )
+    return int(connection.execute(query).scalar_one())
+
+
+def _like_pattern(needle: str) -> str:
+    escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def search_blocks(
+    connection: Connection, needle: str, *, limit: int, conversation_id: str | None = None
+) -> Rows:
+    """Blocks whose text, or whose tool call input, contains ``needle`` (case-insensitive
+    for ASCII), newest first; each row carries the text or input that matched."""
+    pattern = _like_pattern(needle)
+    data_text = type_coerce(blocks.c.data, Text)
+    query = (
+        select(
+            blocks.c.conversation_id,
+            conversations.c.title,
+            blocks.c.message_idx,
+            blocks.c.block_idx,
+            blocks.c.type,
+            messages.c.role,
+            messages.c.ts,
+            blocks.c.text,
+            data_text.label("data"),
+        )
+        .join(
+            messages,
+            and_(
+                messages.c.conversation_id == blocks.c.conversation_id,
+                messages.c.idx == blocks.c.message_idx,
+            ),
+        )
+        .join(conversations, conversations.c.id == blocks.c.conversation_id)
+        .where(
+            or_(
+                blocks.c.text.ilike(pattern, escape="\\"),
+                and_(
+                    blocks.c.type == "tool_use",
+                    cast(blocks.c.data, Text).ilike(pattern, escape="\\"),
+                ),
+            )
+        )
+        .order_by(messages.c.ts.desc(), blocks.c.block_idx)
+        .limit(limit)
+    )
+    if conversation_id is not None:
+        query = query.where(blocks.c.conversation_id == conversation_id)
+    return [dict(row._mapping) for row in connection.execute(query)]
+
+
+# -- read-only SQL -------------------------------------------------------------------------
+
+
+def _deny_attach(action: int, *_args: Any) -> int:
+    """SQLite authorizer: no ATTACH or DETACH (an attached file would be writable)."""
+    if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH):
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+def _refusal(exc: BaseException) -> Exception:
+    """The error to raise for a failed caller query: a refused write, or bad SQL."""
+    orig = getattr(exc, "orig", exc)
+    message = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+    lowered = message.lower()
+    if (
+        getattr(orig, "sqlstate", None) == "25006"
+        or "readonly" in lowered.replace(" ", "").replace("-", "")
+        or "not authorized" in lowered
+    ):
+        return ReadOnlyError(
+            f"the database refused the statement because queries are read-only ({message}); "
+            "write through contextstore's commands instead."
+        )
+    return InvalidInputError(f"the query failed: {message.rstrip('.')}.")
+
+
+def _fetch(connection: Connection, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    result = connection.exec_driver_sql(sql)
+    if not result.returns_rows:
+        return [], []
+    return list(result.keys()), [tuple(row) for row in result.fetchall()]
+
+
+def run_read_only(
+    database: Database, target: DatabaseTarget, sql: str
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run one caller-supplied SQL statement in a session the engine keeps read-only.
+
+    SQLite files are opened again with ``mode=ro`` and ``PRAGMA query_only`` (and ATTACH
+    denied); an in-memory database runs the statement under ``PRAGMA query_only``;
+    PostgreSQL runs it in a ``READ ONLY`` transaction through the extended protocol (so a
+    string holding several statements is refused), on a connection discarded afterwards so
+    no session setting outlives it. Returns the column names and the rows.
+
+    Raises:
+        ReadOnlyError: the statement tried to write (the database refused it).
+        InvalidInputError: the SQL is empty, holds several statements, or failed.
+    """
+    if not isinstance(sql, str) or not sql.strip():
+        raise InvalidInputError("the query is empty; pass one SQL statement such as SELECT 1.")
+    try:
+        if target.is_sqlite and not target.in_memory:
+            return _sqlite_file(target, sql)
+        if target.is_sqlite:
+            return _sqlite_memory(database, sql)
+        return _postgres(database.engine, sql)
+    except (DBAPIError, StatementError, sqlite3.Error) as exc:
+        raise _refusal(exc) from exc
+
+
+def _sqlite_file(target: DatabaseTarget, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    engine = make_engine(target, read_only=True)
+    try:
+        with engine.connect() as connection:
+            raw = connection.connection.driver_connection
+            assert isinstance(raw, sqlite3.Connection)
+            raw.set_authorizer(_deny_attach)
+            try:
+                return _fetch(connection, sql)
+            finally:
+                connection.rollback()
+    finally:
+        engine.dispose()
+
+
+def _sqlite_memory(database: Database, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    with database.read() as connection:
+        raw = connection.connection.driver_connection
+        assert isinstance(raw, sqlite3.Connection)
+        raw.execute("PRAGMA query_only = ON")
+        raw.set_authorizer(_deny_attach)
+        try:
+            return _fetch(connection, sql)
+        finally:
+            raw.set_authorizer(None)
+            raw.execute("PRAGMA query_only = OFF")
+
+
+def _postgres(engine: Engine, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    with engine.connect() as connection:
+        try:
+            connection.exec_driver_sql("SET TRANSACTION READ ONLY")
+            raw: Any = connection.connection.driver_connection
+            with raw.cursor() as cursor:
+                cursor.execute(sql, prepare=True)
+                if cursor.description is None:
+                    return [], []
+                columns = [column.name for column in cursor.description]
+                return columns, [tuple(row) for row in cursor.fetchall()]
+        except Exception as exc:
+            if type(exc).__module__.startswith("psycopg"):
+                raise _refusal(exc) from exc
+            raise
+        finally:
+            connection.rollback()
+            connection.invalidate()

@@ -1,0 +1,478 @@
+"""Every command: its output shape, its ``--json`` fields, its exit codes."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from contextstore import ContextStore
+from contextstore.cli import terminal
+from contextstore.cli.times import format_ts
+from tests.cli.conftest import Seeded, run
+from tests.store.test_audit import dump
+
+CONVERSATION_FIELDS = {
+    "id",
+    "title",
+    "model_id",
+    "context_window",
+    "parent_id",
+    "forked_at_ts",
+    "created_ts",
+    "last_ts",
+    "metadata",
+}
+CHECKPOINT_FIELDS = {"id", "conversation_id", "ts", "label", "git_hash", "note"}
+REQUEST_FIELDS = {
+    "id",
+    "conversation_id",
+    "ts",
+    "model_id",
+    "format",
+    "tokens_in",
+    "tokens_out",
+    "cache_writes",
+    "cache_reads",
+    "total_tokens",
+    "cost",
+    "failure",
+    "payload_sha256",
+}
+ROLLBACK_FIELDS = {
+    "conversation_id",
+    "cutoff_ts",
+    "dry_run",
+    "rollback_id",
+    "archived",
+    "removed",
+    "total_removed",
+}
+ISO = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}[+-]\d{2}:\d{2}"
+
+
+def counts(s: Seeded) -> dict[str, int]:
+    with s.store() as store:
+        return store.row_counts(s.cid)
+
+
+# -- conversations -----------------------------------------------------------------------
+
+
+def test_conversations_table_and_json(seeded: Seeded) -> None:
+    table = run("--db", seeded.db, "conversations")
+    assert table.code == 0
+    header = table.out.splitlines()[0].split()
+    assert header == ["id", "title", "model", "window", "created", "last", "activity", "parent"]
+    assert seeded.cid in table.out and re.search(ISO, table.out)
+    listed = run("--db", seeded.db, "conversations", "--json").json()
+    assert [set(c) for c in listed] == [CONVERSATION_FIELDS]
+    assert listed[0]["id"] == seeded.cid and isinstance(listed[0]["last_ts"], int)
+
+
+# -- show --------------------------------------------------------------------------------
+
+
+def test_show_prints_the_view_with_a_title(seeded: Seeded) -> None:
+    shown = run("--db", seeded.db, "show", seeded.cid)
+    assert shown.code == 0
+    assert shown.out.startswith(f"{seeded.cid}, as the model sees it, now: 8 messages")
+    assert "tool_result error for toolu_03" in shown.out
+
+
+def test_show_json_fields_and_formats(seeded: Seeded) -> None:
+    doc = run("--db", seeded.db, "show", seeded.cid, "--json").json()
+    assert set(doc) == {
+        "conversation_id",
+        "as_of",
+        "format",
+        "pristine",
+        "deleted_range",
+        "messages",
+    }
+    assert doc["format"] == "stored" and doc["as_of"] is None and len(doc["messages"]) == 8
+    openai = run("--db", seeded.db, "show", seeded.cid, "--format", "openai")
+    assert openai.code == 0 and '"tool_calls"' in openai.out
+    gemini = run("--db", seeded.db, "show", seeded.cid, "--format", "gemini", "--json").json()
+    assert gemini["format"] == "gemini" and gemini["messages"][0]["role"] == "user"
+
+
+def test_show_as_of_accepts_a_label_an_iso_date_and_milliseconds(seeded: Seeded) -> None:
+    views = [
+        run("--db", seeded.db, "show", seeded.cid, "--as-of", moment, "--json").json()
+        for moment in (seeded.label, format_ts(seeded.checkpoint_ts), str(seeded.checkpoint_ts))
+    ]
+    assert all(v["as_of"] == seeded.checkpoint_ts for v in views)
+    assert all(v["messages"] == views[0]["messages"] for v in views)
+    assert len(views[0]["messages"]) == 5
+
+
+def test_show_as_of_is_inclusive_to_the_millisecond(seeded: Seeded) -> None:
+    with seeded.store() as store:
+        (next_ts,) = store.query(
+            f"SELECT ts FROM messages WHERE conversation_id = '{seeded.cid}' AND idx = 5"
+        ).rows[0]
+    before = run("--db", seeded.db, "show", seeded.cid, "--as-of", str(next_ts - 1))
+    at = run("--db", seeded.db, "show", seeded.cid, "--as-of", str(next_ts))
+    assert ": 5 messages" in before.out.splitlines()[0]
+    assert ": 6 messages" in at.out.splitlines()[0]
+
+
+def test_show_pristine_shows_the_originals_and_refuses_a_format(tmp_path: Path) -> None:
+    db = str(tmp_path / "p.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "original words")
+        store.append(cid, "assistant", "ok")
+        store.add_context_update(cid, 0, 0, "rewritten words")
+    assert "rewritten words" in run("--db", db, "show", cid).out
+    pristine = run("--db", db, "show", cid, "--pristine", "--json").json()
+    assert pristine["pristine"] is True
+    assert pristine["messages"][0]["content"] == "original words"
+    refused = run("--db", db, "show", cid, "--pristine", "--format", "openai")
+    assert refused.code == 2 and "--pristine" in refused.err and "Traceback" not in refused.err
+
+
+def test_show_folds_the_hidden_range_and_labels_stored_indices(tmp_path: Path) -> None:
+    db = str(tmp_path / "fold.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        for i in range(4):
+            store.append(cid, "user", f"question {i}")
+            store.append(cid, "assistant", f"answer {i}")
+        store.set_deleted_range(cid, 5)
+    lines = run("--db", db, "show", cid).out.splitlines()
+    assert any("messages 2-5 (4) hidden by truncation" in line for line in lines)
+    assert any(re.match(r"^6\s+user\s+text: question 3", line) for line in lines)
+    assert run("--db", db, "show", cid, "--json").json()["deleted_range"] == [2, 5]
+
+
+@pytest.mark.parametrize(
+    ("moment", "code", "message"),
+    [
+        (
+            "no-such-label",
+            3,
+            "has no checkpoint labelled 'no-such-label' (labels: 'after-reading')",
+        ),
+        ("2026-13-45", 2, "Invalid value for '--as-of'"),
+        ("-5", 2, "outside 0..2**53 milliseconds"),
+    ],
+)
+def test_show_as_of_mistakes(seeded: Seeded, moment: str, code: int, message: str) -> None:
+    shown = run("--db", seeded.db, "show", seeded.cid, "--as-of", moment)
+    assert shown.code == code and message in shown.err and "Traceback" not in shown.err
+
+
+def test_render_is_a_hidden_alias_of_show(seeded: Seeded) -> None:
+    assert (
+        run("--db", seeded.db, "render", seeded.cid).out
+        == run("--db", seeded.db, "show", seeded.cid).out
+    )
+    assert " render " not in run("--help").out
+
+
+def test_stored_text_is_printed_verbatim_never_as_markup(tmp_path: Path) -> None:
+    db = str(tmp_path / "m.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "[bold]not bold[/bold] [REDACTED:github_token]")
+    assert "[bold]not bold[/bold] [REDACTED:github_token]" in run("--db", db, "show", cid).out
+
+
+# -- checkpoints, rollback, restore, fork, delete -------------------------------------------
+
+
+def test_checkpoint_prints_it_and_checkpoints_lists_it(seeded: Seeded) -> None:
+    made = run("--db", seeded.db, "checkpoint", seeded.cid, "--label", "v2", "--note", "n")
+    assert made.code == 0
+    assert re.fullmatch(rf"checkpoint \d+ 'v2' at {ISO} \(ts \d+\)\n", made.out)
+    doc = run("--db", seeded.db, "checkpoint", seeded.cid, "--git-hash", "abc123", "--json").json()
+    assert set(doc) == CHECKPOINT_FIELDS and doc["git_hash"] == "abc123" and doc["label"] is None
+    listed = run("--db", seeded.db, "checkpoints", seeded.cid, "--json").json()
+    assert [c["label"] for c in listed] == ["after-reading", "v2", None]
+    assert all(set(c) == CHECKPOINT_FIELDS for c in listed)
+    table = run("--db", seeded.db, "checkpoints", seeded.cid)
+    assert table.out.split()[:6] == ["id", "time", "ts", "label", "git", "note"]
+
+
+def test_rollback_dry_run_prints_per_table_and_changes_nothing(seeded: Seeded) -> None:
+    before = counts(seeded)
+    dry = run("--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label, "--dry-run")
+    assert dry.code == 0 and "dry run: nothing was changed" in dry.out
+    assert re.search(r"messages\s+3\n", dry.out) and re.search(r"api_requests\s+1\n", dry.out)
+    assert counts(seeded) == before
+    doc = run(
+        "--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label, "--dry-run", "--json"
+    )
+    assert set(doc.json()) == ROLLBACK_FIELDS
+    assert doc.json()["dry_run"] is True and doc.json()["removed"]["messages"] == 3
+
+
+def test_rollback_off_a_terminal_without_yes_is_refused(seeded: Seeded) -> None:
+    before = counts(seeded)
+    refused = run("--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label)
+    assert refused.code == 2
+    assert "pass --yes" in refused.err and refused.err.count("\n") == 1
+    assert counts(seeded) == before
+
+
+def test_rollback_asks_on_a_terminal(seeded: Seeded, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(terminal, "interactive", lambda: True)
+    before = counts(seeded)
+    declined = run("--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label, input="n\n")
+    assert declined.code == 1
+    assert "Remove 8 rows (3 messages, 4 blocks, 1 api_requests)" in declined.err
+    assert counts(seeded) == before
+    accepted = run("--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label, input="y\n")
+    assert accepted.code == 0 and counts(seeded)["messages"] == 5
+
+
+def test_rollback_with_yes_removes_reports_and_names_the_undo(seeded: Seeded) -> None:
+    done = run("--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label, "--yes")
+    assert done.code == 0 and re.search(r"rows removed", done.out)
+    assert re.search(rf"undo with: contextstore restore {seeded.cid} \d+", done.err)
+    assert counts(seeded)["messages"] == 5
+    again = run("--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label, "--yes")
+    assert again.code == 0 and "no rollback ran" in again.err
+
+
+def test_rollback_to_a_moment_before_everything_previews_the_whole_conversation(
+    seeded: Seeded,
+) -> None:
+    dry = run("--db", seeded.db, "rollback", seeded.cid, "--to", "0", "--dry-run", "--json")
+    assert dry.json()["removed"]["messages"] == 8
+
+
+def test_restore_puts_the_rows_back_once(seeded: Seeded) -> None:
+    before = counts(seeded)
+    done = run("--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label, "-y", "--json")
+    rollback_id = done.json()["rollback_id"]
+    restored = run("--db", seeded.db, "restore", seeded.cid, str(rollback_id), "--json").json()
+    assert set(restored) == {"conversation_id", "rollback_id", "ts", "restored", "total_restored"}
+    assert restored["total_restored"] == done.json()["total_removed"]
+    after = counts(seeded)
+    assert {k: after[k] for k in ("messages", "blocks", "api_requests")} == {
+        k: before[k] for k in ("messages", "blocks", "api_requests")
+    }
+    twice = run("--db", seeded.db, "restore", seeded.cid, str(rollback_id))
+    assert twice.code == 2 and "already restored" in twice.err
+    missing = run("--db", seeded.db, "restore", seeded.cid, "999")
+    assert missing.code == 3 and "no rollback 999" in missing.err
+
+
+def test_fork_prints_only_the_new_id(seeded: Seeded) -> None:
+    forked = run("--db", seeded.db, "fork", seeded.cid, "--at", seeded.label)
+    assert forked.code == 0 and re.fullmatch(r"[0-9a-f]{32}\n", forked.out)
+    new_id = forked.out.strip()
+    with ContextStore.open(seeded.db) as store:
+        assert len(store.messages(new_id)) == 5
+        assert store.get_conversation(new_id).parent_id == seeded.cid
+    doc = run("--db", seeded.db, "fork", seeded.cid, "--title", "copy", "--json").json()
+    assert set(doc) == CONVERSATION_FIELDS and doc["title"] == "copy"
+    unknown = run("--db", seeded.db, "fork", seeded.cid, "--at", "nope")
+    assert unknown.code == 3 and "pass --at an existing label" in unknown.err
+
+
+def test_delete_refuses_off_a_terminal_then_deletes_with_yes(seeded: Seeded) -> None:
+    refused = run("--db", seeded.db, "delete", seeded.cid)
+    assert refused.code == 2 and "--yes" in refused.err
+    done = run("--db", seeded.db, "delete", seeded.cid, "--yes", "--json")
+    assert done.code == 0 and set(done.json()) == {"conversation_id", "removed"}
+    assert done.json()["removed"]["messages"] == 8
+    gone = run("--db", seeded.db, "delete", seeded.cid, "--yes")
+    assert gone.code == 3 and "list them with 'contextstore conversations'" in gone.err
+
+
+# -- requests ---------------------------------------------------------------------------
+
+
+def test_requests_table_and_json(seeded: Seeded) -> None:
+    table = run("--db", seeded.db, "requests", seeded.cid)
+    assert table.code == 0 and table.out.split()[:4] == ["id", "time", "model", "in"]
+    listed = run("--db", seeded.db, "requests", seeded.cid, "--json").json()
+    assert [r["id"] for r in listed] == [seeded.recorded_id, seeded.prepared_id]
+    assert all(set(r) == REQUEST_FIELDS for r in listed)
+    assert listed[1]["total_tokens"] == 4_200 and listed[1]["payload_sha256"]
+
+
+def test_request_fields_json_and_the_verified_payload(seeded: Seeded) -> None:
+    one = run("--db", seeded.db, "request", seeded.cid, str(seeded.prepared_id))
+    assert one.code == 0 and re.search(r"^total tokens\s+4200$", one.out, re.M)
+    doc = run("--db", seeded.db, "request", seeded.cid, str(seeded.prepared_id), "--json").json()
+    assert set(doc) == REQUEST_FIELDS
+    payload = run("--db", seeded.db, "request", seeded.cid, str(seeded.prepared_id), "--payload")
+    with ContextStore.open(seeded.db) as store:
+        assert payload.json() == store.request_payload(seeded.cid, seeded.prepared_id)
+    assert payload.json()["system"] == "Be careful."
+
+
+@pytest.mark.parametrize(
+    ("which", "flags", "code", "message"),
+    [
+        ("999", (), 3, "list them with 'contextstore requests"),
+        ("999", ("--payload",), 3, "list them with 'contextstore requests'"),
+        ("recorded", ("--payload",), 3, "only requests prepared through contextstore"),
+    ],
+)
+def test_request_mistakes(
+    seeded: Seeded, which: str, flags: tuple[str, ...], code: int, message: str
+) -> None:
+    number = str(seeded.recorded_id) if which == "recorded" else which
+    got = run("--db", seeded.db, "request", seeded.cid, number, *flags)
+    assert got.code == code and message in got.err and "prepare_request" not in got.err
+
+
+# -- audit, sql, search, report, datasette-metadata, check, migrate ------------------------
+
+
+def test_audit_table_sections_and_json(seeded: Seeded) -> None:
+    table = run("--db", seeded.db, "audit", seeded.cid)
+    assert table.code == 0
+    for section in (
+        "requests (tokens against the window)",
+        "truncations: none",
+        "files read",
+        "masked secrets",
+        "failed tool calls",
+        "checkpoints",
+        "rollbacks: none",
+    ):
+        assert section in table.out
+    assert re.search(r"src/report\.py\s+read_file\s+1", table.out)
+    doc = run("--db", seeded.db, "audit", seeded.cid, "--json").json()
+    assert set(doc) == {
+        "conversation",
+        "context_window",
+        "max_allowed_size",
+        "totals",
+        "requests",
+        "truncations",
+        "file_reads",
+        "dedup_savings",
+        "masked_secrets",
+        "failed_tool_calls",
+        "checkpoints",
+        "rollbacks",
+    }
+    assert doc["totals"]["requests"] == 2 and doc["totals"]["cost"] == pytest.approx(0.03)
+    assert doc["requests"][1]["cumulative_tokens"] == 3_100 + 4_200
+    assert doc["failed_tool_calls"][0]["tool_name"] == "write_to_file"
+    assert doc["max_allowed_size"] == 160_000.0
+
+
+def test_sql_prints_a_table_json_and_csv(seeded: Seeded) -> None:
+    query = "SELECT role, COUNT(*) AS n FROM messages GROUP BY role ORDER BY role"
+    table = run("--db", seeded.db, "sql", query)
+    assert table.code == 0 and table.out.split()[:2] == ["role", "n"]
+    assert "2 rows" in table.err
+    assert run("--db", seeded.db, "sql", query, "--json").json() == [
+        {"role": "assistant", "n": 3},
+        {"role": "user", "n": 5},
+    ]
+    rows = list(csv.reader(io.StringIO(run("--db", seeded.db, "sql", query, "--csv").out)))
+    assert rows == [["role", "n"], ["assistant", "3"], ["user", "5"]]
+
+
+@pytest.mark.parametrize(
+    ("query", "code", "message"),
+    [
+        ("DELETE FROM messages", 6, "read-only"),
+        ("DROP VIEW audit_requests", 6, "read-only"),
+        ("SELECT 1; DELETE FROM messages", 2, "one statement"),
+        ("SELECT nope FROM messages", 2, "no such column"),
+        ("", 2, "the query is empty"),
+    ],
+)
+def test_sql_refusals(seeded: Seeded, query: str, code: int, message: str) -> None:
+    before = dump(Path(seeded.db))
+    got = run("--db", seeded.db, "sql", query)
+    assert got.code == code and message in got.err and got.err.count("\n") == 1
+    assert dump(Path(seeded.db)) == before
+
+
+def test_sql_json_and_csv_together_is_a_usage_error(seeded: Seeded) -> None:
+    got = run("--db", seeded.db, "sql", "SELECT 1", "--json", "--csv")
+    assert got.code == 2 and "--json" in got.err and "--csv" in got.err
+
+
+def test_search_finds_text_with_a_snippet(seeded: Seeded) -> None:
+    table = run("--db", seeded.db, "search", "header row")
+    assert table.code == 0 and "drops the header row" in table.out
+    hits = run("--db", seeded.db, "search", "HEADER ROW", "--json").json()
+    assert set(hits[0]) == {
+        "conversation_id",
+        "title",
+        "message_idx",
+        "block_idx",
+        "role",
+        "ts",
+        "type",
+        "snippet",
+    }
+    assert hits[0]["message_idx"] == 0 and "header row" in hits[0]["snippet"]
+    by_input = run("--db", seeded.db, "search", "tests/test_report.py", "--json").json()
+    assert {h["type"] for h in by_input} >= {"tool_use"}
+    limited = run("--db", seeded.db, "search", "report", "--limit", "1", "--json").json()
+    assert len(limited) == 1
+    empty = run("--db", seeded.db, "search", " ")
+    assert empty.code == 2 and "search text is empty" in empty.err
+
+
+def test_report_writes_one_self_contained_file(seeded: Seeded, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    made = run("--db", seeded.db, "report", seeded.cid, "-o", str(out))
+    assert made.code == 0 and made.out.strip() == str(out)
+    page = out.read_text(encoding="utf-8")
+    assert page.startswith("<!doctype html>") and "<svg" in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert "<script src" not in page and "<link" not in page and "@import" not in page
+    assert "hidden from the model by truncation" not in page  # no range in this conversation
+    assert "cli test" in page and "as the model saw it at request" in page
+
+
+def test_report_without_pygal_names_the_extra(
+    seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextstore.cli import report_chart
+
+    monkeypatch.setattr(report_chart, "available", lambda: False)
+    got = run("--db", seeded.db, "report", seeded.cid, "-o", str(tmp_path / "r.html"))
+    assert got.code == 1 and 'pip install "contextstore[report]"' in got.err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_datasette_metadata_is_keyed_by_the_database_name(seeded: Seeded) -> None:
+    default = run("--db", seeded.db, "datasette-metadata").json()
+    assert list(default["databases"]) == ["cli"]
+    named = run("--db", seeded.db, "datasette-metadata", "--name", "agent").json()
+    assert list(named["databases"]) == ["agent"]
+    assert "audit_requests" in named["databases"]["agent"]["tables"]
+
+
+def test_check_and_migrate(seeded: Seeded) -> None:
+    assert run("--db", seeded.db, "check", seeded.cid).out == f"{seeded.cid}: ok\n"
+    assert run("--db", seeded.db, "check", seeded.cid, "--json").json() == {
+        "conversation_id": seeded.cid,
+        "ok": True,
+    }
+    assert run("--db", seeded.db, "migrate").out.endswith("schema is up to date\n")
+
+
+def test_report_of_a_conversation_without_requests(tmp_path: Path) -> None:
+    db = str(tmp_path / "empty.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation(title="nothing yet").id
+    out = tmp_path / "empty.html"
+    assert run("--db", db, "report", cid, "-o", str(out)).code == 0
+    page = out.read_text(encoding="utf-8")
+    assert "no requests recorded yet" in page and "no messages" in page
+
+
+def test_report_into_a_missing_directory_is_a_usage_error(seeded: Seeded, tmp_path: Path) -> None:
+    got = run("--db", seeded.db, "report", seeded.cid, "-o", str(tmp_path / "no" / "r.html"))
+    assert got.code == 2 and "cannot write" in got.err and "--output" in got.err
+    assert "Traceback" not in got.err

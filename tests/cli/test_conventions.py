@@ -1,0 +1,316 @@
+"""What every command shares: --db anywhere, --json on reads, moments, errors in CLI terms,
+one module writing to the terminal."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contextstore import ContextStore
+from contextstore.cli import cli, wording
+from contextstore.cli.times import format_ts, parse_moment
+from tests.cli.conftest import Seeded, run
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI_DIR = ROOT / "contextstore" / "cli"
+
+READ_COMMANDS = {
+    "conversations": [],
+    "show": ["{cid}"],
+    "checkpoints": ["{cid}"],
+    "requests": ["{cid}"],
+    "request": ["{cid}", "{request}"],
+    "audit": ["{cid}"],
+    "search": ["CSV"],
+    "sql": ["SELECT 1 AS one"],
+    "check": ["{cid}"],
+}
+"""Every read command, with arguments that make it succeed on the seeded database."""
+
+
+def _commands(group: click.Group = cli, prefix: str = "") -> dict[str, click.Command]:
+    found: dict[str, click.Command] = {}
+    for name, command in group.commands.items():
+        found[prefix + name] = command
+        if isinstance(command, click.Group):
+            found.update(_commands(command, prefix + name + " "))
+    return found
+
+
+def _args(seeded: Seeded, template: list[str]) -> list[str]:
+    return [a.format(cid=seeded.cid, request=seeded.prepared_id) for a in template]
+
+
+# -- --db and CONTEXTSTORE_DB ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(_commands()))
+def test_every_command_accepts_db_after_its_name(name: str) -> None:
+    options = {opt for p in _commands()[name].params for opt in getattr(p, "opts", [])}
+    assert "--db" in options
+
+
+@pytest.mark.parametrize("name", sorted(READ_COMMANDS))
+def test_db_works_before_or_after_the_command_and_from_the_environment(
+    seeded: Seeded, tmp_path: Path, name: str
+) -> None:
+    args = [name, *_args(seeded, READ_COMMANDS[name])]
+    before = run("--db", seeded.db, *args)
+    after = run(*args, "--db", seeded.db)
+    from_env = run(*args, env={"CONTEXTSTORE_DB": seeded.db})
+    assert before.code == after.code == from_env.code == 0, before.err + after.err
+    if name not in ("show", "audit", "conversations", "requests", "checkpoints"):
+        assert before.out == after.out == from_env.out
+
+
+def test_db_after_the_name_wins_over_before_and_over_the_environment(
+    seeded: Seeded, tmp_path: Path
+) -> None:
+    other = str(tmp_path / "other.db")
+    ContextStore.open(other).close()
+    got = run(
+        "--db", other, "conversations", "--json", "--db", seeded.db, env={"CONTEXTSTORE_DB": other}
+    )
+    assert [c["id"] for c in got.json()] == [seeded.cid]
+    got = run("--db", seeded.db, "conversations", "--json", env={"CONTEXTSTORE_DB": other})
+    assert [c["id"] for c in got.json()] == [seeded.cid]
+
+
+# -- --json --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(READ_COMMANDS))
+def test_every_read_command_prints_json(seeded: Seeded, name: str) -> None:
+    options = {opt for p in cli.commands[name].params for opt in getattr(p, "opts", [])}
+    assert "--json" in options
+    got = run("--db", seeded.db, name, *_args(seeded, READ_COMMANDS[name]), "--json")
+    assert got.code == 0, got.err
+    json.loads(got.out)
+
+
+# -- moments -----------------------------------------------------------------------------
+
+REALISTIC_TS = st.integers(min_value=0, max_value=221_845_392_000_000)  # up to year 9000
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe"])
+@given(ts=REALISTIC_TS)
+def test_a_printed_time_parses_back_to_the_same_millisecond(zone: str, ts: int) -> None:
+    os.environ["TZ"] = zone
+    time.tzset()
+    try:
+        assert parse_moment(format_ts(ts)).ts == ts
+    finally:
+        os.environ.pop("TZ", None)
+        time.tzset()
+
+
+def test_moments_are_ms_iso_dates_or_labels(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "Europe/Paris")
+    time.tzset()
+    try:
+        assert parse_moment("1796118104075").ts == 1796118104075
+        midnight_in_paris = datetime(2026, 11, 30, 23, tzinfo=timezone.utc)
+        assert parse_moment("2026-12-01").ts == int(midnight_in_paris.timestamp()) * 1000
+        assert parse_moment("2026-12-01T10:00:00Z").ts == 1796119200000
+        assert parse_moment("2026-12-01 11:00:00.5+01:00").ts == 1796119200500
+        assert parse_moment("before-refactor").label == "before-refactor"
+        assert parse_moment("v2.0").label == "v2.0"
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+
+
+@pytest.mark.parametrize("bad", ["", "-1", "9007199254740993", "2026-02-30", "1969-12-31"])
+def test_bad_moments_are_refused(bad: str) -> None:
+    with pytest.raises(ValueError):
+        parse_moment(bad)
+
+
+def test_timestamps_beyond_a_calendar_still_print() -> None:
+    assert format_ts(2**53) == f"{2**53} ms"
+    assert parse_moment(format_ts(2**53)).ts == 2**53
+
+
+# -- errors --------------------------------------------------------------------------------
+
+
+def test_a_library_error_is_one_line_with_its_exit_code(seeded: Seeded) -> None:
+    got = run("--db", seeded.db, "show", "nope")
+    assert got.code == 3 and got.out == ""
+    assert got.err == (
+        "error: no conversation has id 'nope'; list them with 'contextstore conversations'.\n"
+    )
+
+
+def test_a_usage_error_speaks_in_flags(seeded: Seeded) -> None:
+    got = run("--db", seeded.db, "rollback", seeded.cid)
+    assert got.code == 2 and "Missing option '--to'" in got.err
+    got = run("--db", seeded.db, "show", seeded.cid, "--format", "xml")
+    assert got.code == 2 and "Invalid value for '--format'" in got.err
+
+
+def test_an_internal_error_prints_one_line_and_writes_the_traceback(
+    seeded: Seeded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: ContextStore, conversation_id: str) -> None:
+        raise RuntimeError("something unexpected")
+
+    monkeypatch.setattr(ContextStore, "audit", broken)
+    got = run("--db", seeded.db, "audit", seeded.cid)
+    assert got.code == 70 and got.err.count("\n") == 1
+    match = re.search(r"the full traceback is in (\S+); please report it", got.err)
+    assert match and "RuntimeError: something unexpected" in got.err
+    trace = Path(match.group(1))
+    try:
+        text = trace.read_text(encoding="utf-8")
+        assert "Traceback" in text and "def broken" not in got.err and "broken" in text
+        assert trace.stat().st_mode & 0o077 == 0
+    finally:
+        trace.unlink()
+
+
+def _python_terms(text: str) -> list[str]:
+    return re.findall(r"\w+\(\)|\w+=(?:True|False)|\bpass [a-z]+_[a-z_]+\b|\bpass overwrite", text)
+
+
+def test_every_wording_rule_still_matches_a_library_message() -> None:
+    sources = "\n".join(
+        p.read_text(encoding="utf-8")
+        for p in (ROOT / "contextstore").rglob("*.py")
+        if "cli" not in p.relative_to(ROOT).parts
+    )
+    flattened = re.sub(r'"\s*\n\s*f?"', "", sources)
+    for pattern, _ in wording.RULES:
+        assert re.search(pattern, flattened), f"no library message matches {pattern!r}"
+
+
+@pytest.mark.parametrize(
+    "mistake",
+    ["conversation", "stale", "request", "unprepared", "export"],
+)
+def test_library_messages_reach_the_user_in_cli_terms(
+    seeded: Seeded, tmp_path: Path, mistake: str
+) -> None:
+    if mistake == "conversation":
+        got = run("--db", seeded.db, "checkpoints", "nope")
+    elif mistake == "stale":
+        (tmp_path / "stale.db").touch()
+        got = run("--db", str(tmp_path / "stale.db"), "conversations")
+        assert "contextstore migrate" in got.err
+    elif mistake == "request":
+        got = run("--db", seeded.db, "request", seeded.cid, "999", "--payload")
+    elif mistake == "unprepared":
+        got = run("--db", seeded.db, "request", seeded.cid, str(seeded.recorded_id), "--payload")
+    else:
+        out = tmp_path / "task"
+        out.mkdir()
+        (out / "api_conversation_history.json").write_text("[]")
+        got = run("--db", seeded.db, "export-cline", seeded.cid, str(out))
+        assert "--force" in got.err
+    assert got.code != 0 and got.err.startswith("error: ") and got.err.count("\n") == 1
+    assert _python_terms(got.err) == [], got.err
+
+
+# -- the terminal --------------------------------------------------------------------------
+
+WRITERS = {"echo", "secho", "print", "write", "Console"}
+
+
+def test_only_the_terminal_module_writes_to_the_terminal() -> None:
+    for path in CLI_DIR.rglob("*.py"):
+        if path.name in ("terminal.py", "serve.py"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in ("stdout", "stderr"):
+                assert not (isinstance(node.value, ast.Name) and node.value.id == "sys"), path
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                owner = (
+                    func.value.id
+                    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                    else ""
+                )
+                assert not (name in ("echo", "secho") and owner == "click"), f"{path} {name}"
+                assert name not in ("print", "Console"), f"{path} calls {name}"
+
+
+def _read_until(fd: int, needle: bytes, deadline: float) -> bytes:
+    seen = b""
+    while needle not in seen:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"timed out waiting for {needle!r}; saw {seen!r}"
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    return seen
+
+
+def test_rollback_asks_a_real_terminal_and_obeys_the_answer(seeded: Seeded) -> None:
+    """The prompt through a pseudo-terminal, as a person at a shell sees it."""
+    import pty
+
+    master, slave = pty.openpty()
+    env = {**os.environ, "COLUMNS": "120"}
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "contextstore",
+            "--db",
+            seeded.db,
+            "rollback",
+            seeded.cid,
+            "--to",
+            seeded.label,
+        ],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        cwd=ROOT,
+    )
+    os.close(slave)
+    try:
+        deadline = time.monotonic() + 60
+        prompt = _read_until(master, b"[y/n]", deadline)
+        assert b"Remove 8 rows" in prompt
+        os.write(master, b"y\n")
+        rest = _read_until(master, b"undo with: contextstore restore", deadline)
+        assert b"rows removed" in prompt + rest
+        assert child.wait(timeout=60) == 0
+    finally:
+        os.close(master)
+        if child.poll() is None:
+            child.kill()
+    with seeded.store() as store:
+        assert len(store.messages(seeded.cid)) == 5
+
+
+@pytest.mark.parametrize("where", ["directory", "server"])
+def test_a_database_that_cannot_be_opened_is_one_line(tmp_path: Path, where: str) -> None:
+    db = str(tmp_path) if where == "directory" else "postgresql+psycopg://postgres@127.0.0.1:1/x"
+    got = run("--db", db, "conversations")
+    assert got.code == 1 and got.err.startswith(f"error: cannot open {db}: ")
+    assert "check --db" in got.err and got.err.count("\n") == 1 and "traceback" not in got.err

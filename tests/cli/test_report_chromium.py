@@ -1,0 +1,117 @@
+"""The HTML report in a real browser: Debian's headless Chromium draws the chart's points,
+folds the hidden range, shows rewrites, requests nothing from the network, logs no error."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from contextstore import ContextStore
+from contextstore.cli.report_chart import has_usage
+from tests.cli.chromium import Browser, chromium_path
+from tests.cli.conftest import run
+
+pytestmark = pytest.mark.skipif(
+    chromium_path() is None,
+    reason="Debian's chromium is not installed (apt-get install -y chromium; .ci/run does it)",
+)
+
+MEASURE = """(() => {
+  const visible = (el) => {
+    const b = el.getBoundingClientRect();
+    return b.width > 0 && b.height > 0;
+  };
+  const dots = [...document.querySelectorAll('#chart .plot.overlay .serie-0 circle.dot')];
+  const plot = document.querySelector('#chart .plot .background');
+  const box = plot ? plot.getBoundingClientRect() : null;
+  const inside = dots.filter((d) => {
+    const b = d.getBoundingClientRect();
+    return box && b.left >= box.left - 1 && b.right <= box.right + 1
+      && b.top >= box.top - 1 && b.bottom <= box.bottom + 1;
+  });
+  return {
+    dots: dots.length,
+    drawn: dots.filter(visible).length,
+    inside: inside.length,
+    markers: [...document.querySelectorAll('#chart .legends .legend text')]
+      .map((t) => t.textContent),
+    lines: [...document.querySelectorAll('#chart .plot .series path.line')]
+      .filter((p) => p.getTotalLength() > 0).length,
+    folded: [...document.querySelectorAll('details.hidden-range')].filter((d) => !d.open).length,
+    rewrites: document.querySelectorAll('.rewrite .effective').length,
+    timeline: document.querySelectorAll('#timeline tr').length,
+  };
+})()"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    opened = Browser()
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, ContextStore, str]]:
+    folder = tmp_path_factory.mktemp("report")
+    db = folder / "demo.db"
+    assert run("--db", str(db), "demo", "--crash-kills", "0").code == 0
+    store = ContextStore.open(db)
+    cid = next(c.id for c in store.list_conversations() if "overflow" in (c.title or ""))
+    out = folder / "report.html"
+    made = run("--db", str(db), "report", cid, "-o", str(out))
+    assert made.code == 0, made.err
+    try:
+        yield out, store, cid
+    finally:
+        store.close()
+
+
+def test_the_chart_draws_one_point_per_request_with_usage(
+    browser: Browser, report: tuple[Path, ContextStore, str]
+) -> None:
+    path, store, cid = report
+    audit = store.audit(cid)
+    expected = sum(1 for r in audit.requests if has_usage(r))
+    assert expected >= 3
+    page = browser.load(path.as_uri(), MEASURE)
+    measured = page.value
+    assert measured["dots"] == measured["drawn"] == measured["inside"] == expected
+    assert {"context tokens", "context window", "maximum allowed size", "truncation"} <= set(
+        measured["markers"]
+    )
+    assert {"checkpoint", "rollback"} <= set(measured["markers"])
+    assert measured["lines"] >= 5
+    assert measured["folded"] == 1 and measured["rewrites"] >= 1 and measured["timeline"] > 5
+
+
+def test_the_page_logs_no_error_and_fetches_nothing(
+    browser: Browser, report: tuple[Path, ContextStore, str]
+) -> None:
+    path, _, _ = report
+    page = browser.load(path.as_uri(), "document.title")
+    assert page.value.startswith("contextstore report: demo")
+    assert page.errors == []
+    assert all(url.startswith(("file:", "data:")) for url in page.requests), page.requests
+
+
+def test_a_broken_page_is_caught(browser: Browser, tmp_path: Path) -> None:
+    """The harness itself: an error on a page is reported, so the check above can fail."""
+    bad = tmp_path / "bad.html"
+    bad.write_text("<html><body><script>undefinedFunction()</script></body></html>")
+    assert browser.load(bad.as_uri(), "1").errors != []
+
+
+def test_a_screenshot_for_people(browser: Browser, report: tuple[Path, ContextStore, str]) -> None:
+    path, _, _ = report
+    shot = path.with_suffix(".png")
+    browser.screenshot(path.as_uri(), shot)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+    keep = os.environ.get("CONTEXTSTORE_REPORT_SCREENSHOT")
+    if keep:
+        Path(keep).write_bytes(shot.read_bytes())

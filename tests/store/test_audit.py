@@ -1,0 +1,304 @@
+"""The audit views and what ContextStore.audit, search and query return, on every backend."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextstore import ContextStore, context_window_info
+from contextstore.core.errors import InvalidInputError, ReadOnlyError
+from contextstore.processors.secrets import find_secrets
+from tests.conftest import assistant, open_backend, text, tool_use, user
+
+SECRETS_TEXT = (
+    "GITHUB_TOKEN=ghp_Zq8Lm2Vx7Rt4Yw1Kp9Nd3Hs6Jc5Bf0Ga2Ue7\n"
+    "second=ghp_Ab3Lm2Vx7Rt4Yw1Kp9Nd3Hs6Jc5Bf0Ga2Xy9\n"
+    "AWS_ACCESS_KEY_ID=AKIAQ7RZ4TBN2WXL5KPE\n"
+    "DATABASE_URL=postgres://report:Hx9vTq2mLw7s@db.internal:5432/reports\n"
+)
+
+
+def result(tool_id: str, content: str, *, is_error: bool | None = None) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_id, "content": content}
+    if is_error is not None:
+        block["is_error"] = is_error
+    return block
+
+
+@pytest.mark.parametrize(
+    "window", [None, 8_192, 63_999, 64_000, 128_000, 131_072, 200_000, 200_001, 1_000_000]
+)
+def test_audit_requests_measure_against_cline_s_window_table(
+    store: ContextStore, window: int | None
+) -> None:
+    info = context_window_info(window)
+    cid = store.create_conversation(context_window=window).id
+    store.append(cid, "user", "hi")
+    just_under = (
+        int(info.max_allowed_size) - 1
+        if info.max_allowed_size.is_integer()
+        else int(info.max_allowed_size)
+    )
+    store.record_request(cid, tokens_in=just_under, cost=0.25)
+    store.record_request(cid, tokens_in=just_under, tokens_out=1, cache_reads=0, cost=0.5)
+    first, second = store.audit(cid).requests
+    assert first.context_window == info.context_window
+    assert first.max_allowed_size == pytest.approx(info.max_allowed_size)
+    assert (first.over_max_allowed, second.over_max_allowed) == (
+        just_under >= info.max_allowed_size,
+        just_under + 1 >= info.max_allowed_size,
+    )
+    assert second.over_max_allowed and not first.over_max_allowed
+    assert second.cumulative_tokens == 2 * just_under + 1
+    assert second.cumulative_cost == pytest.approx(0.75)
+    assert first.percent_of_window == pytest.approx(100 * just_under / info.context_window)
+
+
+def test_running_totals_are_per_conversation(store: ContextStore) -> None:
+    a = store.create_conversation().id
+    b = store.create_conversation().id
+    for cid, tokens in ((a, 10), (b, 100), (a, 20), (b, 200)):
+        store.record_request(cid, tokens_in=tokens, cost=tokens / 100)
+    assert [r.cumulative_tokens for r in store.audit(a).requests] == [10, 30]
+    assert [r.cumulative_tokens for r in store.audit(b).requests] == [100, 300]
+    assert store.audit(b).total_cost == pytest.approx(3.0)
+
+
+def test_files_read_counts_every_read_tool_spelling(store: ContextStore) -> None:
+    cid = store.create_conversation().id
+    calls = [
+        tool_use("t1", "read_file", path="a.py"),
+        tool_use("t2", "read_file", path="a.py"),
+        tool_use("t3", "Read", file_path="b.py"),
+        tool_use("t4", "read_file", absolute_path="/abs/c.py"),
+        tool_use("t5", "write_to_file", path="a.py", content="x"),
+    ]
+    store.append(cid, "user", "task")
+    for call in calls:
+        store.append(cid, [assistant(call), user(result(call["id"], "ok"))])
+    reads = {(f.path, f.tool_name): f.reads for f in store.audit(cid).file_reads}
+    assert reads == {("a.py", "read_file"): 2, ("b.py", "Read"): 1, ("/abs/c.py", "read_file"): 1}
+    first = store.audit(cid).file_reads[0]
+    assert (first.first_message_idx, first.last_message_idx) == (1, 3)
+
+
+def test_failed_tool_calls_are_the_results_marked_is_error(store: ContextStore) -> None:
+    cid = store.create_conversation().id
+    store.append(cid, "user", "task")
+    store.append(cid, [assistant(tool_use("ok", "run", cmd="true")), user(result("ok", "fine"))])
+    store.append(
+        cid,
+        [assistant(tool_use("no", "run", cmd="x")), user(result("no", "fine", is_error=False))],
+    )
+    store.append(
+        cid,
+        [
+            assistant(tool_use("bad", "run", cmd="false")),
+            user(result("bad", "exit 1", is_error=True)),
+        ],
+    )
+    (failed,) = store.audit(cid).failed_tool_calls
+    assert (failed.tool_use_id, failed.tool_name, failed.error) == ("bad", "run", "exit 1")
+    assert (failed.call_message_idx, failed.result_message_idx) == (5, 6)
+    assert '"cmd"' in (failed.input or "") and "false" in (failed.input or "")
+
+
+def test_masked_secrets_count_the_markers_by_kind(store: ContextStore) -> None:
+    cid = store.create_conversation().id
+    store.append(cid, "user", "task")
+    store.append(
+        cid, [assistant(tool_use("t1", "read_file", path=".env")), user(result("t1", SECRETS_TEXT))]
+    )
+    store.append(cid, "assistant", "done")
+    store.append(cid, "user", "thanks")
+    before = store.audit(cid).masked_secrets
+    store.prepare_request(cid)
+    expected = Counter(f.kind for f in find_secrets(SECRETS_TEXT))
+    counted = {(s.kind, s.masked_by): s.count for s in store.audit(cid).masked_secrets}
+    assert before == []
+    assert counted == {(kind, "rewrite"): n for kind, n in expected.items()}
+    assert counted[("github_token", "rewrite")] == 2
+
+
+def test_secrets_masked_before_storage_count_as_stored(tmp_path: Path) -> None:
+    with ContextStore.open(tmp_path / "m.db", mask_secrets_on_write=True) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", SECRETS_TEXT)
+        counted = {(s.kind, s.masked_by): s.count for s in store.audit(cid).masked_secrets}
+    expected = Counter(f.kind for f in find_secrets(SECRETS_TEXT))
+    assert counted == {(kind, "stored"): n for kind, n in expected.items()}
+
+
+def test_dedup_savings_are_the_characters_each_rewrite_removed(store: ContextStore) -> None:
+    from contextstore.devtools import demo_data
+
+    cid = store.create_conversation(context_window=64_000).id
+    store.append(cid, [*demo_data.opening_turns(), *demo_data.long_session(8)])
+    first = store.prepare_request(cid)
+    store.record_request(cid, request_id=first.request_id, tokens_in=38_500, tokens_out=900)
+    store.prepare_request(cid)
+    savings = store.audit(cid).dedup_savings
+    assert savings and {s.kind for s in savings} == {"read_file"}
+    updates = {(u["message_idx"], u["block_idx"]): u for u in store.context_updates(cid)}
+    originals = store.messages(cid)
+    for s in savings:
+        block = originals[s.message_idx]["content"][s.block_idx]
+        original = block["content"][0]["text"]
+        assert s.original_chars == len(original)
+        assert s.rewritten_chars == len(updates[(s.message_idx, s.block_idx)]["text"])
+        assert s.chars_saved == s.original_chars - s.rewritten_chars > 0
+    assert store.audit(cid).chars_saved == sum(s.chars_saved for s in savings)
+
+
+def test_rollbacks_report_what_they_removed_and_their_restore(store: ContextStore) -> None:
+    cid = store.create_conversation().id
+    store.append(cid, [user("a"), assistant("b")])
+    store.checkpoint(cid, "cp")
+    store.append(cid, [user(text("c"), text("d")), assistant("e")])
+    store.record_request(cid, tokens_in=5)
+    report = store.rollback(cid, "cp")
+    (event,) = store.audit(cid).rollbacks
+    assert event.removed == {k: report.removed.get(k, 0) for k in event.removed}
+    assert event.removed["messages"] == 2 and event.removed["blocks"] == 3
+    assert event.rows_archived == report.total_removed and event.restored_ts is None
+    assert event.target == "cp" and not event.purged
+    assert report.rollback_id is not None
+    restored = store.restore(cid, report.rollback_id)
+    (event,) = store.audit(cid).rollbacks
+    assert event.restored_ts == restored.ts
+
+
+def test_the_timeline_lists_every_event_in_order(store: ContextStore) -> None:
+    cid = store.create_conversation().id
+    store.append(cid, [user("a"), assistant("b"), user("c")])
+    store.record_request(cid, tokens_in=5, failure="user_cancelled")
+    store.checkpoint(cid, "cp", note="why")
+    store.set_deleted_range(cid, 1)
+    store.add_context_update(cid, 0, 0, "A")
+    store.append(cid, "assistant", "d")
+    store.rollback(cid, "cp")
+    events = store.timeline(cid)
+    assert [e.event for e in events] == [
+        "message",
+        "message",
+        "message",
+        "request",
+        "checkpoint",
+        "rollback",
+    ]
+    assert [e.ts for e in events] == sorted(e.ts for e in events)
+    assert events[3].detail == "5 tokens, failed: user_cancelled"
+    assert events[4].detail == "cp: why"
+
+
+def test_search_matches_text_and_tool_input_literally(store: ContextStore) -> None:
+    one = store.create_conversation(title="one").id
+    two = store.create_conversation(title="two").id
+    store.append(one, "user", "Coverage is 100% now")
+    store.append(
+        one,
+        [assistant(tool_use("t1", "read_file", path="src/weird_name.py")), user(result("t1", "x"))],
+    )
+    store.append(two, "user", "coverage 1000 lines, no percent sign")
+    hits = store.search("100%")
+    assert [(h.conversation_id, h.message_idx) for h in hits] == [(one, 0)]
+    assert hits[0].snippet == "Coverage is 100% now" and hits[0].title == "one"
+    assert {h.conversation_id for h in store.search("COVERAGE")} == {one, two}
+    assert [h.type for h in store.search("weird_name")] == ["tool_use"]
+    assert store.search("d_n") != [] and store.search("d%n") == []
+    assert len(store.search("coverage", limit=1)) == 1
+    assert [h.conversation_id for h in store.search("coverage", conversation_id=two)] == [two]
+    with pytest.raises(InvalidInputError):
+        store.search("")
+
+
+def test_viewed_messages_mark_the_hidden_range_and_rewrites(store: ContextStore) -> None:
+    cid = store.create_conversation().id
+    store.append(cid, [user("a"), assistant("b"), user("c"), assistant("d"), user("e")])
+    store.set_deleted_range(cid, 3)
+    store.add_context_update(cid, 1, 0, "B", kind="manual", source="test")
+    viewed = store.viewed_messages(cid)
+    assert [m.hidden for m in viewed] == [False, False, True, True, False]
+    block = viewed[1].blocks[0]
+    assert (block.original_text, block.effective_text, block.rewrite_source) == ("b", "B", "test")
+    assert not viewed[0].blocks[0].rewritten
+
+
+# -- read-only SQL -----------------------------------------------------------------------
+
+WRITES = [
+    "INSERT INTO checkpoints (conversation_id, ts) VALUES ('x', 1)",
+    "DELETE FROM messages",
+    "UPDATE conversations SET title = 'owned'",
+    "DROP VIEW audit_requests",
+    "CREATE TABLE stolen (a INTEGER)",
+]
+
+
+@pytest.mark.parametrize("statement", WRITES)
+def test_query_is_read_only_at_the_database_level(store: ContextStore, statement: str) -> None:
+    cid = store.create_conversation(title="kept").id
+    store.append(cid, "user", "hi")
+    with pytest.raises(ReadOnlyError):
+        store.query(statement)
+    assert store.get_conversation(cid).title == "kept"
+    assert store.query("SELECT COUNT(*) FROM messages").rows == [(1,)]
+    store.append(cid, "assistant", "the store itself still writes")
+
+
+def test_query_refuses_several_statements(store: ContextStore) -> None:
+    store.create_conversation(title="kept")
+    for sql in ("SELECT 1; DELETE FROM conversations", "COMMIT; DELETE FROM conversations"):
+        with pytest.raises((InvalidInputError, ReadOnlyError)):
+            store.query(sql)
+    assert [c.title for c in store.list_conversations()] == ["kept"]
+
+
+def test_query_returns_columns_and_rows(store: ContextStore) -> None:
+    cid = store.create_conversation().id
+    store.append(cid, [user("a"), assistant("b")])
+    result = store.query("SELECT role, COUNT(*) AS n FROM messages GROUP BY role ORDER BY role")
+    assert result.columns == ["role", "n"] and result.rows == [("assistant", 1), ("user", 1)]
+
+
+def test_a_sqlite_file_is_unchanged_by_refused_writes_and_attach(tmp_path: Path) -> None:
+    path = tmp_path / "ro.db"
+    with ContextStore.open(path) as store:
+        store.append(store.create_conversation().id, "user", "hi")
+        before = dump(path)
+        for statement in [
+            *WRITES,
+            f"ATTACH DATABASE '{tmp_path / 'x.db'}' AS x",
+            "PRAGMA query_only = OFF",
+        ]:
+            with contextlib.suppress(ReadOnlyError, InvalidInputError):
+                store.query(statement)
+        assert store.query("PRAGMA query_only").rows == [(1,)]
+        assert dump(path) == before
+    assert not (tmp_path / "x.db").exists()
+
+
+def dump(path: Path) -> list[str]:
+    """The database's content as SQL text, read with the sqlite3 module."""
+    connection = sqlite3.connect(path)
+    try:
+        return list(connection.iterdump())
+    finally:
+        connection.close()
+
+
+def test_postgres_session_settings_do_not_outlive_the_query(tmp_path: Path) -> None:
+    store, cleanup = open_backend("postgres", tmp_path)
+    try:
+        store.query("SELECT set_config('default_transaction_read_only', 'off', false)")
+        store.query("SELECT set_config('search_path', 'pg_catalog', false)")
+        cid = store.create_conversation(title="after").id
+        assert store.query("SHOW transaction_read_only").rows == [("on",)]
+        assert store.get_conversation(cid).title == "after"
+    finally:
+        cleanup()
