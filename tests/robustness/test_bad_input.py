@@ -300,6 +300,43 @@ SPECS: dict[str, Spec] = {
         "max_tokens": (None, bad_int(1, MAX_INT32)),
         "auto_condense": (None, st.one_of(bad_number, st.sampled_from([0, 1.5]))),
     },
+    "audit": {"conversation_id": (st.just(CID), bad_id)},
+    "timeline": {"conversation_id": (st.just(CID), bad_id)},
+    "checkpoint_at": {
+        "conversation_id": (st.just(CID), bad_id),
+        "label": (st.just("cp"), bad_text(MAX_LABEL_LENGTH)),
+    },
+    "message_count": {"conversation_id": (st.just(CID), bad_id), "as_of": (None, bad_ts)},
+    "viewed_messages": {"conversation_id": (st.just(CID), bad_id), "as_of": (None, bad_ts)},
+    "search": {
+        "text": (good_text, st.one_of(not_text, st.just(""))),
+        "limit": (None, bad_int(1, MAX_INT32).filter(lambda v: not isinstance(v, int) or v < 1)),
+        "conversation_id": (None, bad_id),
+    },
+    "query": {
+        "sql": (
+            st.just("SELECT count(*) FROM messages"),
+            st.one_of(
+                not_text,
+                st.just(""),
+                st.sampled_from(
+                    [
+                        "DELETE FROM messages",
+                        "DROP TABLE blocks",
+                        "UPDATE conversations SET title = 'x'",
+                        "INSERT INTO checkpoints (conversation_id, ts) VALUES ('victim', 1)",
+                        "SELECT 1; DELETE FROM messages",
+                        "PRAGMA user_version = 5",
+                        "PRAGMA synchronous = OFF",
+                        "PRAGMA journal_mode = DELETE",
+                        "CREATE TABLE evil (x)",
+                        "VACUUM",
+                        "SELECT * FROM no_such_table",
+                    ]
+                ),
+            ),
+        ),
+    },
     "truncate": {
         "conversation_id": (st.just(CID), bad_id),
         "keep": (None, st.one_of(not_text, st.sampled_from(["", "all", "Half", "third"]))),

@@ -192,6 +192,13 @@ READS: dict[str, Callable[[ContextStore], Any]] = {
     "checkpoints": lambda s: s.checkpoints("c"),
     "check": lambda s: s.check("c"),
     "row_counts": lambda s: s.row_counts("c"),
+    "audit": lambda s: s.audit("c"),
+    "timeline": lambda s: s.timeline("c"),
+    "checkpoint_at": lambda s: s.checkpoint_at("c", "cp"),
+    "message_count": lambda s: s.message_count("c"),
+    "viewed_messages": lambda s: s.viewed_messages("c"),
+    "search": lambda s: s.search("a"),
+    "query": lambda s: s.query("SELECT count(*) FROM messages"),
 }
 LIFECYCLE = {"open", "close", "database", "path"}
 PUBLIC_NAME = {"rollback (dry run)": "rollback"}

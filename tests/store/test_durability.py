@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from contextstore import ContextStore, InvalidInputError
+from contextstore import ContextStore, ContextStoreError, InvalidInputError
 from tests.conftest import POSTGRES_URL, open_backend, user
 from tests.store.internals import connection_setting, connection_settings
 
@@ -90,5 +90,19 @@ def test_postgresql_commits_synchronously(tmp_path: Path) -> None:
     try:
         _write_something(store)
         assert connection_setting(store, "synchronous_commit") == "on"
+    finally:
+        cleanup()
+
+
+@pytest.mark.parametrize("backend", ["memory", "file"])
+def test_the_read_only_query_cannot_lower_the_level(backend: str, tmp_path: Path) -> None:
+    store, cleanup = open_backend(backend, tmp_path)
+    try:
+        _write_something(store)
+        for statement in ("PRAGMA synchronous = OFF", "PRAGMA synchronous = 0"):
+            with pytest.raises(ContextStoreError):
+                store.query(statement)
+        held = 2 if backend == "file" else 1  # the in-memory store has one shared connection
+        assert connection_settings(store, "synchronous", held) == [FULL] * held
     finally:
         cleanup()
