@@ -30,7 +30,7 @@ BACKENDS = ["memory", "file", "postgres"]
 
 
 MUTATION_SCOPES: dict[str, tuple[str, ...]] = {
-    "core": ("tests/core/", "tests/processors/", "tests/renderers/"),
+    "core": ("tests/core/", "tests/processors/"),
     "storage": ("tests/store/", "tests/robustness/test_bad_input.py"),
     "facade": (
         "tests/store/",
