@@ -288,3 +288,49 @@ def test_what_lies_past_the_first_64_kib_is_never_decoded() -> None:
     source["data"] += "A"
     assert len(source["data"]) > 64 * 1024
     assert image_tokens(source) == _expected_tokens(40, 30)
+
+
+# -- text counts with the offline tiktoken encoding --------------------------------------
+
+
+def test_the_offline_encoding_counts_text() -> None:
+    from contextstore.core.tokens import TiktokenCounter
+
+    counter = TiktokenCounter()
+    assert counter.name == "auto" and counter.calls == 0
+    assert counter.count("") == 0
+    assert counter.count("hello world") == 2
+    assert counter.count("<|endoftext|>") > 1, "special tokens count as text"
+    assert counter.calls == 3
+    assert counter.name in ("cl100k_base", "o200k_base")
+    named = TiktokenCounter("cl100k_base")
+    assert named.count("hello world") == 2 and named.name == "cl100k_base"
+
+
+def test_o200k_without_its_cached_file_is_a_clear_error(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextstore.core.errors import ContextStoreError
+    from contextstore.core.tokens import TiktokenCounter
+
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    with pytest.raises(ContextStoreError, match="o200k_base is not in the local tiktoken cache"):
+        TiktokenCounter("o200k_base").count("x")
+    assert TiktokenCounter().count("hello world") == 2  # falls back to cl100k_base
+
+
+def test_block_counts_use_each_kind_of_text() -> None:
+    def count(text: str) -> int:
+        return len(text)
+
+    assert block_tokens({"type": "text"}, count) == 0
+    assert block_tokens({"type": "tool_use", "input": {"b": "é", "a": 1}}, count) == len(
+        '{"a": 1, "b": "é"}'
+    )
+    assert block_tokens({"type": "tool_use", "name": "ls"}, count) == 2 + len("{}")
+    assert block_tokens({"type": "thinking"}, count) == 0
+    png = _encoded((75, 10), {"format": "PNG"})
+    assert block_tokens({"type": "image", "source": _source(png)}, count) == 1
+    assert block_tokens({"type": "image"}, count) == IMAGE_TOKENS_MAX
+    assert block_tokens({"type": "document", "source": {"type": "text", "data": "abc"}}, count) == 3
+    assert block_tokens({"type": "document"}, count) == PDF_TOKENS_PER_PAGE

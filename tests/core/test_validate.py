@@ -85,3 +85,121 @@ def test_a_normalized_message_gives_back_an_equal_independent_message(
     assert normalized.to_message() == message
     again = normalize_message(message["role"], message["content"])
     assert again.to_message()["content"] == message["content"]
+
+
+NORMALIZE_ERRORS: list[tuple[Any, Any, Any, str]] = [
+    (
+        "system",
+        "x",
+        None,
+        "role 'system' is not valid; messages have role 'user' or 'assistant' "
+        "(pass a system prompt to prepare_request(system=...)).",
+    ),
+    (5, "x", None, "role 5 is not valid; messages have role 'user' or 'assistant' "),
+    ("user", "x", {1: "a"}, "message metadata must be a dict with string keys."),
+    ("user", "x", ["id"], "message metadata must be a dict with string keys."),
+    ("user", "x", {"role": "a"}, "message metadata cannot contain 'role' or 'content'."),
+    ("user", "x", {"content": "a"}, "message metadata cannot contain 'role' or 'content'."),
+    ("user", 5, None, "content must be a string or a non-empty list of content blocks, got int."),
+    (
+        "user",
+        [],
+        None,
+        "content must be a string or a non-empty list of content blocks, got an empty list.",
+    ),
+    (
+        "user",
+        [{"type": "thinking", "thinking": "t"}],
+        None,
+        "a user message cannot contain tool_use or thinking blocks; those belong to "
+        "assistant messages.",
+    ),
+    (
+        "assistant",
+        [{"type": "tool_result", "tool_use_id": "t", "content": "x"}],
+        None,
+        "an assistant message cannot contain tool_result blocks; send results in the "
+        "next user message.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("role", "content", "meta", "message"), NORMALIZE_ERRORS)
+def test_a_malformed_message_is_refused_saying_why(
+    role: Any, content: Any, meta: Any, message: str
+) -> None:
+    from contextstore.core.errors import InvalidMessageError
+
+    with pytest.raises(InvalidMessageError) as raised:
+        normalize_message(role, content, meta)
+    assert str(raised.value).startswith(message)
+
+
+def test_a_string_content_is_one_text_block_that_remembers_it_was_a_string() -> None:
+    normalized = normalize_message("user", "hi", {"id": "m"})
+    assert normalized.blocks == [{"type": "text", "text": "hi"}]
+    assert normalized.to_message() == {"role": "user", "content": "hi", "id": "m"}
+
+
+@pytest.mark.parametrize(
+    ("value", "limit", "ok"),
+    [
+        ("a" * 5, 5, True),
+        ("a" * 6, 5, False),
+        ("", 5, False),
+        ("a\x00", 5, False),
+        ("\ud800", 5, False),
+        (5, 5, False),
+        (None, 5, False),
+    ],
+)
+def test_check_text_at_its_limit(value: Any, limit: int, ok: bool) -> None:
+    from contextstore.core.validate import check_text
+
+    if ok:
+        check_text("label", value, limit, optional=False)
+        return
+    with pytest.raises(InvalidInputError, match=r"^label "):
+        check_text("label", value, limit, optional=False)
+
+
+def test_check_text_messages_and_check_id() -> None:
+    from contextstore.core.validate import check_id, check_int, check_text
+
+    check_text("title", None, 3)
+    with pytest.raises(InvalidInputError) as raised:
+        check_text("title", "abcd", 3)
+    assert (
+        str(raised.value) == "title must be a non-empty string of at most 3 characters, got 'abcd'."
+    )
+    with pytest.raises(InvalidInputError, match=r"^title must not contain a NUL character\.$"):
+        check_text("title", "a\x00", 3)
+    with pytest.raises(
+        InvalidInputError, match=r"^title is not valid Unicode text: surrogates not allowed\.$"
+    ):
+        check_text("title", "\ud800", 3)
+    assert check_id("c1") == "c1"
+    with pytest.raises(
+        InvalidInputError, match=r"^conversation id must be a non-empty string of at most 64"
+    ):
+        check_id("x" * 65)
+    with pytest.raises(InvalidInputError, match=r"^parent_id must be"):
+        check_id("", "parent_id")
+    check_int("n", 0)
+    check_int("n", 2**31 - 1)
+    with pytest.raises(InvalidInputError) as raised:
+        check_int("n", 2**31)
+    assert str(raised.value) == "n must be an integer from 0 to 2,147,483,647, got 2147483648."
+    with pytest.raises(InvalidInputError, match=r"^n must be an integer from 1 to 9, got 0\.$"):
+        check_int("n", 0, minimum=1, maximum=9)
+
+
+def test_canonical_json_and_the_payload_hash() -> None:
+    from contextstore.core.validate import canonical_json, payload_sha256
+
+    assert canonical_json({"b": 1, "a": ["é", None]}) == '{"a":["é",null],"b":1}'
+    assert payload_sha256({"b": 1, "a": 2}) == payload_sha256({"a": 2, "b": 1})
+    import hashlib
+
+    expected = hashlib.sha256('{"a":"é"}'.encode()).hexdigest()
+    assert payload_sha256({"a": "é"}) == expected
