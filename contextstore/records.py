@@ -49,6 +49,9 @@ class RequestRecord:
     payload_sha256: str | None = None
     failure: str | None = None
     """Why the request failed or was cancelled (None when it succeeded or is unknown)."""
+    details: dict[str, Any] | None = None
+    """What the agent recorded about the request beyond its usage (an importer's extras:
+    Cline's ``streamingFailedMessage`` and retries, Gemini CLI's thought and tool tokens)."""
 
     @property
     def total_tokens(self) -> int:
@@ -139,3 +142,30 @@ class PreparedRequest:
     def truncated(self) -> bool:
         """True when this prepare hid more messages than before."""
         return self.decision.action == "truncate"
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """A record another agent wrote beside the model history (``source_records`` row).
+
+    ``data`` is the record exactly as the agent wrote it; ``ts`` is its place on the
+    conversation's timeline and ``source_ts`` the agent's own timestamp, when it had one.
+    """
+
+    id: int
+    conversation_id: str
+    ts: int
+    origin: str
+    kind: str
+    data: dict[str, Any]
+    source_ts: int | None = None
+
+
+@dataclass(frozen=True)
+class RemovedSourceRecords:
+    """The source records one rollback removed and archived (and did not restore)."""
+
+    rollback_id: int
+    cutoff_ts: int
+    ran_at: int
+    records: tuple[SourceRecord, ...]

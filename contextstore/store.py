@@ -18,6 +18,7 @@ from contextstore.core.validate import (
 from contextstore.facade.audit import AuditMixin
 from contextstore.facade.conversations import ConversationsMixin
 from contextstore.facade.history import HistoryMixin
+from contextstore.facade.interop import InteropMixin
 from contextstore.facade.requests import RequestsMixin
 from contextstore.facade.timeline import TimelineMixin
 from contextstore.processors.pipeline import Pipeline
@@ -26,7 +27,9 @@ from contextstore.storage.migrate import ensure_schema
 from contextstore.storage.paths import default_database_path, default_location
 
 
-class ContextStore(AuditMixin, ConversationsMixin, HistoryMixin, RequestsMixin, TimelineMixin):
+class ContextStore(
+    AuditMixin, ConversationsMixin, HistoryMixin, RequestsMixin, TimelineMixin, InteropMixin
+):
     """A durable conversation store. Open it with :meth:`open`; close it or use ``with``.
 
     A store is safe to share between threads; several processes may open the same SQLite

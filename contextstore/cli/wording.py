@@ -22,6 +22,8 @@ RULES: tuple[tuple[str, str], ...] = (
         "only requests prepared through contextstore can be rebuilt",
     ),
     (r"pass overwrite to replace", "pass --force to replace them"),
+    (r"import again with replace=True", "import again with --replace"),
+    (r"pass a larger max_file_bytes", "pass a larger --max-file-bytes"),
 )
 """``(library phrase as a regular expression, CLI phrase)`` pairs, applied in order."""
 

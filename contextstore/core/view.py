@@ -8,6 +8,7 @@ dicts wherever something changes and never modifies what it was given.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -215,6 +216,96 @@ def _placeholder_results(calls: list[str]) -> Message:
     }
 
 
+TEXT_RESULT_PATTERNS: tuple[re.Pattern[str], ...] = (
+    re.compile(r"\[(?P<name>[^\s\]]+)(?: for [^\n]*?)?\] Result:"),
+    re.compile(r"Tool \[(?P<name>[^\s\]]+)\] was not executed because"),
+    re.compile(
+        r"(?:Skipping tool|Tool was interrupted and not executed) due to user rejecting a "
+        r"previous tool\. \[(?P<name>[^\s\]]+)"
+    ),
+)
+"""How Cline words a tool's outcome when it writes it as a plain text block: the result
+header (``[read_file for 'a.py'] Result:``), and its notes for calls it did not run."""
+
+
+def _answered_call(block: Any, pending: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The pending call a user text block answers (by ``call_id``, else by its wording)."""
+    if not (isinstance(block, dict) and block.get("type") == "text"):
+        return None
+    call_id = block.get("call_id")
+    if isinstance(call_id, str) and call_id:
+        for call in pending:
+            if call.get("call_id") == call_id:
+                return call
+    text = block.get("text")
+    if not isinstance(text, str):
+        return None
+    for pattern in TEXT_RESULT_PATTERNS:
+        found = pattern.match(text)
+        if found:
+            return next((c for c in pending if c.get("name") == found["name"]), None)
+    return None
+
+
+def _with_text_results(assistant: Message, user: Message) -> Message | None:
+    """``user`` with the text blocks that answer ``assistant``'s unanswered calls turned into
+    their ``tool_result`` blocks (None when there are none)."""
+    content = user.get("content")
+    calls = assistant.get("content")
+    if user.get("role") != "user" or not isinstance(content, list) or not isinstance(calls, list):
+        return None
+    answered = {
+        b.get("tool_use_id")
+        for b in content
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    }
+    pending = [
+        b
+        for b in calls
+        if isinstance(b, dict)
+        and b.get("type") == "tool_use"
+        and b.get("id")
+        and b["id"] not in answered
+    ]
+    if not pending:
+        return None
+    rebuilt: list[Any] = []
+    changed = False
+    for block in content:
+        call = _answered_call(block, pending) if pending else None
+        if call is None:
+            rebuilt.append(block)
+            continue
+        pending.remove(call)
+        changed = True
+        extra = {k: v for k, v in block.items() if k not in ("type", "text")}
+        rebuilt.append(
+            {"type": "tool_result", "tool_use_id": call["id"], "content": block["text"], **extra}
+        )
+    return {**user, "content": rebuilt} if changed else None
+
+
+def adopt_text_results(view: IndexedView) -> IndexedView:
+    """Turn the text blocks that answer a tool call into that call's ``tool_result``.
+
+    Cline 3.5x writes a tool's output as a user ``text`` block (``[read_file for 'a.py']
+    Result:...``) when it cannot map the call's id, and then sends a ``result missing``
+    placeholder beside the real result. Here a user message that directly follows (in the
+    stored order) an assistant message with unanswered calls has each text block that
+    answers one of them (same ``call_id``, or Cline's wording naming the tool) replaced by a
+    ``tool_result`` for that call, holding the same text. The stored rows are unchanged.
+    """
+    out = list(view)
+    for position in range(len(out) - 1):
+        (idx, message), (next_idx, following) = out[position], out[position + 1]
+        if next_idx != idx + 1 or message.get("role") != "assistant":
+            continue
+        rebuilt = _with_text_results(message, following)
+        if rebuilt is not None:
+            out[position + 1] = (next_idx, rebuilt)
+    return out
+
+
 def truncated_messages(
     messages: Sequence[Message], deleted_range: DeletedRange | None
 ) -> list[Message]:
@@ -237,6 +328,7 @@ def build_view(
 
 
 def repair_indexed(view: IndexedView) -> list[Message]:
-    """Finish an already cut and rewritten view: orphan filter, then pairing repair."""
-    filtered = drop_orphan_results(view)
+    """Finish an already cut and rewritten view: orphan filter, text results adopted as
+    tool results, then the pairing repair."""
+    filtered = adopt_text_results(drop_orphan_results(view))
     return ensure_tool_results_follow_tool_use([message for _, message in filtered])

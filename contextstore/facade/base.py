@@ -133,6 +133,7 @@ class StoreBase:
             format=row.format,
             payload_sha256=row.payload_sha256,
             failure=row.failure,
+            details=row.details,
         )
 
     @staticmethod

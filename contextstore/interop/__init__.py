@@ -1,33 +1,45 @@
-"""Interoperability with other agents' on-disk histories (Cline tasks, Gemini CLI chats).
+"""Interoperability with other agents' on-disk histories: Cline tasks and Gemini CLI chats.
 
-:mod:`contextstore.interop.cline` and :mod:`contextstore.interop.gemini` read (and for Cline
-write) the agents' files as plain values, with no database;
-:mod:`contextstore.interop.cline_import` and :mod:`contextstore.interop.gemini_import` move
-them into (and out of) a store through the public ``ContextStore`` API.
+Reading and mapping is pure file handling (:mod:`~contextstore.interop.cline`,
+:mod:`~contextstore.interop.gemini` and their ``_plan`` modules); the import and export
+functions below move histories into and out of a store through its public API only (the
+:class:`~contextstore.interop.store_api.InteropStore` protocol), each returning a report.
 """
 
 from __future__ import annotations
 
-from contextstore.interop.cline import ClineTaskError, read_task
-from contextstore.interop.cline_import import (
-    ClineExportResult,
-    ClineImportResult,
-    export_cline_task,
-    import_cline_task,
+from contextstore.interop.cline_import import export_cline, import_cline
+from contextstore.interop.errors import (
+    ClineTaskError,
+    FileTooLargeError,
+    GeminiChatError,
+    ImportConflictError,
+    InteropError,
+    NestingTooDeepError,
+    OutsideFolderError,
+    UnsafeInputError,
 )
-from contextstore.interop.gemini import read_chat
-from contextstore.interop.gemini_convert import GeminiChatError
-from contextstore.interop.gemini_import import GeminiImportResult, import_gemini_chat
+from contextstore.interop.files import MAX_FILE_BYTES, MAX_JSON_DEPTH, Note
+from contextstore.interop.gemini_import import export_gemini, import_gemini
+from contextstore.interop.report import ExportReport, ImportReport, ItemReport
 
 __all__ = [
-    "ClineExportResult",
-    "ClineImportResult",
+    "MAX_FILE_BYTES",
+    "MAX_JSON_DEPTH",
     "ClineTaskError",
+    "ExportReport",
+    "FileTooLargeError",
     "GeminiChatError",
-    "GeminiImportResult",
-    "export_cline_task",
-    "import_cline_task",
-    "import_gemini_chat",
-    "read_chat",
-    "read_task",
+    "ImportConflictError",
+    "ImportReport",
+    "InteropError",
+    "ItemReport",
+    "NestingTooDeepError",
+    "Note",
+    "OutsideFolderError",
+    "UnsafeInputError",
+    "export_cline",
+    "export_gemini",
+    "import_cline",
+    "import_gemini",
 ]

@@ -1,65 +1,64 @@
-"""Cline task directories as plain values: reading and validating the files.
+"""Cline task folders as plain values: finding tasks, reading and checking their files.
 
-A Cline task lives in ``<globalStorage>/tasks/<taskId>/``: ``api_conversation_history.json``
-(the messages), ``context_history.json`` (positional text rewrites), ``ui_messages.json``
-(token accounting and snapshots of the deleted range) and ``task_metadata.json``. The only
-durable home of the deleted range is the task's ``HistoryItem`` in ``state/taskHistory.json``.
+Cline (the VS Code extension ``saoudrizwan.claude-dev``) keeps each task in
+``<globalStorage>/tasks/<taskId>/``: ``api_conversation_history.json`` (the messages sent to
+the model), ``ui_messages.json`` (everything the user saw: requests with their usage,
+checkpoints, tool and command output; ``claude_messages.json`` in old versions),
+``context_history.json`` (positional rewrites of blocks) and ``task_metadata.json`` (files in
+context, models used, environments). The task's ``HistoryItem`` in
+``<globalStorage>/state/taskHistory.json`` is the only durable home of its deleted range.
 
-Everything here is pure file handling and mapping: it never touches a database. Every file
-is parsed and validated before a caller writes anything, and a malformed file is an error
-naming the file and the position (Cline silently resets a bad overlay file; we never do).
+Reading recovers what a damaged file still holds (Cline itself cannot open a truncated
+file, and silently resets a bad ``context_history.json``): every left-out part becomes a
+:class:`~contextstore.interop.files.Note` naming the file, the position and the reason.
+Nothing here touches a database.
 """
 
 from __future__ import annotations
 
 import copy
-import json
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from contextstore.core.content import normalize_message_dict
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.file_reads import ALL_PATHS, REPLACED_PATHS
-from contextstore.core.overlays import UpdateKind, block_text
+from contextstore.core.overlays import UpdateKind
 from contextstore.core.validate import MAX_INT32, MAX_TS
+from contextstore.interop.errors import ClineTaskError
+from contextstore.interop.files import Folder, Note
 
 API_HISTORY_FILE: Final = "api_conversation_history.json"
 UI_MESSAGES_FILE: Final = "ui_messages.json"
 LEGACY_UI_MESSAGES_FILE: Final = "claude_messages.json"
 CONTEXT_HISTORY_FILE: Final = "context_history.json"
 TASK_METADATA_FILE: Final = "task_metadata.json"
-TASK_HISTORY_FILE: Final = "state/taskHistory.json"
+TASK_HISTORY_FILE: Final = "taskHistory.json"
+TASK_FILES: Final = (
+    API_HISTORY_FILE,
+    UI_MESSAGES_FILE,
+    LEGACY_UI_MESSAGES_FILE,
+    CONTEXT_HISTORY_FILE,
+    TASK_METADATA_FILE,
+)
 
 IMPORT_SOURCE: Final = "cline:context_history.json"
 """The ``source`` recorded on context updates imported from ``context_history.json``."""
 
-_T = TypeVar("_T")
-_TITLE_CHARS: Final = 120
-USAGE_FIELDS: Final = (
-    ("tokens_in", "tokensIn"),
-    ("tokens_out", "tokensOut"),
-    ("cache_writes", "cacheWrites"),
-    ("cache_reads", "cacheReads"),
-)
+
+def is_int(value: Any, maximum: int = MAX_TS) -> bool:
+    """True for an int (not a bool) from 0 to ``maximum``."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= maximum
 
 
-class ClineTaskError(InvalidInputError):
-    """A Cline task file is missing, unreadable or malformed; nothing was written.
-
-    Attributes:
-        path: the offending file (or directory).
-        position: where in the file (``"line 3 column 9 (char 41)"``, ``"message 4"``...),
-            or None when the whole file is at fault.
-    """
-
-    def __init__(self, path: Path, position: str | None, problem: str) -> None:
-        self.path = path
-        self.position = position
-        where = f"{path}" if position is None else f"{path}, {position}"
-        super().__init__(f"{where}: {problem}")
+def history_index(message: Mapping[str, Any]) -> int | None:
+    """A UI message's ``conversationHistoryIndex`` (-1 before the first API message)."""
+    value = message.get("conversationHistoryIndex")
+    if isinstance(value, int) and not isinstance(value, bool) and -1 <= value <= MAX_INT32:
+        return value
+    return None
 
 
 class ClineEditType:
@@ -105,12 +104,13 @@ def edit_type_for_kind(kind: str) -> int:
     return _EDIT_TYPE_BY_KIND.get(kind, ClineEditType.NO_FILE_READ)
 
 
-# -- values -------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class ClineUpdate:
-    """One update of ``context_history.json``: new text for one block at a Cline ``ts``."""
+    """One update of ``context_history.json``: new text for one block at a Cline ``ts``.
+
+    ``order`` is its place in the file (entry, block entry, update), so an export writes
+    the entries back in Cline's own order (a Map's insertion order).
+    """
 
     message_idx: int
     block_idx: int
@@ -118,6 +118,7 @@ class ClineUpdate:
     ts: int
     text: str
     metadata: list[Any] = field(default_factory=list)
+    order: tuple[int, int, int] = (0, 0, 0)
 
     @property
     def kind(self) -> str:
@@ -125,15 +126,13 @@ class ClineUpdate:
         return kind_for_edit_type(self.edit_type, self.message_idx)
 
     def store_metadata(self) -> dict[str, Any]:
-        """The metadata stored with the update: Cline's originals, and mention paths.
-
-        A file-mention update also gets the ``replaced_paths`` and ``all_paths`` lists the
-        store's own de-duplication reads.
-        """
+        """The metadata stored with the update: Cline's originals, its place in the file,
+        and, for a file mention, the path lists the store's own de-duplication reads."""
         stored: dict[str, Any] = {
             "cline_ts": self.ts,
             "cline_edit_type": self.edit_type,
             "cline_metadata": copy.deepcopy(self.metadata),
+            "cline_order": list(self.order),
         }
         if self.kind == UpdateKind.FILE_MENTION:
             stored[REPLACED_PATHS] = list(self.metadata[0])
@@ -142,236 +141,289 @@ class ClineUpdate:
 
 
 @dataclass(frozen=True)
-class ClineRequest:
-    """The usage of one ``api_req_started`` UI message."""
-
-    ts: int | None
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    cache_writes: int | None = None
-    cache_reads: int | None = None
-    cost: float | None = None
-    model_id: str | None = None
-    history_index: int | None = None
-    """``conversationHistoryIndex``: the last API message when the request started."""
-    failure: str | None = None
-    """Cline's ``cancelReason`` (streaming_failed, user_cancelled, retries_exhausted)."""
-
-
-@dataclass(frozen=True)
-class ClineRange:
-    """The task's deleted range ``[2, end]``, when it was set, and which file said so."""
-
-    end: int
-    ts: int | None
-    path: Path
-    position: str
-
-    @property
-    def source(self) -> str:
-        """The file and position the range was read from, for the range row's reason."""
-        return f"{self.path.name} ({self.position})"
-
-
-@dataclass(frozen=True)
 class ClineTask:
-    """Everything read from a Cline task directory, validated."""
+    """Everything read from one Cline task folder.
+
+    Attributes:
+        directory: the ``tasks/<taskId>`` folder.
+        task_id: its name, Cline's task id.
+        messages: the API history (each message valid for the store).
+        ui_messages: the UI messages, as written.
+        ui_file: the UI file's name (``ui_messages.json`` or the legacy name), if any.
+        updates: every ``context_history.json`` update, in file order.
+        history_item: the task's ``HistoryItem``, if one was found.
+        task_metadata: ``task_metadata.json``, if readable.
+        files: the task files present.
+        notes: what was left out or repaired while reading.
+        sizes: each message's size as the store measures it (``json_size``).
+    """
 
     directory: Path
     task_id: str
     messages: list[dict[str, Any]]
+    ui_messages: list[dict[str, Any]]
+    ui_file: str | None
     updates: list[ClineUpdate]
-    requests: list[ClineRequest]
-    deleted_range: ClineRange | None
-    title: str | None
-    model_id: str | None
-    metadata: dict[str, Any]
-    """Conversation metadata: the source, task id and directory, and Cline's task files
-    that have no table of their own (``task_metadata.json``, the ``HistoryItem``)."""
+    history_item: dict[str, Any] | None
+    task_metadata: dict[str, Any] | None
+    files: tuple[str, ...]
+    notes: list[Note] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class MessageStep:
-    """Append message ``index`` of the task."""
-
-    index: int
+# -- finding tasks ------------------------------------------------------------------------
 
 
-Step = MessageStep | ClineUpdate | ClineRequest | ClineRange
-"""One write of an import, in timeline order."""
+def is_task_dir(path: Path) -> bool:
+    """True when ``path`` holds one of a Cline task's files."""
+    return path.is_dir() and any((path / name).exists() for name in TASK_FILES)
 
 
-@dataclass(frozen=True)
-class ImportPlan:
-    """The writes of an import in timeline order, and the updates that cannot apply."""
+def find_tasks(path: Path, folder: Folder) -> list[Path]:
+    """The task folders under ``path``: the folder itself, or every task of a storage folder
+    (the one holding ``tasks/``), oldest task id first.
 
-    steps: list[Step]
-    skipped: list[str]
+    Raises:
+        ClineTaskError: ``path`` is neither.
+        OutsideFolderError: a task folder is a link out of ``path``.
+    """
+    if is_task_dir(path):
+        return [path]
+    tasks_dir = path / "tasks"
+    if path.is_dir() and tasks_dir.is_dir():
+        found = []
+        for child in sorted(tasks_dir.iterdir(), key=_task_order):
+            if child.is_symlink():
+                folder.check(child)
+            if is_task_dir(child):
+                found.append(child)
+        return found
+    raise ClineTaskError(
+        path,
+        None,
+        "is neither a Cline task folder (tasks/<id>/ with api_conversation_history.json or "
+        "ui_messages.json) nor Cline's storage folder (holding tasks/ and state/); see "
+        "'Bringing histories in and out' in the README for where Cline keeps them.",
+    )
+
+
+def _task_order(path: Path) -> tuple[int, int, str]:
+    name = path.name
+    return (0, int(name), name) if name.isdigit() else (1, 0, name)
+
+
+def history_file_for(task_dir: Path) -> Path | None:
+    """The ``taskHistory.json`` that describes a task folder, when there is one: the
+    storage folder's ``state/taskHistory.json``, else one exported beside the task files."""
+    storage_file = task_dir.parent.parent / "state" / TASK_HISTORY_FILE
+    if task_dir.parent.name == "tasks" and storage_file.is_file():
+        return storage_file
+    local = task_dir / TASK_HISTORY_FILE
+    return local if local.is_file() else None
 
 
 # -- reading ------------------------------------------------------------------------------
 
 
-def read_json(path: Path) -> Any:
-    """Read one JSON file.
-
-    Raises:
-        ClineTaskError: the file cannot be read, is not UTF-8, or is not valid JSON (the
-            error names the line, column and character offset).
-    """
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ClineTaskError(path, None, f"cannot be read ({exc.strerror}).") from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ClineTaskError(
-            path, f"byte {exc.start}", "is not UTF-8 text; restore the file from a backup."
-        ) from exc
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        position = f"line {exc.lineno} column {exc.colno} (char {exc.pos})"
-        raise ClineTaskError(
-            path,
-            position,
-            f"invalid JSON ({exc.msg}). Cline would silently reset this file; contextstore "
-            "refuses it. Repair the file (or move it away if it is optional) and import again.",
-        ) from exc
-
-
-def is_int(value: Any, maximum: int = MAX_TS) -> bool:
-    """True for an int (not a bool) from 0 to ``maximum``."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= maximum
-
-
-def _expect_list(value: Any, path: Path, position: str | None, what: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise ClineTaskError(path, position, f"expected {what}, got {type(value).__name__}.")
-    return value
-
-
-def read_task(task_dir: str | os.PathLike[str], *, history_path: Path | None = None) -> ClineTask:
-    """Read and validate a Cline task directory.
+def read_task(
+    task_dir: Path,
+    folder: Folder,
+    *,
+    history_path: Path | None = None,
+    history_folder: Folder | None = None,
+) -> ClineTask:
+    """Read a Cline task folder, recovering what damaged files still hold.
 
     Args:
-        task_dir: the ``tasks/<taskId>`` directory.
-        history_path: Cline's ``state/taskHistory.json``; when given, its ``HistoryItem``
-            for this task is the authority for the deleted range (else the last UI message
-            is).
+        task_dir: the ``tasks/<taskId>`` folder.
+        folder: the folder the import was given (no file may lead out of it).
+        history_path: Cline's ``state/taskHistory.json`` (default: found beside the task).
+        history_folder: the folder ``history_path`` is read from (default: ``folder``).
 
     Raises:
-        ClineTaskError: a file is missing, unreadable or malformed.
+        ClineTaskError: the folder holds neither an API history nor UI messages that can
+            be read.
+        UnsafeInputError: a file is a link out of the folder, too large or nested too deep.
     """
-    directory = Path(task_dir)
-    if not directory.is_dir():
-        raise ClineTaskError(directory, None, "is not a directory; pass a tasks/<id>/ folder.")
-    api_path = directory / API_HISTORY_FILE
-    if not api_path.is_file():
+    notes: list[Note] = []
+    files = tuple(name for name in TASK_FILES if folder.is_file(task_dir / name))
+    sizes: list[int] = []
+    messages = _read_messages(task_dir / API_HISTORY_FILE, folder, notes, files, sizes)
+    ui_file = _ui_file(files)
+    ui_messages = _read_ui(task_dir / ui_file, folder, notes) if ui_file else []
+    if not messages and not ui_messages:
         raise ClineTaskError(
-            directory, None, f"has no {API_HISTORY_FILE}; is this a Cline task directory?"
+            task_dir,
+            None,
+            f"has neither a readable {API_HISTORY_FILE} nor {UI_MESSAGES_FILE}; there is "
+            "nothing to import." + (f" ({'; '.join(map(str, notes))})" if notes else ""),
         )
-    messages = parse_api_history(read_json(api_path), api_path)
-    updates = _read_optional(directory / CONTEXT_HISTORY_FILE, parse_context_history)
-    ui_path = _ui_messages_path(directory)
-    ui_messages = _read_optional(ui_path, parse_ui_messages)
-    requests = [r for r in (parse_request(m, ui_path, i) for i, m in ui_messages) if r]
-    metadata_path = directory / TASK_METADATA_FILE
-    task_metadata = read_json(metadata_path) if metadata_path.is_file() else None
-    item = None
-    if history_path is not None:
-        item = find_history_item(read_json(history_path), history_path, directory.name)
-    if item is not None and history_path is not None:
-        deleted = range_from_history_item(item, history_path)
-    else:
-        deleted = range_from_ui_messages(ui_messages, ui_path)
+    if API_HISTORY_FILE not in files:
+        notes.append(
+            Note(
+                str(task_dir / API_HISTORY_FILE),
+                None,
+                "is missing: the task's UI messages, requests, checkpoints and ranges were "
+                "imported, without the model's messages.",
+            )
+        )
+    updates: list[ClineUpdate] = []
+    if CONTEXT_HISTORY_FILE in files:
+        raw = folder.read_json(task_dir / CONTEXT_HISTORY_FILE, notes)
+        updates = parse_context_history(raw, task_dir / CONTEXT_HISTORY_FILE, notes)
+    task_metadata = None
+    if TASK_METADATA_FILE in files:
+        value = folder.read_json(task_dir / TASK_METADATA_FILE, notes, keep_depth=1)
+        task_metadata = value if isinstance(value, dict) else None
+    history = history_path or history_file_for(task_dir)
+    item = (
+        _read_history_item(history, history_folder or folder, task_dir.name, notes)
+        if history
+        else None
+    )
     return ClineTask(
-        directory=directory,
-        task_id=directory.name,
+        directory=task_dir,
+        task_id=task_dir.name,
         messages=messages,
+        ui_messages=ui_messages,
+        ui_file=ui_file,
         updates=updates,
-        requests=requests,
-        deleted_range=deleted,
-        title=_title(item, messages),
-        model_id=_model_id(item, messages, task_metadata),
-        metadata=_conversation_metadata(directory, task_metadata, item),
+        history_item=item,
+        task_metadata=task_metadata,
+        files=files,
+        notes=notes,
+        sizes=sizes,
     )
 
 
-def _read_optional(path: Path, parse: Callable[[Any, Path], list[_T]]) -> list[_T]:
-    if not path.is_file():
+def _ui_file(files: Sequence[str]) -> str | None:
+    if UI_MESSAGES_FILE in files:
+        return UI_MESSAGES_FILE
+    return LEGACY_UI_MESSAGES_FILE if LEGACY_UI_MESSAGES_FILE in files else None
+
+
+def _read_messages(
+    path: Path, folder: Folder, notes: list[Note], files: Sequence[str], sizes: list[int]
+) -> list[dict[str, Any]]:
+    """The API history up to its first message the store cannot hold (noted)."""
+    if API_HISTORY_FILE not in files:
         return []
-    return parse(read_json(path), path)
-
-
-def _ui_messages_path(directory: Path) -> Path:
-    """``ui_messages.json``, or its legacy name ``claude_messages.json`` when only that exists."""
-    legacy = directory / LEGACY_UI_MESSAGES_FILE
-    current = directory / UI_MESSAGES_FILE
-    return legacy if legacy.is_file() and not current.is_file() else current
-
-
-def parse_api_history(value: Any, path: Path) -> list[dict[str, Any]]:
-    """Validate ``api_conversation_history.json``: a non-empty list of message objects.
-
-    Raises:
-        ClineTaskError: the file is not such a list, or a message is malformed.
-    """
-    messages = _expect_list(value, path, None, "a JSON array of messages")
-    if not messages:
-        raise ClineTaskError(path, None, "holds no messages; there is nothing to import.")
-    for idx, message in enumerate(messages):
+    value = folder.read_json(path, notes)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        notes.append(
+            Note(
+                str(path),
+                None,
+                f"holds a {type(value).__name__}, not a list of messages; it was left out.",
+            )
+        )
+        return []
+    kept: list[dict[str, Any]] = []
+    for idx, message in enumerate(value):
         try:
-            normalize_message_dict(message)
+            sizes.append(normalize_message_dict(message).json_size())
         except InvalidInputError as exc:
-            raise ClineTaskError(path, f"message {idx}", str(exc)) from exc
-    return messages
+            notes.append(
+                Note(
+                    str(path),
+                    f"message {idx}",
+                    f"{exc} The history was kept up to message {idx - 1}; this message and "
+                    f"the {len(value) - idx - 1} after it were left out.",
+                )
+            )
+            break
+        kept.append(message)
+    return kept
 
 
-def parse_context_history(value: Any, path: Path) -> list[ClineUpdate]:
+def _read_ui(path: Path, folder: Folder, notes: list[Note]) -> list[dict[str, Any]]:
+    value = folder.read_json(path, notes)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        notes.append(Note(str(path), None, "is not a list of UI messages; it was left out."))
+        return []
+    kept = []
+    for position, message in enumerate(value):
+        if isinstance(message, dict):
+            kept.append(message)
+        else:
+            notes.append(Note(str(path), f"message {position}", "is not a JSON object; left out."))
+    return kept
+
+
+def _read_history_item(
+    path: Path, folder: Folder, task_id: str, notes: list[Note]
+) -> dict[str, Any] | None:
+    value = folder.read_json(path, notes)
+    items = [value] if isinstance(value, dict) else value if isinstance(value, list) else []
+    for item in items:
+        if isinstance(item, dict) and str(item.get("id")) == task_id:
+            return item
+    return None
+
+
+def parse_context_history(value: Any, path: Path, notes: list[Note]) -> list[ClineUpdate]:
     """Parse ``context_history.json`` (Cline's Map as an array of pairs) into updates.
 
-    Every update of every list is returned, in file order.
-
-    Raises:
-        ClineTaskError: the structure is not ``[[idx, [editType, [[block, [update...]]]]]]``.
+    Every well-formed update of every list is returned, in file order; a malformed entry,
+    block entry or update is left out with a note naming it.
     """
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        notes.append(Note(str(path), None, "is not a JSON array; it was left out."))
+        return []
     updates: list[ClineUpdate] = []
-    for entry_no, entry in enumerate(_expect_list(value, path, None, "a JSON array")):
+    for entry_no, entry in enumerate(value):
         where = f"entry {entry_no}"
-        if not (isinstance(entry, list) and len(entry) == 2 and is_int(entry[0], MAX_INT32)):
-            raise ClineTaskError(path, where, "expected [messageIndex, [editType, blocks]].")
-        message_idx, body = entry
-        if not (isinstance(body, list) and len(body) == 2 and is_int(body[0], MAX_INT32)):
-            raise ClineTaskError(path, where, "expected [editType, blocks] as its second item.")
-        edit_type, block_entries = body
-        for block_entry in _expect_list(block_entries, path, where, "a list of blocks"):
-            updates.extend(_parse_block_entry(block_entry, message_idx, edit_type, path, where))
+        if not (
+            isinstance(entry, list)
+            and len(entry) == 2
+            and is_int(entry[0], MAX_INT32)
+            and isinstance(entry[1], list)
+            and len(entry[1]) == 2
+            and is_int(entry[1][0], MAX_INT32)
+            and isinstance(entry[1][1], list)
+        ):
+            notes.append(
+                Note(str(path), where, "is not [messageIndex, [editType, blocks]]; left out.")
+            )
+            continue
+        message_idx, (edit_type, block_entries) = entry
+        for block_no, block_entry in enumerate(block_entries):
+            if not (
+                isinstance(block_entry, list)
+                and len(block_entry) == 2
+                and is_int(block_entry[0], MAX_INT32)
+                and isinstance(block_entry[1], list)
+            ):
+                notes.append(
+                    Note(
+                        str(path),
+                        f"{where} (message {message_idx}) block entry {block_no}",
+                        "is not [blockIndex, [update, ...]]; left out.",
+                    )
+                )
+                continue
+            block_idx, raw_updates = block_entry
+            for update_no, raw in enumerate(raw_updates):
+                position = f"{where} (message {message_idx}) block {block_idx} update {update_no}"
+                update = _parse_update(
+                    raw, message_idx, block_idx, edit_type, (entry_no, block_no, update_no)
+                )
+                if isinstance(update, str):
+                    notes.append(Note(str(path), position, update))
+                else:
+                    updates.append(update)
     return updates
 
 
-def _parse_block_entry(
-    block_entry: Any, message_idx: int, edit_type: int, path: Path, where: str
-) -> list[ClineUpdate]:
-    if not (
-        isinstance(block_entry, list)
-        and len(block_entry) == 2
-        and is_int(block_entry[0], MAX_INT32)
-        and isinstance(block_entry[1], list)
-    ):
-        raise ClineTaskError(path, where, "expected [blockIndex, [update, ...]] for each block.")
-    block_idx, raw_updates = block_entry
-    parsed = []
-    for update_no, raw in enumerate(raw_updates):
-        position = f"{where} (message {message_idx}) block {block_idx} update {update_no}"
-        parsed.append(_parse_update(raw, message_idx, block_idx, edit_type, path, position))
-    return parsed
-
-
 def _parse_update(
-    raw: Any, message_idx: int, block_idx: int, edit_type: int, path: Path, position: str
-) -> ClineUpdate:
+    raw: Any, message_idx: int, block_idx: int, edit_type: int, order: tuple[int, int, int]
+) -> ClineUpdate | str:
     if not (
         isinstance(raw, list)
         and len(raw) == 4
@@ -382,12 +434,10 @@ def _parse_update(
         and isinstance(raw[2][0], str)
         and isinstance(raw[3], list)
     ):
-        raise ClineTaskError(path, position, 'expected [timestampMs, "text", [newText], metadata].')
-    update = ClineUpdate(message_idx, block_idx, edit_type, raw[0], raw[2][0], raw[3])
+        return 'is not [timestampMs, "text", [newText], metadata]; left out.'
+    update = ClineUpdate(message_idx, block_idx, edit_type, raw[0], raw[2][0], raw[3], order)
     if update.kind == UpdateKind.FILE_MENTION and not is_mention_metadata(raw[3]):
-        raise ClineTaskError(
-            path, position, "a file-mention update needs metadata [[replaced...], [all...]]."
-        )
+        return "is a file-mention update without its metadata [[replaced...], [all...]]; left out."
     return update
 
 
@@ -396,166 +446,3 @@ def is_mention_metadata(metadata: list[Any]) -> bool:
     return len(metadata) == 2 and all(
         isinstance(paths, list) and all(isinstance(p, str) for p in paths) for paths in metadata
     )
-
-
-def parse_ui_messages(value: Any, path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """Validate ``ui_messages.json``: a list of objects; returns ``(position, message)``.
-
-    Raises:
-        ClineTaskError: the file is not a list of objects.
-    """
-    parsed = []
-    for position, message in enumerate(_expect_list(value, path, None, "a JSON array")):
-        if not isinstance(message, dict):
-            raise ClineTaskError(path, f"message {position}", "expected a JSON object.")
-        parsed.append((position, message))
-    return parsed
-
-
-def parse_request(message: Mapping[str, Any], path: Path, position: int) -> ClineRequest | None:
-    """The usage of an ``api_req_started`` UI message, or None for any other message.
-
-    A request still ``...Loading...`` (no token field and no cost) gives None.
-
-    Raises:
-        ClineTaskError: its ``text`` is not a JSON object, or a token field is not a count.
-    """
-    if message.get("say") != "api_req_started" or not isinstance(message.get("text"), str):
-        return None
-    where = f"message {position} (api_req_started)"
-    try:
-        info = json.loads(message["text"])
-    except json.JSONDecodeError as exc:
-        raise ClineTaskError(
-            path, f"{where} text, char {exc.pos}", f"the request info is not JSON ({exc.msg})."
-        ) from exc
-    if not isinstance(info, dict):
-        raise ClineTaskError(path, where, "the request info is not a JSON object.")
-    usage = {name: info.get(key) for name, key in USAGE_FIELDS}
-    cost = info.get("cost")
-    reason = info.get("cancelReason")
-    failure = reason if isinstance(reason, str) and 0 < len(reason) <= 200 else None
-    if all(v is None for v in usage.values()) and cost is None and failure is None:
-        return None
-    _check_usage(usage, cost, path, where)
-    model = message.get("modelInfo")
-    model_id = model.get("modelId") if isinstance(model, dict) else None
-    index = message.get("conversationHistoryIndex")
-    return ClineRequest(
-        ts=message["ts"] if is_int(message.get("ts")) else None,
-        cost=cost,
-        model_id=model_id if isinstance(model_id, str) and model_id else None,
-        history_index=index if is_int(index, MAX_INT32) else None,
-        failure=failure,
-        **usage,
-    )
-
-
-def _check_usage(usage: Mapping[str, Any], cost: Any, path: Path, where: str) -> None:
-    for name, value in usage.items():
-        if value is not None and not is_int(value, MAX_INT32):
-            raise ClineTaskError(path, where, f"{name} must be a token count, got {value!r:.40}.")
-    if cost is not None and (
-        isinstance(cost, bool) or not isinstance(cost, int | float) or not 0 <= cost <= 1e15
-    ):
-        raise ClineTaskError(path, where, f"cost must be a number >= 0, got {cost!r:.40}.")
-
-
-def _range_end(value: Any, path: Path, position: str) -> int:
-    if not (isinstance(value, list) and len(value) == 2 and all(is_int(v) for v in value)):
-        raise ClineTaskError(
-            path, position, f"conversationHistoryDeletedRange must be [start, end], got {value!r}."
-        )
-    end: int = value[1]
-    return end
-
-
-def range_from_ui_messages(
-    ui_messages: Sequence[tuple[int, Mapping[str, Any]]], path: Path
-) -> ClineRange | None:
-    """The last UI message's deleted range, dated by the first of its trailing run.
-
-    Raises:
-        ClineTaskError: the range is not ``[start, end]``.
-    """
-    if not ui_messages or "conversationHistoryDeletedRange" not in ui_messages[-1][1]:
-        return None
-    last_position, last = ui_messages[-1]
-    value = last["conversationHistoryDeletedRange"]
-    end = _range_end(value, path, f"message {last_position}")
-    since: Mapping[str, Any] = last
-    for _, message in reversed(ui_messages):
-        if message.get("conversationHistoryDeletedRange") != value:
-            break
-        since = message
-    ts = since.get("ts")
-    return ClineRange(end, ts if is_int(ts) else None, path, f"message {last_position}")
-
-
-def find_history_item(value: Any, path: Path, task_id: str) -> dict[str, Any]:
-    """The ``HistoryItem`` of ``task_id`` in ``taskHistory.json`` (or a lone item object).
-
-    Raises:
-        ClineTaskError: the file holds no item with that id.
-    """
-    items = [value] if isinstance(value, dict) else _expect_list(value, path, None, "an array")
-    for item in items:
-        if isinstance(item, dict) and str(item.get("id")) == task_id:
-            return item
-    raise ClineTaskError(
-        path, None, f"has no HistoryItem with id {task_id!r}; pass the matching taskHistory.json."
-    )
-
-
-def range_from_history_item(item: Mapping[str, Any], path: Path) -> ClineRange | None:
-    """The deleted range of a ``HistoryItem`` (None when it has none).
-
-    Raises:
-        ClineTaskError: the range is not ``[start, end]``.
-    """
-    value = item.get("conversationHistoryDeletedRange")
-    if value is None:
-        return None
-    position = f"HistoryItem {item.get('id')}"
-    end = _range_end(value, path, position)
-    ts = item.get("ts")
-    return ClineRange(end, ts if is_int(ts) else None, path, position)
-
-
-def _title(item: Mapping[str, Any] | None, messages: Sequence[Mapping[str, Any]]) -> str | None:
-    text = item.get("task") if item else None
-    if not isinstance(text, str) or not text.strip():
-        first = normalize_message_dict(messages[0]).blocks[0]
-        text = block_text(first) or ""
-        text = text.replace("<task>", "").replace("</task>", "")
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[0][:_TITLE_CHARS] if lines else None
-
-
-def _model_id(
-    item: Mapping[str, Any] | None, messages: Sequence[Mapping[str, Any]], task_metadata: Any
-) -> str | None:
-    candidates: list[Any] = [item.get("modelId") if item else None]
-    for message in reversed(messages):
-        info = message.get("modelInfo")
-        candidates.append(info.get("modelId") if isinstance(info, dict) else None)
-    usage = task_metadata.get("model_usage") if isinstance(task_metadata, dict) else None
-    if isinstance(usage, list) and usage and isinstance(usage[-1], dict):
-        candidates.append(usage[-1].get("model_id"))
-    found = next((c for c in candidates if isinstance(c, str) and 0 < len(c) <= 200), None)
-    return found
-
-
-def _conversation_metadata(
-    directory: Path, task_metadata: Any, item: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    metadata: dict[str, Any] = {
-        "source": "cline",
-        "cline_task_id": directory.name,
-        "cline_task_dir": str(directory.resolve()),
-    }
-    if isinstance(task_metadata, dict):
-        metadata["cline_task_metadata"] = task_metadata
-    if item is not None:
-        metadata["cline_history_item"] = dict(item)
-    return metadata

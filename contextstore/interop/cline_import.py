@@ -1,314 +1,255 @@
 """Moving Cline tasks into and out of a store, through the public ``ContextStore`` API only.
 
-Import reads and checks every file first (:func:`contextstore.interop.cline.read_task` and
-:func:`~contextstore.interop.cline.plan_import`), then writes the rows in timeline order:
-messages (Cline's ``ts`` used as the row's ``ts`` when it is later than the conversation's
-clock, and always kept in the message as the ``ts`` field), every ``context_history.json``
-update, one request per ``api_req_started`` with usage, and the deleted range. Export
-writes the stored originals and the effective rewrites back in Cline's formats.
+:func:`import_cline` reads every task first (a link out of the folder, a file over the size
+limit or nested too deep stops everything before anything is written), then writes all of
+them in one transaction: an import lands whole or not at all. :func:`export_cline` writes a
+conversation back as a task folder.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contextstore.core.errors import ContextStoreError
-from contextstore.core.validate import MAX_TS
+from contextstore.core.validate import check_id
 from contextstore.interop.cline import (
     API_HISTORY_FILE,
     CONTEXT_HISTORY_FILE,
-    IMPORT_SOURCE,
+    TASK_HISTORY_FILE,
+    TASK_METADATA_FILE,
     UI_MESSAGES_FILE,
-    ClineRange,
-    ClineRequest,
-    ClineTask,
-    ClineTaskError,
-    ClineUpdate,
-    MessageStep,
-    Step,
+    find_tasks,
+    is_task_dir,
     read_task,
 )
-from contextstore.interop.cline_plan import plan_import
+from contextstore.interop.cline_plan import ORIGIN, plan_task
 from contextstore.interop.cline_write import (
-    api_request_message,
+    TimedEntry,
+    check_targets,
+    checkpoint_message,
     context_history_value,
-    update_from_row,
-    write_task,
+    deleted_api_reqs,
+    history_item,
+    request_message,
+    text_message,
+    upsert_history_item,
+    with_positions,
+    write_json_atomic,
 )
+from contextstore.interop.errors import ClineTaskError
+from contextstore.interop.files import MAX_FILE_BYTES, Folder, Note
+from contextstore.interop.plan import ImportPlan
+from contextstore.interop.report import ExportReport, ImportReport
 from contextstore.interop.store_api import InteropStore
-from contextstore.records import AppendedMessage, Conversation, RequestRecord
+from contextstore.interop.sync import Progress, import_state, run_import
+from contextstore.storage.queries import EXACT_TEXT_KEY
 
-IMPORTED_KEEP = "imported"
-"""The ``keep`` recorded on a deleted range imported from Cline."""
-
-
-@dataclass(frozen=True)
-class ClineImportResult:
-    """What an import wrote.
-
-    Attributes:
-        conversation_id: the new conversation.
-        messages: messages appended.
-        kept_ts: how many of them kept their Cline ``ts`` as the row's ``ts``.
-        context_updates: ``context_history.json`` updates written.
-        requests: API requests recorded from ``api_req_started`` UI messages.
-        deleted_ranges: 1 when a deleted range was imported, else 0.
-        skipped: one line per overlay update that could not apply (its block is gone or
-            has no text: Cline's positional addressing drifted).
-    """
-
-    conversation_id: str
-    messages: int
-    kept_ts: int
-    context_updates: int
-    requests: int
-    deleted_ranges: int
-    skipped: tuple[str, ...] = ()
-
-    def counts(self) -> dict[str, int]:
-        """Rows written per table."""
-        return {
-            "messages": self.messages,
-            "context_updates": self.context_updates,
-            "api_requests": self.requests,
-            "deleted_ranges": self.deleted_ranges,
-        }
+EMPTY_TASK_METADATA: dict[str, Any] = {
+    "files_in_context": [],
+    "model_usage": [],
+    "environment_history": [],
+}
 
 
-@dataclass(frozen=True)
-class ClineExportResult:
-    """What an export wrote: the files, and the rewrites Cline's format cannot hold."""
-
-    files: tuple[Path, ...]
-    messages: int
-    context_updates: int
-    requests: int
-    skipped: tuple[str, ...] = ()
-
-
-def import_cline_task(
+def import_cline(
     store: InteropStore,
-    task_dir: str | os.PathLike[str],
+    path: str | os.PathLike[str],
     *,
     history_path: str | os.PathLike[str] | None = None,
-    title: str | None = None,
-    model_id: str | None = None,
-    context_window: int | None = None,
-) -> ClineImportResult:
-    """Import a Cline task directory as a new conversation.
+    replace: bool = False,
+    max_file_bytes: int = MAX_FILE_BYTES,
+    progress: Progress | None = None,
+) -> ImportReport:
+    """Import a Cline task folder, or every task of Cline's storage folder.
 
-    Every file is parsed and checked before the first write, so a malformed file leaves
-    the store untouched.
+    Each task becomes the conversation whose id is the task id (see the README section
+    "Bringing histories in and out" for what goes where). Importing again is idempotent:
+    an unchanged task is skipped, a task that grew gets only its new rows.
 
     Args:
         store: an open :class:`contextstore.ContextStore`.
-        task_dir: the task's ``tasks/<taskId>`` directory.
-        history_path: Cline's ``state/taskHistory.json``; its ``HistoryItem`` is then the
-            authority for the deleted range (else the last UI message's snapshot is).
-        title: the conversation's title (default: the HistoryItem's task, else the first
-            line of the ``<task>``).
-        model_id: the model (default: from the HistoryItem, the messages' ``modelInfo`` or
-            ``task_metadata.json``).
-        context_window: the window to manage the conversation with (default: unset).
+        path: ``tasks/<taskId>/``, or the folder holding ``tasks/`` and ``state/``.
+        history_path: Cline's ``state/taskHistory.json`` (default: found beside the tasks).
+        replace: start conversations that no longer match their task over from the files.
+        max_file_bytes: the largest file read (default :data:`MAX_FILE_BYTES`).
+        progress: called after each task.
 
     Raises:
-        ClineTaskError: a task file is missing, unreadable or malformed (nothing written).
+        ClineTaskError: ``path`` is no task folder, or a single task holds nothing readable.
+        UnsafeInputError: a link leads out of ``path``, or a file is too large or too deep.
+        ImportConflictError: a single task no longer matches its conversation.
     """
+    root = Path(path)
+    folder, tasks = cline_tasks(root, max_file_bytes=max_file_bytes)
     history = Path(history_path) if history_path is not None else None
-    task = read_task(task_dir, history_path=history)
-    plan = plan_import(task, max_message_bytes=store.max_message_bytes)
-    conversation = store.create_conversation(
-        model_id=model_id or task.model_id,
-        context_window=context_window,
-        title=title or task.title,
-        metadata=task.metadata,
-    )
-    try:
-        counts = _write_steps(store, conversation, task, plan.steps)
-    except BaseException as exc:
-        # The import spans several transactions; undo it as a whole, so a failure part way
-        # (a database error, an interrupt) leaves nothing behind.
-        store.delete_conversation(conversation.id)
-        if isinstance(exc, ContextStoreError):
-            raise type(exc)(f"the import stopped part way and was undone: {exc}") from exc
-        raise
-    return ClineImportResult(conversation_id=conversation.id, skipped=tuple(plan.skipped), **counts)
+    history_folder = Folder(history.parent, max_file_bytes=max_file_bytes) if history else folder
+
+    def plan(task_dir: Path) -> ImportPlan:
+        task = read_task(task_dir, folder, history_path=history, history_folder=history_folder)
+        return plan_task(task, max_message_bytes=store.max_message_bytes)
+
+    single = len(tasks) == 1 and tasks[0] == root
+    return run_import(store, ORIGIN, tasks, plan, single=single, replace=replace, progress=progress)
 
 
-def _write_steps(
-    store: InteropStore, conversation: Conversation, task: ClineTask, steps: Sequence[Step]
-) -> dict[str, int]:
-    counts = dict.fromkeys(
-        ("messages", "kept_ts", "context_updates", "requests", "deleted_ranges"), 0
-    )
-    last = conversation.last_ts
-    cid = conversation.id
-    for step in steps:
-        if isinstance(step, MessageStep):
-            message = task.messages[step.index]
-            written = _append(store, cid, message, last)
-            counts["kept_ts"] += written.ts == message.get("ts")
-            counts["messages"] += 1
-            last = written.ts
-        elif isinstance(step, ClineUpdate):
-            last = _add_update(store, cid, step)
-            counts["context_updates"] += 1
-        elif isinstance(step, ClineRequest):
-            last = _record(store, cid, step)
-            counts["requests"] += 1
-        else:
-            last = _set_range(store, cid, step)
-            counts["deleted_ranges"] += 1
-    return counts
+def cline_tasks(
+    path: str | os.PathLike[str], *, max_file_bytes: int = MAX_FILE_BYTES
+) -> tuple[Folder, list[Path]]:
+    """The task folders :func:`import_cline` would import from ``path``, and the folder
+    no file may lead out of (the storage folder when ``path`` is one of its tasks).
+
+    Raises:
+        ClineTaskError: ``path`` is no task folder and holds none.
+        OutsideFolderError: a task folder is a link out of ``path``.
+    """
+    root = Path(path)
+    base = root.parent.parent if root.parent.name == "tasks" and is_task_dir(root) else root
+    folder = Folder(base, max_file_bytes=max_file_bytes)
+    tasks = find_tasks(root, folder)
+    if not tasks:
+        raise ClineTaskError(root, None, "holds no task folders under tasks/; nothing to import.")
+    return folder, tasks
 
 
-def _append(
-    store: InteropStore, cid: str, message: Mapping[str, Any], last: int
-) -> AppendedMessage:
-    cline_ts = message.get("ts")
-    keep = (
-        isinstance(cline_ts, int) and not isinstance(cline_ts, bool) and last < cline_ts <= MAX_TS
-    )
-    meta = {k: v for k, v in message.items() if k not in ("role", "content")}
-    return store.append(
-        cid, message["role"], message["content"], meta=meta, ts=cline_ts if keep else None
-    )
-
-
-def _add_update(store: InteropStore, cid: str, update: ClineUpdate) -> int:
-    return store.add_context_update(
-        cid,
-        update.message_idx,
-        update.block_idx,
-        update.text,
-        kind=update.kind,
-        source=IMPORT_SOURCE,
-        metadata=update.store_metadata(),
-    )
-
-
-def _record(store: InteropStore, cid: str, request: ClineRequest) -> int:
-    return store.record_request(
-        cid,
-        tokens_in=request.tokens_in,
-        tokens_out=request.tokens_out,
-        cache_writes=request.cache_writes,
-        cache_reads=request.cache_reads,
-        cost=request.cost,
-        model_id=request.model_id,
-        failure=request.failure,
-    ).ts
-
-
-def _set_range(store: InteropStore, cid: str, deleted: ClineRange) -> int:
-    return store.set_deleted_range(
-        cid,
-        deleted.end,
-        keep=IMPORTED_KEEP,
-        reason=f"imported from Cline's {deleted.source}",
-    )
-
-
-def export_cline_task(
+def export_cline(
     store: InteropStore,
     conversation_id: str,
     out_dir: str | os.PathLike[str],
     *,
     overwrite: bool = False,
-) -> ClineExportResult:
-    """Write a conversation as a Cline task directory.
+    history_path: str | os.PathLike[str] | None = None,
+) -> ExportReport:
+    """Write a conversation as a Cline task folder.
 
-    Writes ``api_conversation_history.json`` (the stored originals with their extra fields),
-    ``context_history.json`` (the effective rewrites, with their Cline timestamps and edit
-    types when they were imported) and ``ui_messages.json`` (one ``api_req_started`` per
-    recorded request, carrying the deleted range as of that request), each atomically.
-    Rewrites that replace a whole block or a tool input have no Cline form; they are
-    reported in ``skipped``.
+    Writes ``api_conversation_history.json``, ``ui_messages.json``,
+    ``context_history.json`` and ``task_metadata.json``, and the task's ``HistoryItem``:
+    into ``history_path``, else into ``state/taskHistory.json`` when ``out_dir`` is a
+    ``tasks/<id>`` folder of Cline's storage, else into ``out_dir/taskHistory.json``. For
+    an imported task that did not change, every file is JSON-equal to what was imported;
+    after a rollback, the files are what Cline's own checkpoint restore leaves.
 
     Raises:
         ClineTaskError: a target file exists and ``overwrite`` is False (nothing written).
         ConversationNotFoundError: no conversation has this id.
     """
+    check_id(conversation_id)
+    target = Path(out_dir)
+    conversation = store.get_conversation(conversation_id)
+    cline = conversation.metadata.get("cline")
+    cline = cline if isinstance(cline, dict) else {}
+    state = import_state(conversation.metadata)
+    imported = state is not None and state.get("source") == ORIGIN
+    imported_until = int(state["last_ts"]) if imported and state else None
     messages = store.messages(conversation_id)
-    updates, skipped = _effective_updates(store.context_updates(conversation_id))
-    requests = store.requests(conversation_id)
-    ui_messages = [_ui_request(store, conversation_id, r) for r in requests]
-    tail = _range_tail(store, conversation_id, ui_messages)
-    if tail is not None:
-        ui_messages.append(tail)
-    files = {
-        API_HISTORY_FILE: messages,
-        CONTEXT_HISTORY_FILE: context_history_value(updates),
-        UI_MESSAGES_FILE: ui_messages,
-    }
-    written = write_task(Path(out_dir), files, overwrite=overwrite)
-    return ClineExportResult(
-        files=tuple(written),
-        messages=len(messages),
-        context_updates=len(updates),
-        requests=len(requests),
-        skipped=tuple(skipped),
+    notes: list[Note] = []
+    ui = _ui_messages(store, conversation_id, imported_until)
+    updates = [u for u in store.context_updates(conversation_id) if _exportable(u, notes)]
+    files: dict[str, Any] = {}
+    present = set(cline.get("files", [])) if imported else set()
+    if messages or API_HISTORY_FILE in present or not imported:
+        files[API_HISTORY_FILE] = messages
+    files[UI_MESSAGES_FILE] = ui
+    if updates or CONTEXT_HISTORY_FILE in present:
+        files[CONTEXT_HISTORY_FILE] = context_history_value(updates)
+    task_metadata = cline.get("task_metadata")
+    if isinstance(task_metadata, dict) or not imported:
+        files[TASK_METADATA_FILE] = (
+            task_metadata if isinstance(task_metadata, dict) else (EMPTY_TASK_METADATA)
+        )
+    changed = not imported or conversation.last_ts != (state or {}).get("last_ts")
+    stored_item = cline.get("history_item")
+    item = history_item(
+        stored_item if isinstance(stored_item, dict) else None,
+        str(cline.get("task_id") or target.name),
+        ui,
+        messages,
+        store.deleted_range(conversation_id),
+        changed=changed,
     )
+    history_file = _history_file(target, history_path)
+    paths = [target / name for name in files]
+    check_targets(
+        [*paths, *([history_file] if history_file.parent == target else [])], overwrite=overwrite
+    )
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ClineTaskError(target, None, f"cannot be created ({exc.strerror}).") from exc
+    for name, value in files.items():
+        write_json_atomic(target / name, value, indent=2 if name == TASK_METADATA_FILE else None)
+    write_json_atomic(history_file, upsert_history_item(history_file, item))
+    counts = {
+        "messages": len(messages),
+        "ui_messages": len(ui),
+        "context_updates": len(updates),
+    }
+    return ExportReport(conversation_id, (*paths, history_file), tuple(notes), counts)
 
 
-def _effective_updates(rows: Sequence[Mapping[str, Any]]) -> tuple[list[ClineUpdate], list[str]]:
-    newest: dict[tuple[int, int], Mapping[str, Any]] = {}
-    for row in rows:
-        newest[(row["message_idx"], row["block_idx"])] = row
-    updates, skipped = [], []
-    for (message_idx, block_idx), row in sorted(newest.items()):
-        if row.get("mode", "text") != "text":
-            skipped.append(
-                f"update {row['id']} on message {message_idx} block {block_idx}: mode "
-                f"{row['mode']!r} has no {CONTEXT_HISTORY_FILE} form (skipped)."
+def _history_file(target: Path, history_path: str | os.PathLike[str] | None) -> Path:
+    if history_path is not None:
+        return Path(history_path)
+    state_dir = target.parent.parent / "state"
+    if target.parent.name == "tasks" and state_dir.is_dir():
+        return state_dir / TASK_HISTORY_FILE
+    return target / TASK_HISTORY_FILE
+
+
+def _exportable(row: dict[str, Any], notes: list[Note]) -> bool:
+    if row.get("mode", "text") != "text":
+        notes.append(
+            Note(
+                CONTEXT_HISTORY_FILE,
+                f"update {row['id']} (message {row['message_idx']} block {row['block_idx']})",
+                f"replaces a whole block (mode {row['mode']!r}), which Cline's format cannot "
+                "hold; left out.",
             )
-            continue
-        updates.append(update_from_row(row))
-    return updates, skipped
+        )
+        return False
+    exact = (row.get("metadata") or {}).get(EXACT_TEXT_KEY)
+    if isinstance(exact, str):
+        row["text"] = exact
+    return True
 
 
-def _ui_request(store: InteropStore, cid: str, record: RequestRecord) -> dict[str, Any]:
-    visible = store.messages(cid, as_of=record.ts)
-    request = ClineRequest(
-        ts=record.ts,
-        tokens_in=record.tokens_in,
-        tokens_out=record.tokens_out,
-        cache_writes=record.cache_writes,
-        cache_reads=record.cache_reads,
-        cost=record.cost,
-        model_id=record.model_id,
-        history_index=len(visible) - 1 if visible else None,
-        failure=record.failure,
-    )
-    return api_request_message(request, store.deleted_range(cid, as_of=record.ts))
-
-
-def _range_tail(
-    store: InteropStore, cid: str, ui_messages: Sequence[Mapping[str, Any]]
-) -> dict[str, Any] | None:
-    """A closing UI message carrying the range when no request carries the current one."""
-    current = store.deleted_range(cid)
-    carried = ui_messages[-1].get("conversationHistoryDeletedRange") if ui_messages else None
-    if current is None or carried == list(current):
-        return None
-    return {
-        "ts": store.get_conversation(cid).last_ts,
-        "type": "say",
-        "say": "text",
-        "text": f"[contextstore] exported conversation {cid}",
-        "conversationHistoryDeletedRange": list(current),
-    }
-
-
-__all__ = [
-    "ClineExportResult",
-    "ClineImportResult",
-    "ClineTaskError",
-    "InteropStore",
-    "export_cline_task",
-    "import_cline_task",
-]
+def _ui_messages(
+    store: InteropStore, conversation_id: str, imported_until: int | None
+) -> list[dict[str, Any]]:
+    """The UI messages: imported ones as read, generated ones for rows written here, and
+    one ``deleted_api_reqs`` per rollback that removed UI messages, all in ``ts`` order."""
+    entries: list[TimedEntry] = [
+        (r.ts, r.data) for r in store.source_records(conversation_id, origin=ORIGIN)
+    ]
+    after = -1 if imported_until is None else imported_until
+    stored = store.messages(conversation_id)
+    message_ts = store.message_timestamps(conversation_id)
+    generated: list[TimedEntry] = []
+    for idx, (message, ts) in enumerate(zip(stored, message_ts, strict=True)):
+        entry = text_message(message, ts, first=idx == 0) if ts > after else None
+        if entry is not None:
+            generated.append((ts, entry))
+    generated += [
+        (r.ts, request_message(r)) for r in store.requests(conversation_id) if r.ts > after
+    ]
+    generated += [
+        (c.ts, checkpoint_message(c)) for c in store.checkpoints(conversation_id) if c.ts > after
+    ]
+    for removed in store.removed_source_records(conversation_id):
+        model_info = next(
+            (
+                d.get("modelInfo")
+                for t, d in reversed(entries)
+                if t <= removed.cutoff_ts and d.get("modelInfo") is not None
+            ),
+            None,
+        )
+        kept = sum(1 for t in message_ts if t <= removed.cutoff_ts)
+        current = store.deleted_range(conversation_id, as_of=removed.cutoff_ts)
+        generated.append((removed.ran_at, deleted_api_reqs(removed, kept - 1, current, model_info)))
+    ranges = [
+        (ts, (store.deleted_range(conversation_id, as_of=ts) or (2, None))[1])
+        for ts in sorted({t for t, _ in generated})
+    ]
+    positioned = with_positions(generated, message_ts, ranges)
+    return [entry for _, entry in sorted([*entries, *positioned], key=lambda e: e[0])]

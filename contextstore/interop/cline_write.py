@@ -1,110 +1,319 @@
-"""Writing Cline task files (export), atomically, from stored rows."""
+"""Building Cline's task files from stored rows (export), and writing them atomically.
+
+An imported task comes back as it was read: its UI messages are its ``source_records``,
+its messages the stored originals, its ``context_history.json`` every update row in
+Cline's own order. Rows written in contextstore after the import (or in a conversation
+that started here) get the UI messages Cline writes for them (``say:text``,
+``api_req_started``, ``checkpoint_created``), and a rollback that removed UI messages gets
+the ``deleted_api_reqs`` message Cline's own checkpoint restore adds, with their totals.
+"""
 
 from __future__ import annotations
 
+import bisect
 import copy
 import json
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from contextstore.core.file_reads import ALL_PATHS, REPLACED_PATHS
 from contextstore.core.validate import MAX_INT32
 from contextstore.interop.cline import (
-    USAGE_FIELDS,
     ClineEditType,
-    ClineRequest,
-    ClineTaskError,
-    ClineUpdate,
     edit_type_for_kind,
     is_int,
     is_mention_metadata,
 )
+from contextstore.interop.cline_plan import USAGE_FIELDS, request_info
+from contextstore.interop.errors import ClineTaskError
+from contextstore.records import Checkpoint, RemovedSourceRecords, RequestRecord
+
+TimedEntry = tuple[int, dict[str, Any]]
+"""A UI message and the timeline ``ts`` that orders it."""
 
 
-def update_from_row(row: Mapping[str, Any]) -> ClineUpdate:
-    """A stored ``context_updates`` row as a Cline update (original ts and type if known)."""
-    metadata = row.get("metadata") or {}
-    stored_type: Any = metadata.get("cline_edit_type")
-    edit_type = stored_type if is_int(stored_type, MAX_INT32) else edit_type_for_kind(row["kind"])
-    stored_ts: Any = metadata.get("cline_ts")
-    ts = stored_ts if is_int(stored_ts) else int(row["ts"])
-    cline_metadata: list[Any] = []
-    if REPLACED_PATHS in metadata and ALL_PATHS in metadata:
-        cline_metadata = [list(metadata[REPLACED_PATHS]), list(metadata[ALL_PATHS])]
-    elif isinstance(metadata.get("cline_metadata"), list):
-        cline_metadata = copy.deepcopy(metadata["cline_metadata"])
-    return ClineUpdate(
-        row["message_idx"], row["block_idx"], edit_type, ts, row["text"], cline_metadata
-    )
+# -- context_history.json -----------------------------------------------------------------
 
 
-def context_history_value(updates: Sequence[ClineUpdate]) -> list[Any]:
-    """Serialise updates as ``context_history.json`` (array of pairs, by message and block).
+def context_history_value(rows: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """Every update row as ``context_history.json``: Cline's Map as an array of pairs.
 
-    A message's ``editType`` is that of its oldest update; in a file-mention entry an
-    update without mention paths gets ``[[], []]`` so Cline can read it.
+    Imported updates keep their place in Cline's file (``cline_order``), their timestamps,
+    edit types and metadata; updates written in contextstore follow, in ``ts`` order, with
+    the edit type of their kind.
     """
-    by_message: dict[int, dict[int, list[ClineUpdate]]] = {}
-    for update in sorted(updates, key=lambda u: (u.message_idx, u.ts, u.block_idx)):
-        by_message.setdefault(update.message_idx, {}).setdefault(update.block_idx, []).append(
-            update
+    ordered = sorted(rows, key=_update_order)
+    entries: dict[int, tuple[int, dict[int, list[Any]]]] = {}
+    for row in ordered:
+        metadata = row.get("metadata") or {}
+        message_idx = int(row["message_idx"])
+        stored_type: Any = metadata.get("cline_edit_type")
+        edit_type = (
+            int(stored_type) if is_int(stored_type, MAX_INT32) else edit_type_for_kind(row["kind"])
         )
-    value: list[Any] = []
-    for message_idx, blocks in by_message.items():
-        edit_type = min((u for b in blocks.values() for u in b), key=lambda u: u.ts).edit_type
-        entries = [
-            [block_idx, [_update_value(u, edit_type) for u in items]]
-            for block_idx, items in sorted(blocks.items())
-        ]
-        value.append([message_idx, [edit_type, entries]])
+        entry = entries.setdefault(message_idx, (edit_type, {}))
+        stored_ts = metadata.get("cline_ts")
+        ts = stored_ts if is_int(stored_ts) else int(row["ts"])
+        entry[1].setdefault(int(row["block_idx"]), []).append(
+            [ts, "text", [row["text"]], _update_metadata(metadata, entry[0])]
+        )
+    return [
+        [message_idx, [edit_type, [[block, updates] for block, updates in blocks.items()]]]
+        for message_idx, (edit_type, blocks) in entries.items()
+    ]
+
+
+def _update_order(row: Mapping[str, Any]) -> tuple[int, list[int], int]:
+    order = (row.get("metadata") or {}).get("cline_order")
+    if isinstance(order, list) and all(is_int(v, MAX_INT32) for v in order):
+        return (0, order, int(row["ts"]))
+    return (1, [], int(row["ts"]))
+
+
+def _update_metadata(metadata: Mapping[str, Any], edit_type: int) -> list[Any]:
+    if isinstance(metadata.get("cline_metadata"), list):
+        value: list[Any] = copy.deepcopy(metadata["cline_metadata"])
+    elif REPLACED_PATHS in metadata and ALL_PATHS in metadata:
+        value = [list(metadata[REPLACED_PATHS]), list(metadata[ALL_PATHS])]
+    else:
+        value = []
+    if edit_type == ClineEditType.FILE_MENTION and not is_mention_metadata(value):
+        value = [[], []]
     return value
 
 
-def _update_value(update: ClineUpdate, edit_type: int) -> list[Any]:
-    metadata = update.metadata
-    if edit_type == ClineEditType.FILE_MENTION and not is_mention_metadata(metadata):
-        metadata = [[], []]
-    return [update.ts, "text", [update.text], metadata]
+# -- ui_messages.json ---------------------------------------------------------------------
 
 
-def api_request_message(
-    request: ClineRequest, deleted_range: tuple[int, int] | None
+def api_metrics(ui_messages: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Cline's ``getApiMetrics``: token and cost totals of ``api_req_started`` and
+    ``deleted_api_reqs`` messages (cache totals only when some message has them)."""
+    totals: dict[str, Any] = {"tokensIn": 0, "tokensOut": 0, "cost": 0}
+    for message in ui_messages:
+        if message.get("type") != "say" or message.get("say") not in (
+            "api_req_started",
+            "deleted_api_reqs",
+        ):
+            continue
+        info = request_info(message) or {}
+        for key in ("tokensIn", "tokensOut", "cacheWrites", "cacheReads", "cost"):
+            value = info.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                totals[key] = totals.get(key, 0) + value
+    return {key: _js_number(value) for key, value in totals.items()}
+
+
+def _js_number(value: Any) -> Any:
+    """A sum as JavaScript prints it (``0``, not ``0.0``)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def deleted_api_reqs(
+    removed: RemovedSourceRecords,
+    history_index: int,
+    deleted_range: tuple[int, int] | None,
+    model_info: Any,
 ) -> dict[str, Any]:
-    """An ``api_req_started`` UI message carrying a request's usage."""
-    info: dict[str, Any] = {"request": "[exported by contextstore]"}
+    """The ``deleted_api_reqs`` message Cline's checkpoint restore adds: the totals of the
+    UI messages a rollback removed, so the task's cost is not lost."""
+    metrics = api_metrics(r.data for r in removed.records)
+    info = {
+        key: metrics[key]
+        for key in ("tokensIn", "tokensOut", "cacheWrites", "cacheReads", "cost")
+        if key in metrics
+    }
+    message: dict[str, Any] = {
+        "ts": removed.ran_at,
+        "type": "say",
+        "say": "deleted_api_reqs",
+        "text": json.dumps(info, separators=(",", ":")),
+    }
+    if model_info is not None:
+        message["modelInfo"] = copy.deepcopy(model_info)
+    message["conversationHistoryIndex"] = history_index
+    if deleted_range is not None:
+        message["conversationHistoryDeletedRange"] = list(deleted_range)
+    return message
+
+
+def request_message(record: RequestRecord) -> dict[str, Any]:
+    """The ``api_req_started`` UI message of a request written in contextstore."""
+    info: dict[str, Any] = {"request": ""}
     for name, key in USAGE_FIELDS:
-        value = getattr(request, name)
+        value = getattr(record, name)
         if value is not None:
             info[key] = value
-    if request.cost is not None:
-        info["cost"] = request.cost
-    if request.failure is not None:
-        info["cancelReason"] = request.failure
+    if record.cost is not None:
+        info["cost"] = record.cost
+    if record.failure is not None:
+        info["cancelReason"] = record.failure
+    for key, value in (record.details or {}).items():
+        if key in ("streamingFailedMessage", "retryStatus"):
+            info[key] = value
     message: dict[str, Any] = {
-        "ts": request.ts,
+        "ts": record.ts,
         "type": "say",
         "say": "api_req_started",
         "text": json.dumps(info, separators=(",", ":")),
     }
-    if request.history_index is not None:
-        message["conversationHistoryIndex"] = request.history_index
-    if deleted_range is not None:
-        message["conversationHistoryDeletedRange"] = list(deleted_range)
-    if request.model_id is not None:
-        message["modelInfo"] = {"modelId": request.model_id}
+    if record.model_id is not None:
+        message["modelInfo"] = {"modelId": record.model_id}
     return message
 
 
-def write_json_atomic(path: Path, value: Any) -> None:
-    """Write compact JSON (as Cline does) to a temporary file, then rename it over ``path``."""
-    data = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+def checkpoint_message(checkpoint: Checkpoint) -> dict[str, Any]:
+    """The ``checkpoint_created`` UI message of a checkpoint written in contextstore."""
+    message: dict[str, Any] = {"ts": checkpoint.ts, "type": "say", "say": "checkpoint_created"}
+    if checkpoint.git_hash is not None:
+        message["lastCheckpointHash"] = checkpoint.git_hash
+    message["isCheckpointCheckedOut"] = False
+    return message
+
+
+def text_message(message: Mapping[str, Any], ts: int, first: bool) -> dict[str, Any] | None:
+    """The UI message showing a message's text (the task for the first, ``user_feedback``
+    for later user messages, ``text`` for the assistant's); None when it has no text."""
+    content = message.get("content")
+    texts = (
+        [content]
+        if isinstance(content, str)
+        else [
+            b["text"]
+            for b in content or []
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        ]
+    )
+    text = "\n\n".join(t for t in texts if t.strip())
+    if not text:
+        return None
+    if first:
+        text = text.replace("<task>\n", "").replace("\n</task>", "")
+        text = text.replace("<task>", "").replace("</task>", "").strip()
+    say = "text" if first or message.get("role") == "assistant" else "user_feedback"
+    entry: dict[str, Any] = {"ts": ts, "type": "say", "say": say, "text": text}
+    if message.get("role") == "user":
+        entry.update(images=[], files=[])
+    return entry
+
+
+def with_positions(
+    entries: Sequence[TimedEntry],
+    message_ts: Sequence[int],
+    ranges: Sequence[tuple[int, int | None]],
+) -> list[TimedEntry]:
+    """Generated UI messages with the ``conversationHistoryIndex`` and deleted range Cline
+    stamps on every message, as of each one's ``ts`` (``ranges``: the range's end at each
+    of those moments); entries already carrying an index keep theirs."""
+    ends = dict(ranges)
+    out: list[TimedEntry] = []
+    for ts, entry in entries:
+        if "conversationHistoryIndex" not in entry:
+            entry = dict(entry)
+            entry["conversationHistoryIndex"] = bisect.bisect_right(message_ts, ts) - 1
+            end = ends.get(ts)
+            if end is not None:
+                entry["conversationHistoryDeletedRange"] = [2, end]
+        out.append((ts, entry))
+    return out
+
+
+# -- the HistoryItem ----------------------------------------------------------------------
+
+
+def history_item(
+    stored: Mapping[str, Any] | None,
+    task_id: str,
+    ui_messages: Sequence[Mapping[str, Any]],
+    api_messages: Sequence[Mapping[str, Any]],
+    deleted_range: tuple[int, int] | None,
+    *,
+    changed: bool,
+) -> dict[str, Any]:
+    """The task's ``HistoryItem``: the imported one as it was when nothing changed since;
+    otherwise with the fields Cline derives from the files recomputed as Cline does
+    (``ts`` of the last message that is not a resume prompt, totals of ``ui[1:]``, the
+    current range, the last model)."""
+    item: dict[str, Any] = dict(stored) if stored else {"id": task_id}
+    if stored is not None and not changed:
+        return item
+    if ui_messages:
+        relevant = [
+            m for m in ui_messages if m.get("ask") not in ("resume_task", "resume_completed_task")
+        ]
+        item["ts"] = (relevant or ui_messages)[-1].get("ts")
+        first = ui_messages[0].get("text")
+        item["task"] = first if isinstance(first, str) else item.get("task", "")
+    metrics = api_metrics(ui_messages[1:])
+    item["tokensIn"] = metrics["tokensIn"]
+    item["tokensOut"] = metrics["tokensOut"]
+    for key in ("cacheWrites", "cacheReads"):
+        if key in metrics:
+            item[key] = metrics[key]
+        else:
+            item.pop(key, None)
+    item["totalCost"] = metrics["cost"]
+    if deleted_range is None:
+        item.pop("conversationHistoryDeletedRange", None)
+    else:
+        item["conversationHistoryDeletedRange"] = list(deleted_range)
+    model = next(
+        (
+            m["modelInfo"].get("modelId")
+            for m in reversed(api_messages)
+            if isinstance(m.get("modelInfo"), dict)
+        ),
+        None,
+    )
+    if model is not None:
+        item["modelId"] = model
+    return item
+
+
+def upsert_history_item(path: Path, item: Mapping[str, Any]) -> list[Any]:
+    """``taskHistory.json``'s items with ``item`` replacing the one of its id (or added).
+
+    Raises:
+        ClineTaskError: the file exists and is not a JSON array.
+    """
+    items: list[Any] = []
+    if path.is_file():
+        try:
+            value = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ClineTaskError(
+                path, None, f"cannot be read as JSON ({exc}); the item was not written."
+            ) from exc
+        if not isinstance(value, list):
+            raise ClineTaskError(path, None, "is not a JSON array of HistoryItems.")
+        items = value
+    kept = [i for i in items if not (isinstance(i, dict) and str(i.get("id")) == str(item["id"]))]
+    position = next(
+        (
+            n
+            for n, i in enumerate(items)
+            if isinstance(i, dict) and str(i.get("id")) == str(item["id"])
+        ),
+        len(kept),
+    )
+    kept.insert(position, dict(item))
+    return kept
+
+
+# -- writing ------------------------------------------------------------------------------
+
+
+def write_json_atomic(path: Path, value: Any, *, indent: int | None = None) -> None:
+    """Write JSON (compact unless ``indent``, as Cline does) to a temporary file in the same
+    folder, then rename it over ``path``."""
+    separators = (",", ":") if indent is None else (",", ": ")
+    data = json.dumps(value, ensure_ascii=False, separators=separators, indent=indent)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.tmp.")
     try:
         with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
+            stream.write(data.encode("utf-8"))
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, path)
@@ -113,28 +322,17 @@ def write_json_atomic(path: Path, value: Any) -> None:
         raise
 
 
-def write_task(
-    out_dir: Path,
-    files: Mapping[str, Any],
-    *,
-    overwrite: bool = False,
-) -> list[Path]:
-    """Write task files (name -> JSON value) into ``out_dir``, each atomically.
+def check_targets(paths: Sequence[Path], *, overwrite: bool) -> None:
+    """Refuse to replace existing files unless asked.
 
     Raises:
-        ClineTaskError: a file exists and ``overwrite`` is False (nothing is written), or
-            the directory cannot be created.
+        ClineTaskError: some exist and ``overwrite`` is False (nothing written).
     """
-    targets = [out_dir / name for name in files]
-    existing = [p.name for p in targets if p.exists()]
+    existing = [p for p in paths if p.exists()]
     if existing and not overwrite:
+        names = ", ".join(p.name for p in existing)
         raise ClineTaskError(
-            out_dir, None, f"already holds {', '.join(existing)}; pass overwrite to replace."
+            existing[0].parent,
+            None,
+            f"already holds {names}; pass overwrite to replace. Nothing was written.",
         )
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ClineTaskError(out_dir, None, f"cannot be created ({exc.strerror}).") from exc
-    for target, value in zip(targets, files.values(), strict=True):
-        write_json_atomic(target, value)
-    return targets

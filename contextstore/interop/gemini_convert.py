@@ -1,5 +1,22 @@
-"""Converting Gemini ``Content`` turns to Anthropic messages (the rules are in
-:mod:`contextstore.interop.gemini`); pure, no I/O."""
+"""Converting Gemini ``Content`` turns to Anthropic messages; pure, no I/O.
+
+* role ``user`` -> ``user``, ``model`` -> ``assistant``;
+* ``text`` -> a text block; ``thought: true`` parts and blank text are dropped;
+* ``inlineData``/``fileData`` -> an ``image`` (``image/*``) or ``document``
+  (``application/pdf``) block with a base64 or URL source; other MIME types -> a text note;
+* ``functionCall`` -> ``tool_use`` (without an id: ``gemini_call_<turn>_<part>``);
+* ``functionResponse`` -> ``tool_result`` for its id, else the first unanswered call of the
+  same name in the previous model turn, else ``gemini_response_<turn>_<part>``; the content
+  is ``response.output`` when it is a string, else the response as JSON; an ``error``
+  response is ``is_error``; images in ``functionResponse.parts`` join the content;
+* ``executableCode`` -> fenced code, ``codeExecutionResult`` -> ``Output:`` text;
+* a part's ``thoughtSignature`` stays on its block (and is sent back to Gemini).
+
+Consecutive same-role turns are merged unless they come from different session records
+(each record keeps its own messages, so its time holds and a later record never rewrites
+an earlier message); in a user message the ``tool_result`` blocks come first; a chat that
+starts with the model gets Gemini CLI's continuation text as its first user message.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +30,7 @@ from typing import Any, Final
 from contextstore.core.content import normalize_message_dict
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.hardening import DEFAULT_CONTINUATION, PAYLOAD_KEYS
+from contextstore.interop.errors import GeminiChatError
 
 Content = dict[str, Any]
 Block = dict[str, Any]
@@ -24,22 +42,6 @@ IDS_FIELD: Final = "gemini_ids"
 """Message field listing the session record ids a message was built from."""
 SYNTHETIC_FIELD: Final = "gemini_synthetic"
 """Message field marking the user message added before a chat that starts with the model."""
-
-
-class GeminiChatError(InvalidInputError):
-    """A Gemini CLI chat file is unreadable or malformed; nothing was written.
-
-    Attributes:
-        path: the offending file.
-        position: where in it (``"line 4"``, ``"history[2].parts[0]"``...), or None when
-            the whole file is at fault.
-    """
-
-    def __init__(self, path: Path, position: str | None, problem: str) -> None:
-        self.path = path
-        self.position = position
-        where = f"{path}" if position is None else f"{path}, {position}"
-        super().__init__(f"{where}: {problem}")
 
 
 @dataclass(frozen=True)
@@ -69,36 +71,55 @@ class _Pairing:
         return None
 
 
-def turns_to_messages(turns: Sequence[Turn], path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+@dataclass(frozen=True)
+class Converted:
+    """Turns converted to Anthropic messages.
+
+    Attributes:
+        messages: the messages (merged, each valid for the store).
+        first_turns: for each message, the index of the first turn it holds (-1 for the
+            continuation message put before a chat that starts with the model).
+        notes: what was left out or approximated.
+    """
+
+    messages: list[dict[str, Any]]
+    first_turns: list[int]
+    notes: list[str]
+
+
+def turns_to_messages(turns: Sequence[Turn], path: Path) -> Converted:
     """Convert Gemini turns to Anthropic messages (see the module docstring for the rules).
-
-    Args:
-        turns: the turns, in order.
-        path: the file, for errors.
-
-    Returns:
-        The messages (merged, each valid for the store) and notes on what was left out.
 
     Raises:
         GeminiChatError: a part is malformed or sits in the wrong role's turn.
     """
     notes: list[str] = []
     pairing = _Pairing()
-    converted: list[tuple[Turn, list[Block]]] = []
+    converted: list[tuple[int, Turn, list[Block]]] = []
     for index, turn in enumerate(turns):
         blocks = _turn_blocks(turn, index, pairing, path, notes)
         if blocks:
-            converted.append((turn, blocks))
-    messages = _merge(converted)
+            converted.append((index, turn, blocks))
+    messages, first_turns = _merge(converted)
     if messages and messages[0]["role"] == "assistant":
         notes.append("the chat starts with a model turn; a continuation user message was added.")
         messages.insert(0, {"role": "user", "content": DEFAULT_CONTINUATION, SYNTHETIC_FIELD: True})
+        first_turns.insert(0, -1)
     for index, message in enumerate(messages):
         try:
             normalize_message_dict(message)
         except InvalidInputError as exc:
             raise GeminiChatError(path, f"converted message {index}", str(exc)) from exc
-    return messages, notes
+    return Converted(messages, first_turns, notes)
+
+
+def check_turn(turn: Turn, path: Path) -> None:
+    """Convert one turn alone, so a malformed part is found before the whole chat is.
+
+    Raises:
+        GeminiChatError: a part of the turn is malformed or in the wrong role's turn.
+    """
+    _turn_blocks(turn, 0, _Pairing(), path, [])
 
 
 def _turn_blocks(
@@ -291,12 +312,19 @@ def _result_content(
     return [{"type": "text", "text": text or "(no output)"}, *images]
 
 
-def _merge(converted: Sequence[tuple[Turn, list[Block]]]) -> list[dict[str, Any]]:
+def _merge(
+    converted: Sequence[tuple[int, Turn, list[Block]]],
+) -> tuple[list[dict[str, Any]], list[int]]:
     messages: list[dict[str, Any]] = []
-    for turn, blocks in converted:
+    first_turns: list[int] = []
+    for index, turn, blocks in converted:
         role = ROLES[turn.role]
         ids = [turn.record_id] if turn.record_id else []
-        if messages and messages[-1]["role"] == role:
+        # Turns of different session records stay apart, so each message keeps its record's
+        # time and a record appended later never rewrites an earlier message.
+        previous_ids = messages[-1].get(IDS_FIELD, []) if messages else []
+        apart = bool(ids) and bool(previous_ids) and ids[0] not in previous_ids
+        if messages and messages[-1]["role"] == role and not apart:
             previous = messages[-1]
             previous["content"] = _ordered(role, [*previous["content"], *blocks])
             merged = [*previous.get(IDS_FIELD, []), *ids]
@@ -307,7 +335,8 @@ def _merge(converted: Sequence[tuple[Turn, list[Block]]]) -> list[dict[str, Any]
         if ids:
             message[IDS_FIELD] = ids
         messages.append(message)
-    return messages
+        first_turns.append(index)
+    return messages, first_turns
 
 
 def _ordered(role: str, blocks: list[Block]) -> list[Block]:

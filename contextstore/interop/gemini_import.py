@@ -1,100 +1,286 @@
-"""Moving Gemini CLI chats into a store, through the public ``ContextStore`` API only.
+"""Moving Gemini CLI chats into and out of a store, through the public ``ContextStore`` API only.
 
-The file is read, converted and checked first (:func:`contextstore.interop.gemini.read_chat`);
-then one conversation is created and every message is appended in one ``append_many`` call, so
-the messages land in one transaction. If that call fails, the new conversation is
-deleted: a failed import leaves nothing behind.
+:func:`import_gemini` reads every chat first (a link out of the folder, a file over the
+size limit or nested too deep stops everything before anything is written), then writes all
+of them in one transaction. :func:`export_gemini` writes a conversation as a session
+recording (``.jsonl`` as current Gemini CLI writes, ``.json`` as older versions did) or as a
+``/chat save`` checkpoint.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from contextstore.core.content import normalize_message_dict
-from contextstore.core.errors import ContextStoreError
-from contextstore.interop.gemini import GeminiChat, read_chat
-from contextstore.interop.gemini_convert import GeminiChatError
+from contextstore.core.hardening import DEFAULT_FINAL_USER_TEXT
+from contextstore.core.validate import check_id
+from contextstore.core.view import build_view
+from contextstore.interop.cline_write import write_json_atomic
+from contextstore.interop.errors import GeminiChatError
+from contextstore.interop.files import MAX_FILE_BYTES, Folder
+from contextstore.interop.gemini import (
+    CHECKPOINT,
+    CONTENTS,
+    find_chats,
+    read_chat,
+)
+from contextstore.interop.gemini_plan import ORIGIN, format_timestamp, plan_chat
+from contextstore.interop.plan import ImportPlan
+from contextstore.interop.report import ExportReport, ImportReport
 from contextstore.interop.store_api import InteropStore
+from contextstore.interop.sync import Progress, import_state, run_import
+from contextstore.records import Conversation
+from contextstore.renderers import registry
+
+SESSION_RECORD_KINDS = frozenset({"user", "gemini", "info", "error", "warning"})
 
 
-@dataclass(frozen=True)
-class GeminiImportResult:
-    """What an import wrote.
-
-    Attributes:
-        conversation_id: the new conversation.
-        messages: the messages appended (Anthropic format, as given to the store).
-        skipped: one line per record or part left out or approximated.
-        kind: ``"checkpoint"``, ``"legacy-checkpoint"`` or ``"session"``.
-    """
-
-    conversation_id: str
-    messages: tuple[dict[str, Any], ...]
-    skipped: tuple[str, ...] = ()
-    kind: str = "checkpoint"
-
-
-def import_gemini_chat(
+def import_gemini(
     store: InteropStore,
     path: str | os.PathLike[str],
     *,
-    title: str | None = None,
-    model_id: str | None = None,
-    context_window: int | None = None,
-) -> GeminiImportResult:
-    """Import a Gemini CLI checkpoint or session recording as a new conversation.
+    replace: bool = False,
+    max_file_bytes: int = MAX_FILE_BYTES,
+    progress: Progress | None = None,
+) -> ImportReport:
+    """Import a Gemini CLI chat file, or every chat under a folder.
 
-    Args:
-        store: an open :class:`contextstore.ContextStore`.
-        path: ``checkpoint-<tag>.json`` (``/chat save``), a legacy bare-array checkpoint,
-            or a ``session-*.jsonl`` recording.
-        title: the conversation's title (default: the first line of the first user text).
-        model_id: the model (default: the last model a session recorded).
-        context_window: the window to manage the conversation with (default: unset).
-
-    Returns:
-        The new conversation's id, the messages written and the notes.
+    ``path`` is a session recording (``session-*.jsonl`` or ``.json``), a ``/chat save``
+    checkpoint, a ``/chat share`` export, or a folder holding them (``chats/``, a project's
+    folder, ``~/.gemini/tmp``). A session becomes the conversation whose id is its
+    ``sessionId``; importing again adds only what is new.
 
     Raises:
-        GeminiChatError: the file is unreadable or malformed, or a message is over the
-            store's size limit (nothing written).
+        GeminiChatError: ``path`` holds no chat, or a single file holds nothing readable.
+        UnsafeInputError: a link leads out of ``path``, or a file is too large or too deep.
+        ImportConflictError: a single file no longer matches its conversation.
     """
-    chat = read_chat(path)
-    _check_sizes(chat, store.max_message_bytes)
-    conversation = store.create_conversation(
-        model_id=model_id or chat.model_id,
-        context_window=context_window,
-        title=title or chat.title,
-        metadata=chat.metadata,
-    )
-    try:
-        store.append_many(conversation.id, chat.messages)
-    except BaseException as exc:
-        store.delete_conversation(conversation.id)
-        if isinstance(exc, ContextStoreError):
-            raise type(exc)(f"the import failed and was undone: {exc}") from exc
-        raise
-    return GeminiImportResult(
-        conversation_id=conversation.id,
-        messages=tuple(chat.messages),
-        skipped=tuple(chat.skipped),
-        kind=chat.kind,
+    root = Path(path)
+    folder, files = gemini_chats(root, max_file_bytes=max_file_bytes)
+
+    def plan(file: Path) -> ImportPlan:
+        chat = read_chat(file, folder)
+        modified = int(file.stat().st_mtime * 1000)
+        return plan_chat(chat, max_message_bytes=store.max_message_bytes, file_ms=modified)
+
+    return run_import(
+        store, ORIGIN, files, plan, single=root.is_file(), replace=replace, progress=progress
     )
 
 
-def _check_sizes(chat: GeminiChat, limit: int) -> None:
-    for index, message in enumerate(chat.messages):
-        normalized = normalize_message_dict(message)
-        size = normalized.json_size()
-        if size > limit:
-            raise GeminiChatError(
-                chat.path,
-                f"converted message {index}",
-                f"is {size:,} bytes as JSON, over the store's limit of {limit:,}; open the "
-                "store with a larger max_message_bytes.",
+def gemini_chats(
+    path: str | os.PathLike[str], *, max_file_bytes: int = MAX_FILE_BYTES
+) -> tuple[Folder, list[Path]]:
+    """The chat files :func:`import_gemini` would import from ``path``, and the folder no
+    file may lead out of.
+
+    Raises:
+        GeminiChatError: ``path`` does not exist or holds no chat.
+        OutsideFolderError: a link under it leads out of it.
+    """
+    root = Path(path)
+    folder = Folder(root if root.is_dir() else root.parent, max_file_bytes=max_file_bytes)
+    files = find_chats(root, folder)
+    if not files:
+        raise GeminiChatError(
+            root,
+            None,
+            "holds no Gemini CLI chats (chats/session-*.jsonl, checkpoint-*.json); nothing to "
+            "import.",
+        )
+    return folder, files
+
+
+def export_gemini(
+    store: InteropStore,
+    conversation_id: str,
+    path: str | os.PathLike[str],
+    *,
+    checkpoint: bool = False,
+    overwrite: bool = False,
+) -> ExportReport:
+    """Write a conversation as a Gemini CLI session recording or ``/chat save`` checkpoint.
+
+    A path ending in ``.jsonl`` gets a session in the JSONL form Gemini CLI writes today
+    (the metadata record, then one record per message); any other path the legacy
+    single-object form. With ``checkpoint``, a checkpoint (``{"history": [...]}``, or the
+    bare array when that is what was imported). An imported file comes back JSON-equal
+    (for JSONL: equal once its records are replayed); messages written in contextstore
+    become records of their own.
+
+    Raises:
+        GeminiChatError: the file exists and ``overwrite`` is False (nothing written).
+        ConversationNotFoundError: no conversation has this id.
+    """
+    check_id(conversation_id)
+    target = Path(path)
+    conversation = store.get_conversation(conversation_id)
+    if target.exists() and not overwrite:
+        raise GeminiChatError(
+            target,
+            None,
+            "already exists; pass overwrite to replace. Nothing was written.",
+        )
+    gemini = conversation.metadata.get("gemini")
+    gemini = gemini if isinstance(gemini, dict) else {}
+    state = import_state(conversation.metadata)
+    imported_until = int(state["last_ts"]) if state and state.get("source") == ORIGIN else -1
+    records = store.source_records(conversation_id, origin=ORIGIN)
+    if checkpoint:
+        value: Any = _checkpoint(store, conversation, gemini, records, imported_until)
+        counts = {"contents": len(value if isinstance(value, list) else value["history"])}
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(target, value, indent=2)
+        return ExportReport(conversation_id, (target,), (), counts)
+    session = [r.data for r in records if r.kind in SESSION_RECORD_KINDS]
+    session += _generated_records(store, conversation, imported_until)
+    metadata = _session_metadata(conversation, gemini, state)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.suffix == ".jsonl":
+        _write_jsonl(target, metadata, session)
+    else:
+        write_json_atomic(target, {**metadata, "messages": session}, indent=2)
+    return ExportReport(conversation_id, (target,), (), {"records": len(session)})
+
+
+def _session_metadata(
+    conversation: Conversation, gemini: Mapping[str, Any], state: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    stored = gemini.get("session")
+    metadata: dict[str, Any] = (
+        dict(stored)
+        if isinstance(stored, dict)
+        else {
+            "sessionId": conversation.id,
+            "projectHash": "",
+            "startTime": format_timestamp(conversation.created_ts),
+        }
+    )
+    if not isinstance(stored, dict) or (state or {}).get("last_ts") != conversation.last_ts:
+        metadata["lastUpdated"] = format_timestamp(conversation.last_ts)
+    return metadata
+
+
+def _write_jsonl(target: Path, metadata: Mapping[str, Any], records: Sequence[Any]) -> None:
+    head = {k: v for k, v in metadata.items() if k != "memoryScratchpad"}
+    lines = [json.dumps(head, ensure_ascii=False)]
+    lines += [json.dumps(record, ensure_ascii=False) for record in records]
+    if "memoryScratchpad" in metadata:
+        lines.append(json.dumps({"$set": {"memoryScratchpad": metadata["memoryScratchpad"]}}))
+    temporary = target.with_name(f"{target.name}.tmp.{os.getpid()}")
+    temporary.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.replace(temporary, target)
+
+
+def _checkpoint(
+    store: InteropStore,
+    conversation: Conversation,
+    gemini: Mapping[str, Any],
+    records: Sequence[Any],
+    imported_until: int,
+) -> Any:
+    kind = gemini.get("kind")
+    contents = [r.data for r in records if r.kind.startswith("content:")]
+    if kind in (CHECKPOINT, CONTENTS) and conversation.last_ts == imported_until:
+        history: list[Any] = contents
+    else:
+        view = build_view(store.messages(conversation.id), None, None)
+        history = registry.render("gemini", view)
+        if (
+            view
+            and view[-1]["role"] == "assistant"
+            and history[-1]["parts"] == [{"text": DEFAULT_FINAL_USER_TEXT}]
+        ):
+            history = history[:-1]  # a saved chat may end with the model's answer
+    if kind == CONTENTS:
+        return history
+    extra = gemini.get("checkpoint") if kind == CHECKPOINT else None
+    return {"history": history, **(extra if isinstance(extra, dict) else {})}
+
+
+def _generated_records(
+    store: InteropStore, conversation: Conversation, after: int
+) -> list[dict[str, Any]]:
+    """Session records for messages written in contextstore (after the import, if any)."""
+    messages = store.messages(conversation.id)
+    stamps = store.message_timestamps(conversation.id)
+    new = [(i, m, ts) for i, (m, ts) in enumerate(zip(messages, stamps, strict=True)) if ts > after]
+    if not new:
+        return []
+    records: list[dict[str, Any]] = []
+    results = _results_by_call(messages)
+    for index, message, ts in new:
+        record_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"contextstore:{conversation.id}:{index}"))
+        base = {"id": record_id, "timestamp": format_timestamp(ts)}
+        blocks = _blocks(message)
+        texts = [{"text": b["text"]} for b in blocks if b.get("type") == "text"]
+        if message["role"] == "user":
+            if texts:
+                records.append({**base, "type": "user", "content": texts})
+            continue
+        calls = [
+            {
+                "id": b["id"],
+                "name": b["name"],
+                "args": b.get("input") or {},
+                "result": results.get(b["id"], []),
+                "status": "error"
+                if any(
+                    "error" in (p["functionResponse"]["response"]) for p in results.get(b["id"], [])
+                )
+                else "success",
+                "timestamp": format_timestamp(ts),
+            }
+            for b in blocks
+            if b.get("type") == "tool_use"
+        ]
+        record: dict[str, Any] = {**base, "type": "gemini", "content": texts}
+        if calls:
+            record["toolCalls"] = calls
+        if conversation.model_id:
+            record["model"] = conversation.model_id
+        records.append(record)
+    return records
+
+
+def _blocks(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content or [] if isinstance(b, dict)]
+
+
+def _results_by_call(messages: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """``functionResponse`` parts for every tool result, by the call's id."""
+    found: dict[str, list[Any]] = {}
+    for message in messages:
+        for block in _blocks(message):
+            if block.get("type") != "tool_result":
+                continue
+            content = block.get("content")
+            text = (
+                content
+                if isinstance(content, str)
+                else "\n".join(str(c.get("text", "")) for c in content or [] if isinstance(c, dict))
             )
-
-
-__all__ = ["GeminiImportResult", "InteropStore", "import_gemini_chat"]
+            key = "error" if block.get("is_error") else "output"
+            found[str(block.get("tool_use_id"))] = [
+                {
+                    "functionResponse": {
+                        "id": block.get("tool_use_id"),
+                        "name": "",
+                        "response": {key: text},
+                    }
+                }
+            ]
+    calls = {
+        b["id"]: b["name"] for m in messages for b in _blocks(m) if b.get("type") == "tool_use"
+    }
+    for call_id, parts in found.items():
+        for part in parts:
+            part["functionResponse"]["name"] = calls.get(call_id, "")
+    return found

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from contextstore.records import AppendedMessage, Conversation, RequestRecord
+from contextstore.core.rows import TimelineRow
+from contextstore.records import (
+    Checkpoint,
+    Conversation,
+    RemovedSourceRecords,
+    RequestRecord,
+    SourceRecord,
+)
 
 
 class InteropStore(Protocol):
@@ -17,6 +25,8 @@ class InteropStore(Protocol):
 
     max_message_bytes: int
 
+    def transaction(self) -> AbstractContextManager[None]: ...
+
     def create_conversation(
         self,
         *,
@@ -24,61 +34,35 @@ class InteropStore(Protocol):
         context_window: int | None = ...,
         title: str | None = ...,
         metadata: Mapping[str, Any] | None = ...,
+        id: str | None = ...,
+        parent_id: str | None = ...,
+        created_ts: int | None = ...,
     ) -> Conversation: ...
 
     def get_conversation(self, conversation_id: str) -> Conversation: ...
 
     def delete_conversation(self, conversation_id: str) -> dict[str, int]: ...
 
-    def append(
-        self,
-        conversation_id: str,
-        role: str,
-        content: str | Sequence[Mapping[str, Any]],
-        *,
-        meta: Mapping[str, Any] | None = ...,
-        ts: int | None = ...,
-    ) -> AppendedMessage: ...
+    def set_conversation_metadata(
+        self, conversation_id: str, metadata: Mapping[str, Any]
+    ) -> None: ...
 
-    def append_many(
-        self,
-        conversation_id: str,
-        new_messages: Sequence[Mapping[str, Any]],
-        *,
-        ts: int | None = ...,
-    ) -> list[AppendedMessage]: ...
+    def discard_imported_rows(self, conversation_id: str, *, after: int) -> int: ...
 
-    def add_context_update(
-        self,
-        conversation_id: str,
-        message_idx: int,
-        block_idx: int,
-        text: str,
-        *,
-        kind: str = ...,
-        source: str = ...,
-        metadata: Mapping[str, Any] | None = ...,
-    ) -> int: ...
-
-    def set_deleted_range(
-        self, conversation_id: str, end: int, *, keep: str = ..., reason: str = ...
-    ) -> int: ...
-
-    def record_request(
-        self,
-        conversation_id: str,
-        *,
-        tokens_in: int | None = ...,
-        tokens_out: int | None = ...,
-        cache_writes: int | None = ...,
-        cache_reads: int | None = ...,
-        cost: float | None = ...,
-        model_id: str | None = ...,
-        failure: str | None = ...,
-    ) -> RequestRecord: ...
+    def import_timeline(
+        self, conversation_id: str, rows: Sequence[TimelineRow]
+    ) -> dict[str, int]: ...
 
     def messages(
         self, conversation_id: str, *, as_of: int | None = ...
+    ) -> list[dict[str, Any]]: ...
+
+    def render(
+        self,
+        conversation_id: str,
+        *,
+        as_of: int | None = ...,
+        format: str | None = ...,
     ) -> list[dict[str, Any]]: ...
 
     def context_updates(
@@ -87,6 +71,16 @@ class InteropStore(Protocol):
 
     def requests(self, conversation_id: str, *, as_of: int | None = ...) -> list[RequestRecord]: ...
 
+    def checkpoints(self, conversation_id: str) -> list[Checkpoint]: ...
+
     def deleted_range(
         self, conversation_id: str, as_of: int | None = ...
     ) -> tuple[int, int] | None: ...
+
+    def source_records(
+        self, conversation_id: str, *, as_of: int | None = ..., origin: str | None = ...
+    ) -> list[SourceRecord]: ...
+
+    def message_timestamps(self, conversation_id: str) -> list[int]: ...
+
+    def removed_source_records(self, conversation_id: str) -> list[RemovedSourceRecords]: ...

@@ -30,6 +30,9 @@ EXCLUDED: dict[str, str] = {
     "transaction": "a Python context manager (each call is already one transaction)",
     # Arbitrary SQL stays local (the CLI's sql command); served clients use the typed audits.
     "query": "arbitrary read-only SQL is for local use ('contextstore sql'); use audit",
+    # The importers' bulk path: rows are Python dataclasses, written by 'contextstore import'.
+    "import_timeline": "an importer's bulk write of Python row objects (use 'contextstore import')",
+    "discard_imported_rows": "an importer replacing its own rows (use 'contextstore import')",
 }
 """Public store methods that are not served, and why."""
 

@@ -11,6 +11,7 @@ from contextstore.storage.tables import (
     context_updates,
     deleted_ranges,
     messages,
+    source_records,
 )
 
 
@@ -38,5 +39,5 @@ def copy_history(connection: Connection, source: str, target: str, cutoff: int) 
     )
     _copy(connection, messages, source, target, [messages.c.ts <= cutoff])
     _copy(connection, blocks, source, target, [blocks.c.message_idx.in_(last_idx)])
-    for table in (deleted_ranges, context_updates, api_requests, checkpoints):
+    for table in (deleted_ranges, context_updates, api_requests, checkpoints, source_records):
         _copy(connection, table, source, target, [table.c.ts <= cutoff])

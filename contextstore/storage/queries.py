@@ -26,6 +26,7 @@ from contextstore.storage.tables import (
     deleted_ranges,
     messages,
     rollbacks,
+    source_records,
 )
 
 NO_LIMIT = 2**62
@@ -428,6 +429,7 @@ def count_rows(connection: Connection, conversation_id: str | None = None) -> di
         context_updates,
         api_requests,
         checkpoints,
+        source_records,
         rollbacks,
         archived_rows,
     )

@@ -158,6 +158,7 @@ api_requests = Table(
     Column("payload_sha256", String(64)),
     Column("message_count", Integer),
     Column("failure", String(200)),
+    Column("details", JSON),
     UniqueConstraint("conversation_id", "ts"),
 )
 
@@ -217,11 +218,33 @@ archived_rows = Table(
     Index("ix_archived_rows_conversation", "conversation_id", "ts"),
 )
 
+source_records = Table(
+    "source_records",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column(
+        "conversation_id",
+        String(64),
+        ForeignKey("conversations.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("ts", BigInteger, nullable=False),
+    Column("origin", String(32), nullable=False),
+    Column("kind", String(64), nullable=False),
+    Column("source_ts", BigInteger),
+    Column("data", JSON, nullable=False),
+    UniqueConstraint("conversation_id", "ts"),
+)
+"""Records another agent wrote beside the model history, kept verbatim on the timeline:
+Cline's UI messages (``ui_messages.json``) and Gemini CLI's session records. They are never
+sent to a model; exports write them back, and a rollback removes and archives them."""
+
 TIMELINE_TABLES: tuple[Table, ...] = (
     context_updates,
     deleted_ranges,
     api_requests,
     checkpoints,
+    source_records,
     messages,
 )
 """Tables whose rows a rollback removes (blocks go with their messages)."""

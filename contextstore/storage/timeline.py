@@ -17,6 +17,7 @@ from contextstore.storage.tables import (
     deleted_ranges,
     messages,
     rollbacks,
+    source_records,
 )
 
 RESTORE_ORDER: tuple[Table, ...] = (
@@ -26,6 +27,7 @@ RESTORE_ORDER: tuple[Table, ...] = (
     context_updates,
     api_requests,
     checkpoints,
+    source_records,
 )
 """Tables in the order archived rows go back (blocks need their messages first)."""
 

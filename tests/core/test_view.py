@@ -6,6 +6,7 @@ import copy
 import itertools
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -192,3 +193,90 @@ def test_any_cut_view_pairs_every_call_and_never_mutates(turns: int, end: int) -
         if calls:
             assert _ids(following)[: len(calls)] == calls
     assert all(m["content"] for m in view)
+
+
+class TestTextResults:
+    """Cline 3.5x's text-block tool results answer their calls in the store's view."""
+
+    @staticmethod
+    def _view(*messages: dict[str, Any]) -> list[dict[str, Any]]:
+        return build_view(list(messages), None, None)
+
+    def test_a_result_header_answers_the_call_with_the_same_text(self) -> None:
+        result = "[read_file for 'a.py'] Result:\nprint(1)"
+        messages = [user("t"), assistant(tool_use("a", "read_file")), user(result, "<env/>")]
+        before = copy.deepcopy(messages)
+        view = build_view(messages, None, None)
+        assert view[2]["content"] == [
+            tool_result("a", result),
+            text("<env/>"),
+        ]
+        assert messages == before
+        assert ensure_tool_results_follow_tool_use(messages)[2]["content"][0] == tool_result(
+            "a", RESULT_MISSING
+        )  # Cline's own function still shows what Cline sends
+
+    def test_calls_are_answered_in_order_by_name_and_the_not_executed_notes(self) -> None:
+        view = self._view(
+            user("t"),
+            assistant(tool_use("a", "read_file"), tool_use("b", "read_file"), tool_use("c", "ls")),
+            user(
+                "Tool [read_file] was not executed because a tool has already been used.",
+                "[ls for '.'] Result:\nx",
+                "[read_file for 'a.py'] Result:\ny",
+            ),
+        )
+        contents = [(b.get("tool_use_id"), b.get("content")) for b in view[2]["content"]]
+        assert contents == [
+            ("a", "Tool [read_file] was not executed because a tool has already been used."),
+            ("b", "[read_file for 'a.py'] Result:\ny"),
+            ("c", "[ls for '.'] Result:\nx"),
+        ]
+
+    def test_a_call_id_answers_its_call(self) -> None:
+        call = {**tool_use("a", "read_file"), "call_id": "call_1"}
+        answer = {"type": "text", "text": "whatever it says", "call_id": "call_1"}
+        view = self._view(user("t"), assistant(call), user(answer))
+        assert view[2]["content"] == [
+            {
+                "type": "tool_result",
+                "tool_use_id": "a",
+                "content": "whatever it says",
+                "call_id": "call_1",
+            }
+        ]
+
+    @pytest.mark.parametrize(
+        "answer",
+        [
+            "[write_to_file for 'a.py'] Result:\nok",  # another tool's name
+            "Here: [read_file for 'a.py'] Result:\nok",  # not at the start
+            "[read_file for 'a.py'] Result",  # no colon
+        ],
+    )
+    def test_text_that_does_not_answer_stays_text(self, answer: str) -> None:
+        view = self._view(user("t"), assistant(tool_use("a", "read_file")), user(answer))
+        assert view[2]["content"] == [tool_result("a", RESULT_MISSING), text(answer)]
+
+    def test_a_real_result_wins_over_text(self) -> None:
+        header = "[read_file for 'a.py'] Result:\nold"
+        view = self._view(
+            user("t"), assistant(tool_use("a", "read_file")), user(tool_result("a", "new"), header)
+        )
+        assert view[2]["content"] == [tool_result("a", "new"), text(header)]
+
+    def test_only_the_message_right_after_the_call_answers_it(self) -> None:
+        """After a cut, the first visible user message answered a hidden call: its text
+        must not become a result of message 1's call."""
+        messages = [
+            user("t"),
+            assistant(tool_use("a", "read_file")),
+            user("[read_file for 'a.py'] Result:\n1"),
+            assistant(tool_use("b", "read_file")),
+            user("[read_file for 'b.py'] Result:\n2"),
+        ]
+        view = build_view(messages, (2, 3), None)
+        assert view[2]["content"] == [
+            tool_result("a", RESULT_MISSING),
+            text("[read_file for 'b.py'] Result:\n2"),
+        ]

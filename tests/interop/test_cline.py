@@ -1,419 +1,193 @@
-"""Cline task directories: import shows what Cline showed, export round-trips, bad files fail."""
+"""Cline tasks beyond what the real files show: overlays, HistoryItem ranges, damaged and
+unsafe files, growth, conflicts, storage folders, and exports of conversations made here.
+
+``data/tasks/1732000000000`` is a hand-written task with every file (its README tells the
+story); :mod:`tests.interop.cline_factory` generates tasks the way Cline 3.5x writes them.
+"""
 
 from __future__ import annotations
 
 import json
-import re
+import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
-from sqlalchemy import select
 
 from contextstore import ContextStore, UpdateKind
-from contextstore.cli import cli
-from contextstore.core.notices import DUPLICATE_FILE_READ_NOTICE, TRUNCATION_NOTICE
-from contextstore.interop import ClineTaskError, export_cline_task, import_cline_task
-from contextstore.interop.cline import (
-    ClineEditType,
-    edit_type_for_kind,
-    kind_for_edit_type,
+from contextstore.core.notices import TRUNCATION_NOTICE
+from contextstore.interop import (
+    ClineTaskError,
+    FileTooLargeError,
+    ImportConflictError,
+    NestingTooDeepError,
+    OutsideFolderError,
+    export_cline,
+    import_cline,
 )
-from contextstore.storage.tables import deleted_ranges
+from contextstore.interop.cline import ClineEditType, edit_type_for_kind, kind_for_edit_type
+from tests.interop.cline_factory import NOTE, dedupe_history, story, write_storage
 
 DATA = Path(__file__).parent / "data"
 TASK_ID = "1732000000000"
 TASK = DATA / "tasks" / TASK_ID
-HISTORY = DATA / "state" / "taskHistory.json"
 
 
 def _load(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _api_requests(task: Path) -> list[dict[str, Any]]:
-    """The usage of every api_req_started UI message that has any, in file order."""
-    found = []
-    for message in _load(task / "ui_messages.json"):
-        if message.get("say") == "api_req_started":
-            info = json.loads(message["text"])
-            if "cost" in info or "tokensIn" in info:
-                found.append({**info, "index": message["conversationHistoryIndex"]})
-    return found
+def _dump(path: Path, value: Any) -> None:
+    path.write_text(json.dumps(value, separators=(",", ":")), encoding="utf-8")
 
 
 @pytest.fixture
-def task_copy(tmp_path: Path) -> Path:
-    """A writable copy of the fixture, laid out as Cline's globalStorage."""
+def storage(tmp_path: Path) -> Path:
+    """A writable copy of the hand-written fixture, laid out as Cline's globalStorage."""
     root = tmp_path / "globalStorage"
-    shutil.copytree(DATA, root)
-    return root / "tasks" / TASK_ID
+    shutil.copytree(DATA / "tasks", root / "tasks")
+    shutil.copytree(DATA / "state", root / "state")
+    return root
 
 
-def _text(block: dict[str, Any]) -> str:
-    if block["type"] == "tool_result":
-        content = block["content"]
-        return content if isinstance(content, str) else content[0]["text"]
-    return str(block["text"])
+# -- the hand-written task -----------------------------------------------------------------
 
 
-# -- import -------------------------------------------------------------------------------
-
-
-def test_import_renders_what_cline_shows(store: ContextStore) -> None:
-    result = import_cline_task(store, TASK)
-    cid = result.conversation_id
-    assert result.counts() == {
+def test_import_renders_what_cline_shows(store: ContextStore, storage: Path) -> None:
+    report = import_cline(store, storage / "tasks" / TASK_ID)
+    (item,) = report.items
+    assert item.conversation_id == TASK_ID and item.status == "imported"
+    assert item.added == {
         "messages": 17,
-        "context_updates": 7,
-        "api_requests": 8,
+        "source_records": 21,
+        "api_requests": 9,
+        "checkpoints": 2,
         "deleted_ranges": 1,
+        "context_updates": 7,
     }
-    assert result.skipped == ()
-    assert store.deleted_range(cid) == (2, 7)
-    view = store.render(cid)
-    # messages 0 and 1, then everything after the range's end (7)
+    assert item.skipped == ()
+    assert store.deleted_range(TASK_ID) == (2, 7)
+    view = store.render(TASK_ID)
     assert len(view) == 2 + (17 - 8)
     assert view[1]["content"][0]["text"] == TRUNCATION_NOTICE
-    assert view[0]["content"][0]["text"].startswith("<task>\nThe CSV export")
-    mention = view[2]["content"][1]["text"]
-    assert mention.count(f">{DUPLICATE_FILE_READ_NOTICE}</file_content>") == 2
-    first_reread = _text(view[4]["content"][0])
-    assert (
-        first_reread
-        == f"[read_file for 'tests/test_report.py'] Result:\n{DUPLICATE_FILE_READ_NOTICE}"
-    )
-    newest_read = _text(view[8]["content"][0])
-    assert newest_read.startswith("[read_file for 'tests/test_report.py'] Result:\nfrom report")
-    assert view[-1]["content"] == (
-        "Thanks, the header is right now. Please also update CHANGELOG.md."
-    )
-    store.check(cid)
-
-
-def test_import_is_lossless_and_keeps_cline_fields(memory_store: ContextStore) -> None:
-    result = import_cline_task(memory_store, TASK)
-    cid = result.conversation_id
-    assert memory_store.messages(cid) == _load(TASK / "api_conversation_history.json")
-    conversation = memory_store.get_conversation(cid)
+    conversation = store.get_conversation(TASK_ID)
     assert conversation.title == (
         "The CSV export writes the wrong header. Fix src/report.py so tests/test_report.py passes."
     )
-    assert conversation.model_id == "claude-sonnet-4-5-20250929"
-    assert conversation.metadata["cline_task_id"] == TASK_ID
-    assert conversation.metadata["cline_task_metadata"] == _load(TASK / "task_metadata.json")
-    # the fixture's timestamps are older than the new conversation: the store's clock
-    # stamps the rows, and each message keeps its Cline ts as a field
-    assert result.kept_ts == 0
+    assert conversation.metadata["cline"]["task_metadata"] == _load(TASK / "task_metadata.json")
+    assert conversation.metadata["cline"]["history_item"]["id"] == TASK_ID
+    store.check(TASK_ID)
 
 
-def test_every_overlay_update_becomes_a_row_after_its_message(memory_store: ContextStore) -> None:
-    cid = import_cline_task(memory_store, TASK).conversation_id
+def test_without_ui_messages_the_messages_own_ts_are_the_row_ts(
+    memory_store: ContextStore, storage: Path
+) -> None:
+    task = storage / "tasks" / TASK_ID
+    (task / "ui_messages.json").unlink()
+    cid = import_cline(memory_store, task).conversation_id
+    api = _load(TASK / "api_conversation_history.json")
+    assert memory_store.message_timestamps(cid) == [m["ts"] for m in api]
+    assert memory_store.messages(cid) == api
+
+
+def test_with_ui_messages_the_index_places_messages_and_their_ts_stays_a_field(
+    memory_store: ContextStore,
+) -> None:
+    """UI message 1 (a checkpoint) has conversationHistoryIndex -1: Cline's restore to it
+    keeps message 0, so message 0 comes first although its own ts is later than UI 0's."""
+    cid = import_cline(memory_store, TASK).conversation_id
+    records = memory_store.source_records(cid)
+    stamps = memory_store.message_timestamps(cid)
+    assert stamps[0] < records[0].ts
+    assert memory_store.messages(cid, as_of=memory_store.checkpoints(cid)[0].ts) == [
+        _load(TASK / "api_conversation_history.json")[0]
+    ]
+    assert memory_store.messages(cid)[0]["ts"] == 1732000000100
+
+
+def test_overlay_updates_are_kept_where_clines_restore_would_keep_them(
+    memory_store: ContextStore,
+) -> None:
+    """Cline's truncateContextHistory(T) keeps the updates stamped <= T: so does as_of."""
+    cid = import_cline(memory_store, TASK).conversation_id
     rows = memory_store.context_updates(cid)
-    assert [(r["message_idx"], r["block_idx"], r["kind"]) for r in rows] == [
-        (4, 1, UpdateKind.READ_FILE),
-        (8, 0, UpdateKind.FILE_MENTION),
-        (8, 0, UpdateKind.FILE_MENTION),
-        (2, 0, UpdateKind.READ_FILE),
-        (6, 0, UpdateKind.ALTER_FILE),
-        (1, 0, UpdateKind.TRUNCATION_NOTICE),
-        (10, 0, UpdateKind.READ_FILE),
-    ]
-    cline_ts = [r["metadata"]["cline_ts"] for r in rows]
-    assert cline_ts == sorted(cline_ts)
-    assert all(r["source"] == "cline:context_history.json" for r in rows)
+    assert sorted((r["message_idx"], r["block_idx"], r["kind"]) for r in rows) == sorted(
+        [
+            (4, 1, UpdateKind.READ_FILE),
+            (8, 0, UpdateKind.FILE_MENTION),
+            (8, 0, UpdateKind.FILE_MENTION),
+            (2, 0, UpdateKind.READ_FILE),
+            (6, 0, UpdateKind.ALTER_FILE),
+            (1, 0, UpdateKind.TRUNCATION_NOTICE),
+            (10, 0, UpdateKind.READ_FILE),
+        ]
+    )
+    for record in memory_store.source_records(cid):
+        kept = memory_store.context_updates(cid, as_of=record.ts)
+        expected = [r for r in rows if r["metadata"]["cline_ts"] <= record.data["ts"]]
+        assert kept == expected
     for row in rows:
-        present = memory_store.messages(cid, as_of=row["ts"])
-        assert len(present) > row["message_idx"]
-    first, second = rows[1]["metadata"], rows[2]["metadata"]
-    assert first["replaced_paths"] == ["tests/test_report.py"]
+        assert len(memory_store.messages(cid, as_of=row["ts"])) > row["message_idx"]
+    second = [r for r in rows if r["kind"] == UpdateKind.FILE_MENTION][1]["metadata"]
     assert second["replaced_paths"] == ["tests/test_report.py", "src/report.py"]
-    assert second["cline_metadata"] == [second["replaced_paths"], second["all_paths"]]
-    # the first mention update is visible before the second one was written
-    before_second = memory_store.render(cid, as_of=rows[2]["ts"] - 1)
-    assert before_second[8]["content"][0]["text"].count(DUPLICATE_FILE_READ_NOTICE) == 1
 
 
-def test_token_usage_from_ui_messages_is_in_requests(memory_store: ContextStore) -> None:
-    cid = import_cline_task(memory_store, TASK).conversation_id
-    requests = memory_store.requests(cid)
-    expected = _api_requests(TASK)
-    assert len(requests) == len(expected) == 8  # the last one is still ...Loading...
-    assert sum(r.tokens_in or 0 for r in requests) == sum(e["tokensIn"] for e in expected)
-    assert sum(r.tokens_out or 0 for r in requests) == 640
-    assert sum(r.cache_writes or 0 for r in requests) == 12070
-    assert sum(r.cache_reads or 0 for r in requests) == 58900
-    assert sum(r.cost or 0 for r in requests) == pytest.approx(0.1034)
-    assert {r.model_id for r in requests} == {"claude-sonnet-4-5-20250929"}
-    # each request sits right after the message that started its turn
-    for request, entry in zip(requests, expected, strict=True):
-        assert len(memory_store.messages(cid, as_of=request.ts)) == entry["index"] + 1
-    # the truncation triggered by request 7 is in place before request 8
-    assert memory_store.deleted_range(cid, as_of=requests[6].ts) is None
-    assert memory_store.deleted_range(cid, as_of=requests[7].ts) == (2, 7)
-
-
-def test_cline_ts_becomes_the_row_ts_when_later_than_the_clock(
-    memory_store: ContextStore, tmp_path: Path
+def test_the_history_item_range_closes_the_timeline(
+    memory_store: ContextStore, storage: Path
 ) -> None:
-    future = 4_102_444_800_000  # 2100-01-01
-    task = tmp_path / "tasks" / str(future)
-    task.mkdir(parents=True)
-    history = [
-        {"role": "user", "content": "<task>\nhello\n</task>", "ts": future},
-        {"role": "assistant", "content": [{"type": "text", "text": "hi"}], "ts": future + 5},
-        {"role": "user", "content": "again", "ts": future + 5},  # not increasing: store picks
-    ]
-    (task / "api_conversation_history.json").write_text(json.dumps(history))
-    result = import_cline_task(memory_store, task)
-    assert result.kept_ts == 2
-    cid = result.conversation_id
-    assert len(memory_store.messages(cid, as_of=future)) == 1
-    assert len(memory_store.messages(cid, as_of=future + 5)) == 2
-    assert memory_store.messages(cid) == history
-    assert result.counts() == {
-        "messages": 3,
-        "context_updates": 0,
-        "api_requests": 0,
-        "deleted_ranges": 0,
-    }
-
-
-def test_the_history_item_is_the_authority_for_the_range(
-    memory_store: ContextStore, task_copy: Path
-) -> None:
-    history_path = task_copy.parents[1] / "state" / "taskHistory.json"
-    items = _load(history_path)
+    history = storage / "state" / "taskHistory.json"
+    items = _load(history)
     items[1]["conversationHistoryDeletedRange"] = [2, 9]
-    history_path.write_text(json.dumps(items))
-    cid = import_cline_task(memory_store, task_copy, history_path=history_path).conversation_id
+    _dump(history, items)
+    cid = import_cline(memory_store, storage / "tasks" / TASK_ID).conversation_id
+    last_ui = memory_store.source_records(cid)[-1]
+    assert memory_store.deleted_range(cid, as_of=last_ui.ts) == (2, 7)
     assert memory_store.deleted_range(cid) == (2, 9)
-    with memory_store.database.engine.connect() as connection:
-        row = connection.execute(
-            select(deleted_ranges.c.keep, deleted_ranges.c.reason).where(
-                deleted_ranges.c.conversation_id == cid
-            )
-        ).one()
-    assert row.keep == "imported"
-    assert "taskHistory.json" in row.reason
-    assert memory_store.get_conversation(cid).metadata["cline_history_item"]["id"] == TASK_ID
+    assert memory_store.get_conversation(cid).metadata["cline"]["history_item"] == items[1]
 
 
-def test_the_ui_range_names_its_source(memory_store: ContextStore) -> None:
-    cid = import_cline_task(memory_store, TASK).conversation_id
-    with memory_store.database.engine.connect() as connection:
-        reason = connection.execute(
-            select(deleted_ranges.c.reason).where(deleted_ranges.c.conversation_id == cid)
-        ).scalar_one()
-    assert "ui_messages.json (message 20)" in reason
+def test_a_history_item_range_that_would_shrink_is_left_out(
+    memory_store: ContextStore, storage: Path
+) -> None:
+    history = storage / "state" / "taskHistory.json"
+    items = _load(history)
+    items[1]["conversationHistoryDeletedRange"] = [2, 5]
+    _dump(history, items)
+    report = import_cline(memory_store, storage / "tasks" / TASK_ID)
+    assert memory_store.deleted_range(TASK_ID) == (2, 7)
+    (note,) = report.items[0].skipped
+    assert note.file.endswith("taskHistory.json") and note.position == f"HistoryItem {TASK_ID}"
+    assert "would shrink" in note.reason
 
 
-def test_missing_optional_files_are_fine(memory_store: ContextStore, task_copy: Path) -> None:
-    for name in ("context_history.json", "ui_messages.json", "task_metadata.json"):
-        (task_copy / name).unlink()
-    result = import_cline_task(memory_store, task_copy)
-    assert result.counts() == {
-        "messages": 17,
-        "context_updates": 0,
-        "api_requests": 0,
-        "deleted_ranges": 0,
+def test_the_legacy_ui_file_name_is_read(memory_store: ContextStore, storage: Path) -> None:
+    task = storage / "tasks" / TASK_ID
+    (task / "ui_messages.json").rename(task / "claude_messages.json")
+    report = import_cline(memory_store, task)
+    assert report.items[0].added["api_requests"] == 9
+    assert memory_store.deleted_range(TASK_ID) == (2, 7)
+
+
+def test_a_cancelled_request_keeps_its_reason_and_failure_message_both_ways(
+    memory_store: ContextStore, storage: Path, tmp_path: Path
+) -> None:
+    task = storage / "tasks" / TASK_ID
+    ui = _load(task / "ui_messages.json")
+    info = {
+        "request": "x",
+        "tokensIn": 900,
+        "cancelReason": "streaming_failed",
+        "streamingFailedMessage": "connection reset",
     }
-    assert memory_store.deleted_range(result.conversation_id) is None
-
-
-def test_an_overlay_for_a_block_that_drifted_away_is_skipped_and_reported(
-    memory_store: ContextStore, task_copy: Path
-) -> None:
-    overlay = _load(task_copy / "context_history.json")
-    overlay.append([16, [2, [[3, [[1732000060500, "text", ["gone"], []]]]]]])
-    overlay.append([40, [2, [[0, [[1732000060600, "text", ["gone"], []]]]]]])
-    (task_copy / "context_history.json").write_text(json.dumps(overlay))
-    result = import_cline_task(memory_store, task_copy)
-    assert result.context_updates == 7
-    assert len(result.skipped) == 2
-    assert "message 16 block 3" in result.skipped[0]
-    assert "only 17 messages" in result.skipped[1]
-
-
-# -- refusals -----------------------------------------------------------------------------
-
-
-def _corrupt(path: Path) -> None:
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2])
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        "api_conversation_history.json",
-        "context_history.json",
-        "ui_messages.json",
-        "task_metadata.json",
-    ],
-)
-def test_a_corrupted_file_is_refused_with_nothing_written(
-    memory_store: ContextStore, task_copy: Path, name: str
-) -> None:
-    import_cline_task(memory_store, TASK)
-    before = memory_store.row_counts()
-    _corrupt(task_copy / name)
-    with pytest.raises(ClineTaskError) as caught:
-        import_cline_task(memory_store, task_copy)
-    assert caught.value.path == task_copy / name
-    assert re.fullmatch(r"line \d+ column \d+ \(char \d+\)", caught.value.position or "")
-    assert name in str(caught.value) and "invalid JSON" in str(caught.value)
-    assert memory_store.row_counts() == before
-
-
-def test_a_corrupted_task_history_is_refused(memory_store: ContextStore, task_copy: Path) -> None:
-    history_path = task_copy.parents[1] / "state" / "taskHistory.json"
-    _corrupt(history_path)
-    before = memory_store.row_counts()
-    with pytest.raises(ClineTaskError, match=r"taskHistory\.json, line 1 column"):
-        import_cline_task(memory_store, task_copy, history_path=history_path)
-    assert memory_store.row_counts() == before
-
-
-def _edit_json(path: Path, change: Any) -> None:
-    value = _load(path)
-    change(value)
-    path.write_text(json.dumps(value))
-
-
-def _bad_request_text(ui: list[dict[str, Any]]) -> None:
-    ui[2]["text"] = '{"request":"x","tokensIn":12'
-
-
-def _bad_request_tokens(ui: list[dict[str, Any]]) -> None:
-    ui[2]["text"] = '{"request":"x","tokensIn":-3}'
-
-
-def _bad_overlay_shape(overlay: list[Any]) -> None:
-    overlay[1][1][1][0][1][0] = [1732000030100, "text", "not a list", []]
-
-
-def _bad_mention_metadata(overlay: list[Any]) -> None:
-    overlay[1][1][1][0][1][0][3] = []
-
-
-def _range_past_the_end(ui: list[dict[str, Any]]) -> None:
-    ui[-1]["conversationHistoryDeletedRange"] = [2, 16]
-
-
-def _bad_message(api: list[dict[str, Any]]) -> None:
-    api[5]["content"].append({"type": "tool_result", "tool_use_id": "x", "content": "y"})
-
-
-@pytest.mark.parametrize(
-    ("name", "change", "position"),
-    [
-        ("ui_messages.json", _bad_request_text, "message 2 (api_req_started) text, char 28"),
-        ("ui_messages.json", _bad_request_tokens, "message 2 (api_req_started)"),
-        ("context_history.json", _bad_overlay_shape, "entry 1 (message 8) block 0 update 0"),
-        ("context_history.json", _bad_mention_metadata, "entry 1 (message 8) block 0 update 0"),
-        ("ui_messages.json", _range_past_the_end, "message 20"),
-        ("api_conversation_history.json", _bad_message, "message 5"),
-    ],
-)
-def test_malformed_content_is_refused_with_its_position(
-    memory_store: ContextStore, task_copy: Path, name: str, change: Any, position: str
-) -> None:
-    _edit_json(task_copy / name, change)
-    with pytest.raises(ClineTaskError) as caught:
-        import_cline_task(memory_store, task_copy)
-    assert caught.value.path == task_copy / name
-    assert caught.value.position == position
-    assert memory_store.row_counts()["conversations"] == 0
-
-
-def test_a_directory_without_history_is_refused(memory_store: ContextStore, tmp_path: Path) -> None:
-    with pytest.raises(ClineTaskError, match=r"no api_conversation_history\.json"):
-        import_cline_task(memory_store, tmp_path)
-    assert memory_store.row_counts()["conversations"] == 0
-
-
-# -- export -------------------------------------------------------------------------------
-
-
-def test_import_export_import_round_trips(memory_store: ContextStore, tmp_path: Path) -> None:
-    first = import_cline_task(memory_store, TASK).conversation_id
-    out = tmp_path / "tasks" / TASK_ID
-    exported = export_cline_task(memory_store, first, out)
-    assert {p.name for p in exported.files} == {
-        "api_conversation_history.json",
-        "context_history.json",
-        "ui_messages.json",
-    }
-    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in exported.files)
-    second = import_cline_task(memory_store, out).conversation_id
-    assert memory_store.messages(second) == memory_store.messages(first)
-    assert memory_store.render(second) == memory_store.render(first)
-    assert memory_store.render(second, format="anthropic") == memory_store.render(
-        first, format="anthropic"
-    )
-    assert memory_store.deleted_range(second) == memory_store.deleted_range(first) == (2, 7)
-    usage = [
-        (r.tokens_in, r.tokens_out, r.cache_writes, r.cache_reads, r.cost)
-        for r in memory_store.requests(first)
-    ]
-    assert usage == [
-        (r.tokens_in, r.tokens_out, r.cache_writes, r.cache_reads, r.cost)
-        for r in memory_store.requests(second)
-    ]
-
-
-def test_export_writes_clines_formats(memory_store: ContextStore, tmp_path: Path) -> None:
-    cid = import_cline_task(memory_store, TASK).conversation_id
-    export_cline_task(memory_store, cid, tmp_path)
-    assert _load(tmp_path / "api_conversation_history.json") == _load(
-        TASK / "api_conversation_history.json"
-    )
-    overlay = _load(tmp_path / "context_history.json")
-    assert [entry[0] for entry in overlay] == [1, 2, 4, 6, 8, 10]
-    by_message = {entry[0]: entry[1] for entry in overlay}
-    assert by_message[1][0] == ClineEditType.UNDEFINED
-    assert by_message[1][1][0][1][0][2] == [TRUNCATION_NOTICE]
-    mention_type, mention_blocks = by_message[8]
-    assert mention_type == ClineEditType.FILE_MENTION
-    (only,) = mention_blocks[0][1]  # the effective update, with its Cline ts and metadata
-    assert only[0] == 1732000034600
-    assert only[3] == [
-        ["tests/test_report.py", "src/report.py"],
-        ["src/report.py", "tests/test_report.py"],
-    ]
-    ui = _load(tmp_path / "ui_messages.json")
-    assert [m["say"] for m in ui] == ["api_req_started"] * 8
-    assert ui[-1]["conversationHistoryDeletedRange"] == [2, 7]
-    assert "conversationHistoryDeletedRange" not in ui[0]
-
-
-def test_export_refuses_to_overwrite_unless_asked(
-    memory_store: ContextStore, tmp_path: Path
-) -> None:
-    cid = import_cline_task(memory_store, TASK).conversation_id
-    export_cline_task(memory_store, cid, tmp_path)
-    with pytest.raises(ClineTaskError, match="already holds"):
-        export_cline_task(memory_store, cid, tmp_path)
-    export_cline_task(memory_store, cid, tmp_path, overwrite=True)
-    assert not [p for p in tmp_path.iterdir() if ".tmp." in p.name]
-
-
-def test_export_carries_a_range_newer_than_the_last_request(
-    memory_store: ContextStore, tmp_path: Path
-) -> None:
-    conv = memory_store.create_conversation()
-    for i in range(3):
-        memory_store.append(conv.id, "user", f"question {i}")
-        memory_store.append(conv.id, "assistant", f"answer {i}")
-    memory_store.set_deleted_range(conv.id, 3)
-    export_cline_task(memory_store, conv.id, tmp_path)
-    ui = _load(tmp_path / "ui_messages.json")
-    assert ui[-1]["conversationHistoryDeletedRange"] == [2, 3]
-    again = import_cline_task(memory_store, tmp_path).conversation_id
-    assert memory_store.render(again) == memory_store.render(conv.id)
+    ui[-1]["text"] = json.dumps(info)
+    _dump(task / "ui_messages.json", ui)
+    cid = import_cline(memory_store, task).conversation_id
+    last = memory_store.requests(cid)[-1]
+    assert (last.failure, last.tokens_in) == ("streaming_failed", 900)
+    assert last.details == {"streamingFailedMessage": "connection reset"}
+    export_cline(memory_store, cid, tmp_path / "out")
+    assert _load(tmp_path / "out" / "ui_messages.json")[-1] == ui[-1]
 
 
 def test_edit_types_map_to_kinds_and_back() -> None:
@@ -429,52 +203,199 @@ def test_edit_types_map_to_kinds_and_back() -> None:
     assert edit_type_for_kind(UpdateKind.PROCESSOR) == ClineEditType.NO_FILE_READ
 
 
-# -- command line -------------------------------------------------------------------------
+# -- generated tasks: overlays, ranges, growth ---------------------------------------------
 
 
-def test_cli_import_prints_the_id_and_counts(tmp_path: Path) -> None:
-    db = tmp_path / "cli.db"
-    runner = CliRunner()
-    result = runner.invoke(cli, ["--db", str(db), "import-cline", str(TASK)], obj={})
-    assert result.exit_code == 0, result.output
-    cid = result.stdout.strip()  # only the id on stdout: CID=$(contextstore import-cline ...)
-    assert re.search(r"context_updates\s+7", result.stderr)
-    assert re.search(r"api_requests\s+8", result.stderr)
-    with ContextStore.open(db) as opened:
-        assert opened.get_conversation(cid).title is not None
-        assert opened.deleted_range(cid) == (2, 7)
-    out = tmp_path / "exported"
-    exported = runner.invoke(cli, ["--db", str(db), "export-cline", cid, str(out)], obj={})
-    assert exported.exit_code == 0, exported.output
-    assert (out / "context_history.json").is_file()
-
-
-def test_cli_import_of_a_corrupted_task_fails_cleanly(task_copy: Path, tmp_path: Path) -> None:
-    _corrupt(task_copy / "context_history.json")
-    result = CliRunner().invoke(
-        cli, ["--db", str(tmp_path / "cli.db"), "import-cline", str(task_copy)], obj={}
-    )
-    assert result.exit_code == 2
-    assert "context_history.json, line 1 column" in result.stderr
-    assert "Traceback" not in result.output
-
-
-def test_the_legacy_ui_file_name_is_read(memory_store: ContextStore, task_copy: Path) -> None:
-    (task_copy / "ui_messages.json").rename(task_copy / "claude_messages.json")
-    result = import_cline_task(memory_store, task_copy)
-    assert result.requests == 8
-    assert memory_store.deleted_range(result.conversation_id) == (2, 7)
-
-
-def test_a_failure_part_way_undoes_the_whole_import(
-    memory_store: ContextStore, monkeypatch: pytest.MonkeyPatch
+def test_generated_context_history_comes_back_in_clines_order(
+    memory_store: ContextStore, tmp_path: Path
 ) -> None:
-    """The import spans several transactions; a failure in the middle leaves nothing."""
+    task = story(8)
+    task.context_history = dedupe_history(task, at_request=-1)
+    assert [entry[0] for entry in task.context_history] != sorted(
+        entry[0] for entry in task.context_history
+    )
+    folder = task.write(tmp_path / "tasks" / "1760000000000")
+    cid = import_cline(memory_store, folder).conversation_id
+    updates = memory_store.context_updates(cid)
+    assert len(updates) == len(task.context_history)
+    view = memory_store.render(cid)
+    assert view[1]["content"][0]["text"] == "[NOTE] Some history was removed."
+    notices = [m for m in view if m["role"] == "user" and NOTE in json.dumps(m)]
+    assert len(notices) == 8 - 2  # every read but the newest of each of the two files
+    out = tmp_path / "out"
+    export_cline(memory_store, cid, out)
+    assert _load(out / "context_history.json") == task.context_history
+    # before the de-duplication's request the reads are intact
+    before = task.request_ts()[-1] - 1
+    as_of = [r.ts for r in memory_store.source_records(cid) if r.data["ts"] <= before][-1]
+    assert memory_store.context_updates(cid, as_of=as_of) == []
+
+
+def test_generated_ranges_hold_at_their_times_and_in_the_request_they_were_made_for(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    task = story(8, deleted=(5, 5))
+    cid = import_cline(memory_store, task.write(tmp_path / "t")).conversation_id
+    for record in memory_store.source_records(cid):
+        shown = record.data.get("conversationHistoryDeletedRange")
+        assert memory_store.deleted_range(cid, as_of=record.ts) == (tuple(shown) if shown else None)
+    requests = memory_store.requests(cid)
+    made_for = next(r for r in requests if (r.tokens_in or 0) > 50_000)
+    announced = [r for r in memory_store.source_records(cid) if r.ts < made_for.ts][-1]
+    assert announced.kind == "say:api_req_started"
+    assert "conversationHistoryDeletedRange" not in announced.data
+    assert memory_store.deleted_range(cid, as_of=announced.ts) is None
+    assert memory_store.deleted_range(cid, as_of=made_for.ts) == (2, 5)
+    earlier = requests[requests.index(made_for) - 1]
+    assert made_for.details is None and earlier.tokens_in is not None
+    from contextstore.storage.tables import deleted_ranges
+
+    with memory_store.database.read() as connection:
+        (row,) = connection.execute(deleted_ranges.select()).all()
+    assert row.keep == "imported" and row.tokens_total == earlier.total_tokens
+    assert "ui_messages.json" in row.reason
+
+
+def test_generated_history_items_carry_the_current_range(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    """The HistoryItem is the only durable home of the current range: a range newer than
+    every UI message closes the timeline; one equal to the UI's adds nothing."""
+    newer, same = story(8, deleted=(5, 5)), story(8, deleted=(5, 5))
+    newer.item = {
+        "ts": newer.ui[-1]["ts"],
+        "task": "Fix the report.",
+        "conversationHistoryDeletedRange": [2, 9],
+    }
+    same.item = {
+        "ts": same.ui[-1]["ts"],
+        "task": "Fix the report.",
+        "conversationHistoryDeletedRange": [2, 5],
+    }
+    root = write_storage(
+        tmp_path / "globalStorage",
+        {"1760000000001": newer, "1760000000002": same},
+        extra_items=[{"id": "1750000000000", "ts": 1, "task": "a task not on disk"}],
+    )
+    report = import_cline(memory_store, root)
+    assert [i.added["deleted_ranges"] for i in report.items] == [2, 1]
+    last_ui = memory_store.source_records("1760000000001")[-1]
+    assert memory_store.deleted_range("1760000000001", as_of=last_ui.ts) == (2, 5)
+    assert memory_store.deleted_range("1760000000001") == (2, 9)
+    assert memory_store.deleted_range("1760000000002") == (2, 5)
+    from contextstore.storage.tables import deleted_ranges
+
+    with memory_store.database.read() as connection:
+        reasons = connection.execute(
+            deleted_ranges.select().where(deleted_ranges.c.conversation_id == "1760000000001")
+        ).all()
+    assert "taskHistory.json (HistoryItem 1760000000001)" in reasons[-1].reason
+    export_cline(memory_store, "1760000000001", root / "tasks" / "1760000000001", overwrite=True)
+    assert _load(root / "state" / "taskHistory.json") == [
+        {"id": "1760000000002", **same.item},
+        {"id": "1760000000001", **newer.item},
+        {"id": "1750000000000", "ts": 1, "task": "a task not on disk"},
+    ]
+
+
+def test_a_task_resumed_in_cline_replaces_the_rows_cline_rewrote(
+    store: ContextStore, tmp_path: Path
+) -> None:
+    """Cline completes its newest messages in place and drops the resume prompt on resume:
+    those imported rows are replaced, everything older stays, nothing is duplicated."""
+    whole = story(6)
+    earlier = story(6)
+    cut = next(
+        i
+        for i, m in enumerate(earlier.ui)
+        if m.get("say") == "api_req_started" and m["conversationHistoryIndex"] >= 7
+    )
+    earlier.ui = [dict(m) for m in earlier.ui[: cut + 1]]
+    earlier.ui[-1]["text"] = '{"request":"...\\n\\nLoading..."}'
+    earlier.ui.append(
+        {
+            "ts": earlier.ui[-1]["ts"] + 1,
+            "type": "ask",
+            "ask": "resume_task",
+            "conversationHistoryIndex": 7,
+        }
+    )
+    earlier.api = earlier.api[:8]
+    folder = tmp_path / "tasks" / "1760000000000"
+    earlier.write(folder)
+    first = import_cline(store, folder).items[0]
+    whole.write(folder)
+    update = import_cline(store, folder).items[0]
+    # from the first row that differs: the result Cline appended after the checkpoint
+    # belongs before it (a restore there keeps it), then that checkpoint (record and row),
+    # the request (record and row) and the resume prompt
+    assert update.status == "updated" and update.replaced == 5
+    with ContextStore.open(":memory:") as fresh:
+        expected = import_cline(fresh, folder).items[0]
+        assert store.row_counts(first.conversation_id) == fresh.row_counts(first.conversation_id)
+        assert store.render(first.conversation_id) == fresh.render(first.conversation_id)
+        assert [r.data for r in store.source_records(first.conversation_id)] == whole.ui
+        assert expected.added["source_records"] == len(whole.ui)
+
+
+def test_an_older_row_that_changed_is_a_conflict_and_replace_starts_over(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    task = story(40)  # more rows than an import may find rewritten in place
+    folder = task.write(tmp_path / "tasks" / "1760000000000")
+    import_cline(memory_store, folder)
+    before = memory_store.row_counts()
+    task.api[1]["content"][0]["text"] = "A different first answer (a checkpoint restore)."
+    task.write(folder)
+    with pytest.raises(ImportConflictError, match="no longer starts with") as caught:
+        import_cline(memory_store, folder)
+    assert caught.value.path == folder
+    assert memory_store.row_counts() == before
+    report = import_cline(memory_store, folder, replace=True)
+    assert report.items[0].status == "replaced"
+    assert memory_store.messages("1760000000000") == task.api
+
+
+def test_a_task_grown_after_a_change_in_contextstore_is_a_conflict(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    task = story(6)
+    earlier = story(6)
+    earlier.ui = earlier.ui[:10]
+    earlier.api = earlier.api[:4]
+    folder = earlier.write(tmp_path / "tasks" / "1760000000000")
+    cid = import_cline(memory_store, folder).conversation_id
+    memory_store.append(cid, "user", "a note written in contextstore")
+    task.write(folder)
+    with pytest.raises(ImportConflictError, match="changed in contextstore"):
+        import_cline(memory_store, folder)
+
+
+def test_a_storage_folder_imports_every_task_and_reports_each(
+    memory_store: ContextStore, storage: Path
+) -> None:
+    story(3).write(storage / "tasks" / "1760000000000")
+    (storage / "tasks" / "1733000000000").mkdir()  # an empty task folder is no task
+    steps: list[tuple[str, int]] = []
+    report = import_cline(memory_store, storage, progress=lambda p, n: steps.append((p, n)))
+    assert [i.conversation_id for i in report.items] == [TASK_ID, "1760000000000"]
+    assert [i.status for i in report.items] == ["imported", "imported"]
+    assert len(steps) == 4 and {n for _, n in steps} == {4}
+    assert memory_store.deleted_range(TASK_ID) == (2, 7)  # its HistoryItem was found
+    again = import_cline(memory_store, storage)
+    assert [i.status for i in again.items] == ["unchanged", "unchanged"]
+    assert report.to_json()["items"][0]["added"]["messages"] == 17
+
+
+def test_a_failure_while_writing_undoes_every_task(
+    memory_store: ContextStore, storage: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from contextstore import DatabaseBusyError
 
+    story(3).write(storage / "tasks" / "1760000000000")
     before = memory_store.row_counts()
+    original = memory_store.import_timeline
     calls = 0
-    original = memory_store.record_request
 
     def flaky(*args: Any, **kwargs: Any) -> Any:
         nonlocal calls
@@ -483,24 +404,241 @@ def test_a_failure_part_way_undoes_the_whole_import(
             raise DatabaseBusyError("simulated lock timeout")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(memory_store, "record_request", flaky)
-    with pytest.raises(DatabaseBusyError, match="stopped part way and was undone"):
-        import_cline_task(memory_store, TASK)
+    monkeypatch.setattr(memory_store, "import_timeline", flaky)
+    with pytest.raises(DatabaseBusyError):
+        import_cline(memory_store, storage)
     assert calls == 2
     assert memory_store.row_counts() == before
 
 
-def test_a_cancelled_request_keeps_its_reason_both_ways(
-    memory_store: ContextStore, task_copy: Path, tmp_path: Path
+# -- damaged and missing files: recover, say what was skipped --------------------------------
+
+
+def test_a_truncated_api_history_keeps_its_complete_messages(
+    memory_store: ContextStore, tmp_path: Path
 ) -> None:
-    ui_path = task_copy / "ui_messages.json"
-    ui = _load(ui_path)
-    ui[-1]["text"] = json.dumps({"request": "x", "tokensIn": 900, "cancelReason": "user_cancelled"})
-    ui_path.write_text(json.dumps(ui), encoding="utf-8")
-    cid = import_cline_task(memory_store, task_copy).conversation_id
-    last = memory_store.requests(cid)[-1]
-    assert (last.failure, last.tokens_in) == ("user_cancelled", 900)
-    export_cline_task(memory_store, cid, tmp_path / "out")
-    exported = _load(tmp_path / "out" / "ui_messages.json")
-    infos = [json.loads(m["text"]) for m in exported if m.get("say") == "api_req_started"]
-    assert infos[-1]["cancelReason"] == "user_cancelled"
+    task = story(6)
+    folder = task.write(tmp_path / "t")
+    path = folder / "api_conversation_history.json"
+    raw = path.read_text()
+    cut = raw.index('{"role":"user"', raw.index("toolu_0003"))
+    path.write_text(raw[: cut + 40])  # a write cut off inside message 8
+    report = import_cline(memory_store, folder)
+    (note,) = report.items[0].skipped
+    assert note.file == str(path)
+    assert note.position == f"line 1 column {cut + 41} (char {cut + 40})"
+    assert "the first 8 complete entries were kept" in note.reason
+    assert memory_store.messages(report.conversation_id) == task.api[:8]
+    assert report.items[0].added["source_records"] == len(task.ui)
+
+
+def test_garbage_after_the_end_is_ignored_and_said(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    task = story(2)
+    folder = task.write(tmp_path / "t")
+    path = folder / "ui_messages.json"
+    path.write_text(path.read_text() + "]")
+    report = import_cline(memory_store, folder)
+    (note,) = report.items[0].skipped
+    assert "1 characters after the end of the JSON value were ignored" in note.reason
+    assert [r.data for r in memory_store.source_records(report.conversation_id)] == task.ui
+
+
+def test_bytes_that_are_not_utf8_are_replaced_and_said(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    task = story(2)
+    folder = task.write(tmp_path / "t")
+    path = folder / "ui_messages.json"
+    raw = path.read_bytes()
+    at = raw.index(b"Fix the report")
+    path.write_bytes(raw[:at] + b"\xff" + raw[at + 1 :])
+    report = import_cline(memory_store, folder)
+    (note,) = report.items[0].skipped
+    assert note.position == f"byte {at}" and "invalid UTF-8" in note.reason
+    first = memory_store.source_records(report.conversation_id)[0].data
+    assert first["text"] == "\ufffdix the report."
+
+
+def test_malformed_entries_are_left_out_one_by_one(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    task = story(4)
+    task.context_history = dedupe_history(task, at_request=-1)
+    task.context_history.append("not an entry")
+    task.context_history.append([40, [2, [[0, [[1, "text", ["gone"], []]]]]]])
+    task.context_history[1][1][1][0][1].append([5, "text", "not a list", []])
+    assert task.ui[2]["say"] == "api_req_started"
+    task.ui[2]["text"] = '{"request":"x","tokensIn":-3}'
+    task.ui.insert(3, "not an object")  # type: ignore[arg-type]
+    folder = task.write(tmp_path / "t")
+    report = import_cline(memory_store, folder)
+    reasons = {(n.position, n.reason.split(";")[0]) for n in report.items[0].skipped}
+    assert ("message 3", "is not a JSON object") in reasons
+    assert ("entry 3", "is not [messageIndex, [editType, blocks]]") in reasons
+    assert any(
+        p and p.startswith("entry 1 (message ") and p.endswith("update 1") for p, _ in reasons
+    )
+    assert any(p == "update at ts 1 for message 40 block 0" for p, _ in reasons)
+    assert ("message 2 (api_req_started)", "tokensIn -3 is not a token count") in reasons
+    assert len(memory_store.context_updates(report.conversation_id)) == 3  # of 3 valid ones
+
+
+def test_a_message_the_store_refuses_ends_the_history_there(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    task = story(4)
+    task.api[5]["content"].append({"type": "tool_result", "content": "no id"})
+    folder = task.write(tmp_path / "t")
+    report = import_cline(memory_store, folder)
+    (note,) = report.items[0].skipped
+    assert note.position == "message 5" and "kept up to message 4" in note.reason
+    assert memory_store.messages(report.conversation_id) == task.api[:5]
+
+
+def test_a_task_with_only_its_api_history_imports_its_messages(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    task = story(3)
+    folder = task.write(tmp_path / "t")
+    (folder / "ui_messages.json").unlink()
+    report = import_cline(memory_store, folder)
+    assert report.items[0].added == {"messages": len(task.api)}
+    assert memory_store.messages(report.conversation_id) == task.api
+
+
+def test_a_folder_with_nothing_readable_is_refused_and_nothing_written(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "ui_messages.json").write_text("garbage")
+    with pytest.raises(ClineTaskError, match="nothing to import") as caught:
+        import_cline(memory_store, folder)
+    assert "ui_messages.json" in str(caught.value)
+    assert memory_store.row_counts()["conversations"] == 0
+    with pytest.raises(ClineTaskError, match="neither a Cline task folder"):
+        import_cline(memory_store, tmp_path / "nowhere")
+
+
+# -- unsafe input: a clear error, nothing written ----------------------------------------------
+
+
+def test_a_link_out_of_the_folder_is_refused_before_anything_is_written(
+    memory_store: ContextStore, storage: Path, tmp_path: Path
+) -> None:
+    outside = story(2).write(tmp_path / "elsewhere")
+    os.symlink(outside / "ui_messages.json", storage / "tasks" / TASK_ID / "claude_messages.json")
+    with pytest.raises(OutsideFolderError, match="outside the folder imported") as caught:
+        import_cline(memory_store, storage)
+    assert caught.value.path.name == "claude_messages.json"
+    os.unlink(storage / "tasks" / TASK_ID / "claude_messages.json")
+    os.symlink(outside, storage / "tasks" / "1760000000000")
+    with pytest.raises(OutsideFolderError):
+        import_cline(memory_store, storage)
+    assert memory_store.row_counts()["conversations"] == 0
+
+
+def test_a_link_inside_the_folder_is_followed(memory_store: ContextStore, storage: Path) -> None:
+    task = storage / "tasks" / TASK_ID
+    (task / "ui_messages.json").rename(storage / "ui-copy.json")
+    os.symlink(storage / "ui-copy.json", task / "ui_messages.json")
+    report = import_cline(memory_store, storage)
+    assert report.items[0].added["source_records"] == 21
+
+
+def test_a_file_over_the_limit_is_refused(memory_store: ContextStore, tmp_path: Path) -> None:
+    folder = story(2).write(tmp_path / "t")
+    size = (folder / "ui_messages.json").stat().st_size
+    with pytest.raises(FileTooLargeError, match="MAX_FILE_BYTES"):
+        import_cline(memory_store, folder, max_file_bytes=size - 1)
+    assert memory_store.row_counts()["conversations"] == 0
+    import_cline(memory_store, folder, max_file_bytes=size)  # at the limit is fine
+
+
+def test_deep_nesting_is_refused(memory_store: ContextStore, tmp_path: Path) -> None:
+    from contextstore.interop import MAX_JSON_DEPTH
+
+    task = story(2)
+    folder = task.write(tmp_path / "t")
+    for depth, refused in ((MAX_JSON_DEPTH, False), (MAX_JSON_DEPTH + 1, True)):
+        nested: Any = "x"
+        for _ in range(depth - 5):  # list, message, content, block and input hold it
+            nested = [nested]
+        api = json.loads(json.dumps(task.api))
+        api[1]["content"][1]["input"] = {"path": nested}
+        _dump(folder / "api_conversation_history.json", api)
+        if refused:
+            with pytest.raises(NestingTooDeepError, match=f"{depth} levels deep"):
+                import_cline(memory_store, folder, replace=True)
+        else:
+            import_cline(memory_store, folder, replace=True)
+
+
+# -- export of conversations that started here ----------------------------------------------
+
+
+def test_a_conversation_made_here_exports_as_a_task_cline_opens(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    conv = memory_store.create_conversation(model_id="claude-sonnet-4-5")
+    memory_store.append(conv.id, "user", "<task>\nRename the module\n</task>")
+    memory_store.checkpoint(conv.id, git_hash="a" * 40)
+    memory_store.record_request(conv.id, tokens_in=100, tokens_out=20, cost=0.01)
+    memory_store.append(conv.id, "assistant", [{"type": "text", "text": "Renamed."}])
+    memory_store.append(conv.id, "user", "Thanks")
+    memory_store.append(conv.id, "assistant", "You're welcome.")
+    memory_store.set_deleted_range(conv.id, 2)
+    storage_root = tmp_path / "globalStorage"
+    (storage_root / "state").mkdir(parents=True)
+    _dump(storage_root / "state" / "taskHistory.json", [{"id": "other", "ts": 1, "task": "x"}])
+    out = storage_root / "tasks" / "1760000000000"
+    report = export_cline(memory_store, conv.id, out)
+    assert {p.name for p in report.files} == {
+        "api_conversation_history.json",
+        "ui_messages.json",
+        "task_metadata.json",
+        "taskHistory.json",
+    }
+    assert _load(out / "api_conversation_history.json") == memory_store.messages(conv.id)
+    ui = _load(out / "ui_messages.json")
+    assert [(m["say"], m["conversationHistoryIndex"]) for m in ui] == [
+        ("text", 0),
+        ("checkpoint_created", 0),
+        ("api_req_started", 0),
+        ("text", 1),
+        ("user_feedback", 2),
+        ("text", 3),
+    ]
+    assert ui[0]["text"] == "Rename the module"
+    items = _load(storage_root / "state" / "taskHistory.json")
+    assert [i["id"] for i in items] == ["other", "1760000000000"]
+    assert items[1]["tokensIn"] == 100 and items[1]["conversationHistoryDeletedRange"] == [2, 2]
+    with ContextStore.open(":memory:") as other:
+        cid = import_cline(other, storage_root).items[0].conversation_id
+        assert cid == "1760000000000"
+        assert other.messages(cid) == memory_store.messages(conv.id)
+        assert [c.git_hash for c in other.checkpoints(cid)] == ["a" * 40]
+        assert [r.tokens_in for r in other.requests(cid)] == [100]
+        assert other.deleted_range(cid) == (2, 2)
+
+
+def test_export_refuses_to_overwrite_unless_asked(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    cid = import_cline(memory_store, TASK).conversation_id
+    export_cline(memory_store, cid, tmp_path)
+    with pytest.raises(ClineTaskError, match="already holds"):
+        export_cline(memory_store, cid, tmp_path)
+    export_cline(memory_store, cid, tmp_path, overwrite=True)
+    assert not [p for p in tmp_path.iterdir() if ".tmp." in p.name]
+
+
+def test_the_exported_history_item_is_the_imported_one(
+    memory_store: ContextStore, storage: Path, tmp_path: Path
+) -> None:
+    cid = import_cline(memory_store, storage / "tasks" / TASK_ID).conversation_id
+    export_cline(memory_store, cid, tmp_path / "out")
+    (item,) = _load(tmp_path / "out" / "taskHistory.json")
+    assert item == _load(storage / "state" / "taskHistory.json")[1]

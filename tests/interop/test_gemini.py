@@ -1,22 +1,32 @@
-"""Gemini CLI chats: checkpoints and session recordings import, render, and bad files fail."""
+"""Gemini CLI chats beyond the real files: JSONL logs ($set, $rewindTo, re-appended ids),
+/chat save checkpoints {history, authType}, conversion rules, folders, damaged files.
+
+``data/gemini`` holds hand-written files; the rest are generated here, in the shapes Gemini
+CLI's ``chatRecordingService.ts`` and ``logger.ts`` write.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from contextstore import ContextStore
-from contextstore.cli import cli
-from contextstore.core.content import normalize_message_dict
-from contextstore.core.errors import InvalidInputError
+from contextstore.core.rows import MessageRow
+from contextstore.interop import (
+    GeminiChatError,
+    NestingTooDeepError,
+    OutsideFolderError,
+    export_gemini,
+    import_gemini,
+)
+from contextstore.interop.files import Folder
 from contextstore.interop.gemini import read_chat
-from contextstore.interop.gemini_convert import GeminiChatError
-from contextstore.interop.gemini_import import import_gemini_chat
+from contextstore.interop.gemini_plan import parse_timestamp, plan_chat
 from contextstore.renderers.registry import validate_provider_payload
 
 DATA = Path(__file__).parent / "data" / "gemini"
@@ -24,6 +34,22 @@ CHECKPOINT = DATA / "checkpoint-report-fix.json"
 LEGACY = DATA / "checkpoint-legacy.json"
 SESSION = DATA / "session-2026-08-04T10-00-a1b2c3d4.jsonl"
 FIXTURES = [CHECKPOINT, LEGACY, SESSION]
+SESSION_ID = "5e55e55e-0000-4000-8000-000000000042"
+
+
+def _write(path: Path, value: Any) -> Path:
+    path.write_text(json.dumps(value), encoding="utf-8")
+    return path
+
+
+def _jsonl(path: Path, records: list[Any]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def _messages(path: Path) -> list[dict[str, Any]]:
+    plan = plan_chat(read_chat(path, Folder(path.parent)), max_message_bytes=2**25, file_ms=1)
+    return [dict(row.message) for row in plan.rows if isinstance(row, MessageRow)]
 
 
 def _blocks(messages: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -40,62 +66,406 @@ def _texts(messages: list[dict[str, Any]]) -> list[str]:
     return [str(block["text"]) for block in _blocks(messages, "text")]
 
 
-def _write(path: Path, value: Any) -> Path:
-    path.write_text(json.dumps(value), encoding="utf-8")
-    return path
+def _ts(value: str) -> int:
+    found = parse_timestamp(value)
+    assert found is not None
+    return found
 
 
-def _jsonl(path: Path, records: list[Any]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    return path
+def _record(rid: str, kind: str, content: Any, second: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": rid,
+        "timestamp": f"2026-08-04T10:00:{second:02d}.000Z",
+        "type": kind,
+        "content": content,
+        **extra,
+    }
 
 
-# -- import and render --------------------------------------------------------------------
+def session_log(tmp_path: Path) -> Path:
+    """A JSONL session as Gemini CLI 0.39+ writes it: metadata, records, $set after each
+    record, a record re-appended when its tokens and tool results arrive, a rewind."""
+    meta = {
+        "sessionId": SESSION_ID,
+        "projectHash": "ab12",
+        "startTime": "2026-08-04T10:00:00.000Z",
+        "lastUpdated": "2026-08-04T10:00:00.000Z",
+        "kind": "main",
+    }
+    call = {
+        "id": "glob-1",
+        "name": "glob",
+        "args": {"pattern": "*.py"},
+        "status": "executing",
+        "timestamp": "2026-08-04T10:00:03.000Z",
+    }
+    done = {
+        **call,
+        "status": "success",
+        "resultDisplay": "Found 2 files",
+        "result": [
+            {
+                "functionResponse": {
+                    "id": "glob-1",
+                    "name": "glob",
+                    "response": {"output": "a.py\nb.py"},
+                }
+            }
+        ],
+    }
+    tokens = {"input": 900, "output": 30, "cached": 400, "thoughts": 12, "tool": 0, "total": 942}
+    records: list[Any] = [
+        meta,
+        _record("u1", "user", [{"text": "Which Python files are there?"}], 1),
+        {"$set": {"lastUpdated": "2026-08-04T10:00:01.000Z"}},
+        _record("g1", "gemini", "", 3, model="gemini-2.5-pro", toolCalls=[call]),
+        _record("i1", "info", "Loaded cached credentials.", 4),
+        _record(
+            "g1",
+            "gemini",
+            [{"text": "Globbing."}],
+            3,
+            model="gemini-2.5-pro",
+            thoughts=[
+                {"subject": "Plan", "description": "glob", "timestamp": "2026-08-04T10:00:02.500Z"}
+            ],
+            tokens=tokens,
+            toolCalls=[done],
+        ),
+        _record("u2", "user", "Delete b.py.", 10),
+        _record("g2", "gemini", "Deleting it.", 11, model="gemini-2.5-pro"),
+        {"$rewindTo": "u2"},
+        _record("u3", "user", "Which one has tests?", 20),
+        _record("w1", "warning", "Context is getting long.", 21),
+        _record(
+            "g3",
+            "gemini",
+            "a.py has tests.",
+            22,
+            model="gemini-2.5-flash",
+            tokens={**tokens, "input": 1500, "cached": 0},
+        ),
+        {"$set": {"summary": "Listing Python files", "lastUpdated": "2026-08-04T10:00:22.000Z"}},
+    ]
+    (tmp_path / "chats").mkdir(parents=True, exist_ok=True)
+    return _jsonl(tmp_path / "chats" / "session-2026-08-04T10-00-5e55e55e.jsonl", records)
+
+
+# -- JSONL session recordings ----------------------------------------------------------------
+
+
+def test_a_session_log_is_replayed_as_gemini_cli_loads_it(
+    store: ContextStore, tmp_path: Path
+) -> None:
+    path = session_log(tmp_path)
+    report = import_gemini(store, path)
+    assert report.conversation_id == SESSION_ID
+    records = store.source_records(SESSION_ID)
+    # the re-appended g1 replaced the first copy where it stood; the rewind removed u2, g2
+    assert [r.data["id"] for r in records] == ["u1", "g1", "i1", "u3", "w1", "g3"]
+    assert records[1].data["toolCalls"][0]["status"] == "success"
+    assert records[1].data["toolCalls"][0]["resultDisplay"] == "Found 2 files"
+    assert records[1].data["thoughts"][0]["subject"] == "Plan"
+    assert [r.source_ts for r in records] == [_ts(r.data["timestamp"]) for r in records]
+    assert [r.ts for r in records] == [r.source_ts for r in records]
+    messages = store.messages(SESSION_ID)
+    assert _texts(messages) == [
+        "Which Python files are there?",
+        "Globbing.",
+        "Which one has tests?",
+        "a.py has tests.",
+    ]
+    assert _blocks(messages, "tool_result")[0]["content"] == "a.py\nb.py"
+    conversation = store.get_conversation(SESSION_ID)
+    assert conversation.title == "Listing Python files"
+    assert conversation.model_id == "gemini-2.5-flash"
+    session = conversation.metadata["gemini"]["session"]
+    assert session["projectHash"] == "ab12" and session["summary"] == "Listing Python files"
+    assert session["lastUpdated"] == "2026-08-04T10:00:22.000Z"
+    for format in ("anthropic", "openai", "gemini"):
+        assert validate_provider_payload(format, store.render(SESSION_ID, format=format)) == []
+
+
+def test_tokens_become_request_rows_before_the_answer(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    import_gemini(memory_store, session_log(tmp_path))
+    first, second = memory_store.requests(SESSION_ID)
+    assert (first.tokens_in, first.cache_reads, first.tokens_out) == (500, 400, 30)
+    assert first.details == {
+        "tokens": {
+            "input": 900,
+            "output": 30,
+            "cached": 400,
+            "thoughts": 12,
+            "tool": 0,
+            "total": 942,
+        }
+    }
+    assert (second.tokens_in, second.model_id) == (1500, "gemini-2.5-flash")
+    answer_at = next(r.ts for r in memory_store.source_records(SESSION_ID) if r.data["id"] == "g1")
+    assert answer_at < first.ts
+    assert _texts(memory_store.messages(SESSION_ID, as_of=first.ts)) == [
+        "Which Python files are there?"
+    ]
+
+
+def test_the_non_model_records_are_kept_but_never_sent(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    import_gemini(memory_store, session_log(tmp_path))
+    kinds = [r.kind for r in memory_store.source_records(SESSION_ID)]
+    assert kinds.count("info") == 1 and kinds.count("warning") == 1
+    rendered = json.dumps(memory_store.render(SESSION_ID, format="gemini"))
+    assert "cached credentials" not in rendered and "getting long" not in rendered
+
+
+def test_set_messages_replaces_the_whole_list_and_later_records_apply(tmp_path: Path) -> None:
+    path = _jsonl(
+        tmp_path / "s.jsonl",
+        [
+            {"sessionId": "s", "projectHash": "p"},
+            _record("a", "user", "old question", 1),
+            _record("b", "gemini", "old answer", 2),
+            {"$set": {"messages": [_record("c", "user", "summary", 3)]}},
+            _record("d", "gemini", "new answer", 4),
+        ],
+    )
+    assert _texts(_messages(path)) == ["summary", "new answer"]
+
+
+def test_a_rewind_to_an_unknown_id_empties_the_list_as_gemini_cli_does(tmp_path: Path) -> None:
+    path = _jsonl(
+        tmp_path / "s.jsonl",
+        [
+            {"sessionId": "s", "projectHash": "p"},
+            _record("a", "user", "question", 1),
+            {"$rewindTo": "zz"},
+            _record("b", "user", "again", 2),
+        ],
+    )
+    chat = read_chat(path, Folder(tmp_path))
+    assert [r["id"] for r in chat.records] == ["b"]
+    assert any(n.position == "line 3" and "unknown message" in n.reason for n in chat.notes)
+
+
+def test_a_broken_line_is_left_out_and_named(memory_store: ContextStore, tmp_path: Path) -> None:
+    path = session_log(tmp_path)
+    lines = path.read_text().splitlines()
+    lines[6] = lines[6][:40]  # u2 cut short, as by a crash mid-append
+    lines.append('{"id": "u9", "type": "user", "content": "half')
+    path.write_text("\n".join(lines))
+    report = import_gemini(memory_store, path)
+    notes = {(n.position, n.reason.split(" (")[0]) for n in report.items[0].skipped}
+    assert ("line 7", "is not JSON") in notes and ("line 14", "is not JSON") in notes
+    assert [r.data["id"] for r in memory_store.source_records(SESSION_ID)][-1] == "g3"
+
+
+def test_records_of_no_known_shape_are_left_out_and_named(tmp_path: Path) -> None:
+    path = _jsonl(
+        tmp_path / "s.jsonl",
+        [
+            {"sessionId": "s", "projectHash": "p"},
+            {"id": "a", "type": "system", "content": "x"},
+            {"id": "b", "type": "user", "content": 7},
+            {"$checkpoint": 1},
+            _record("c", "user", "fine", 1),
+        ],
+    )
+    chat = read_chat(path, Folder(tmp_path))
+    assert [r["id"] for r in chat.records] == ["c"]
+    assert [n.position for n in chat.notes] == ["line 2", "line 3", "line 4"]
+
+
+def test_a_session_that_grew_gets_only_its_new_rows(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    path = session_log(tmp_path)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:6]) + "\n")  # up to the re-appended g1
+    first = import_gemini(memory_store, path).items[0]
+    path.write_text("\n".join(lines) + "\n")
+    update = import_gemini(memory_store, path).items[0]
+    assert update.status == "updated" and update.replaced == 0
+    with ContextStore.open(":memory:") as fresh:
+        whole = import_gemini(fresh, path).items[0]
+        assert fresh.row_counts(SESSION_ID) == memory_store.row_counts(SESSION_ID)
+    assert sum(first.added.values()) + sum(update.added.values()) == sum(whole.added.values())
+
+
+def test_a_record_re_appended_with_its_tokens_replaces_the_imported_one(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    path = session_log(tmp_path)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:5]) + "\n")  # g1 still executing, no tokens
+    import_gemini(memory_store, path)
+    assert memory_store.requests(SESSION_ID) == []
+    path.write_text("\n".join(lines) + "\n")
+    update = import_gemini(memory_store, path).items[0]
+    assert update.status == "updated" and update.replaced > 0
+    assert len(memory_store.requests(SESSION_ID)) == 2
+
+
+def test_export_writes_jsonl_as_gemini_cli_rewrites_it(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    path = session_log(tmp_path)
+    import_gemini(memory_store, path)
+    out = tmp_path / "out" / "session.jsonl"
+    export_gemini(memory_store, SESSION_ID, out)
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    chat = read_chat(path, Folder(tmp_path))
+    assert lines[0] == chat.metadata
+    assert lines[1:] == chat.records
+    again = read_chat(out, Folder(out.parent))
+    assert (again.metadata, again.records) == (chat.metadata, chat.records)
+    legacy = tmp_path / "out" / "session.json"
+    export_gemini(memory_store, SESSION_ID, legacy)
+    assert json.loads(legacy.read_text()) == {**chat.metadata, "messages": chat.records}
+    with pytest.raises(GeminiChatError, match="already exists"):
+        export_gemini(memory_store, SESSION_ID, out)
+
+
+def test_messages_written_here_become_records_of_their_own(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    import_gemini(memory_store, session_log(tmp_path))
+    memory_store.append(SESSION_ID, "user", "And in tests/?")
+    memory_store.append(
+        SESSION_ID,
+        [
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "t1",
+                        "name": "glob",
+                        "input": {"pattern": "tests/*.py"},
+                    }
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "tests/test_a.py"}
+                ],
+            },
+        ],
+    )
+    out = tmp_path / "s.jsonl"
+    export_gemini(memory_store, SESSION_ID, out)
+    chat = read_chat(out, Folder(tmp_path))
+    new = chat.records[-2:]
+    assert new[0]["type"] == "user" and new[0]["content"] == [{"text": "And in tests/?"}]
+    assert new[1]["toolCalls"][0]["result"][0]["functionResponse"]["response"] == {
+        "output": "tests/test_a.py"
+    }
+    assert chat.metadata["lastUpdated"] != "2026-08-04T10:00:22.000Z"
+    with ContextStore.open(":memory:") as other:
+        cid = import_gemini(other, out).conversation_id
+        assert _texts(other.messages(cid))[-1] == "And in tests/?"
+        assert _blocks(other.messages(cid), "tool_result")[-1]["content"] == "tests/test_a.py"
+
+
+# -- /chat save checkpoints --------------------------------------------------------------------
+
+
+def test_a_checkpoint_with_auth_type_comes_back_json_equal(
+    store: ContextStore, tmp_path: Path
+) -> None:
+    value = {
+        "history": [
+            {"role": "user", "parts": [{"text": "Fix the header."}]},
+            {
+                "role": "model",
+                "parts": [
+                    {"text": "Looking.", "thought": True},
+                    {"functionCall": {"name": "read_file", "args": {"path": "a.py"}}},
+                ],
+            },
+            {
+                "role": "user",
+                "parts": [
+                    {"functionResponse": {"name": "read_file", "response": {"output": "x = 1"}}}
+                ],
+            },
+            {"role": "model", "parts": [{"text": "Done."}]},
+        ],
+        "authType": "oauth-personal",
+    }
+    path = _write(tmp_path / "checkpoint-header.json", value)
+    report = import_gemini(store, path)
+    cid = report.conversation_id
+    assert cid.startswith("gemini-")
+    assert [r.kind for r in store.source_records(cid)] == [
+        "content:user",
+        "content:model",
+        "content:user",
+        "content:model",
+    ]
+    assert store.get_conversation(cid).metadata["gemini"]["checkpoint"] == {
+        "authType": "oauth-personal"
+    }
+    out = tmp_path / "out.json"
+    export_gemini(store, cid, out, checkpoint=True)
+    assert json.loads(out.read_text()) == value
+    assert import_gemini(store, path).items[0].status == "unchanged"
+
+
+def test_the_legacy_bare_array_is_read_and_exported_bare(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    cid = import_gemini(memory_store, LEGACY).conversation_id
+    messages = memory_store.messages(cid)
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert messages[2]["content"][0]["tool_use_id"] == messages[1]["content"][0]["id"]
+    export_gemini(memory_store, cid, tmp_path / "c.json", checkpoint=True)
+    assert json.loads((tmp_path / "c.json").read_text()) == json.loads(LEGACY.read_text())
+
+
+def test_a_session_exports_as_a_checkpoint_of_its_history(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    import_gemini(memory_store, session_log(tmp_path))
+    export_gemini(memory_store, SESSION_ID, tmp_path / "c.json", checkpoint=True)
+    value = json.loads((tmp_path / "c.json").read_text())
+    assert [c["role"] for c in value["history"]] == ["user", "model", "user", "model"]
+    assert value["history"][-1]["parts"] == [{"text": "a.py has tests."}]
+
+
+# -- conversion rules --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
 def test_fixtures_import_and_render_in_every_format(store: ContextStore, path: Path) -> None:
-    result = import_gemini_chat(store, path)
-    cid = result.conversation_id
-    assert store.messages(cid) == list(result.messages)
-    for message in result.messages:
-        normalize_message_dict(message)
+    cid = import_gemini(store, path).conversation_id
     for format in ("anthropic", "openai", "gemini"):
-        payload = store.render(cid, format=format)
-        assert payload
-        assert validate_provider_payload(format, payload) == []
+        assert validate_provider_payload(format, store.render(cid, format=format)) == []
 
 
 def test_checkpoint_keeps_context_image_and_signature(memory_store: ContextStore) -> None:
-    result = import_gemini_chat(memory_store, CHECKPOINT)
-    messages = list(result.messages)
+    cid = import_gemini(memory_store, CHECKPOINT).conversation_id
+    messages = memory_store.messages(cid)
     assert [m["role"] for m in messages] == ["user", "assistant"] * 4
     assert messages[0]["content"][0]["text"].startswith("<session_context>")
-    conversation = memory_store.get_conversation(result.conversation_id)
-    assert conversation.title == (
+    assert memory_store.get_conversation(cid).title == (
         "The CSV export in src/report.py drops the last row. Here is the failing screenshot."
     )
     image = _blocks(messages, "image")[0]
-    assert image["source"]["type"] == "base64"
     assert image["source"]["media_type"] == "image/png"
-    document = _blocks(messages, "document")[0]
-    assert document["source"] == {
+    assert _blocks(messages, "document")[0]["source"] == {
         "type": "url",
         "url": "https://example.com/specs/report-export.pdf",
     }
-    read_call = _blocks(messages, "tool_use")[0]
-    assert read_call["thoughtSignature"] == "CiQBVKhc7sig1"
-    assert memory_store.messages(result.conversation_id)[3]["content"][1] == read_call
-
-
-def test_thoughts_are_dropped(memory_store: ContextStore) -> None:
-    result = import_gemini_chat(memory_store, CHECKPOINT)
-    assert not any("off-by-one" in text for text in _texts(list(result.messages)))
-    assert _blocks(list(result.messages), "thinking") == []
+    assert _blocks(messages, "tool_use")[0]["thoughtSignature"] == "CiQBVKhc7sig1"
+    assert not any("off-by-one" in text for text in _texts(messages))
+    assert _blocks(messages, "thinking") == []
 
 
 def test_code_execution_becomes_text_and_same_role_turns_merge() -> None:
-    messages = read_chat(CHECKPOINT).messages
+    messages = _messages(CHECKPOINT)
     assert [b["text"] for b in messages[5]["content"]] == [
         "```python\nrows = [1, 2, 3]\nprint(rows[:-1])\n```",
         "Output:\n[1, 2]\n",
@@ -104,7 +474,7 @@ def test_code_execution_becomes_text_and_same_role_turns_merge() -> None:
 
 
 def test_calls_pair_with_responses_with_and_without_ids() -> None:
-    messages = read_chat(CHECKPOINT).messages
+    messages = _messages(CHECKPOINT)
     calls = {b["name"]: b["id"] for b in _blocks(messages, "tool_use")}
     assert calls == {
         "read_file": "read_file-1754300000000-1",
@@ -113,7 +483,6 @@ def test_calls_pair_with_responses_with_and_without_ids() -> None:
     results = {b["tool_use_id"]: b for b in _blocks(messages, "tool_result")}
     assert set(results) == set(calls.values())
     assert results["gemini_call_3_3"]["is_error"] is True
-    assert results["gemini_call_3_3"]["content"] == "Command exited with code 1: 1 failed"
     assert "is_error" not in results["read_file-1754300000000-1"]
 
 
@@ -134,208 +503,46 @@ def test_an_unanswered_name_gets_a_synthetic_response_id(tmp_path: Path) -> None
             ]
         },
     )
-    results = _blocks(read_chat(path).messages, "tool_result")
+    results = _blocks(_messages(path), "tool_result")
     assert [r["tool_use_id"] for r in results] == ["gemini_call_1_0", "gemini_response_2_1"]
     assert results[0]["content"] == '{"files": ["a"]}'
 
 
-def test_the_legacy_bare_array_is_read_and_empty_turns_dropped(
-    memory_store: ContextStore,
-) -> None:
-    result = import_gemini_chat(memory_store, LEGACY)
-    assert result.kind == "legacy-checkpoint"
-    messages = list(result.messages)
-    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
-    assert messages[2]["content"][0]["tool_use_id"] == messages[1]["content"][0]["id"]
-
-
 def test_a_chat_starting_with_the_model_gets_a_user_message_first(tmp_path: Path) -> None:
     path = _write(tmp_path / "c.json", [{"role": "model", "parts": [{"text": "Hello."}]}])
-    chat = read_chat(path)
-    assert [m["role"] for m in chat.messages] == ["user", "assistant"]
-    assert chat.messages[0]["gemini_synthetic"] is True
-    assert any("starts with a model turn" in note for note in chat.skipped)
+    messages = _messages(path)
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert messages[0]["gemini_synthetic"] is True
 
 
 def test_other_media_types_become_a_text_note(tmp_path: Path) -> None:
     part = {"inlineData": {"mimeType": "audio/wav", "data": "UklGRg=="}}
     path = _write(tmp_path / "c.json", [{"role": "user", "parts": [part]}])
-    chat = read_chat(path)
-    assert chat.messages[0]["content"][0]["text"] == (
+    assert _messages(path)[0]["content"][0]["text"] == (
         "[inlineData omitted: audio/wav, 8 base64 characters]"
     )
-    assert "audio/wav" in chat.skipped[0]
 
 
-# -- session recordings -------------------------------------------------------------------
-
-
-def test_session_last_write_wins_and_rewind_removes_the_tail(memory_store: ContextStore) -> None:
-    result = import_gemini_chat(memory_store, SESSION)
-    messages = list(result.messages)
-    texts = _texts(messages)
-    assert "I'll glob for them." in texts
-    assert "Delete src/dates.py." not in texts and "Deleting it now." not in texts
-    assert texts[-2:] == ["Which one exports CSV?", "src/report.py exports CSV."]
-    assert [m["gemini_ids"] for m in messages] == [["u1"], ["g1"], ["g1"], ["g2"], ["u4"], ["g4"]]
-    assert _blocks(messages, "tool_result")[0]["content"] == "src/report.py\nsrc/dates.py"
-    conversation = memory_store.get_conversation(result.conversation_id)
-    assert conversation.model_id == "gemini-2.5-flash"
-    assert conversation.metadata["gemini_session"]["summary"].startswith("Listing")
-
-
-def test_session_skips_info_commands_and_unknown_records() -> None:
-    skipped = read_chat(SESSION).skipped
-    assert any(n.startswith("line 13: record of unknown kind") for n in skipped)
-    assert any("info message 'i1'" in n for n in skipped)
-    assert any("slash command 'u2'" in n for n in skipped)
-
-
-def test_set_messages_replaces_the_whole_list(tmp_path: Path) -> None:
-    path = _jsonl(
-        tmp_path / "s.jsonl",
-        [
-            {"id": "a", "type": "user", "content": "old question"},
-            {"id": "b", "type": "gemini", "content": "old answer"},
-            {"$set": {"messages": [{"id": "c", "type": "user", "content": "summary"}]}},
-            {"id": "d", "type": "gemini", "content": "new answer"},
-        ],
-    )
-    assert _texts(read_chat(path).messages) == ["summary", "new answer"]
-
-
-def test_content_records_are_read_as_turns(tmp_path: Path) -> None:
-    path = _jsonl(
-        tmp_path / "s.jsonl",
-        [
-            {"id": "1", "role": "user", "parts": [{"text": "hi"}]},
-            {"id": "2", "role": "model", "parts": [{"text": "hello"}]},
-            {"$rewindTo": "2"},
-        ],
-    )
-    assert read_chat(path).messages == [
-        {"role": "user", "content": [{"type": "text", "text": "hi"}], "gemini_ids": ["1"]}
-    ]
-
-
-# -- refusals -----------------------------------------------------------------------------
-
-
-def _corrupt(path: Path) -> None:
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2])
-
-
-@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
-def test_a_corrupted_file_is_refused_with_nothing_written(
-    memory_store: ContextStore, tmp_path: Path, path: Path
+def test_a_content_with_a_bad_part_stays_a_record_but_no_model_history(
+    memory_store: ContextStore, tmp_path: Path
 ) -> None:
-    import_gemini_chat(memory_store, CHECKPOINT)
-    before = memory_store.row_counts()
-    copy = tmp_path / path.name
-    shutil.copy(path, copy)
-    _corrupt(copy)
-    with pytest.raises(GeminiChatError) as caught:
-        import_gemini_chat(memory_store, copy)
-    assert caught.value.path == copy
-    assert (caught.value.position or "").startswith("line ")
-    assert "invalid JSON" in str(caught.value)
-    assert isinstance(caught.value, InvalidInputError)
-    assert memory_store.row_counts() == before
-
-
-def test_a_bad_jsonl_line_is_named(tmp_path: Path) -> None:
-    lines = SESSION.read_text(encoding="utf-8").splitlines()
-    lines[4] = lines[4][:30]
-    path = tmp_path / SESSION.name
-    path.write_text("\n".join(lines), encoding="utf-8")
-    with pytest.raises(GeminiChatError, match=r"line 5 column \d+: invalid JSON"):
-        read_chat(path)
-
-
-@pytest.mark.parametrize(
-    ("value", "position", "problem"),
-    [
-        ({"history": [{"role": "system", "parts": []}]}, "history[0]", "role must be"),
-        ({"history": [{"role": "user", "parts": "hi"}]}, "history[0]", "parts must be"),
-        ({"history": [{"role": "user", "parts": [7]}]}, "history[0].parts[0]", "Part object"),
-        (
-            {"history": [{"role": "user", "parts": [{"functionCall": {"name": "x"}}]}]},
-            "history[0].parts[0]",
-            "belongs in a model turn",
-        ),
-        (
-            [{"role": "model", "parts": [{"functionCall": {"name": "x", "args": []}}]}],
-            "[0].parts[0]",
-            "args must be an object",
-        ),
-        ([{"role": "user", "parts": [{"inlineData": {"data": "x"}}]}], "[0].parts[0]", "mime"),
-        ({"history": []}, None, "holds no messages"),
-        ({"messages": "x", "sessionId": "s"}, "messages", "must be an array"),
-        ("text", None, "expected"),
-    ],
-)
-def test_wrong_shapes_are_refused_with_their_position(
-    memory_store: ContextStore, tmp_path: Path, value: Any, position: str | None, problem: str
-) -> None:
-    path = _write(tmp_path / "checkpoint-bad.json", value)
-    with pytest.raises(GeminiChatError, match=problem) as caught:
-        import_gemini_chat(memory_store, path)
-    assert caught.value.position == position
-    assert memory_store.row_counts()["conversations"] == 0
-
-
-def test_a_bad_session_record_names_its_line(tmp_path: Path) -> None:
-    path = _jsonl(tmp_path / "s.jsonl", [{"id": "a", "type": "user", "content": "x"}, {"id": 3}])
-    with pytest.raises(GeminiChatError) as caught:
-        read_chat(path)
-    assert caught.value.position == "line 2"
-
-
-def test_a_message_over_the_size_limit_is_refused_before_writing(tmp_path: Path) -> None:
-    with ContextStore.open(":memory:", max_message_bytes=200) as small:
-        path = _write(tmp_path / "c.json", [{"role": "user", "parts": [{"text": "x" * 500}]}])
-        with pytest.raises(GeminiChatError, match="over the store's limit"):
-            import_gemini_chat(small, path)
-        assert small.row_counts()["conversations"] == 0
-
-
-def test_a_failed_append_undoes_the_conversation(
-    memory_store: ContextStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def failing(*args: Any, **kwargs: Any) -> Any:
-        raise InvalidInputError("simulated failure")
-
-    monkeypatch.setattr(memory_store, "append_many", failing)
-    with pytest.raises(InvalidInputError, match="undone: simulated failure"):
-        import_gemini_chat(memory_store, CHECKPOINT)
-    assert memory_store.row_counts()["conversations"] == 0
-
-
-# -- command line -------------------------------------------------------------------------
-
-
-def test_cli_import_prints_the_id(tmp_path: Path) -> None:
-    db = tmp_path / "cli.db"
-    result = CliRunner().invoke(cli, ["--db", str(db), "import-gemini", str(SESSION)], obj={})
-    assert result.exit_code == 0, result.output
-    cid = result.stdout.strip()  # only the id on stdout
-    assert "6 messages imported from a Gemini CLI session" in result.stderr
-    assert "skipped: line 13" in result.stderr
-    with ContextStore.open(db) as opened:
-        assert len(opened.messages(cid)) == 6
-
-
-def test_cli_import_of_a_corrupted_file_fails_cleanly(tmp_path: Path) -> None:
-    copy = tmp_path / CHECKPOINT.name
-    shutil.copy(CHECKPOINT, copy)
-    _corrupt(copy)
-    result = CliRunner().invoke(
-        cli, ["--db", str(tmp_path / "cli.db"), "import-gemini", str(copy)], obj={}
+    path = _write(
+        tmp_path / "checkpoint-bad.json",
+        {
+            "history": [
+                {"role": "user", "parts": [{"text": "go"}]},
+                {"role": "user", "parts": [{"functionCall": {"name": "x"}}]},
+                {"role": "system", "parts": []},
+            ]
+        },
     )
-    assert result.exit_code == 2
-    assert f"{copy.name}, line " in result.stderr
-    assert "Traceback" not in result.output
+    report = import_gemini(memory_store, path)
+    reasons = [(n.position, n.reason) for n in report.items[0].skipped]
+    assert reasons[0] == ("history[2]", "role must be 'user' or 'model', got 'system'; left out.")
+    assert reasons[1][0] == "history[1].parts[0]" and "belongs in a model turn" in reasons[1][1]
+    cid = report.conversation_id
+    assert len(memory_store.source_records(cid)) == 2
+    assert _texts(memory_store.messages(cid)) == ["go"]
 
 
 def test_an_imported_thought_signature_is_sent_back_to_gemini() -> None:
@@ -352,11 +559,106 @@ def test_an_imported_thought_signature_is_sent_back_to_gemini() -> None:
                     "name": "ls",
                     "input": {},
                     "thoughtSignature": "sig-from-gemini",
-                },
+                }
             ],
         },
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "x"}]},
     ]
-    contents = render_contents(messages)
-    call = contents[1]["parts"][0]
-    assert call["thoughtSignature"] == "sig-from-gemini"
+    assert render_contents(messages)[1]["parts"][0]["thoughtSignature"] == "sig-from-gemini"
+
+
+# -- folders, damaged and unsafe files ---------------------------------------------------------
+
+
+def test_the_gemini_tmp_folder_imports_every_project(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    tmp = tmp_path / ".gemini" / "tmp"
+    project = tmp / "ab12"
+    session_log(project)
+    shutil.copy(CHECKPOINT, project / "checkpoint-report.json")
+    (project / "checkpoints").mkdir()
+    _write(project / "checkpoints" / "tool-restore.json", {"toolCall": {}})  # /restore data
+    _write(project / "logs.json", [{"sessionId": "x", "message": "hi"}])
+    other = tmp / "cd34" / "chats"
+    other.mkdir(parents=True)
+    shutil.copy(SESSION, other / SESSION.name)
+    steps: list[str] = []
+    report = import_gemini(memory_store, tmp, progress=lambda p, n: steps.append(p))
+    assert sorted(Path(i.path).name for i in report.items) == sorted(
+        ["checkpoint-report.json", "session-2026-08-04T10-00-5e55e55e.jsonl", SESSION.name]
+    )
+    assert all(i.status == "imported" for i in report.items)
+    assert len(steps) == 2 * len(report.items)
+
+
+def test_a_legacy_json_session_and_its_jsonl_continuation_are_one_conversation(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    path = session_log(tmp_path)
+    chat = read_chat(path, Folder(tmp_path))
+    legacy = tmp_path / "chats" / "session-2026-08-04T10-00-5e55e55e.json"
+    earlier = [r for r in chat.records if r["id"] != "g3"]
+    _write(legacy, {**chat.metadata, "messages": earlier})
+    report = import_gemini(memory_store, tmp_path / "chats")
+    assert [Path(i.path).suffix for i in report.items] == [".json", ".jsonl"]
+    assert [i.status for i in report.items] == ["imported", "updated"]
+    assert {i.conversation_id for i in report.items} == {SESSION_ID}
+
+
+def test_a_truncated_legacy_session_keeps_its_complete_records(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    path = session_log(tmp_path)
+    chat = read_chat(path, Folder(tmp_path))
+    legacy = tmp_path / "session-x.json"
+    text = json.dumps({**chat.metadata, "messages": chat.records})
+    cut = text.index('"id": "u3"')
+    legacy.write_text(text[: cut + 20])
+    report = import_gemini(memory_store, legacy)
+    (note,) = report.items[0].skipped
+    assert "the JSON breaks off" in note.reason and note.position.startswith("line 1 column")
+    assert [r.data["id"] for r in memory_store.source_records(SESSION_ID)] == ["u1", "g1", "i1"]
+
+
+def test_nothing_readable_is_refused(memory_store: ContextStore, tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint-x.json"
+    path.write_text("{not json")
+    with pytest.raises(GeminiChatError, match="is not a Gemini CLI chat"):
+        import_gemini(memory_store, path)
+    _write(path, {"history": []})
+    with pytest.raises(GeminiChatError, match="holds no records"):
+        import_gemini(memory_store, path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(GeminiChatError, match="holds no Gemini CLI chats"):
+        import_gemini(memory_store, tmp_path / "empty")
+    assert memory_store.row_counts()["conversations"] == 0
+
+
+def test_unsafe_files_are_refused_with_nothing_written(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    chats = tmp_path / "chats"
+    chats.mkdir()
+    shutil.copy(SESSION, chats / SESSION.name)
+    outside = tmp_path / "elsewhere.jsonl"
+    shutil.copy(SESSION, outside)
+    os.symlink(outside, chats / "session-2026-08-05T10-00-ffffffff.jsonl")
+    with pytest.raises(OutsideFolderError):
+        import_gemini(memory_store, chats)
+    os.unlink(chats / "session-2026-08-05T10-00-ffffffff.jsonl")
+    deep = "[" * 150 + "]" * 150
+    (chats / "session-2026-08-05T10-00-eeeeeeee.jsonl").write_text(
+        json.dumps({"sessionId": "d", "projectHash": "p"}) + "\n" + deep + "\n"
+    )
+    with pytest.raises(NestingTooDeepError, match="line 2"):
+        import_gemini(memory_store, chats)
+    assert memory_store.row_counts()["conversations"] == 0
+
+
+def test_a_message_over_the_size_limit_is_refused_before_writing(tmp_path: Path) -> None:
+    with ContextStore.open(":memory:", max_message_bytes=200) as small:
+        path = _write(tmp_path / "c.json", [{"role": "user", "parts": [{"text": "x" * 500}]}])
+        with pytest.raises(GeminiChatError, match="over the store's limit"):
+            import_gemini(small, path)
+        assert small.row_counts()["conversations"] == 0

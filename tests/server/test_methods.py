@@ -143,6 +143,9 @@ READS = {
     "render": {"format": "openai"},
     "requests": {},
     "row_counts": {},
+    "source_records": {},
+    "removed_source_records": {},
+    "message_timestamps": {},
     "timeline": {},
     "viewed_messages": {},
 }
@@ -296,6 +299,13 @@ def _set_auto_condense(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
         assert store.get_conversation(state["cid"]).metadata["auto_condense"] == 0.5
 
 
+def _set_conversation_metadata(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    params = {"conversation_id": state["cid"], "metadata": {"source": "tool", "n": [1]}}
+    assert rpc.result("set_conversation_metadata", **params) is None
+    with ContextStore.open(db) as store:
+        assert store.get_conversation(state["cid"]).metadata == {"source": "tool", "n": [1]}
+
+
 def _set_deleted_range(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
     ts = rpc.result("set_deleted_range", conversation_id=state["cid"], end=2, reason="test")
     assert rpc.result("deleted_range", conversation_id=state["cid"]) == [2, 2]
@@ -330,6 +340,7 @@ CASES: dict[str, Case] = {
     "rollback": _rollback,
     "search": _search,
     "set_auto_condense": _set_auto_condense,
+    "set_conversation_metadata": _set_conversation_metadata,
     "set_deleted_range": _set_deleted_range,
     "truncate": _truncate,
 }
@@ -377,6 +388,7 @@ def _valid_params(name: str) -> dict[str, Any]:
         "label": "cp",
         "end": 2,
         "threshold": 0.5,
+        "metadata": {},
     }
     fields = METHODS[name].params.model_fields
     return {k: values[k] for k, f in fields.items() if f.is_required()}

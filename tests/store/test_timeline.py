@@ -56,6 +56,7 @@ def test_rollback_removes_later_rows_archives_them_and_reports_counts(store: Con
         "deleted_ranges": 1,
         "api_requests": 1,
         "checkpoints": 1,
+        "source_records": 0,
         "blocks": 3,
         "messages": 2,
     }

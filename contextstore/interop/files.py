@@ -1,0 +1,204 @@
+"""Reading another agent's files safely: inside the folder given, within the size and nesting
+limits, and recovering what a damaged file still holds (with a note saying what was not).
+
+Limits (refused with an :class:`~contextstore.interop.errors.UnsafeInputError` subclass
+before anything is parsed or written):
+
+* :data:`MAX_FILE_BYTES`: 256 MiB per file (Cline's largest histories reported by users
+  are tens of MB); callers may pass another limit.
+* :data:`MAX_JSON_DEPTH`: 100 levels of nested arrays and objects (a real history nests
+  fewer than 10; much deeper values would exhaust the interpreter's stack further on).
+* A symbolic link is followed only when its target stays inside the folder imported.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from contextstore.interop.errors import (
+    FileTooLargeError,
+    InteropError,
+    NestingTooDeepError,
+    OutsideFolderError,
+)
+from contextstore.interop.recovery import recover
+
+MAX_FILE_BYTES: Final = 256 * 1024 * 1024
+"""Largest file an import reads (per file)."""
+MAX_JSON_DEPTH: Final = 100
+"""Deepest nesting of arrays and objects an import accepts."""
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something an import left out or repaired: which file, where, and why."""
+
+    file: str
+    position: str | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = self.file if self.position is None else f"{self.file}, {self.position}"
+        return f"{where}: {self.reason}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The note as a JSON object (``file``, ``position``, ``reason``)."""
+        return {"file": self.file, "position": self.position, "reason": self.reason}
+
+
+class Folder:
+    """The folder an import was given: every file read must stay inside it."""
+
+    def __init__(self, root: Path, *, max_file_bytes: int = MAX_FILE_BYTES) -> None:
+        """Remember the folder (its real path) and the size limit."""
+        self.root = root
+        self.real_root = Path(os.path.realpath(root))
+        self.max_file_bytes = max_file_bytes
+
+    def check(self, path: Path) -> Path:
+        """Return ``path`` if it (after symbolic links) is inside the folder.
+
+        Raises:
+            OutsideFolderError: it resolves to a place outside the folder.
+        """
+        real = Path(os.path.realpath(path))
+        if real != self.real_root and self.real_root not in real.parents:
+            raise OutsideFolderError(
+                path,
+                None,
+                f"leads (through a symbolic link) to {real}, outside the folder imported "
+                f"({self.root}); copy the file into the folder instead. Nothing was imported.",
+            )
+        return path
+
+    def is_file(self, path: Path) -> bool:
+        """True when ``path`` is a file inside the folder (refusing links that leave it)."""
+        if not (path.is_file() or path.is_symlink()):
+            return False
+        self.check(path)
+        return path.is_file()
+
+    def walk(self, top: Path) -> Iterator[Path]:
+        """Every file under ``top``, sorted, without following links out of the folder.
+
+        Raises:
+            OutsideFolderError: a link under ``top`` leaves the folder.
+        """
+        for directory, subdirs, files in os.walk(top, followlinks=False):
+            here = Path(directory)
+            for name in list(subdirs):
+                if (here / name).is_symlink():
+                    self.check(here / name)
+                    subdirs.remove(name)
+            subdirs.sort()
+            for name in sorted(files):
+                path = here / name
+                if path.is_symlink():
+                    self.check(path)
+                yield path
+
+    def read_text(self, path: Path, notes: list[Note]) -> str:
+        """The file's text; bytes that are not UTF-8 become U+FFFD, with a note.
+
+        Raises:
+            OutsideFolderError: the file is a link that leaves the folder.
+            FileTooLargeError: the file is over the size limit.
+            InteropError: it cannot be read (permissions, an I/O error).
+        """
+        self.check(path)
+        size = path.stat().st_size
+        if size > self.max_file_bytes:
+            raise FileTooLargeError(
+                path,
+                None,
+                f"is {size:,} bytes, over the import limit of {self.max_file_bytes:,} "
+                "(MAX_FILE_BYTES); if the file is genuine, pass a larger max_file_bytes. "
+                "Nothing was imported.",
+            )
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise InteropError(
+                path, None, f"cannot be read ({exc.strerror}); nothing was imported."
+            ) from exc
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            text = raw.decode("utf-8", errors="replace")
+            count = text.count("\ufffd") - raw.decode("utf-8", errors="ignore").count("\ufffd")
+            notes.append(
+                Note(
+                    str(path),
+                    f"byte {exc.start}",
+                    f"{max(count, 1)} invalid UTF-8 sequence(s) replaced by U+FFFD (the first "
+                    "here); the rest of the file was read.",
+                )
+            )
+            return text
+
+    def read_json(self, path: Path, notes: list[Note], *, keep_depth: int = 0) -> Any:
+        """Parse a JSON file, recovering the complete entries of a damaged one.
+
+        Returns the value, or None when nothing could be read (a note says why).
+
+        Raises:
+            NestingTooDeepError: the JSON nests deeper than :data:`MAX_JSON_DEPTH`.
+        """
+        text = self.read_text(path, notes)
+        check_depth(text, path)
+        value, damage = recover(text, keep_depth=keep_depth)
+        if damage is not None:
+            if value is None:
+                reason = f"is not JSON ({damage.problem}); nothing in it could be read."
+            elif damage.problem.startswith("Extra data"):
+                reason = (
+                    f"{damage.dropped_chars:,} characters after the end of the JSON value "
+                    "were ignored (a stray write)."
+                )
+            else:
+                reason = (
+                    f"the JSON breaks off ({damage.problem}); the first {damage.kept} "
+                    f"complete entries were kept and the remaining {damage.dropped_chars:,} "
+                    "characters left out."
+                )
+            notes.append(Note(str(path), damage.describe(), reason))
+        return value
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in a JSON text (strings ignored)."""
+    depth = deepest = 0
+    for bracket in _BRACKETS.findall(_STRING.sub("", text)):
+        if bracket in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def check_depth(text: str, path: Path, where: str | None = None) -> None:
+    """Refuse a JSON text nested deeper than :data:`MAX_JSON_DEPTH`.
+
+    Raises:
+        NestingTooDeepError: naming the file (and ``where``).
+    """
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return
+    depth = json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise NestingTooDeepError(
+            path,
+            where,
+            f"nests arrays and objects {depth} levels deep, over the limit of "
+            f"{MAX_JSON_DEPTH} (MAX_JSON_DEPTH); no agent writes such a file. Nothing was "
+            "imported.",
+        )

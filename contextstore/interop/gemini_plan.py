@@ -1,0 +1,243 @@
+"""Placing a Gemini CLI chat on one timeline, checked before anything is written.
+
+Every record a session kept after replay (``user``, ``gemini``, ``info``, ``error``,
+``warning``) becomes a ``source_records`` row at its ``timestamp``, kept exactly as written
+(thoughts, tool-call ``status``, ``resultDisplay`` included) and never sent to a model. A
+``gemini`` record with ``tokens`` is followed by a request row (``tokens_in`` = ``input`` -
+``cached``, ``cache_reads`` = ``cached``, ``tokens_out`` = ``output``; the whole ``tokens``
+object in ``details``), then by the messages its turns start. A checkpoint's Contents are
+records of their own (``content:user``, ``content:model``), so an export gives the file
+back; having no timestamps, they are dated by the file's modification time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from contextstore.core.content import normalize_message_dict
+from contextstore.core.rows import MessageRow, RequestRow, SourceRecordRow, TimelineRow
+from contextstore.core.validate import MAX_ID_LENGTH, MAX_INT32
+from contextstore.interop.cline import is_int
+from contextstore.interop.errors import GeminiChatError
+from contextstore.interop.files import Note
+from contextstore.interop.gemini import GeminiChat, content_turn, record_turns
+from contextstore.interop.gemini_convert import SYNTHETIC_FIELD, Turn, check_turn, turns_to_messages
+from contextstore.interop.plan import ImportPlan, Slot, clock_start, stamp, usable_ts
+
+ORIGIN: Final = "gemini"
+"""``source_records.origin`` of Gemini CLI records."""
+_TITLE_CHARS: Final = 120
+
+
+def parse_timestamp(value: Any) -> int | None:
+    """An ISO 8601 timestamp (``2025-11-19T20:45:42.123Z``) in milliseconds, or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return usable_ts(round(moment.timestamp() * 1000))
+
+
+def format_timestamp(ts: int) -> str:
+    """Milliseconds as Gemini CLI writes timestamps (``2025-11-19T20:45:42.123Z``)."""
+    from datetime import timezone
+
+    moment = datetime.fromtimestamp(ts / 1000, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts % 1000:03d}Z"
+
+
+def record_kind(record: Mapping[str, Any]) -> str:
+    """``source_records.kind`` of a record: its ``type``, or ``content:<role>``."""
+    if "type" in record and isinstance(record["type"], str):
+        return record["type"][:64]
+    return f"content:{record.get('role')}"[:64]
+
+
+def plan_chat(
+    chat: GeminiChat, *, max_message_bytes: int, file_ms: int | None = None
+) -> ImportPlan:
+    """Lay a chat out as one stamped timeline (see the module docstring).
+
+    Args:
+        chat: the chat read.
+        max_message_bytes: the store's limit for one message.
+        file_ms: the file's modification time, which dates a checkpoint's rows.
+
+    Raises:
+        GeminiChatError: a converted message is over ``max_message_bytes``, or the chat
+            holds nothing at all.
+    """
+    notes = list(chat.notes)
+    turns, turn_records = _turns(chat, notes)
+    converted = turns_to_messages(turns, chat.path)
+    notes.extend(Note(str(chat.path), None, n) for n in converted.notes)
+    _check_sizes(chat, converted.messages, max_message_bytes)
+    if not chat.records:
+        raise GeminiChatError(chat.path, None, "holds no records; there is nothing to import.")
+    anchored: dict[int, list[dict[str, Any]]] = {}
+    for message, first in zip(converted.messages, converted.first_turns, strict=True):
+        anchored.setdefault(turn_records[first] if first >= 0 else -1, []).append(message)
+    slots: list[Slot] = [_message_slot(m) for m in anchored.get(-1, [])]
+    for index, record in enumerate(chat.records):
+        own = parse_timestamp(record.get("timestamp")) if chat.is_session else None
+        slots.append(Slot(own, _record_maker(record, own)))
+        tokens = record.get("tokens")
+        if chat.is_session and record.get("type") == "gemini" and isinstance(tokens, dict):
+            slots.append(Slot(None, _request_maker(record, tokens, notes, index, chat)))
+        slots.extend(_message_slot(m) for m in anchored.get(index, []))
+    start = parse_timestamp(chat.metadata.get("startTime")) if chat.is_session else None
+    if not chat.is_session and file_ms is not None:
+        start = max(file_ms - len(slots) - 1, 0)
+    created = clock_start([start], slots)
+    return ImportPlan(
+        source=ORIGIN,
+        path=str(chat.path),
+        conversation_id=conversation_id_for(chat),
+        created_ts=created,
+        rows=stamp(created, slots),
+        title=_title(chat, converted.messages),
+        model_id=_model_id(chat),
+        metadata=_metadata(chat),
+        notes=notes,
+    )
+
+
+def conversation_id_for(chat: GeminiChat) -> str:
+    """A session's ``sessionId``; for other files (and unusable ids) ``gemini-`` and a hash
+    of the file's path, so importing the same file again finds its conversation."""
+    session_id = chat.metadata.get("sessionId") if chat.is_session else None
+    if (
+        isinstance(session_id, str)
+        and 0 < len(session_id) <= MAX_ID_LENGTH
+        and "\x00" not in session_id
+    ):
+        return session_id
+    digest = hashlib.sha256(str(chat.path.resolve()).encode("utf-8")).hexdigest()
+    return f"gemini-{digest[:24]}"
+
+
+def _turns(chat: GeminiChat, notes: list[Note]) -> tuple[list[Turn], list[int]]:
+    """Every record's turns, a record with a malformed part left out (with a note)."""
+    turns: list[Turn] = []
+    owners: list[int] = []
+    for index, record in enumerate(chat.records):
+        where = f"messages[{index}]" if chat.is_session else f"history[{index}]"
+        found = record_turns(record, where) if chat.is_session else [content_turn(record, where)]
+        try:
+            for turn in found:
+                check_turn(turn, chat.path)
+        except GeminiChatError as exc:
+            notes.append(
+                Note(
+                    str(chat.path),
+                    exc.position,
+                    f"{str(exc).split(': ', 1)[-1]} The record "
+                    "stays among the source records but is no model history.",
+                )
+            )
+            continue
+        turns.extend(found)
+        owners.extend([index] * len(found))
+    return turns, owners
+
+
+def _check_sizes(chat: GeminiChat, messages: Sequence[Mapping[str, Any]], limit: int) -> None:
+    for index, message in enumerate(messages):
+        size = normalize_message_dict(message).json_size()
+        if size > limit:
+            raise GeminiChatError(
+                chat.path,
+                f"converted message {index}",
+                f"is {size:,} bytes as JSON, over the store's limit of {limit:,}; open the "
+                "store with a larger max_message_bytes. Nothing was imported.",
+            )
+
+
+def _message_slot(message: Mapping[str, Any]) -> Slot:
+    return Slot(None, lambda ts: MessageRow(ts, message))
+
+
+def _record_maker(record: Mapping[str, Any], own: int | None) -> Any:
+    kind = record_kind(record)
+    return lambda ts: SourceRecordRow(ts, ORIGIN, kind, record, own)
+
+
+def _request_maker(
+    record: Mapping[str, Any],
+    tokens: Mapping[str, Any],
+    notes: list[Note],
+    index: int,
+    chat: GeminiChat,
+) -> Any:
+    counts: dict[str, int | None] = {}
+    for key in ("input", "output", "cached"):
+        value = tokens.get(key)
+        if value is not None and not is_int(value, MAX_INT32):
+            notes.append(
+                Note(
+                    str(chat.path),
+                    f"messages[{index}] tokens.{key}",
+                    f"{value!r:.40} is not a token count; left out of the request row.",
+                )
+            )
+            value = None
+        counts[key] = value
+    cached, given = counts["cached"], counts["input"]
+    tokens_in = (
+        given - cached if given is not None and cached is not None and cached <= given else given
+    )
+    model = record.get("model")
+    model_id = model if isinstance(model, str) and 0 < len(model) <= 200 else None
+    details = {"tokens": dict(tokens)}
+
+    def make(ts: int) -> TimelineRow:
+        return RequestRow(
+            ts,
+            tokens_in=tokens_in,
+            tokens_out=counts["output"],
+            cache_reads=cached,
+            model_id=model_id,
+            details=details,
+        )
+
+    return make
+
+
+def _title(chat: GeminiChat, messages: Sequence[Mapping[str, Any]]) -> str | None:
+    summary = chat.metadata.get("summary") if chat.is_session else None
+    if isinstance(summary, str) and summary.strip():
+        return summary.strip().splitlines()[0][:_TITLE_CHARS]
+    for message in messages:
+        if message["role"] != "user" or message.get(SYNTHETIC_FIELD):
+            continue
+        content = message["content"]
+        texts = (
+            [content]
+            if isinstance(content, str)
+            else [b["text"] for b in content if b["type"] == "text"]
+        )
+        for text in texts:
+            if text.lstrip().startswith(("<session_context>", "This is the Gemini CLI")):
+                continue
+            lines = [line.strip() for line in text.splitlines() if line.strip()]
+            if lines:
+                return lines[0][:_TITLE_CHARS]
+    return None
+
+
+def _model_id(chat: GeminiChat) -> str | None:
+    models = [r.get("model") for r in chat.records if r.get("type") == "gemini"]
+    return next((m for m in reversed(models) if isinstance(m, str) and 0 < len(m) <= 200), None)
+
+
+def _metadata(chat: GeminiChat) -> dict[str, Any]:
+    gemini: dict[str, Any] = {"file": str(chat.path), "kind": chat.kind}
+    gemini["session" if chat.is_session else "checkpoint"] = dict(chat.metadata)
+    return {"source": ORIGIN, "gemini": gemini}

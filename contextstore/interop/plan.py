@@ -1,0 +1,126 @@
+"""An import as one list of timeline rows on the other agent's clock, before anything is written.
+
+Both importers turn a file into an :class:`ImportPlan`: a conversation (its id, clock start,
+title, metadata) and its rows in timeline order. :func:`stamp` gives every row its ``ts``:
+the agent's own timestamp when it has one and it is later than the row before, otherwise
+one millisecond after the row before, so that ``ts`` strictly increase whatever ties or
+out-of-order stamps the files hold (the agent's own stamp stays in the record).
+:func:`fingerprint` identifies rows, which makes a repeated import idempotent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextstore.core.rows import TimelineRow
+from contextstore.core.validate import MAX_TS
+from contextstore.interop.files import Note
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A row waiting for its ``ts``.
+
+    Attributes:
+        natural: the agent's own timestamp for the row, if it has one.
+        make: builds the row once its ``ts`` is known.
+        before: the row may only use ``natural`` when it is earlier than this (the next
+            row with a timestamp of its own), so one late stamp cannot push later rows.
+    """
+
+    natural: int | None
+    make: Callable[[int], TimelineRow]
+    before: int | None = None
+
+
+def usable_ts(value: Any) -> int | None:
+    """``value`` if it is a timestamp in milliseconds, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_TS:
+        return value
+    return None
+
+
+def stamp(start: int, slots: Sequence[Slot]) -> list[TimelineRow]:
+    """The rows of ``slots``, with strictly increasing ``ts`` after ``start``.
+
+    A row takes its natural stamp when that is later than the previous row (and earlier
+    than its ``before`` bound); otherwise it gets the previous row's ``ts`` + 1.
+    """
+    rows: list[TimelineRow] = []
+    previous = start
+    for slot in slots:
+        ts = previous + 1
+        natural = slot.natural
+        if (
+            natural is not None
+            and natural > previous
+            and (slot.before is None or natural < slot.before)
+        ):
+            ts = natural
+        rows.append(slot.make(ts))
+        previous = ts
+    return rows
+
+
+def clock_start(candidates: Sequence[int | None], slots: Sequence[Slot]) -> int:
+    """The conversation's ``created_ts``: the earliest candidate (the agent's own start,
+    such as a Cline task id) that precedes the first row's natural stamp, else one
+    millisecond before that stamp."""
+    leading = next((i for i, s in enumerate(slots) if s.natural is not None), None)
+    usable = [c for c in candidates if c is not None]
+    if leading is None:
+        return min(usable) if usable else 0
+    first = slots[leading].natural
+    assert first is not None
+    room = first - 1 - leading
+    earlier = [c for c in usable if c <= room]
+    return min(earlier) if earlier else max(room, 0)
+
+
+def _row_value(row: TimelineRow) -> dict[str, Any]:
+    value = {f.name: getattr(row, f.name) for f in dataclasses.fields(row) if f.name != "ts"}
+    value["row"] = type(row).__name__
+    return value
+
+
+def fingerprint(row: TimelineRow) -> str:
+    """A short SHA-256 of what a row holds (its ``ts`` excluded: stamps may be re-derived)."""
+    text = json.dumps(_row_value(row), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
+
+
+def chain(fingerprints: Sequence[str]) -> str:
+    """One digest for a sequence of row fingerprints (order matters)."""
+    return hashlib.sha256("\n".join(fingerprints).encode("ascii")).hexdigest()
+
+
+@dataclass
+class ImportPlan:
+    """What one file (or task folder) becomes: a conversation and its rows, not yet written.
+
+    Attributes:
+        source: the tool (``"cline"`` or ``"gemini"``).
+        path: the task folder or chat file read.
+        conversation_id: the id the conversation gets (the task or session id).
+        created_ts: the clock start, before the first row.
+        rows: the rows in timeline order, stamped.
+        title: the conversation's title.
+        model_id: the model last used.
+        metadata: the conversation's metadata (what the files hold that is no timeline).
+        notes: what was left out or repaired.
+    """
+
+    source: str
+    path: str
+    conversation_id: str
+    created_ts: int
+    rows: list[TimelineRow]
+    title: str | None = None
+    model_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    notes: list[Note] = field(default_factory=list)

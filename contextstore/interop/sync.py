@@ -1,0 +1,238 @@
+"""Writing an :class:`~contextstore.interop.plan.ImportPlan` so that importing again is safe.
+
+The conversation's id is the task's (or session's) own id. Its metadata remembers the
+import (``metadata["import"]``): how many rows, a digest of all but the newest
+:data:`TAIL_ROWS`, a fingerprint and ``ts`` for each of those, and the clock after them.
+Importing the same file again then:
+
+* writes nothing when the file holds nothing new (``unchanged``);
+* adds only the new rows when the file grew (``updated``). Agents rewrite their newest
+  records in place (Cline completes a streaming message, fills in a request's usage, drops
+  its ``resume_task`` prompt when a task resumes; Gemini CLI re-appends a record with its
+  tokens): imported rows from the first such change on are replaced by the file's, as long
+  as the change lies within the newest :data:`TAIL_ROWS` rows;
+* refuses with :class:`~contextstore.interop.errors.ImportConflictError` when an older row
+  changed (Cline restored a checkpoint and went another way, the file was replaced) or when
+  the conversation was changed in contextstore since; ``replace=True`` starts it over.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from contextstore.core.errors import ConversationNotFoundError
+from contextstore.core.rows import TimelineRow
+from contextstore.interop.errors import ImportConflictError, InteropError, UnsafeInputError
+from contextstore.interop.files import Note
+from contextstore.interop.plan import ImportPlan, chain, fingerprint
+from contextstore.interop.report import (
+    CONFLICT,
+    IMPORTED,
+    REPLACED,
+    SKIPPED,
+    UNCHANGED,
+    UPDATED,
+    ImportReport,
+    ItemReport,
+)
+from contextstore.interop.store_api import InteropStore
+from contextstore.records import Conversation
+
+IMPORT_KEY: Final = "import"
+"""Conversation metadata key holding the import's bookkeeping."""
+TAIL_ROWS: Final = 256
+"""How many of the newest imported rows a later import may find rewritten and replace."""
+
+
+Progress = Callable[[str, int], None]
+"""Called with a task's or file's path and the number of steps (each item is read, then
+written): the CLI's progress bar."""
+
+
+def note_for(exc: InteropError) -> Note:
+    """An error about one item, as the note a report keeps for it."""
+    return Note(str(exc.path), exc.position, str(exc).split(": ", 1)[-1])
+
+
+def run_import(
+    store: InteropStore,
+    source: str,
+    items: Sequence[Path],
+    plan: Callable[[Path], ImportPlan],
+    *,
+    single: bool,
+    replace: bool,
+    progress: Progress | None,
+) -> ImportReport:
+    """Plan every item (reading its files), then write all plans in one transaction.
+
+    An item whose files hold nothing readable is ``skipped``, one that no longer continues
+    its conversation a ``conflict``, each with a note; with ``single`` (one item named
+    directly) their error is raised instead. An unsafe file raises for any item, before
+    anything is written.
+    """
+    started = time.perf_counter()
+    steps = 2 * len(items)
+    planned: list[ImportPlan | ItemReport] = []
+    for item in items:
+        try:
+            planned.append(plan(item))
+        except InteropError as exc:
+            if single or isinstance(exc, UnsafeInputError):
+                raise
+            planned.append(ItemReport(str(item), None, SKIPPED, skipped=(note_for(exc),)))
+        if progress is not None:
+            progress(str(item), steps)
+    reports: list[ItemReport] = []
+    with store.transaction():
+        for entry in planned:
+            report = (
+                entry if isinstance(entry, ItemReport) else _apply(store, entry, replace, single)
+            )
+            reports.append(report)
+            if progress is not None:
+                progress(report.path, steps)
+    return ImportReport(source, tuple(reports), time.perf_counter() - started)
+
+
+def _apply(store: InteropStore, plan: ImportPlan, replace: bool, single: bool) -> ItemReport:
+    try:
+        return apply_plan(store, plan, replace=replace)
+    except ImportConflictError as exc:
+        if single:
+            raise
+        return ItemReport(plan.path, plan.conversation_id, CONFLICT, skipped=(note_for(exc),))
+
+
+def import_state(metadata: dict[str, Any]) -> dict[str, Any] | None:
+    """The bookkeeping an earlier import left in a conversation's metadata, if any."""
+    state = metadata.get(IMPORT_KEY)
+    return state if isinstance(state, dict) else None
+
+
+def apply_plan(store: InteropStore, plan: ImportPlan, *, replace: bool = False) -> ItemReport:
+    """Write a plan (inside the caller's transaction); see the module docstring.
+
+    Raises:
+        ImportConflictError: the conversation holds a history the plan does not continue.
+    """
+    prints = [fingerprint(row) for row in plan.rows]
+    try:
+        existing: Conversation | None = store.get_conversation(plan.conversation_id)
+    except ConversationNotFoundError:
+        existing = None
+    status = IMPORTED
+    if existing is not None and replace:
+        store.delete_conversation(plan.conversation_id)
+        existing, status = None, REPLACED
+    if existing is None:
+        store.create_conversation(
+            id=plan.conversation_id,
+            created_ts=plan.created_ts,
+            title=plan.title,
+            model_id=plan.model_id,
+            metadata={**plan.metadata, IMPORT_KEY: _state(plan, prints)},
+        )
+        added = store.import_timeline(plan.conversation_id, plan.rows) if plan.rows else {}
+        return _report(plan, status, added)
+    return _continue(store, plan, prints, existing)
+
+
+def _continue(
+    store: InteropStore, plan: ImportPlan, prints: list[str], existing: Conversation
+) -> ItemReport:
+    state = import_state(existing.metadata)
+    if state is None or state.get("source") != plan.source:
+        raise ImportConflictError(
+            Path(plan.path),
+            None,
+            f"conversation {plan.conversation_id!r} already exists and was not imported from "
+            f"{plan.source}; delete it first or import again with replace=True.",
+        )
+    count = int(state.get("rows", 0))
+    tail_prints = list(state.get("tail", []))
+    tail_ts = list(state.get("tail_ts", []))
+    head = count - len(tail_prints)
+    if head > len(prints) or chain(prints[:head]) != state.get("head"):
+        raise _rewritten(plan, count)
+    same = head
+    while same < min(count, len(prints)) and prints[same] == tail_prints[same - head]:
+        same += 1
+    if same == count == len(prints):
+        metadata = {**plan.metadata, IMPORT_KEY: state}
+        if metadata != existing.metadata:
+            store.set_conversation_metadata(plan.conversation_id, metadata)
+        return _report(plan, UNCHANGED, {})
+    if existing.last_ts != state.get("last_ts"):
+        raise ImportConflictError(
+            Path(plan.path),
+            None,
+            f"changed since it was imported, but conversation {plan.conversation_id!r} was "
+            "also changed in contextstore since (a rollback, an append), so the file's new "
+            "rows cannot continue the agent's timeline. Nothing was written; fork the "
+            "conversation to keep your changes, then import again with replace=True.",
+        )
+    replaced = 0
+    cutoff = existing.last_ts
+    if same < count:
+        cutoff = int(tail_ts[same - head - 1]) if same > head else int(state["head_ts"])
+        replaced = store.discard_imported_rows(plan.conversation_id, after=cutoff)
+    new_rows = _after(plan.rows[same:], cutoff)
+    added = store.import_timeline(plan.conversation_id, new_rows) if new_rows else {}
+    rows = [*plan.rows[:same], *new_rows]
+    new_state = _state(dataclasses.replace(plan, rows=rows), prints)
+    store.set_conversation_metadata(plan.conversation_id, {**plan.metadata, IMPORT_KEY: new_state})
+    report = _report(plan, UPDATED, added)
+    if replaced:
+        return dataclasses.replace(report, replaced=replaced)
+    return report
+
+
+def _rewritten(plan: ImportPlan, count: int) -> ImportConflictError:
+    return ImportConflictError(
+        Path(plan.path),
+        None,
+        f"no longer starts with the rows imported into conversation {plan.conversation_id!r} "
+        f"({count} rows; an older one changed, e.g. by a checkpoint restore in the agent). "
+        "Nothing was written; import again with replace=True to start the "
+        "conversation over from the file.",
+    )
+
+
+def _after(rows: list[TimelineRow], cutoff: int) -> list[TimelineRow]:
+    """``rows`` with their ``ts`` moved, where needed, to follow ``cutoff`` in order."""
+    moved: list[TimelineRow] = []
+    previous = cutoff
+    for row in rows:
+        ts = row.ts if row.ts > previous else previous + 1
+        moved.append(row if ts == row.ts else dataclasses.replace(row, ts=ts))
+        previous = ts
+    return moved
+
+
+def _state(plan: ImportPlan, prints: list[str]) -> dict[str, Any]:
+    head = max(len(plan.rows) - TAIL_ROWS, 0)
+    return {
+        "source": plan.source,
+        "path": plan.path,
+        "rows": len(plan.rows),
+        "head": chain(prints[:head]),
+        "head_ts": plan.rows[head - 1].ts if head else plan.created_ts,
+        "tail": prints[head:],
+        "tail_ts": [row.ts for row in plan.rows[head:]],
+        "last_ts": plan.rows[-1].ts if plan.rows else plan.created_ts,
+    }
+
+
+def _report(plan: ImportPlan, status: str, added: dict[str, int]) -> ItemReport:
+    return ItemReport(
+        path=plan.path,
+        conversation_id=plan.conversation_id,
+        status=status,
+        added={k: v for k, v in added.items() if v},
+        skipped=tuple(plan.notes),
+    )

@@ -1,0 +1,312 @@
+"""Statements for importers: many timeline rows written at once, and the records other agents
+wrote beside the model history (``source_records``) read back.
+
+Every statement is built with SQLAlchemy expressions and bound parameters. Inserts of many
+rows go through one ``executemany`` per table, which is what makes an import of thousands of
+messages one short transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    Connection,
+    Text,
+    and_,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    type_coerce,
+    update,
+)
+
+from contextstore.core.content import NormalizedMessage
+from contextstore.storage.queries import NO_LIMIT, _json, block_row, column_text
+from contextstore.storage.tables import (
+    TIMELINE_TABLES,
+    api_requests,
+    archived_rows,
+    blocks,
+    checkpoints,
+    context_updates,
+    conversations,
+    deleted_ranges,
+    messages,
+    rollbacks,
+    source_records,
+)
+
+
+@dataclass(frozen=True)
+class MessageInsert:
+    """One message ready to insert: its index, ``ts``, validated content and token count."""
+
+    idx: int
+    ts: int
+    normalized: NormalizedMessage
+    token_count: int
+
+
+def insert_messages(
+    connection: Connection, conversation_id: str, rows: Sequence[MessageInsert]
+) -> None:
+    """Insert messages and their blocks, one statement per table."""
+    if not rows:
+        return
+    connection.execute(
+        insert(messages),
+        [
+            {
+                "conversation_id": conversation_id,
+                "idx": row.idx,
+                "ts": row.ts,
+                "role": row.normalized.role,
+                "token_count": row.token_count,
+                "was_string": row.normalized.was_string,
+                "meta": row.normalized.meta,
+            }
+            for row in rows
+        ],
+    )
+    block_rows = [
+        block_row(conversation_id, row.idx, position, block)
+        for row in rows
+        for position, block in enumerate(row.normalized.blocks)
+    ]
+    if block_rows:
+        connection.execute(insert(blocks), block_rows)
+
+
+def insert_source_records(
+    connection: Connection, conversation_id: str, rows: Sequence[Mapping[str, Any]]
+) -> None:
+    """Insert ``source_records`` rows (dicts with ts, origin, kind, source_ts, data)."""
+    if rows:
+        connection.execute(
+            insert(source_records), [{"conversation_id": conversation_id, **r} for r in rows]
+        )
+
+
+def insert_requests(
+    connection: Connection, conversation_id: str, rows: Sequence[Mapping[str, Any]]
+) -> None:
+    """Insert ``api_requests`` rows (dicts with ts, the usage columns, failure, details)."""
+    if rows:
+        connection.execute(
+            insert(api_requests), [{"conversation_id": conversation_id, **r} for r in rows]
+        )
+
+
+def insert_checkpoints(
+    connection: Connection, conversation_id: str, rows: Sequence[Mapping[str, Any]]
+) -> None:
+    """Insert ``checkpoints`` rows (dicts with ts, label, git_hash, note)."""
+    if rows:
+        connection.execute(
+            insert(checkpoints), [{"conversation_id": conversation_id, **r} for r in rows]
+        )
+
+
+def insert_ranges(
+    connection: Connection, conversation_id: str, rows: Sequence[Mapping[str, Any]]
+) -> None:
+    """Insert ``deleted_ranges`` rows (dicts with ts, end_idx, keep, reason, tokens_total,
+    summary); every range starts at 2."""
+    if rows:
+        connection.execute(
+            insert(deleted_ranges),
+            [
+                {
+                    "conversation_id": conversation_id,
+                    "start_idx": 2,
+                    **r,
+                    "reason": column_text(r["reason"]),
+                    "summary": column_text(r.get("summary")),
+                }
+                for r in rows
+            ],
+        )
+
+
+def insert_updates_at(
+    connection: Connection, conversation_id: str, rows: Sequence[Mapping[str, Any]]
+) -> None:
+    """Insert ``context_updates`` rows, each with its own ``ts`` (dicts with ts, message_idx,
+    block_idx, kind, mode, text, metadata, source)."""
+    if rows:
+        connection.execute(
+            insert(context_updates),
+            [
+                {"conversation_id": conversation_id, **r, "text": column_text(r["text"])}
+                for r in rows
+            ],
+        )
+
+
+def advance_clock(connection: Connection, conversation_id: str, ts: int) -> None:
+    """Move the conversation's clock to ``ts`` (the newest row just written)."""
+    connection.execute(
+        update(conversations).where(conversations.c.id == conversation_id).values(last_ts=ts)
+    )
+
+
+def delete_after(connection: Connection, conversation_id: str, cutoff: int) -> int:
+    """Delete every timeline row with ``ts > cutoff`` (blocks with their messages), without
+    archiving them; returns the rows deleted (blocks not counted)."""
+    removed = 0
+    first = connection.execute(
+        select(func.min(messages.c.idx)).where(
+            messages.c.conversation_id == conversation_id, messages.c.ts > cutoff
+        )
+    ).scalar_one_or_none()
+    if first is not None:
+        connection.execute(
+            delete(blocks).where(
+                blocks.c.conversation_id == conversation_id, blocks.c.message_idx >= first
+            )
+        )
+    for table in TIMELINE_TABLES:
+        removed += connection.execute(
+            delete(table).where(table.c.conversation_id == conversation_id, table.c.ts > cutoff)
+        ).rowcount
+    return removed
+
+
+def rollback_after(connection: Connection, conversation_id: str, ts: int) -> bool:
+    """True when a rollback (or a restore) of the conversation ran after ``ts``."""
+    return (
+        connection.execute(
+            select(rollbacks.c.id)
+            .where(
+                rollbacks.c.conversation_id == conversation_id,
+                or_(
+                    rollbacks.c.ran_at > ts,
+                    and_(rollbacks.c.restored_ts.is_not(None), rollbacks.c.restored_ts > ts),
+                ),
+            )
+            .limit(1)
+        ).first()
+        is not None
+    )
+
+
+def set_conversation_metadata(
+    connection: Connection, conversation_id: str, metadata: Mapping[str, Any]
+) -> None:
+    """Replace a conversation's ``metadata`` object."""
+    connection.execute(
+        update(conversations)
+        .where(conversations.c.id == conversation_id)
+        .values(metadata=dict(metadata))
+    )
+
+
+def load_message_ts(connection: Connection, conversation_id: str) -> list[int]:
+    """Every message's ``ts``, in index order."""
+    return [
+        int(ts)
+        for ts in connection.execute(
+            select(messages.c.ts)
+            .where(messages.c.conversation_id == conversation_id)
+            .order_by(messages.c.idx)
+        ).scalars()
+    ]
+
+
+def load_blocks(
+    connection: Connection, conversation_id: str, message_indices: Sequence[int]
+) -> dict[tuple[int, int], tuple[str, str | None, Any]]:
+    """``(type, text, data)`` of every block of the given messages, by (message, block)."""
+    if not message_indices:
+        return {}
+    rows = connection.execute(
+        select(
+            blocks.c.message_idx,
+            blocks.c.block_idx,
+            blocks.c.type,
+            blocks.c.text,
+            type_coerce(blocks.c.data, Text).label("data"),
+        ).where(
+            blocks.c.conversation_id == conversation_id,
+            blocks.c.message_idx.in_(sorted(set(message_indices))),
+        )
+    ).all()
+    return {(r.message_idx, r.block_idx): (r.type, r.text, r.data) for r in rows}
+
+
+def _record(row: Mapping[str, Any], data: Any) -> dict[str, Any]:
+    decoded = _json(data, f"source record {row.get('id')}")
+    return {
+        "id": int(row.get("id") or 0),
+        "conversation_id": row.get("conversation_id", ""),
+        "ts": int(row["ts"]),
+        "origin": row.get("origin", ""),
+        "kind": row.get("kind", ""),
+        "data": decoded if isinstance(decoded, dict) else {"value": decoded},
+        "source_ts": None if row.get("source_ts") is None else int(row["source_ts"]),
+    }
+
+
+def load_source_records(
+    connection: Connection,
+    conversation_id: str,
+    as_of: int = NO_LIMIT,
+    origin: str | None = None,
+) -> list[dict[str, Any]]:
+    """The conversation's source records with ``ts <= as_of`` (of one origin), in ts order,
+    as dicts of their columns (``data`` decoded)."""
+    conditions = [source_records.c.conversation_id == conversation_id, source_records.c.ts <= as_of]
+    if origin is not None:
+        conditions.append(source_records.c.origin == origin)
+    columns = [c for c in source_records.c if c.name != "data"]
+    rows = connection.execute(
+        select(*columns, type_coerce(source_records.c.data, Text).label("data"))
+        .where(and_(*conditions))
+        .order_by(source_records.c.ts)
+    ).all()
+    return [_record(dict(row._mapping), row.data) for row in rows]
+
+
+@dataclass(frozen=True)
+class RemovedRecords:
+    """The source records one rollback archived (as :func:`load_source_records` dicts)."""
+
+    rollback_id: int
+    cutoff_ts: int
+    ran_at: int
+    records: list[dict[str, Any]]
+
+
+def load_removed_source_records(
+    connection: Connection, conversation_id: str
+) -> list[RemovedRecords]:
+    """For each rollback of the conversation not restored since, the source records it
+    archived (oldest rollback first); rollbacks that archived none are left out."""
+    found: list[RemovedRecords] = []
+    runs = connection.execute(
+        select(rollbacks.c.id, rollbacks.c.cutoff_ts, rollbacks.c.ran_at)
+        .where(rollbacks.c.conversation_id == conversation_id, rollbacks.c.restored_ts.is_(None))
+        .order_by(rollbacks.c.ran_at)
+    ).all()
+    for run in runs:
+        archived = connection.execute(
+            select(archived_rows.c.id, type_coerce(archived_rows.c.data, Text).label("data"))
+            .where(
+                archived_rows.c.rollback_id == run.id,
+                archived_rows.c.table_name == source_records.name,
+            )
+            .order_by(archived_rows.c.ts)
+        ).all()
+        records = []
+        for entry in archived:
+            value = _json(entry.data, f"archived row {entry.id}")
+            if isinstance(value, dict) and "ts" in value and "data" in value:
+                records.append(_record(value, value["data"]))
+        if records:
+            found.append(RemovedRecords(int(run.id), int(run.cutoff_ts), int(run.ran_at), records))
+    return found

@@ -1,0 +1,164 @@
+"""The import/export commands: reports, --json, the progress bar on a terminal, aliases."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from contextstore import ContextStore
+from contextstore.cli import cli
+from tests.interop.cline_factory import story
+
+DATA = Path(__file__).parent / "data"
+TASK = DATA / "tasks" / "1732000000000"
+SESSION = DATA / "gemini" / "session-2026-08-04T10-00-a1b2c3d4.jsonl"
+
+
+def _run(db: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["--db", str(db), *args], obj={})
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _storage(tmp_path: Path) -> Path:
+    root = tmp_path / "globalStorage"
+    shutil.copytree(DATA / "tasks", root / "tasks")
+    shutil.copytree(DATA / "state", root / "state")
+    story(3).write(root / "tasks" / "1760000000000")
+    return root
+
+
+def test_import_cline_json_reports_added_and_skipped_per_task(tmp_path: Path) -> None:
+    root = _storage(tmp_path)
+    (root / "tasks" / "1760000000000" / "context_history.json").write_text("[[1,")
+    code, out, err = _run(tmp_path / "a.db", "import", "cline", str(root), "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert [i["conversation_id"] for i in report["items"]] == ["1732000000000", "1760000000000"]
+    assert report["items"][0]["added"]["source_records"] == 21
+    (note,) = report["items"][1]["skipped"]
+    assert note["file"].endswith("context_history.json")
+    assert note["position"] == "line 1 column 5 (char 4)" and "breaks off" in note["reason"]
+    assert report["added"]["messages"] == 17 + 7
+    assert err == ""  # no progress bar under --json, no notes on stderr
+    code, out, _ = _run(tmp_path / "a.db", "import", "cline", str(root), "--json")
+    assert [i["status"] for i in json.loads(out)["items"]] == ["unchanged", "unchanged"]
+
+
+def test_import_prints_one_line_per_item_and_notes_on_stderr(tmp_path: Path) -> None:
+    code, out, err = _run(tmp_path / "a.db", "import", "gemini", str(SESSION))
+    assert code == 0, err
+    (line,) = out.splitlines()
+    assert line.startswith("imported   a1b2c3d4-0000-4000-8000-000000000001")
+    assert "6 messages" in line and "1 api_requests" in line
+    assert "skipped: " in err and "line 13" in err and "Traceback" not in err
+    assert "\r" not in err  # not a terminal: no progress bar
+
+
+def test_several_paths_import_in_one_transaction(tmp_path: Path) -> None:
+    good = story(2).write(tmp_path / "good" / "1760000000001")
+    bad = story(2).write(tmp_path / "bad" / "1760000000002")
+    (bad / "ui_messages.json").write_text("[" * 500 + "]" * 500)
+    code, _, err = _run(tmp_path / "a.db", "import", "cline", str(good), str(bad))
+    assert code == 2 and "levels deep" in err and "Traceback" not in err
+    with ContextStore.open(tmp_path / "a.db") as store:
+        assert store.list_conversations() == []  # the good task did not land either
+
+
+def test_a_conflict_exits_non_zero_after_importing_the_rest(tmp_path: Path) -> None:
+    root = _storage(tmp_path)
+    db = tmp_path / "a.db"
+    _run(db, "import", "cline", str(root))
+    with ContextStore.open(db) as store:
+        store.append("1732000000000", "user", "written in contextstore")
+    ui_file = root / "tasks" / "1732000000000" / "ui_messages.json"
+    ui = json.loads(ui_file.read_text())
+    ui.append({"ts": ui[-1]["ts"] + 1000, "type": "ask", "ask": "resume_task"})
+    ui_file.write_text(json.dumps(ui))
+    story(5).write(root / "tasks" / "1760000000000")
+    code, out, err = _run(db, "import", "cline", str(root))
+    assert code == 2
+    assert [line.split()[0] for line in out.splitlines()] == ["conflict", "updated"]
+    assert "changed in contextstore" in err and "--replace" in err
+
+
+def test_export_commands_and_their_json(tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    _run(db, "import", "cline", str(TASK))
+    code, out, err = _run(db, "export", "cline", "1732000000000", str(tmp_path / "t"), "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["counts"]["ui_messages"] == 21
+    assert json.loads((tmp_path / "t" / "ui_messages.json").read_text()) == json.loads(
+        (TASK / "ui_messages.json").read_text()
+    )
+    code, _, err = _run(db, "export", "cline", "1732000000000", str(tmp_path / "t"))
+    assert code == 2 and "--force" in err
+    _run(db, "import", "gemini", str(SESSION))
+    cid = "a1b2c3d4-0000-4000-8000-000000000001"
+    code, out, err = _run(db, "export", "gemini", cid, str(tmp_path / "s.jsonl"))
+    assert code == 0 and out.strip() == str(tmp_path / "s.jsonl"), err
+    code, out, _ = _run(db, "export", "gemini", cid, str(tmp_path / "c.json"), "--checkpoint")
+    assert code == 0 and "history" in json.loads((tmp_path / "c.json").read_text())
+    code, _, err = _run(db, "export", "gemini", "nope", str(tmp_path / "x.json"))
+    assert code == 3 and "no conversation" in err
+
+
+def test_the_old_command_names_are_hidden_aliases(tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    for name in ("import-cline", "export-cline", "import-gemini"):
+        assert cli.commands[name].hidden
+    help_text = CliRunner().invoke(cli, ["--help"], obj={}).stdout
+    assert "import-cline" not in help_text and "import " in help_text
+    assert _run(db, "import-cline", str(TASK))[0] == 0
+    assert _run(db, "export-cline", "1732000000000", str(tmp_path / "out"))[0] == 0
+    assert _run(db, "import-gemini", str(SESSION))[0] == 0
+
+
+def _on_a_terminal(args: list[str], cwd: Path) -> str:
+    """Run the CLI with a pseudo-terminal as stdin, stdout and stderr; return its output."""
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from contextstore.cli import main; main()", *args],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        cwd=cwd,
+        close_fds=True,
+        env={**os.environ, "COLUMNS": "120"},
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([leader], [], [], 60)
+        if not ready:
+            break
+        try:
+            data = os.read(leader, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    process.wait(timeout=60)
+    os.close(leader)
+    assert process.returncode == 0, b"".join(chunks).decode(errors="replace")
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_a_progress_bar_on_a_terminal_and_none_under_json(tmp_path: Path) -> None:
+    root = _storage(tmp_path)
+    shown = _on_a_terminal(["--db", str(tmp_path / "a.db"), "import", "cline", str(root)], tmp_path)
+    assert "Cline tasks" in shown and "4/4" in shown
+    quiet = _on_a_terminal(
+        ["--db", str(tmp_path / "b.db"), "import", "cline", str(root), "--json"], tmp_path
+    )
+    assert "Cline tasks" not in quiet and "4/4" not in quiet
+    assert json.loads(quiet)["items"][0]["status"] == "imported"

@@ -1,0 +1,353 @@
+"""Real Cline tasks (``../shared/real/cline``): import, render, export, re-import, rollback.
+
+Every property is checked against the files themselves or against Cline's own behaviour
+as its source (v3.51.0) defines it: ``restoreCheckpoint`` keeps
+``apiConversationHistory[0 : (conversationHistoryIndex || 0) + 2]`` and
+``clineMessages[0 : index + 1]``, then says ``deleted_api_reqs`` with ``getApiMetrics`` of
+the removed UI messages.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextstore import ContextStore
+from contextstore.core.view import RESULT_MISSING
+from contextstore.interop import export_cline, import_cline
+from tests.interop.real import cline_tasks, cline_tasks_with_history, load, params
+
+ALL = params(cline_tasks())
+WITH_HISTORY = params(cline_tasks_with_history())
+FORMATS = (None, "anthropic", "openai", "gemini")
+
+
+def _ui(task: Path) -> list[dict[str, Any]]:
+    return load(task / "ui_messages.json")  # type: ignore[no-any-return]
+
+
+def _says(ui: Sequence[Mapping[str, Any]], say: str) -> list[Mapping[str, Any]]:
+    return [m for m in ui if m.get("type") == "say" and m.get("say") == say]
+
+
+def _info(message: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        value = json.loads(message.get("text") or "")
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def cline_api_metrics(messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Cline's getApiMetrics, as its source reads (the oracle for deleted_api_reqs)."""
+    totals: dict[str, Any] = {"tokensIn": 0, "tokensOut": 0, "cost": 0}
+    for message in messages:
+        if message.get("type") == "say" and message.get("say") in (
+            "api_req_started",
+            "deleted_api_reqs",
+        ):
+            info = _info(message)
+            for key in ("tokensIn", "tokensOut", "cacheWrites", "cacheReads", "cost"):
+                if isinstance(info.get(key), int | float):
+                    totals[key] = totals.get(key, 0) + info[key]
+    return totals
+
+
+def cline_restore(
+    api: list[Any], ui: list[dict[str, Any]], message_ts: int
+) -> tuple[list[Any], list[dict[str, Any]], dict[str, Any]]:
+    """What Cline's task restore at the UI message stamped ``message_ts`` leaves: the API
+    history, the UI messages (the final deleted_api_reqs without its Date.now() ts) and
+    the totals that message carries."""
+    index = next(i for i, m in enumerate(ui) if m["ts"] == message_ts)
+    message = ui[index]
+    kept_api = api[: (message.get("conversationHistoryIndex") or 0) + 2]
+    totals = cline_api_metrics(ui[index + 1 :])
+    return kept_api, ui[: index + 1], totals
+
+
+# -- import -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("task", ALL)
+def test_every_ui_message_is_a_source_record_in_order(
+    memory_store: ContextStore, task: Path
+) -> None:
+    cid = import_cline(memory_store, task).conversation_id
+    records = memory_store.source_records(cid, origin="cline")
+    ui = _ui(task)
+    assert [r.data for r in records] == ui
+    assert [r.source_ts for r in records] == [m["ts"] for m in ui]
+    # Cline's own stamp is the row's ts unless it ties with or precedes the row before
+    stamps = [r.ts for r in records]
+    assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
+    for previous, record in zip([None, *records], records, strict=False):
+        if previous is None or record.source_ts > previous.ts:  # type: ignore[operator]
+            assert record.ts == record.source_ts
+
+
+@pytest.mark.parametrize("task", ALL)
+def test_one_checkpoint_per_checkpoint_created_with_its_hash(
+    memory_store: ContextStore, task: Path
+) -> None:
+    cid = import_cline(memory_store, task).conversation_id
+    created = _says(_ui(task), "checkpoint_created")
+    checkpoints = memory_store.checkpoints(cid)
+    assert len(checkpoints) == len(created) > 0
+    assert [c.git_hash for c in checkpoints] == [m.get("lastCheckpointHash") for m in created]
+    assert [c.label for c in checkpoints] == [f"cline:{m['ts']}" for m in created]
+
+
+@pytest.mark.parametrize("task", ALL)
+def test_every_api_request_is_a_request_row_with_its_usage_and_extras(
+    memory_store: ContextStore, task: Path
+) -> None:
+    cid = import_cline(memory_store, task).conversation_id
+    ui = _ui(task)
+    started = _says(ui, "api_req_started")
+    requests = memory_store.requests(cid)
+    assert len(requests) == len(started) > 0
+    for request, message in zip(requests, started, strict=True):
+        info = _info(message)
+        assert request.tokens_in == info.get("tokensIn")
+        assert request.tokens_out == info.get("tokensOut")
+        assert request.cache_writes == info.get("cacheWrites")
+        assert request.cache_reads == info.get("cacheReads")
+        assert request.cost == info.get("cost")
+        assert request.failure == info.get("cancelReason")
+        details = request.details or {}
+        assert details.get("streamingFailedMessage") == info.get("streamingFailedMessage")
+    retries = sum(len((r.details or {}).get("retries", [])) for r in requests)
+    failed = sum(len((r.details or {}).get("failures", [])) for r in requests)
+    after_first = ui[ui.index(started[0]) :]
+    assert retries == len(_says(after_first, "error_retry"))
+    assert failed == sum(1 for m in after_first if m.get("ask") == "api_req_failed")
+
+
+@pytest.mark.parametrize("task", ALL)
+def test_ranges_hold_at_the_time_of_every_ui_message(
+    memory_store: ContextStore, task: Path
+) -> None:
+    cid = import_cline(memory_store, task).conversation_id
+    for record in memory_store.source_records(cid, origin="cline"):
+        shown = record.data.get("conversationHistoryDeletedRange")
+        expected = tuple(shown) if shown else None
+        assert memory_store.deleted_range(cid, as_of=record.ts) == expected, record.data["ts"]
+
+
+def test_the_task_with_ranges_has_them_all() -> None:
+    task = next((t for t in cline_tasks() if t.name == "coregems-task-sample"), None)
+    if task is None:
+        pytest.skip("the real agents' files are absent")
+    with ContextStore.open(":memory:") as store:
+        cid = import_cline(store, task).conversation_id
+        ends = [
+            r.data["conversationHistoryDeletedRange"][1]
+            for r in store.source_records(cid)
+            if "conversationHistoryDeletedRange" in r.data
+        ]
+        assert sorted(set(ends)) == [17, 39, 57, 79]
+        assert store.deleted_range(cid) == (2, 79)
+
+
+@pytest.mark.parametrize("task", WITH_HISTORY)
+def test_as_of_a_checkpoint_is_what_clines_restore_keeps(store: ContextStore, task: Path) -> None:
+    cid = import_cline(store, task).conversation_id
+    api = load(task / "api_conversation_history.json")
+    assert store.messages(cid) == api
+    records = store.source_records(cid)
+    for checkpoint in store.checkpoints(cid):
+        ui_message = [r for r in records if r.ts < checkpoint.ts][-1].data
+        assert ui_message["say"] == "checkpoint_created"
+        kept, _, _ = cline_restore(api, _ui(task), ui_message["ts"])
+        assert store.messages(cid, as_of=checkpoint.ts) == kept
+
+
+@pytest.mark.parametrize("task", ALL)
+def test_renders_in_every_format(memory_store: ContextStore, task: Path) -> None:
+    cid = import_cline(memory_store, task).conversation_id
+    for format in FORMATS:
+        memory_store.render(cid, format=format)
+    memory_store.check(cid)
+
+
+@pytest.mark.parametrize("task", WITH_HISTORY)
+def test_text_tool_results_become_tool_results_with_no_placeholder(
+    memory_store: ContextStore, task: Path
+) -> None:
+    """Cline 3.5x wrote every result as a text block; the view answers each call with it."""
+    api = load(task / "api_conversation_history.json")
+    assert not any(
+        b.get("type") == "tool_result"
+        for m in api
+        if isinstance(m["content"], list)
+        for b in m["content"]
+    )
+    cid = import_cline(memory_store, task).conversation_id
+    view = memory_store.render(cid, format="anthropic")
+    calls = [b["id"] for m in view for b in m["content"] if b["type"] == "tool_use"]
+    results = {
+        b["tool_use_id"]: b["content"]
+        for m in view
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    }
+    pending = calls[-1:] if view[-1]["role"] == "assistant" else []
+    assert sorted(results) == sorted(c for c in calls if c not in pending)
+    assert RESULT_MISSING not in results.values()
+    assert all(text.startswith("[") or text.startswith("Tool [") for text in results.values())
+    assert memory_store.messages(cid) == api  # the stored rows stay as Cline wrote them
+
+
+# -- export and re-import ------------------------------------------------------------------
+
+
+def _exported_files_equal(task: Path, out: Path) -> None:
+    for name in (
+        "api_conversation_history.json",
+        "ui_messages.json",
+        "task_metadata.json",
+        "context_history.json",
+    ):
+        original = task / name
+        written = out / name
+        assert written.exists() == original.exists(), name
+        if original.exists():
+            assert load(written) == load(original), name
+
+
+@pytest.mark.parametrize("task", ALL)
+def test_export_gives_every_file_back_json_equal(
+    memory_store: ContextStore, task: Path, tmp_path: Path
+) -> None:
+    cid = import_cline(memory_store, task).conversation_id
+    out = tmp_path / "tasks" / task.name
+    export_cline(memory_store, cid, out)
+    _exported_files_equal(task, out)
+    exported_ui = load(out / "ui_messages.json")
+    assert [m["ts"] for m in exported_ui] == [m["ts"] for m in _ui(task)]
+
+
+@pytest.mark.parametrize("task", ALL)
+def test_importing_again_is_idempotent_and_the_export_imports_the_same(
+    store: ContextStore, task: Path, tmp_path: Path
+) -> None:
+    first = import_cline(store, task)
+    before = store.row_counts()
+    again = import_cline(store, task)
+    assert again.items[0].status == "unchanged" and again.items[0].added == {}
+    assert store.row_counts() == before
+    out = tmp_path / task.name
+    export_cline(store, first.conversation_id, out)
+    with ContextStore.open(":memory:") as other:
+        cid = import_cline(other, out).conversation_id
+        assert [r.data for r in other.source_records(cid)] == [
+            r.data for r in store.source_records(first.conversation_id)
+        ]
+        assert other.messages(cid) == store.messages(first.conversation_id)
+
+
+def _prefix_task(task: Path, into: Path, ui_count: int) -> Path:
+    """The task as Cline's files were earlier: its first ``ui_count`` UI messages, and the
+    API messages those had seen."""
+    ui = _ui(task)[:ui_count]
+    into.mkdir(parents=True)
+    (into / "ui_messages.json").write_text(json.dumps(ui))
+    api_file = task / "api_conversation_history.json"
+    if api_file.exists():
+        indices = [m["conversationHistoryIndex"] for m in ui]
+        (into / "api_conversation_history.json").write_text(
+            json.dumps(load(api_file)[: max(indices) + 1])
+        )
+    if (task / "task_metadata.json").exists():
+        shutil.copyfile(task / "task_metadata.json", into / "task_metadata.json")
+    return into
+
+
+@pytest.mark.parametrize("task", ALL)
+def test_a_task_that_grew_gets_only_its_new_rows(
+    store: ContextStore, task: Path, tmp_path: Path
+) -> None:
+    grown = tmp_path / "later" / task.name
+    shutil.copytree(task, grown)
+    earlier = _prefix_task(task, tmp_path / "earlier" / task.name, len(_ui(task)) // 2)
+    first = import_cline(store, earlier).items[0]
+    with ContextStore.open(":memory:") as fresh:
+        whole = import_cline(fresh, grown).items[0]
+        expected_rows = fresh.row_counts(whole.conversation_id)
+        expected = [r.data for r in fresh.source_records(whole.conversation_id)]
+    update = import_cline(store, grown).items[0]
+    assert update.conversation_id == first.conversation_id == task.name
+    assert update.status == "updated"
+    added = {k: first.added.get(k, 0) + update.added.get(k, 0) for k in whole.added}
+    assert sum(added.values()) - update.replaced == sum(whole.added.values())
+    assert store.row_counts(task.name) == expected_rows
+    assert [r.data for r in store.source_records(task.name)] == expected
+    assert import_cline(store, grown).items[0].status == "unchanged"
+
+
+# -- rollback, then export: what Cline's restore would leave -----------------------------
+
+
+@pytest.mark.parametrize("task", WITH_HISTORY)
+def test_rollback_then_export_is_clines_checkpoint_restore(
+    memory_store: ContextStore, task: Path, tmp_path: Path
+) -> None:
+    api = load(task / "api_conversation_history.json")
+    ui = _ui(task)
+    cid = import_cline(memory_store, task).conversation_id
+    checkpoints = memory_store.checkpoints(cid)
+    for checkpoint in checkpoints[:: max(len(checkpoints) // 6, 1)]:
+        ui_ts = int(checkpoint.label.split(":")[1])  # type: ignore[union-attr]
+        kept_api, kept_ui, totals = cline_restore(api, ui, ui_ts)
+        report = memory_store.rollback(cid, to=checkpoint.ts)
+        out = tmp_path / str(checkpoint.id)
+        export_cline(memory_store, cid, out)
+        assert load(out / "api_conversation_history.json") == kept_api
+        exported = load(out / "ui_messages.json")
+        assert exported[:-1] == kept_ui
+        marker = exported[-1]
+        assert marker["say"] == "deleted_api_reqs" and marker["ts"] > kept_ui[-1]["ts"]
+        assert json.loads(marker["text"]) == totals
+        assert marker["conversationHistoryIndex"] == len(kept_api) - 1
+        item = load(out / "taskHistory.json")[0]
+        assert item["tokensIn"] == cline_api_metrics(ui[1:])["tokensIn"]
+        assert item["ts"] == marker["ts"]
+        memory_store.restore(cid, report.rollback_id)  # type: ignore[arg-type]
+    out = tmp_path / "restored"
+    export_cline(memory_store, cid, out)
+    assert load(out / "ui_messages.json") == ui
+
+
+def test_the_readme_audit_of_failed_requests_counts_the_real_ones(tmp_path: Path) -> None:
+    import re
+    import sqlite3
+
+    task = next((t for t in cline_tasks() if t.name == "haram333-fineye"), None)
+    if task is None:
+        pytest.skip("the real agents' files are absent")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Bringing histories in and out", 1)[1].split("\n## ", 1)[0]
+    (statement,) = re.findall(r"```sql\n(.*?)```", section, flags=re.S)
+    with ContextStore.open(tmp_path / "audit.db") as store:
+        import_cline(store, task)
+    connection = sqlite3.connect(tmp_path / "audit.db")
+    (row,) = connection.execute(statement).fetchall()
+    connection.close()
+    ui = _ui(task)
+    assert row == (
+        sum(1 for m in _says(ui, "api_req_started") if "cancelReason" in _info(m)),
+        sum(
+            1
+            for m in ui[ui.index(_says(ui, "api_req_started")[0]) :]
+            if m.get("ask") == "api_req_failed"
+        ),
+        len(_says(ui[ui.index(_says(ui, "api_req_started")[0]) :], "error_retry")),
+    )
+    assert row[0] == 7 and row[2] > 0
