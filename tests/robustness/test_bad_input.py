@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextstore import ContentTooLargeError, ContextStore, ContextStoreError
+from contextstore.core.rows import MessageRow
 from contextstore.core.validate import (
     MAX_ID_LENGTH,
     MAX_INT32,
@@ -34,6 +35,8 @@ from contextstore.store import MAX_MESSAGE_BYTES
 from tests.conftest import BACKENDS, assistant, open_backend, tool_result, tool_use, user
 
 CID = "victim"
+FUTURE = 4_000_000_000_000
+"""A ts in 2096: later than any row the tests write."""
 MESSAGES = 5
 """The victim's message count; its deleted range is (2, 2)."""
 
@@ -334,6 +337,39 @@ SPECS: dict[str, Spec] = {
                         "SELECT * FROM no_such_table",
                     ]
                 ),
+            ),
+        ),
+    },
+    "message_timestamps": {"conversation_id": (st.just(CID), bad_id)},
+    "removed_source_records": {"conversation_id": (st.just(CID), bad_id)},
+    "source_records": {
+        "conversation_id": (st.just(CID), bad_id),
+        "as_of": (None, bad_ts),
+        "origin": (None, st.one_of(not_text, st.just(""))),
+    },
+    "set_conversation_metadata": {
+        "conversation_id": (st.just(CID), bad_id),
+        "metadata": (st.just({"k": 1}), bad_metadata),
+    },
+    "discard_imported_rows": {
+        "conversation_id": (st.just(CID), bad_id),
+        "after": (
+            st.just(0),
+            st.one_of(bad_ts, st.integers(FUTURE, MAX_TS)),  # later than the clock
+        ),
+    },
+    "import_timeline": {
+        "conversation_id": (st.just(CID), bad_id),
+        "rows": (
+            st.just([]),
+            st.one_of(
+                st.none(),
+                st.integers(),
+                st.text(min_size=1, max_size=3),
+                st.lists(st.integers(), min_size=1, max_size=2),
+                st.just([MessageRow(0, user("earlier than the conversation"))]),
+                st.just([MessageRow(FUTURE, {"role": "bogus", "content": "x"})]),
+                st.just([MessageRow(FUTURE, user("a")), MessageRow(FUTURE, user("same ts"))]),
             ),
         ),
     },

@@ -20,6 +20,7 @@ from sqlalchemy import inspect
 
 from contextstore import ContextStore, ContextStoreError, ReadOnlyError
 from contextstore.cli import cli
+from contextstore.core.rows import MessageRow
 from tests.conftest import assistant, text, tool_result, tool_use, user
 
 INJECTIONS = [
@@ -172,6 +173,11 @@ WRITES: dict[str, Callable[[ContextStore], Any]] = {
     "checkpoint": lambda s: s.checkpoint("c", "x"),
     "rollback": lambda s: s.rollback("c", "cp"),
     "restore": lambda s: s.restore("c", 1),
+    "import_timeline": lambda s: s.import_timeline("c", [MessageRow(FUTURE, assistant("later"))]),
+    "discard_imported_rows": lambda s: s.discard_imported_rows(
+        "c", after=s.message_timestamps("c")[-1] - 1
+    ),
+    "set_conversation_metadata": lambda s: s.set_conversation_metadata("c", {"k": 1}),
     "transaction": lambda s: _append_in_a_transaction(s),
     "set_deleted_range": lambda s: s.set_deleted_range("c", 2),
     "add_context_update": lambda s: s.add_context_update("c", 0, 0, "x"),
@@ -199,6 +205,9 @@ READS: dict[str, Callable[[ContextStore], Any]] = {
     "viewed_messages": lambda s: s.viewed_messages("c"),
     "search": lambda s: s.search("a"),
     "query": lambda s: s.query("SELECT count(*) FROM messages"),
+    "message_timestamps": lambda s: s.message_timestamps("c"),
+    "source_records": lambda s: s.source_records("c"),
+    "removed_source_records": lambda s: s.removed_source_records("c"),
 }
 LIFECYCLE = {"open", "close", "database", "path"}
 PUBLIC_NAME = {"rollback (dry run)": "rollback"}
@@ -255,6 +264,8 @@ def test_every_write_writes_on_a_writable_store(tmp_path: Path, name: str) -> No
         store.checkpoint("c", "after")
         store.append("c", "assistant", "rolled back")
         store.rollback("c", "after")
+        if name == "discard_imported_rows":
+            store.append("c", "user", "imported last")
 
         def state() -> Any:
             return store.row_counts(), [c.metadata for c in store.list_conversations()]
@@ -263,6 +274,9 @@ def test_every_write_writes_on_a_writable_store(tmp_path: Path, name: str) -> No
         WRITES[name](store)
         assert state() != before
 
+
+FUTURE = 4_000_000_000_000
+"""A ts in 2096: later than any row the tests write."""
 
 GITHUB_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
