@@ -200,16 +200,20 @@ def test_an_empty_postgresql_schema_is_refused_without_auto_migrate(postgres_sch
         assert store.list_conversations() == []
 
 
-def test_postgresql_gets_every_table_and_view_without_drift(postgres_engine: Engine) -> None:
+def test_postgresql_gets_every_table_and_view_without_drift(
+    postgres_engine: Engine, tmp_path: Path
+) -> None:
+    """The same tables and views as a SQLite file migrated by the same revisions."""
     upgrade(postgres_engine, is_sqlite=False)
-    names = set(inspect(postgres_engine).get_table_names())
-    assert {"conversations", "messages", "blocks", "archived_rows", "alembic_version"} <= names
-    assert set(inspect(postgres_engine).get_view_names()) == {
-        "effective_blocks",
-        "visible_messages",
-        "request_usage",
-        "truncation_events",
-    }
+    sqlite = create_engine(f"sqlite:///{tmp_path / 'same.db'}")
+    upgrade(sqlite, is_sqlite=True)
+    expected_tables = set(inspect(sqlite).get_table_names())
+    expected_views = set(inspect(sqlite).get_view_names())
+    sqlite.dispose()
+    assert {"conversations", "messages", "blocks", "archived_rows"} <= expected_tables
+    assert {"effective_blocks", "visible_messages", "request_usage"} <= expected_views
+    assert set(inspect(postgres_engine).get_table_names()) == expected_tables
+    assert set(inspect(postgres_engine).get_view_names()) == expected_views
     with postgres_engine.connect() as connection:
         command.check(alembic_config(connection))
 
