@@ -23,6 +23,7 @@ from contextstore.core.overlays import BlockUpdate, UpdateKind, UpdateMode, bloc
 from contextstore.core.tokens import message_tokens
 from contextstore.core.truncation import normalize_keep
 from contextstore.core.validate import (
+    check_choice,
     check_id,
     check_int,
     check_json_object,
@@ -257,8 +258,11 @@ class HistoryMixin(StoreBase):
         check_id(conversation_id)
         check_int("end", end, minimum=1, optional=False)
         check_int("tokens_total", tokens_total)
-        if not isinstance(reason, str) or not isinstance(keep, str):
-            raise InvalidInputError("keep and reason must be strings.")
+        check_text("keep", keep, 16, optional=False)
+        if not isinstance(reason, str):
+            raise InvalidInputError("reason must be a string.")
+        if summary is not None and not isinstance(summary, str):
+            raise InvalidInputError("summary must be a string or None.")
 
         def work(connection: Connection) -> int:
             (stamp,) = tick(connection, conversation_id, at=ts)
@@ -357,16 +361,10 @@ class HistoryMixin(StoreBase):
         check_int("block_idx", block_idx, optional=False)
         if not isinstance(text, str):
             raise InvalidInputError("text must be a string.")
-        if kind not in UpdateKind.ALL:
-            raise InvalidInputError(
-                f"kind {kind!r} is unknown; use one of {sorted(UpdateKind.ALL)}."
-            )
-        if mode not in UpdateMode.ALL:
-            raise InvalidInputError(
-                f"mode {mode!r} is unknown; use one of {sorted(UpdateMode.ALL)}."
-            )
+        check_choice("kind", kind, UpdateKind.ALL)
+        check_choice("mode", mode, UpdateMode.ALL)
         check_text("source", source, 200, optional=False)
-        meta = dict(metadata or {})
+        meta = check_json_object("metadata", metadata)
         update_value = BlockUpdate(
             message_idx, block_idx, kind, text, source, meta, base_hash, mode
         )
