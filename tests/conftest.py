@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,39 @@ if os.environ.get("CI"):
 
 POSTGRES_URL = os.environ.get("CONTEXTSTORE_TEST_POSTGRES_URL")
 BACKENDS = ["memory", "file", "postgres"]
+
+
+MUTATION_SCOPES: dict[str, tuple[str, ...]] = {
+    "core": ("tests/core/", "tests/processors/"),
+    "storage": ("tests/store/", "tests/robustness/test_bad_input.py"),
+    "facade": (
+        "tests/store/",
+        "tests/robustness/test_bad_input.py",
+        "tests/robustness/test_security.py",
+    ),
+}
+"""The tests a mutation run of each package uses (``CONTEXTSTORE_MUTATION_SCOPE``; see the
+README's Development section): the ones that exercise that package directly and fast."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``CONTEXTSTORE_MUTATION_SCOPE=<package>``, keep only that package's tests."""
+    scope = os.environ.get("CONTEXTSTORE_MUTATION_SCOPE")
+    if not scope:
+        return
+    if scope not in MUTATION_SCOPES:
+        raise pytest.UsageError(
+            f"CONTEXTSTORE_MUTATION_SCOPE={scope!r} is unknown; use one of "
+            f"{', '.join(MUTATION_SCOPES)}."
+        )
+    root = config.rootpath
+    kept, dropped = [], []
+    for item in items:
+        relative = item.path.relative_to(root).as_posix()
+        (kept if relative.startswith(MUTATION_SCOPES[scope]) else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.fixture(autouse=True)
@@ -85,6 +119,50 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ContextSto
         cleanup()
 
 
+StoreFactory = Callable[[], AbstractContextManager[ContextStore]]
+
+
+@pytest.fixture(scope="session")
+def _shared_postgres_store() -> Iterator[ContextStore | None]:
+    """One PostgreSQL schema for the whole session, for property tests (None without a server)."""
+    if not POSTGRES_URL:
+        yield None
+        return
+    opened, cleanup = postgres_schema_store()
+    try:
+        yield opened
+    finally:
+        cleanup()
+
+
+def _emptied(store: ContextStore) -> ContextStore:
+    """``store`` with every conversation deleted (their rows cascade), through the public API."""
+    for conversation in store.list_conversations():
+        store.delete_conversation(conversation.id)
+    assert store.row_counts()["conversations"] == 0
+    return store
+
+
+@pytest.fixture(scope="module", params=["memory", "postgres"])
+def fresh_store(
+    request: pytest.FixtureRequest, _shared_postgres_store: ContextStore | None
+) -> StoreFactory:
+    """For hypothesis tests, which cannot take a function-scoped store: call it in each
+    example, ``with fresh_store() as store:``, to get an empty store on this backend (a new
+    in-memory database, or the session's PostgreSQL schema emptied)."""
+    if request.param == "memory":
+        return lambda: ContextStore.open(":memory:")
+    shared = _shared_postgres_store
+    if shared is None:
+        pytest.skip("set CONTEXTSTORE_TEST_POSTGRES_URL to run the PostgreSQL backend")
+
+    @contextmanager
+    def emptied() -> Iterator[ContextStore]:
+        yield _emptied(shared)
+
+    return emptied
+
+
 @pytest.fixture
 def memory_store() -> Iterator[ContextStore]:
     """A fresh in-memory store (for tests about pure behaviour on top of the store)."""
@@ -139,3 +217,32 @@ def session(turns: int) -> list[dict[str, Any]]:
         messages.append(assistant(f"step {i}", tool_use(f"t{i}", path=f"f{i}.py")))
         messages.append(user(tool_result(f"t{i}", f"contents of f{i}.py")))
     return messages
+
+
+def duplicate_reads_saving(percent: int, total: int = 10_000) -> list[dict[str, Any]]:
+    """A history whose file-read de-duplication saves exactly ``percent`` % of its characters.
+
+    Built on Cline's metric, counted by hand here: every text block counts its length (a
+    tool result its first text item), tool calls count nothing. Message 2 reads ``a.py``
+    and message 4 reads it again, so de-duplication rewrites message 2 to the duplicate
+    notice and saves the body's length minus the notice's. Message 0 pads the history to
+    ``total`` characters; the turns after message 4 leave a truncation room to progress.
+    """
+    from contextstore.core.notices import DUPLICATE_FILE_READ_NOTICE
+
+    saved = total * percent // 100
+    assert saved * 100 == total * percent, "pick a total that makes the saving whole"
+    body = "b" * (saved + len(DUPLICATE_FILE_READ_NOTICE))
+    read = f"[read_file for 'a.py'] Result:\n{body}"
+    tail = [assistant("ok"), user("next"), assistant("fine"), user("more"), assistant("yes")]
+    counted = 2 * len(read) + sum(len(m["content"][0]["text"]) for m in tail)
+    padding = total - counted - len("<task></task>")
+    assert padding >= 0, "the total is too small for this saving"
+    return [
+        user("<task>" + "p" * padding + "</task>"),
+        assistant(tool_use("r0", path="a.py")),
+        user(tool_result("r0", [text(read)])),
+        assistant(tool_use("r1", path="a.py")),
+        user(tool_result("r1", [text(read)])),
+        *tail,
+    ]

@@ -111,12 +111,27 @@ def check_id(value: Any, what: str = "conversation id") -> str:
     return str(value)
 
 
+def _has_only_string_keys(value: Any) -> bool:
+    """Whether every mapping inside ``value`` (itself included) has string keys only.
+
+    ``json.dumps`` would turn an int key into a string and a second key of the same text
+    would overwrite the first: the caller's data would come back changed.
+    """
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _has_only_string_keys(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return all(_has_only_string_keys(item) for item in value)
+    return True
+
+
 def check_json_object(name: str, value: Any) -> dict[str, Any]:
     """Return a JSON-clean copy of a mapping with string keys (None gives ``{}``)."""
     if value is None:
         return {}
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise InvalidInputError(f"{name} must be a mapping with string keys, got {value!r:.80}.")
+    if not isinstance(value, Mapping) or not _has_only_string_keys(value):
+        raise InvalidInputError(
+            f"{name} must be a mapping with string keys (nested ones too), got {value!r:.80}."
+        )
     try:
         decoded = json.loads(json.dumps(dict(value), allow_nan=False))
     except (TypeError, ValueError) as exc:

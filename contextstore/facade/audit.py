@@ -25,7 +25,7 @@ from contextstore.core.audit_records import (
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import block_text
 from contextstore.core.records import Checkpoint
-from contextstore.core.validate import check_id, check_int
+from contextstore.core.validate import MAX_LABEL_LENGTH, check_id, check_int, check_text
 from contextstore.core.window import context_window_info
 from contextstore.facade.history import HistoryMixin
 from contextstore.facade.timeline import TimelineMixin
@@ -246,5 +246,6 @@ class AuditMixin(HistoryMixin, TimelineMixin):
 
     def checkpoint_at(self, conversation_id: str, label: str) -> Checkpoint | None:
         """The newest checkpoint of the conversation with this label, or None."""
+        check_text("label", label, MAX_LABEL_LENGTH, optional=False)
         found = [c for c in self.checkpoints(conversation_id) if c.label == label]
         return found[-1] if found else None

@@ -130,10 +130,13 @@ class ConversationsMixin(StoreBase):
         the ``quarter`` strategy, no notices, and no truncation when it cannot progress.
         """
         check_id(parent_id)
+        check_text("model_id", model_id, 200)
+        check_int("context_window", context_window, minimum=1)
+        check_text("title", title, MAX_TITLE_LENGTH)
         parent = self.get_conversation(parent_id)
         return self.create_conversation(
-            model_id=model_id or parent.model_id,
-            context_window=context_window or parent.context_window,
+            model_id=parent.model_id if model_id is None else model_id,
+            context_window=parent.context_window if context_window is None else context_window,
             title=title,
             metadata={"subagent": True},
             parent_id=parent_id,

@@ -259,8 +259,11 @@ class HistoryMixin(StoreBase):
         check_id(conversation_id)
         check_int("end", end, minimum=1, optional=False)
         check_int("tokens_total", tokens_total)
-        if not isinstance(reason, str) or not isinstance(keep, str):
-            raise InvalidInputError("keep and reason must be strings.")
+        check_text("keep", keep, 16, optional=False)
+        if not isinstance(reason, str):
+            raise InvalidInputError("reason must be a string.")
+        if summary is not None and not isinstance(summary, str):
+            raise InvalidInputError("summary must be a string or None.")
 
         def work(connection: Connection) -> int:
             (stamp,) = tick(connection, conversation_id, at=ts)

@@ -108,6 +108,8 @@ class InteropMixin(StoreBase):
             previous = row.ts
         prepared = self._prepare_rows(rows)
         if not rows:
+            with self._db.read() as connection:
+                self._conversation(connection, conversation_id)
             return _Batch().counts()
 
         def work(connection: Connection) -> dict[str, int]:

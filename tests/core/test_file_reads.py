@@ -17,6 +17,7 @@ from contextstore.core.file_reads import (
 )
 from contextstore.core.notices import DUPLICATE_FILE_READ_NOTICE as NOTICE
 from contextstore.core.overlays import BlockUpdate, UpdateKind, apply_overlays, text_hash
+from tests.conftest import duplicate_reads_saving
 
 Message = dict[str, Any]
 Overlay = dict[tuple[int, int], BlockUpdate]
@@ -382,3 +383,104 @@ def test_nothing_is_mutated() -> None:
     result = optimize_file_reads(messages, [2, 3])
     result.messages[0]["content"][0]["text"] = "changed"
     assert (messages, overlay) == snapshot
+
+
+# --- The 30 % boundary, on histories built to save exactly 29, 30 and 31 % ------------------
+
+
+@pytest.mark.parametrize(
+    ("percent", "truncate"), [(29, True), (30, False), (31, False)], ids=["29%", "30%", "31%"]
+)
+def test_at_least_thirty_percent_saved_means_no_truncation(percent: int, truncate: bool) -> None:
+    messages = duplicate_reads_saving(percent)
+    plan = plan_file_read_dedupe(messages, 2, {})
+    assert plan.touched == (2,)
+    assert plan.fraction_saved == percent / 100
+    assert plan.need_to_truncate is truncate
+    result = optimize_file_reads(messages)
+    assert (result.changed, result.indices) == (True, (2,))
+    assert result.fraction_saved == percent / 100
+    assert result.need_to_truncate is truncate
+
+
+# --- Forms and metric details that mutation testing found unchecked --------------------------
+
+
+def _old_write(tool: str, path: str, body: str) -> list[dict[str, Any]]:
+    """The old form of a write result: the header alone in block 0, the result in block 1."""
+    result = write_result(tool, path, body).split("\n", 1)[1]
+    return [text(header(tool, path)), text(result)]
+
+
+@pytest.mark.parametrize("tool", ["write_to_file", "replace_in_file"])
+def test_an_old_form_write_result_is_rewritten_in_block_one(tool: str) -> None:
+    messages = history(_old_write(tool, "a.py", "v1"), xml_read("a.py", "v2"))
+    (update,) = plan_file_read_dedupe(messages, 2, {}).updates
+    assert (update.address, update.kind) == ((2, 1), UpdateKind.ALTER_FILE)
+    assert f'<final_file_content path="a.py"> {NOTICE} </final_file_content>' in update.text
+    assert update.text.startswith("The content was successfully saved to a.py.")
+    assert update.base_hash == text_hash(messages[2]["content"][1]["text"])
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        {"type": "image", "source": {"type": "url", "url": "https://x.invalid/a.png"}},
+        {"type": "text", "text": 5},
+        "not a block",
+    ],
+    ids=["image", "text without a string", "not a dict"],
+)
+def test_an_old_form_write_without_readable_text_in_block_one_is_no_occurrence(
+    second: Any,
+) -> None:
+    messages = history([text(header("write_to_file", "a.py")), second], xml_read("a.py", "v2"))
+    assert plan_file_read_dedupe(messages, 2, {}).updates == ()
+
+
+def test_a_write_result_inside_a_tool_result_is_read_from_its_text() -> None:
+    result = {
+        "type": "tool_result",
+        "tool_use_id": "t",
+        "content": [text(write_result("write_to_file", "a.py", "v1"))],
+    }
+    messages = history([result], xml_read("a.py", "v2"))
+    (update,) = plan_file_read_dedupe(messages, 2, {}).updates
+    assert (update.address, update.kind) == ((2, 0), UpdateKind.ALTER_FILE)
+
+
+def test_the_metric_sums_every_rewrite_and_counts_blocks_after_an_image() -> None:
+    body = "q" * 400
+    url_image = {"type": "image", "source": {"type": "url", "url": "https://x.invalid/i.png"}}
+    odd_image = {"type": "image", "source": {"type": "base64", "data": 7}}
+    messages = history(
+        xml_read("a.py", body),
+        xml_read("b.py", body),
+        [url_image, odd_image, "junk", text("after the images")],
+        xml_read("a.py", body),
+        xml_read("b.py", body),
+    )
+    plan = plan_file_read_dedupe(messages, 2, {})
+    assert plan.touched == (2, 4)
+    read = len(messages[2]["content"][0]["text"])
+    saved = 2 * (read - len(plan.updates[0].text))
+    total = len(TASK) + len(FIRST_REPLY) + 4 * read + len("after the images") + 5 * len(REPLY)
+    assert plan.fraction_saved == saved / total
+
+
+def test_a_history_of_one_message_plans_nothing() -> None:
+    only = [{"role": "user", "content": [text(TASK)]}]
+    assert plan_file_read_dedupe(only, 2, {}) == DedupePlan((), (), 0.0, True)
+    assert optimize_file_reads(only).messages == only
+
+
+def test_every_update_records_the_source_it_was_planned_with() -> None:
+    messages = history(
+        xml_read("a.py", "v1"), mention_history()[2]["content"], xml_read("a.py", "v2")
+    )
+    messages += mention_history()[4:]
+    default = plan_file_read_dedupe(messages, 2, {})
+    custom = plan_file_read_dedupe(messages, 2, {}, source="my_rule")
+    assert len(default.updates) >= 2
+    assert {u.source for u in default.updates} == {"file_read_dedupe"}
+    assert {u.source for u in custom.updates} == {"my_rule"}

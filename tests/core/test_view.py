@@ -97,6 +97,49 @@ class TestCut:
         }
         assert len(out[2]["content"]) == 1
 
+    def test_an_orphan_result_is_dropped_when_message_one_has_no_call(self) -> None:
+        """Message 1 issues no call, so the pairing repair leaves the message alone: only the
+        orphan filter removes the result of the hidden call (message 3's ``t1``)."""
+        messages = [
+            user("task"),
+            assistant("a plan, no tool call"),
+            user("go on"),
+            assistant(tool_use("t1")),
+            user(tool_result("t1", "hidden call's result"), "and a remark"),
+            assistant("done"),
+        ]
+        out = truncated_messages(messages, (2, 3))
+        assert out == [messages[0], messages[1], user("and a remark"), messages[5]]
+
+    def test_a_message_left_with_only_orphans_keeps_an_empty_list(self) -> None:
+        messages = [
+            user("task"),
+            assistant("no call"),
+            assistant(tool_use("t1")),
+            user(tool_result("t1")),
+            assistant("done"),
+        ]
+        assert truncated_messages(messages, (2, 2))[2] == {"role": "user", "content": []}
+
+    def test_without_a_cut_nothing_counts_as_an_orphan(self) -> None:
+        """The filter applies to the first message after a cut only: message 2 is not one."""
+        messages = [user("task"), assistant("no call"), user(tool_result("t9"), "x")]
+        for no_cut in (None, (2, 1)):
+            assert truncated_messages(messages, no_cut) == messages
+
+    def test_only_the_first_message_after_the_cut_is_filtered(self) -> None:
+        messages = [
+            user("task"),
+            assistant("no call"),
+            assistant(tool_use("t1")),
+            user(tool_result("t1"), "first after the cut"),
+            assistant("reply"),
+            user(tool_result("t1"), "later"),
+        ]
+        out = truncated_messages(messages, (2, 2))
+        assert out[2] == user("first after the cut")
+        assert out[4] == messages[5]
+
     def test_a_result_that_still_pairs_with_message_one_survives_the_cut(self) -> None:
         """Cline drops every result of that message, a summary included."""
         messages = [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from contextstore.core.errors import InvalidInputError
@@ -116,3 +118,32 @@ def test_keep_for_overflow_quarter_when_half_still_exceeds() -> None:
 def test_keep_for_overflow_refuses_negative_totals() -> None:
     with pytest.raises(InvalidInputError):
         keep_for_overflow(-1, 200_000)
+
+
+# -- errors name the argument and what was wrong with it ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: context_window_info("8k"), "context window must be an int, got str"),
+        (lambda: context_window_info(-1), "context window must not be negative, got -1"),
+        (lambda: should_compact(1.5, 1_000), "total_tokens must be an int, got float"),
+        (lambda: should_compact(True, 1_000), "total_tokens must be an int, got bool"),
+        (lambda: keep_for_overflow(None, 1_000), "total_tokens must be an int, got NoneType"),
+        (lambda: keep_for_overflow(-5, 1_000), "total_tokens must not be negative, got -5"),
+        (lambda: request_total(-1, 0, 0, 0), "tokens_in must not be negative"),
+        (lambda: request_total(0, "9", 0, 0), "tokens_out must be an int, got str"),
+        (lambda: request_total(0, 0, 1.0, 0), "cache_writes must be an int, got float"),
+        (lambda: request_total(0, 0, 0, -2), "cache_reads must not be negative"),
+        (
+            lambda: should_compact(10, 1_000, threshold=0),
+            "threshold must be a fraction of the window in (0, 1], got 0; "
+            "pass None to compact at the maximum allowed size",
+        ),
+    ],
+)
+def test_a_bad_count_is_refused_naming_it(call: Any, message: str) -> None:
+    with pytest.raises(InvalidInputError) as raised:
+        call()
+    assert message in str(raised.value)

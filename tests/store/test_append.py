@@ -15,7 +15,15 @@ from contextstore import (
     TimelineError,
 )
 from contextstore.core.tokens import TiktokenCounter
-from tests.conftest import assistant, file_read, tool_result, tool_use, user
+from tests.conftest import (
+    BACKENDS,
+    assistant,
+    file_read,
+    open_backend,
+    tool_result,
+    tool_use,
+    user,
+)
 
 CLINE_ASSISTANT: dict[str, Any] = {
     "role": "assistant",
@@ -97,28 +105,29 @@ def test_callers_objects_are_not_mutated(store: ContextStore) -> None:
     assert store.render(conv.id)[0]["content"][0]["text"] == "hello"
 
 
-def test_token_counts_are_computed_once_at_append(memory_store: ContextStore) -> None:
+def test_token_counts_are_computed_once_at_append(store: ContextStore) -> None:
     counter = TiktokenCounter()
-    store = ContextStore(memory_store.database, location=":memory:", token_counter=counter)
-    conv = store.create_conversation()
-    store.append(conv.id, [user("one two three"), assistant("four")])
+    counted = ContextStore(store.database, location=store.location, token_counter=counter)
+    conv = counted.create_conversation()
+    counted.append(conv.id, [user("one two three"), assistant("four")])
     calls = counter.calls
     assert calls > 0
-    store.render(conv.id)
-    store.messages(conv.id)
+    counted.render(conv.id)
+    counted.messages(conv.id)
+    counted.prepare_request(conv.id)
     assert counter.calls == calls
 
 
-def test_images_and_documents_get_documented_estimates(memory_store: ContextStore) -> None:
+def test_images_and_documents_get_documented_estimates(store: ContextStore) -> None:
     from contextstore.devtools.demo_data import tiny_png
 
-    conv = memory_store.create_conversation()
+    conv = store.create_conversation()
     image = {
         "type": "image",
         "source": {"type": "base64", "media_type": "image/png", "data": tiny_png(300, 250)},
     }
     url_image = {"type": "image", "source": {"type": "url", "url": "https://example.invalid/a.png"}}
-    written = memory_store.append(conv.id, [user(image), user(url_image)])
+    written = store.append(conv.id, [user(image), user(url_image)])
     assert written[0].token_count == 4 + 100  # ceil(300 * 250 / 750)
     assert written[1].token_count == 4 + 1_600
 
@@ -167,12 +176,16 @@ def test_a_ts_earlier_than_the_last_is_refused(store: ContextStore) -> None:
     assert forced.ts == written.ts + 1_000
 
 
-def test_oversized_messages_get_a_clear_error(tmp_path: Any) -> None:
-    with ContextStore.open(":memory:", max_message_bytes=1_000) as small:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_oversized_messages_get_a_clear_error(backend: str, tmp_path: Any) -> None:
+    small, cleanup = open_backend(backend, tmp_path, max_message_bytes=1_000)
+    try:
         conv = small.create_conversation()
         with pytest.raises(ContentTooLargeError, match="over the limit of 1,000"):
             small.append(conv.id, "user", "x" * 2_000)
         assert small.messages(conv.id) == []
+    finally:
+        cleanup()
 
 
 def test_create_conversation_validates(store: ContextStore) -> None:

@@ -13,7 +13,7 @@ import pytest
 from contextstore import ContextStore, context_window_info
 from contextstore.core.errors import InvalidInputError, ReadOnlyError
 from contextstore.processors.secrets import find_secrets
-from tests.conftest import assistant, open_backend, text, tool_use, user
+from tests.conftest import BACKENDS, assistant, open_backend, text, tool_use, user
 
 SECRETS_TEXT = (
     "GITHUB_TOKEN=ghp_Zq8Lm2Vx7Rt4Yw1Kp9Nd3Hs6Jc5Bf0Ga2Ue7\n"
@@ -125,11 +125,15 @@ def test_masked_secrets_count_the_markers_by_kind(store: ContextStore) -> None:
     assert counted[("github_token", "rewrite")] == 2
 
 
-def test_secrets_masked_before_storage_count_as_stored(tmp_path: Path) -> None:
-    with ContextStore.open(tmp_path / "m.db", mask_secrets_on_write=True) as store:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_secrets_masked_before_storage_count_as_stored(backend: str, tmp_path: Path) -> None:
+    store, cleanup = open_backend(backend, tmp_path, mask_secrets_on_write=True)
+    try:
         cid = store.create_conversation().id
         store.append(cid, "user", SECRETS_TEXT)
         counted = {(s.kind, s.masked_by): s.count for s in store.audit(cid).masked_secrets}
+    finally:
+        cleanup()
     expected = Counter(f.kind for f in find_secrets(SECRETS_TEXT))
     assert counted == {(kind, "stored"): n for kind, n in expected.items()}
 

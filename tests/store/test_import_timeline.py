@@ -117,9 +117,9 @@ def test_rows_that_break_the_timeline_are_refused_and_nothing_is_written(
     ],
 )
 def test_each_row_is_checked_as_its_own_method_would(
-    memory_store: ContextStore, bad: Any, match: str
+    store: ContextStore, bad: Any, match: str
 ) -> None:
-    conv = memory_store.create_conversation(created_ts=START)
+    conv = store.create_conversation(created_ts=START)
     rows = [
         MessageRow(START + 1, user("a")),
         MessageRow(START + 2, assistant("b")),
@@ -127,22 +127,22 @@ def test_each_row_is_checked_as_its_own_method_would(
         bad,
     ]
     with pytest.raises(InvalidInputError, match=match):
-        memory_store.import_timeline(conv.id, rows)
-    assert memory_store.messages(conv.id) == []
+        store.import_timeline(conv.id, rows)
+    assert store.messages(conv.id) == []
 
 
-def test_a_range_may_stand_without_messages_but_never_shrinks(memory_store: ContextStore) -> None:
-    conv = memory_store.create_conversation(created_ts=START)
-    memory_store.import_timeline(conv.id, [RangeRow(START + 1, 17), RangeRow(START + 2, 39)])
-    assert memory_store.deleted_range(conv.id) == (2, 39)
+def test_a_range_may_stand_without_messages_but_never_shrinks(store: ContextStore) -> None:
+    conv = store.create_conversation(created_ts=START)
+    store.import_timeline(conv.id, [RangeRow(START + 1, 17), RangeRow(START + 2, 39)])
+    assert store.deleted_range(conv.id) == (2, 39)
     with pytest.raises(InvalidInputError, match="would shrink"):
-        memory_store.import_timeline(conv.id, [RangeRow(START + 3, 20)])
+        store.import_timeline(conv.id, [RangeRow(START + 3, 20)])
 
 
-def test_an_update_may_address_a_message_stored_before(memory_store: ContextStore) -> None:
-    cid = _imported(memory_store)
-    memory_store.import_timeline(cid, [UpdateRow(START + 20, 4, 0, "later rewrite")])
-    assert memory_store.render(cid)[-1]["content"][0]["text"] == "later rewrite"
+def test_an_update_may_address_a_message_stored_before(store: ContextStore) -> None:
+    cid = _imported(store)
+    store.import_timeline(cid, [UpdateRow(START + 20, 4, 0, "later rewrite")])
+    assert store.render(cid)[-1]["content"][0]["text"] == "later rewrite"
 
 
 def test_source_records_roll_back_archive_restore_fork_and_delete(store: ContextStore) -> None:
@@ -163,25 +163,25 @@ def test_source_records_roll_back_archive_restore_fork_and_delete(store: Context
     assert store.source_records(fork.id)[0].conversation_id == fork.id
 
 
-def test_imported_rows_can_be_replaced_until_a_rollback(memory_store: ContextStore) -> None:
-    cid = _imported(memory_store)
-    assert memory_store.discard_imported_rows(cid, after=START + 8) == 3
-    assert memory_store.get_conversation(cid).last_ts == START + 8
-    assert memory_store.deleted_range(cid) is None
-    memory_store.import_timeline(cid, [SourceRecordRow(START + 9, "cline", "k", {"new": 1})])
+def test_imported_rows_can_be_replaced_until_a_rollback(store: ContextStore) -> None:
+    cid = _imported(store)
+    assert store.discard_imported_rows(cid, after=START + 8) == 3
+    assert store.get_conversation(cid).last_ts == START + 8
+    assert store.deleted_range(cid) is None
+    store.import_timeline(cid, [SourceRecordRow(START + 9, "cline", "k", {"new": 1})])
     with pytest.raises(InvalidInputError, match="later than"):
-        memory_store.discard_imported_rows(cid, after=START + 100)
-    memory_store.rollback(cid, to=START + 5)
+        store.discard_imported_rows(cid, after=START + 100)
+    store.rollback(cid, to=START + 5)
     with pytest.raises(InvalidInputError, match="a rollback or restore ran after"):
-        memory_store.discard_imported_rows(cid, after=START + 4)
+        store.discard_imported_rows(cid, after=START + 4)
 
 
-def test_many_rows_take_one_statement_per_table(memory_store: ContextStore) -> None:
+def test_many_rows_take_one_statement_per_table(store: ContextStore) -> None:
     """The import's cost does not grow with statements per row (3,000 messages: one
     transaction, a fixed number of INSERTs)."""
     from sqlalchemy import event
 
-    conv = memory_store.create_conversation(created_ts=START)
+    conv = store.create_conversation(created_ts=START)
     rows: list[Any] = []
     for i in range(300):
         rows.append(MessageRow(START + 1 + 3 * i, user(f"q{i}") if i % 2 == 0 else assistant("a")))
@@ -193,10 +193,10 @@ def test_many_rows_take_one_statement_per_table(memory_store: ContextStore) -> N
         words = statement.split()
         statements.append(" ".join(words[:1] + words[2:3]) if words[0] == "INSERT" else words[0])
 
-    engine = memory_store.database.engine
+    engine = store.database.engine
     event.listen(engine, "before_cursor_execute", count)
     try:
-        memory_store.import_timeline(conv.id, rows)
+        store.import_timeline(conv.id, rows)
     finally:
         event.remove(engine, "before_cursor_execute", count)
     inserts = [s for s in statements if s.startswith("INSERT")]

@@ -5,15 +5,19 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic import command
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import Engine, create_engine, inspect, text
 
 from contextstore import ContextStore, SchemaOutdatedError
 from contextstore.storage.migrate import alembic_config, downgrade, head_revision, upgrade
+from tests.conftest import POSTGRES_URL
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -153,3 +157,72 @@ def test_a_wheel_install_finds_its_migrations(tmp_path: Path) -> None:
     assert ran.returncode == 0, ran.stderr
     module_file, location = ran.stdout.split()
     assert module_file.startswith(str(target)) and location.startswith(str(target))
+
+
+@pytest.fixture
+def postgres_schema() -> Iterator[str]:
+    """The name of a new, empty PostgreSQL schema (dropped afterwards)."""
+    if not POSTGRES_URL:
+        pytest.skip("set CONTEXTSTORE_TEST_POSTGRES_URL to run the PostgreSQL backend")
+    schema = f"cs_mig_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(POSTGRES_URL)
+    with admin.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        yield schema
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def _in_schema(schema: str) -> dict[str, Any]:
+    return {"connect_args": {"options": f"-csearch_path={schema}"}}
+
+
+@pytest.fixture
+def postgres_engine(postgres_schema: str) -> Iterator[Engine]:
+    assert POSTGRES_URL
+    engine = create_engine(POSTGRES_URL, **_in_schema(postgres_schema))
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def test_an_empty_postgresql_schema_is_refused_without_auto_migrate(postgres_schema: str) -> None:
+    assert POSTGRES_URL
+    with pytest.raises(SchemaOutdatedError, match="contextstore migrate"):
+        ContextStore.open(
+            POSTGRES_URL, auto_migrate=False, engine_kwargs=_in_schema(postgres_schema)
+        )
+    with ContextStore.open(POSTGRES_URL, engine_kwargs=_in_schema(postgres_schema)) as store:
+        assert store.list_conversations() == []
+
+
+def test_postgresql_gets_every_table_and_view_without_drift(
+    postgres_engine: Engine, tmp_path: Path
+) -> None:
+    """The same tables and views as a SQLite file migrated by the same revisions."""
+    upgrade(postgres_engine, is_sqlite=False)
+    sqlite = create_engine(f"sqlite:///{tmp_path / 'same.db'}")
+    upgrade(sqlite, is_sqlite=True)
+    expected_tables = set(inspect(sqlite).get_table_names())
+    expected_views = set(inspect(sqlite).get_view_names())
+    sqlite.dispose()
+    assert {"conversations", "messages", "blocks", "archived_rows"} <= expected_tables
+    assert {"effective_blocks", "visible_messages", "request_usage"} <= expected_views
+    assert set(inspect(postgres_engine).get_table_names()) == expected_tables
+    assert set(inspect(postgres_engine).get_view_names()) == expected_views
+    with postgres_engine.connect() as connection:
+        command.check(alembic_config(connection))
+
+
+def test_postgresql_downgrades_to_base_and_upgrades_again(postgres_engine: Engine) -> None:
+    upgrade(postgres_engine, is_sqlite=False)
+    downgrade(postgres_engine, is_sqlite=False, revision="base")
+    assert set(inspect(postgres_engine).get_table_names()) == {"alembic_version"}
+    upgrade(postgres_engine, is_sqlite=False)
+    with postgres_engine.connect() as connection:
+        version = connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    assert version == head_revision()

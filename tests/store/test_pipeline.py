@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
 from sqlalchemy import text as sql
 
 from contextstore import ContextStore
 from contextstore.processors import Distiller, Pipeline, SecretMasker
-from tests.conftest import assistant, tool_result, tool_use, user
+from tests.conftest import BACKENDS, assistant, open_backend, tool_result, tool_use, user
 
 TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
@@ -36,53 +38,54 @@ def test_secrets_are_masked_in_every_format_and_the_original_stays(store: Contex
     assert store.request_payload(conv.id, ctx.request_id) == ctx.payload
 
 
-def test_a_repeat_render_does_no_processing(memory_store: ContextStore) -> None:
-    conv = memory_store.create_conversation()
-    memory_store.append(conv.id, [user("a\n\n\n\n\nb"), assistant("ok")])
-    first = memory_store.render(conv.id, pipeline=Pipeline([Distiller()]))
-    misses = memory_store.render_cache.misses
-    again = memory_store.render(conv.id, pipeline=Pipeline([Distiller()]))
-    assert again == first and memory_store.render_cache.misses == misses
-    assert memory_store.render_cache.hits >= 1
-    memory_store.append(conv.id, "user", "more")
-    memory_store.render(conv.id, pipeline=Pipeline([Distiller()]))
-    assert memory_store.render_cache.misses == misses + 1
+def test_a_repeat_render_does_no_processing(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, [user("a\n\n\n\n\nb"), assistant("ok")])
+    first = store.render(conv.id, pipeline=Pipeline([Distiller()]))
+    misses = store.render_cache.misses
+    again = store.render(conv.id, pipeline=Pipeline([Distiller()]))
+    assert again == first and store.render_cache.misses == misses
+    assert store.render_cache.hits >= 1
+    store.append(conv.id, "user", "more")
+    store.render(conv.id, pipeline=Pipeline([Distiller()]))
+    assert store.render_cache.misses == misses + 1
 
 
-def test_a_processor_result_for_a_changed_block_is_stale(memory_store: ContextStore) -> None:
-    conv = memory_store.create_conversation()
-    memory_store.append(conv.id, [user("task"), assistant("x   \n\n\n\n\ny")])
-    memory_store.add_context_update(conv.id, 1, 0, "rewritten by hand")
-    ctx = memory_store.prepare_request(conv.id, pipeline=Pipeline([Distiller()]))
+def test_a_processor_result_for_a_changed_block_is_stale(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, [user("task"), assistant("x   \n\n\n\n\ny")])
+    store.add_context_update(conv.id, 1, 0, "rewritten by hand")
+    ctx = store.prepare_request(conv.id, pipeline=Pipeline([Distiller()]))
     assert ctx.messages[1]["content"][0]["text"] == "rewritten by hand"
-    assert [u["kind"] for u in memory_store.context_updates(conv.id)] == ["manual"]
+    assert [u["kind"] for u in store.context_updates(conv.id)] == ["manual"]
 
 
-def test_masking_before_write_never_stores_the_secret(tmp_path: object) -> None:
-    from pathlib import Path
-
-    path = Path(str(tmp_path)) / "masked.db"
-    with ContextStore.open(path, mask_secrets_on_write=True) as store:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_masking_before_write_never_stores_the_secret(backend: str, tmp_path: Path) -> None:
+    store, cleanup = open_backend(backend, tmp_path, mask_secrets_on_write=True)
+    try:
         conv = store.create_conversation()
         store.append(conv.id, "user", f"token {TOKEN}")
         with store.database.engine.connect() as connection:
             rows = connection.execute(sql("SELECT text, data FROM blocks")).all()
         assert TOKEN not in repr(rows) and "REDACTED" in repr(rows)
+    finally:
+        cleanup()
 
 
-def test_no_pipeline_means_the_stored_text(memory_store: ContextStore) -> None:
-    conv = memory_store.create_conversation()
-    memory_store.append(conv.id, "user", f"{TOKEN}")
-    assert memory_store.render(conv.id, pipeline=Pipeline([]))[0]["content"] == TOKEN
-    assert memory_store.render(conv.id, pipeline=Pipeline([SecretMasker()]))[0]["content"] != TOKEN
+def test_no_pipeline_means_the_stored_text(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, "user", f"{TOKEN}")
+    assert store.render(conv.id, pipeline=Pipeline([]))[0]["content"] == TOKEN
+    assert store.render(conv.id, pipeline=Pipeline([SecretMasker()]))[0]["content"] != TOKEN
 
 
 def test_a_parallel_pipeline_writes_what_a_sequential_one_writes(
-    memory_store: ContextStore,
+    store: ContextStore,
 ) -> None:
-    conv = memory_store.create_conversation()
-    memory_store.append(conv.id, [user(f"key {TOKEN}\n\n\n\n\nend   "), assistant("ok")])
+    conv = store.create_conversation()
+    store.append(conv.id, [user(f"key {TOKEN}\n\n\n\n\nend   "), assistant("ok")])
     processors = [SecretMasker(), Distiller()]
-    sequential = memory_store.render(conv.id, pipeline=Pipeline(processors))
-    parallel = memory_store.render(conv.id, pipeline=Pipeline(processors, parallel=True))
+    sequential = store.render(conv.id, pipeline=Pipeline(processors))
+    parallel = store.render(conv.id, pipeline=Pipeline(processors, parallel=True))
     assert parallel == sequential and TOKEN not in json.dumps(parallel)

@@ -13,7 +13,16 @@ from sqlalchemy import event
 from contextstore import ContextStore, InvalidInputError, PayloadMismatchError
 from contextstore.core.notices import FIRST_USER_REPLACEMENT, TRUNCATION_NOTICE
 from contextstore.core.tokens import TiktokenCounter
-from tests.conftest import assistant, file_read, session, tool_use, user
+from tests.conftest import (
+    StoreFactory,
+    assistant,
+    duplicate_reads_saving,
+    file_read,
+    open_backend,
+    session,
+    tool_use,
+    user,
+)
 
 
 def _overflow(store: ContextStore, conv_id: str, total: int) -> None:
@@ -73,6 +82,26 @@ def test_deduplication_alone_when_it_saves_thirty_percent(store: ContextStore) -
     assert ctx.decision.action == "dedupe" and ctx.deleted_range is None
     assert ctx.decision.deduplicated == (3, 5) and ctx.decision.fraction_saved >= 0.3
     assert store.messages(conv.id)[3]["content"][0]["content"][0]["text"].endswith(big)
+
+
+@pytest.mark.parametrize(
+    ("percent", "action"),
+    [(29, "truncate"), (30, "dedupe"), (31, "dedupe")],
+    ids=["29%", "30%", "31%"],
+)
+def test_the_thirty_percent_rule_at_its_boundary(
+    store: ContextStore, percent: int, action: str
+) -> None:
+    conv = store.create_conversation(context_window=64_000)
+    store.append(conv.id, duplicate_reads_saving(percent))
+    _overflow(store, conv.id, 37_000)
+    ctx = store.prepare_request(conv.id)
+    assert ctx.decision.fraction_saved == percent / 100
+    assert ctx.decision.deduplicated == (2,)
+    assert ctx.decision.action == action
+    assert (ctx.deleted_range is None) is (action == "dedupe")
+    rewrites = [(u["message_idx"], u["kind"]) for u in store.context_updates(conv.id)]
+    assert (2, "read_file") in rewrites
 
 
 def test_truncation_notice_and_range_land_in_one_row_set(store: ContextStore) -> None:
@@ -193,11 +222,13 @@ def test_request_payload_is_rebuilt_from_rows_and_verified(store: ContextStore) 
         store.request_payload(conv.id, first.request_id)
 
 
+@pytest.mark.parametrize("backend", ["file", "postgres"])
 def test_prepare_on_ten_thousand_messages_makes_no_tokenizer_call_and_no_per_message_query(
-    tmp_path: Any,
+    backend: str, tmp_path: Any
 ) -> None:
     counter = TiktokenCounter()
-    with ContextStore.open(tmp_path / "big.db", token_counter=counter) as store:
+    store, cleanup = open_backend(backend, tmp_path, token_counter=counter)
+    try:
         conv = store.create_conversation(context_window=200_000)
         store.append(conv.id, [*session(5_000)[:9_999], assistant("done")])
         store.record_request(conv.id, tokens_in=170_000)
@@ -209,6 +240,8 @@ def test_prepare_on_ten_thousand_messages_makes_no_tokenizer_call_and_no_per_mes
         ctx = store.prepare_request(conv.id)
         assert ctx.truncated and counter.calls == calls
         assert len(statements) < 30, statements
+    finally:
+        cleanup()
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -218,11 +251,11 @@ def test_prepare_on_ten_thousand_messages_makes_no_tokenizer_call_and_no_per_mes
     rollback_at=st.integers(0, 5),
 )
 def test_properties_of_prepare_and_rollback(
-    turns: int, totals: list[int], rollback_at: int
+    fresh_store: StoreFactory, turns: int, totals: list[int], rollback_at: int
 ) -> None:
     """The first two messages survive; after a cut the view starts with a user message and
     every call is paired; a rollback restores exactly the range and overlays of its checkpoint."""
-    with ContextStore.open(":memory:") as store:
+    with fresh_store() as store:
         conv = store.create_conversation(context_window=64_000)
         store.append(conv.id, session(turns))
         marks = []

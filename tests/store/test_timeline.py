@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from contextstore import CheckpointNotFoundError, ContextStore, InvalidInputError
 from contextstore.storage.tables import archived_rows
-from tests.conftest import assistant, session, tool_result, tool_use, user
+from tests.conftest import StoreFactory, assistant, session, tool_result, tool_use, user
 
 
 def _all_ts(store: ContextStore, conv_id: str) -> list[int]:
@@ -184,8 +184,10 @@ def _apply(store: ContextStore, conv_id: str, op: str, arg: Any, turn: int) -> N
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=OPS)
-def test_render_as_of_t_equals_what_render_returned_at_t(ops: list[tuple[str, Any]]) -> None:
-    with ContextStore.open(":memory:") as store:
+def test_render_as_of_t_equals_what_render_returned_at_t(
+    fresh_store: StoreFactory, ops: list[tuple[str, Any]]
+) -> None:
+    with fresh_store() as store:
         conv = store.create_conversation()
         store.append(conv.id, [user("task"), assistant("first")])
         seen: list[tuple[int, list[dict[str, Any]]]] = []
@@ -222,6 +224,26 @@ def test_a_damaged_stored_value_is_a_clear_error_never_a_silent_reset(
         connection.execute(sql("UPDATE context_updates SET metadata = '[1'"))
     with pytest.raises(CorruptRowError):
         file_store.render(conv.id)
+
+
+@pytest.mark.parametrize("damage", ["5", '"text"', "[]"])
+def test_a_stored_value_of_the_wrong_shape_is_a_clear_error(
+    store: ContextStore, damage: str
+) -> None:
+    """Valid JSON of the wrong shape, which every backend can hold (PostgreSQL refuses the
+    invalid JSON of the test above, so that one runs on SQLite only)."""
+    from sqlalchemy import text as sql
+
+    from contextstore import CorruptRowError
+
+    conv = store.create_conversation()
+    store.append(conv.id, [user("a", tool_result("t", "x")), assistant("b")])
+    with store.database.engine.begin() as connection:
+        connection.execute(
+            sql("UPDATE blocks SET data = :data WHERE block_idx = 1"), {"data": damage}
+        )
+    with pytest.raises(CorruptRowError, match=r"block 0\.1 "):
+        store.render(conv.id)
 
 
 def test_a_dry_run_reports_what_would_go_and_writes_nothing(store: ContextStore) -> None:

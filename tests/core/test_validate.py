@@ -1,0 +1,205 @@
+"""The checks every public method runs on caller values, on their own (the store's use of
+them is tested through the store in ``tests/robustness/test_bad_input.py``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from contextstore.core.content import normalize_message, normalize_message_dict
+from contextstore.core.errors import InvalidInputError
+from contextstore.core.validate import check_json_object, check_number, json_copy
+
+
+@pytest.mark.parametrize("value", [0, 0.0, 1, 2.5, 1e15, None])
+def test_finite_non_negative_numbers_up_to_1e15_are_accepted(value: Any) -> None:
+    check_number("cost", value)
+
+
+@pytest.mark.parametrize(
+    "value", [True, False, -0.01, -1, 1e15 + 1e3, math.nan, math.inf, -math.inf, "1", [1]]
+)
+def test_other_numbers_are_refused_naming_the_parameter(value: Any) -> None:
+    with pytest.raises(InvalidInputError, match=r"^cost must be a finite number >= 0, got "):
+        check_number("cost", value)
+
+
+def test_a_required_number_refuses_none() -> None:
+    with pytest.raises(InvalidInputError, match="cost"):
+        check_number("cost", None, optional=False)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{}, {"a": 1}, {"a": {"b": [1, {"c": None}]}}, {"t": (1, 2)}],
+)
+def test_string_keyed_json_objects_are_accepted_as_copies(value: Any) -> None:
+    copied = check_json_object("metadata", value)
+    assert copied == json_copy(
+        {k: list(v) if isinstance(v, tuple) else v for k, v in value.items()}
+    )
+    assert copied is not value
+
+
+@pytest.mark.parametrize(
+    "value", [{1: "a"}, {"a": {2: "b"}}, {"a": [{3: "c"}]}, {"a": ({4: "d"},)}, [("a", 1)]]
+)
+def test_a_non_string_key_anywhere_is_refused(value: Any) -> None:
+    with pytest.raises(InvalidInputError, match=r"^metadata must be a mapping with string keys"):
+        check_json_object("metadata", value)
+
+
+def test_json_copy_copies_every_container() -> None:
+    value = {"a": [{"b": [1]}], "c": "s"}
+    copied = json_copy(value)
+    assert copied == value
+    assert copied["a"] is not value["a"] and copied["a"][0] is not value["a"][0]
+    assert copied["a"][0]["b"] is not value["a"][0]["b"]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "user", "content": "plain"},
+        {"role": "user", "content": [{"type": "text", "text": "a"}], "id": "m1", "ts": 5},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t", "name": "n", "input": {"x": [1]}}],
+            "metrics": {"tokens": {"in": 1}},
+        },
+    ],
+)
+def test_a_normalized_message_gives_back_an_equal_independent_message(
+    message: dict[str, Any],
+) -> None:
+    normalized = normalize_message_dict(message)
+    first = normalized.to_message()
+    assert first == message
+    if isinstance(first["content"], list):
+        first["content"][0]["changed"] = True
+    for key in ("metrics",):
+        if key in first:
+            first[key]["tokens"]["in"] = 99
+    assert normalized.to_message() == message
+    again = normalize_message(message["role"], message["content"])
+    assert again.to_message()["content"] == message["content"]
+
+
+NORMALIZE_ERRORS: list[tuple[Any, Any, Any, str]] = [
+    (
+        "system",
+        "x",
+        None,
+        "role 'system' is not valid; messages have role 'user' or 'assistant' "
+        "(pass a system prompt to prepare_request(system=...)).",
+    ),
+    (5, "x", None, "role 5 is not valid; messages have role 'user' or 'assistant' "),
+    ("user", "x", {1: "a"}, "message metadata must be a dict with string keys."),
+    ("user", "x", ["id"], "message metadata must be a dict with string keys."),
+    ("user", "x", {"role": "a"}, "message metadata cannot contain 'role' or 'content'."),
+    ("user", "x", {"content": "a"}, "message metadata cannot contain 'role' or 'content'."),
+    ("user", 5, None, "content must be a string or a non-empty list of content blocks, got int."),
+    (
+        "user",
+        [],
+        None,
+        "content must be a string or a non-empty list of content blocks, got an empty list.",
+    ),
+    (
+        "user",
+        [{"type": "thinking", "thinking": "t"}],
+        None,
+        "a user message cannot contain tool_use or thinking blocks; those belong to "
+        "assistant messages.",
+    ),
+    (
+        "assistant",
+        [{"type": "tool_result", "tool_use_id": "t", "content": "x"}],
+        None,
+        "an assistant message cannot contain tool_result blocks; send results in the "
+        "next user message.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("role", "content", "meta", "message"), NORMALIZE_ERRORS)
+def test_a_malformed_message_is_refused_saying_why(
+    role: Any, content: Any, meta: Any, message: str
+) -> None:
+    from contextstore.core.errors import InvalidMessageError
+
+    with pytest.raises(InvalidMessageError) as raised:
+        normalize_message(role, content, meta)
+    assert str(raised.value).startswith(message)
+
+
+def test_a_string_content_is_one_text_block_that_remembers_it_was_a_string() -> None:
+    normalized = normalize_message("user", "hi", {"id": "m"})
+    assert normalized.blocks == [{"type": "text", "text": "hi"}]
+    assert normalized.to_message() == {"role": "user", "content": "hi", "id": "m"}
+
+
+@pytest.mark.parametrize(
+    ("value", "limit", "ok"),
+    [
+        ("a" * 5, 5, True),
+        ("a" * 6, 5, False),
+        ("", 5, False),
+        ("a\x00", 5, False),
+        ("\ud800", 5, False),
+        (5, 5, False),
+        (None, 5, False),
+    ],
+)
+def test_check_text_at_its_limit(value: Any, limit: int, ok: bool) -> None:
+    from contextstore.core.validate import check_text
+
+    if ok:
+        check_text("label", value, limit, optional=False)
+        return
+    with pytest.raises(InvalidInputError, match=r"^label "):
+        check_text("label", value, limit, optional=False)
+
+
+def test_check_text_messages_and_check_id() -> None:
+    from contextstore.core.validate import check_id, check_int, check_text
+
+    check_text("title", None, 3)
+    with pytest.raises(InvalidInputError) as raised:
+        check_text("title", "abcd", 3)
+    assert (
+        str(raised.value) == "title must be a non-empty string of at most 3 characters, got 'abcd'."
+    )
+    with pytest.raises(InvalidInputError, match=r"^title must not contain a NUL character\.$"):
+        check_text("title", "a\x00", 3)
+    with pytest.raises(
+        InvalidInputError, match=r"^title is not valid Unicode text: surrogates not allowed\.$"
+    ):
+        check_text("title", "\ud800", 3)
+    assert check_id("c1") == "c1"
+    with pytest.raises(
+        InvalidInputError, match=r"^conversation id must be a non-empty string of at most 64"
+    ):
+        check_id("x" * 65)
+    with pytest.raises(InvalidInputError, match=r"^parent_id must be"):
+        check_id("", "parent_id")
+    check_int("n", 0)
+    check_int("n", 2**31 - 1)
+    with pytest.raises(InvalidInputError) as raised:
+        check_int("n", 2**31)
+    assert str(raised.value) == "n must be an integer from 0 to 2,147,483,647, got 2147483648."
+    with pytest.raises(InvalidInputError, match=r"^n must be an integer from 1 to 9, got 0\.$"):
+        check_int("n", 0, minimum=1, maximum=9)
+
+
+def test_canonical_json_and_the_payload_hash() -> None:
+    from contextstore.core.validate import canonical_json, payload_sha256
+
+    assert canonical_json({"b": 1, "a": ["é", None]}) == '{"a":["é",null],"b":1}'
+    assert payload_sha256({"b": 1, "a": 2}) == payload_sha256({"a": 2, "b": 1})
+    import hashlib
+
+    expected = hashlib.sha256('{"a":"é"}'.encode()).hexdigest()
+    assert payload_sha256({"a": "é"}) == expected
