@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from contextstore.core.errors import (
     CheckpointNotFoundError,
+    ConcurrentChangeError,
     ContentTooLargeError,
     ContextStoreError,
     ConversationNotFoundError,
@@ -30,10 +31,7 @@ from contextstore.core.errors import (
 from contextstore.core.file_reads import FileReadOptimization, optimize_file_reads
 from contextstore.core.hardening import harden_history
 from contextstore.core.overlays import BlockUpdate, UpdateKind, UpdateMode, text_hash
-from contextstore.core.truncation import next_truncation_range
-from contextstore.core.view import ensure_tool_results_follow_tool_use, truncated_messages
-from contextstore.core.window import ContextWindowInfo, context_window_info, should_compact
-from contextstore.records import (
+from contextstore.core.records import (
     AppendedMessage,
     Checkpoint,
     Conversation,
@@ -43,6 +41,9 @@ from contextstore.records import (
     RollbackReport,
     TruncationDecision,
 )
+from contextstore.core.truncation import next_truncation_range
+from contextstore.core.view import ensure_tool_results_follow_tool_use, truncated_messages
+from contextstore.core.window import ContextWindowInfo, context_window_info, should_compact
 
 if TYPE_CHECKING:
     from contextstore.store import ContextStore
@@ -65,6 +66,7 @@ __all__ = [
     "BlockUpdate",
     "Checkpoint",
     "CheckpointNotFoundError",
+    "ConcurrentChangeError",
     "ContentTooLargeError",
     "ContextStore",
     "ContextStoreError",

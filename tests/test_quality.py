@@ -13,13 +13,31 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "contextstore"
 
-# Each layer may import only from itself and the layers before it.
-LAYERS = [
-    ("core", {"contextstore.core"}),
-    ("processors", {"contextstore.core", "contextstore.processors"}),
-    ("renderers", {"contextstore.core", "contextstore.renderers"}),
-    ("storage", {"contextstore.core", "contextstore.storage"}),
-]
+# Each layer (a package, or a module at the package root) may import only from itself and the
+# layers before it: core -> processors, renderers -> storage, interop -> facade, store ->
+# cli, server. devtools sits beside the library: it may use it, the library never uses it.
+_CORE = {"contextstore.core"}
+_PURE = _CORE | {"contextstore.processors", "contextstore.renderers"}
+_LOW = _PURE | {"contextstore.storage", "contextstore.interop"}
+_STORE = _LOW | {"contextstore.facade", "contextstore.store"}
+LAYERS: dict[str, set[str]] = {
+    "core": _CORE,
+    "processors": _CORE | {"contextstore.processors"},
+    "renderers": _CORE | {"contextstore.renderers"},
+    "storage": _CORE | {"contextstore.storage"},
+    "interop": _PURE | {"contextstore.interop"},
+    "facade": _PURE | {"contextstore.storage", "contextstore.facade"},
+    "store.py": _PURE | {"contextstore.storage", "contextstore.facade"},
+    "__init__.py": _CORE | {"contextstore.store"},
+    "__main__.py": {"contextstore.cli"},
+    "cli": _STORE | {"contextstore.cli", "contextstore.server", "contextstore.devtools"},
+    "server": _STORE | {"contextstore.server"},
+    "devtools": _STORE | {"contextstore.devtools"},
+}
+PUBLIC_API_USERS = {"cli", "server", "devtools"}
+"""Layers that may import the package's public names (``from contextstore import ...``)."""
+DEVTOOLS_USERS = {"contextstore/cli/devtools.py", "contextstore/cli/demo.py"}
+"""The commands that run the tooling: the only library code importing devtools."""
 
 
 def _contextstore_imports(path: Path) -> set[str]:
@@ -37,13 +55,61 @@ def _contextstore_imports(path: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize(("layer", "allowed"), LAYERS, ids=[name for name, _ in LAYERS])
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return found
+
+
+def _layer_files(layer: str) -> list[Path]:
+    target = PACKAGE / layer
+    return sorted(target.rglob("*.py")) if target.is_dir() else [target]
+
+
+def test_every_package_and_root_module_has_a_layer() -> None:
+    present = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    present |= {p.name for p in PACKAGE.glob("*.py")}
+    assert present - set(LAYERS) == set(), "place new packages and modules in LAYERS"
+
+
+@pytest.mark.parametrize(("layer", "allowed"), LAYERS.items(), ids=list(LAYERS))
 def test_imports_point_down(layer: str, allowed: set[str]) -> None:
-    for path in (PACKAGE / layer).rglob("*.py"):
+    if not (PACKAGE / layer).exists():
+        pytest.skip(f"{layer} is not in this checkout")
+    for path in _layer_files(layer):
         for module in _contextstore_imports(path):
+            if module == "contextstore" and layer in PUBLIC_API_USERS:
+                continue
             assert any(module == a or module.startswith(a + ".") for a in allowed), (
                 f"{path.relative_to(ROOT)} imports {module}"
             )
+
+
+def test_only_the_commands_that_run_it_import_devtools() -> None:
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith("contextstore/devtools/") or relative in DEVTOOLS_USERS:
+            continue
+        used = {m for m in _contextstore_imports(path) if m.startswith("contextstore.devtools")}
+        assert not used, f"{relative} imports {sorted(used)}"
+
+
+def test_the_facade_holds_no_sql() -> None:
+    """The facade validates and calls storage; every statement lives in storage's modules."""
+    for path in (PACKAGE / "facade").rglob("*.py"):
+        for module in _imports(path):
+            assert not (module == "sqlalchemy" or module.startswith("sqlalchemy.")), (
+                f"{path.relative_to(ROOT)} imports {module}"
+            )
+            assert not module.startswith("contextstore.storage.tables"), (
+                f"{path.relative_to(ROOT)} imports {module}"
+            )
+        assert ".execute(" not in path.read_text(encoding="utf-8"), path
 
 
 def test_only_the_cli_prints_or_exits() -> None:

@@ -10,13 +10,13 @@ from typing import Any
 
 import click
 
-from contextstore.audit_records import AuditReport
 from contextstore.cli import terminal
 from contextstore.cli.common import json_option, open_store
 from contextstore.cli.history import conversation_json
 from contextstore.cli.output import ordered_counts
 from contextstore.cli.timeline import checkpoint_json
 from contextstore.cli.times import format_ts
+from contextstore.core.audit_records import AuditReport
 
 
 def audit_json(report: AuditReport) -> dict[str, Any]:

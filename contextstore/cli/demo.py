@@ -15,8 +15,8 @@ import click
 from contextstore.cli import terminal
 from contextstore.cli.common import open_store
 from contextstore.cli.output import conversation_rows, ordered_counts
+from contextstore.core.records import PreparedRequest
 from contextstore.devtools import demo_data
-from contextstore.records import PreparedRequest
 from contextstore.store import ContextStore
 
 TASK_TITLE = "fix the CSV header"

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from contextstore.cli import terminal
+from contextstore.cli.common import handle_errors
 
 
 @click.command("crash-test")
@@ -52,72 +53,166 @@ def crash_test(kills: int, seed: int, db_path: str | None, max_delay: float) -> 
         click.get_current_context().exit(1)
 
 
-@click.command()
-@click.option("--messages", default=2_000, show_default=True, help="Messages per run.")
-@click.option("--text-bytes", default=2_000, show_default=True, help="Text size per message.")
-@click.option(
-    "--peer-messages", default=300, show_default=True, help="Messages for the peer comparison."
-)
-def bench(messages: int, text_bytes: int, peer_messages: int) -> None:
-    """Time contextstore against raw sqlite3 and installed peers; print ratios, not promises."""
-    from contextstore.devtools import bench as benchmarks
-    from contextstore.devtools import bench_peers
+def _sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part.replace("_", "")) for part in value.split(",") if part.strip())
+    except ValueError:
+        raise click.BadParameter(
+            "give sizes as numbers separated by commas, e.g. 1000,10000"
+        ) from None
+    if not sizes or min(sizes) < 4:
+        raise click.BadParameter("each size must be at least 4 messages")
+    return sizes
 
-    rows = benchmarks.run(messages, text_bytes)
-    terminal.table(
-        ("operation", "contextstore", "raw sqlite3", "ratio", "note"),
-        [
+
+def _workloads(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[str, ...]:
+    from contextstore.devtools.bench import WORKLOADS
+
+    if value is None:
+        return WORKLOADS
+    chosen = tuple(part.strip() for part in value.split(",") if part.strip())
+    unknown = sorted(set(chosen) - set(WORKLOADS))
+    if unknown or not chosen:
+        raise click.BadParameter(f"choose from {', '.join(WORKLOADS)} (got {value!r})")
+    return chosen
+
+
+@click.command()
+@click.option(
+    "--sizes",
+    default="1000,10000",
+    show_default=True,
+    callback=_sizes,
+    help="Conversation lengths (messages) to measure at, separated by commas.",
+)
+@click.option("--large", is_flag=True, help="Also measure at 100,000 messages.")
+@click.option(
+    "--rounds", default=7, show_default=True, type=click.IntRange(1), help="Samples per subject."
+)
+@click.option(
+    "--chunk",
+    default=40,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Durable appends per sample.",
+)
+@click.option(
+    "--workloads",
+    default=None,
+    callback=_workloads,
+    help="Workloads to run, separated by commas (default: all).",
+)
+@click.option(
+    "--url",
+    default=None,
+    metavar="URL",
+    help="Also run on this PostgreSQL database (postgresql+psycopg://...) against raw psycopg.",
+)
+@click.option(
+    "--processes",
+    default=4,
+    show_default=True,
+    type=click.IntRange(2),
+    help="Writers for 'processes'.",
+)
+@click.option(
+    "--process-messages",
+    default=60,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Messages each of the writers appends.",
+)
+@click.option("--no-peers", is_flag=True, help="Skip the peer stores.")
+@click.option(
+    "--json-out",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Also write every sample and the environment to this JSON file.",
+)
+@handle_errors
+def bench(
+    sizes: tuple[int, ...],
+    large: bool,
+    rounds: int,
+    chunk: int,
+    workloads: tuple[str, ...],
+    url: str | None,
+    processes: int,
+    process_messages: int,
+    no_peers: bool,
+    json_out: str | None,
+) -> None:
+    """Measure contextstore against the floor (raw sqlite3, raw psycopg with --url) and the
+    installed peers, interleaved in rounds in this process; print medians and ratios."""
+    import json
+
+    from contextstore.devtools import bench as benchmarks
+
+    if large and 100_000 not in sizes:
+        sizes = (*sizes, 100_000)
+    settings = benchmarks.Settings(
+        sizes=sizes,
+        rounds=rounds,
+        chunk=chunk,
+        workloads=workloads,
+        postgres_url=url,
+        processes=processes,
+        process_messages=process_messages,
+        peers=not no_peers,
+    )
+    report = benchmarks.run(settings, progress=lambda text: terminal.note(f"  {text}"))
+    terminal.table(*bench_table(report), wrap=("note",))
+    for reason in report.skipped:
+        terminal.note(f"(skipped: {reason})")
+    if json_out:
+        with open(json_out, "w", encoding="utf-8") as handle:
+            json.dump(report.to_json(), handle, indent=1)
+        terminal.note(f"wrote {json_out}")
+
+
+def _amount(value: float, unit: str) -> str:
+    if unit == "bytes":
+        return f"{value / 1e6:,.2f} MB"
+    if value >= 1:
+        return f"{value:,.2f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:,.2f} ms"
+    return f"{value * 1e6:,.1f} us"
+
+
+BENCH_COLUMNS = ("workload", "size", "backend", "subject", "median", "min-max", "ratio", "note")
+
+
+def bench_table(report: Any) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+    """The report as one table: medians with min-max, and each ratio in its workload's sense."""
+    from contextstore.devtools.bench import SENSE
+
+    rows: list[tuple[Any, ...]] = []
+    for m in report.measurements:
+        sense = SENSE[m.workload]
+        if m.ratio is None:
+            ratio = "-"
+        elif m.workload == "processes":
+            ratio = f"{m.ratio:.2f}x one process"
+        elif m.workload in ("disk", "pages"):
+            ratio = f"{m.ratio:.2f}x content"
+        elif sense == "throughput":
+            ratio = f"{m.ratio:.3f}x floor throughput"
+        else:
+            ratio = f"{m.ratio:.2f}x floor"
+        spread = f"{_amount(m.low, m.unit)}-{_amount(m.high, m.unit)}" if len(m.samples) > 1 else ""
+        rows.append(
             (
-                r.name,
-                f"{r.contextstore_s * 1000:,.1f} ms",
-                f"{r.baseline_s * 1000:,.1f} ms",
-                f"{r.ratio:,.2f}x",
-                r.note,
+                m.workload,
+                f"{m.size:,}" if m.size else "",
+                m.backend,
+                m.subject,
+                f"{_amount(m.median, m.unit)}/{m.unit.split('/')[-1]}"
+                if "/" in m.unit
+                else _amount(m.median, m.unit),
+                spread,
+                ratio,
+                m.note,
             )
-            for r in rows
-        ],
-    )
-    terminal.out("\nSQLite file size for 1,000 rows, by row size and page size:")
-    terminal.table(
-        ("row bytes", "page size", "file bytes", "not payload"),
-        [
-            (p.row_bytes, p.page_size, f"{p.file_bytes:,}", f"{p.overhead:.0%}")
-            for p in benchmarks.page_sizes()
-        ],
-    )
-    runs, missing = bench_peers.run(peer_messages, text_bytes)
-    ours = runs[0]
-    terminal.out(f"\nPeers, {peer_messages:,} messages of {text_bytes:,} bytes each:")
-    terminal.table(
-        (
-            "store",
-            "append",
-            "vs contextstore",
-            "read back",
-            "file bytes",
-            "vs contextstore",
-            "note",
-        ),
-        [
-            (
-                r.name,
-                f"{r.append_s * 1000:,.0f} ms",
-                f"{r.append_s / ours.append_s:,.2f}x",
-                f"{r.read_s * 1000:,.1f} ms",
-                f"{r.file_bytes:,}",
-                f"{r.file_bytes / ours.file_bytes:,.1f}x",
-                r.note,
-            )
-            for r in runs
-        ],
-    )
-    for reason in missing:
-        terminal.out(f'(skipped: {reason}; pip install "contextstore[bench]")')
-    terminal.out("\ncontextstore's own file for 1,500 messages of mixed size (100 B to 20 KB):")
-    terminal.table(
-        ("page size", "file bytes", "not payload"),
-        [
-            (p.page_size, f"{p.file_bytes:,}", f"{p.overhead:.1%}")
-            for p in benchmarks.store_page_sizes()
-        ],
-    )
+        )
+    return BENCH_COLUMNS, rows

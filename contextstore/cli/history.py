@@ -10,7 +10,7 @@ from contextstore.cli import terminal
 from contextstore.cli.common import json_option, open_store
 from contextstore.cli.output import conversation_rows
 from contextstore.cli.times import MOMENT, Moment, format_ts, resolve
-from contextstore.records import Conversation
+from contextstore.core.records import Conversation
 
 FORMATS = ("stored", "anthropic", "openai", "gemini")
 

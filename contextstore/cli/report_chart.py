@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contextstore.audit_records import AuditReport, RequestUsage, TimelineEvent
+from contextstore.core.audit_records import AuditReport, RequestUsage, TimelineEvent
 
 INSTALL_HINT = 'the report draws its chart with pygal: pip install "contextstore[report]"'
 

@@ -12,9 +12,9 @@ from collections.abc import Iterator, Sequence
 from html import escape
 from typing import Any
 
-from contextstore.audit_records import AuditReport, TimelineEvent, ViewedBlock, ViewedMessage
 from contextstore.cli.output import ordered_counts
 from contextstore.cli.times import format_ts
+from contextstore.core.audit_records import AuditReport, TimelineEvent, ViewedBlock, ViewedMessage
 
 CSS = """
 :root { --ink: #1d2330; --muted: #5b6475; --line: #d9dee7; --soft: #f4f6fa;

@@ -10,7 +10,7 @@ from contextstore.cli import terminal
 from contextstore.cli.common import json_option, open_store
 from contextstore.cli.times import format_ts
 from contextstore.core.errors import RequestNotFoundError
-from contextstore.records import RequestRecord
+from contextstore.core.records import RequestRecord
 
 
 def request_json(record: RequestRecord) -> dict[str, Any]:

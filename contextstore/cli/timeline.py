@@ -11,7 +11,7 @@ from contextstore.cli.common import confirm_or_refuse, json_option, open_store, 
 from contextstore.cli.history import conversation_json
 from contextstore.cli.output import ordered_counts
 from contextstore.cli.times import MOMENT, Moment, format_ts, require_label
-from contextstore.records import Checkpoint, RollbackReport
+from contextstore.core.records import Checkpoint, RollbackReport
 
 
 def checkpoint_json(cp: Checkpoint) -> dict[str, Any]:

@@ -9,14 +9,13 @@ caller's data: the store keeps the caller's dicts (deep-copied), not the models'
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from contextstore.core.errors import InvalidMessageError
-from contextstore.core.validate import canonical_json
+from contextstore.core.validate import MAX_NAME_LENGTH, canonical_json, json_copy
 
 Role = Literal["user", "assistant"]
 ROLES: frozenset[str] = frozenset({"user", "assistant"})
@@ -163,9 +162,9 @@ class NormalizedMessage:
 
     def to_message(self) -> dict[str, Any]:
         """Rebuild the message dict exactly as the caller gave it."""
-        content: Any = self.blocks[0]["text"] if self.was_string else copy.deepcopy(self.blocks)
+        content: Any = self.blocks[0]["text"] if self.was_string else json_copy(self.blocks)
         message: dict[str, Any] = {"role": self.role, "content": content}
-        message.update(copy.deepcopy(self.meta))
+        message.update(json_copy(self.meta))
         return message
 
 
@@ -205,10 +204,11 @@ def validate_block(block: Any, position: str) -> dict[str, Any]:
         if (
             kind in ("tool_use", "tool_result")
             and isinstance(value, str)
-            and (len(value) > 200 or "\x00" in value)
+            and (len(value) > MAX_NAME_LENGTH or "\x00" in value)
         ):
             raise InvalidMessageError(
-                f"{position}.{key} must be at most 200 characters without NUL characters."
+                f"{position}.{key} must be at most {MAX_NAME_LENGTH} characters without NUL "
+                "characters."
             )
     if kind == "tool_result" and isinstance(block.get("content"), list):
         for inner_idx, inner in enumerate(block["content"]):
@@ -220,7 +220,8 @@ def validate_block(block: Any, position: str) -> dict[str, Any]:
                 )
             if inner_kind in ("text", "image", "document"):
                 validate_block(inner, f"{position}.content[{inner_idx}]")
-    return copy.deepcopy(block)
+    copied: dict[str, Any] = json_copy(block)
+    return copied
 
 
 def normalize_message(role: Any, content: Any, meta: Any = None) -> NormalizedMessage:
@@ -247,7 +248,7 @@ def normalize_message(role: Any, content: Any, meta: Any = None) -> NormalizedMe
         raise InvalidMessageError("message metadata cannot contain 'role' or 'content'.")
     if isinstance(content, str):
         blocks = [{"type": "text", "text": content}]
-        return NormalizedMessage(role, blocks, True, copy.deepcopy(meta))
+        return NormalizedMessage(role, blocks, True, json_copy(meta))
     if not isinstance(content, list) or not content:
         raise InvalidMessageError(
             "content must be a string or a non-empty list of content blocks, got "
@@ -264,7 +265,7 @@ def normalize_message(role: Any, content: Any, meta: Any = None) -> NormalizedMe
             "an assistant message cannot contain tool_result blocks; send results in the "
             "next user message."
         )
-    return NormalizedMessage(role, blocks, False, copy.deepcopy(meta))
+    return NormalizedMessage(role, blocks, False, json_copy(meta))
 
 
 def normalize_message_dict(message: Any) -> NormalizedMessage:

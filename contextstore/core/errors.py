@@ -91,3 +91,8 @@ class DatabaseBusyError(ContextStoreError):
     """The database stayed locked by other writers beyond the bounded retry."""
 
     exit_code = 7
+
+
+class ConcurrentChangeError(DatabaseBusyError):
+    """Another writer kept changing a conversation while a decision about it was being
+    planned (its summarizer or processors running), through every attempt."""

@@ -24,11 +24,11 @@ so the call and response counts of a turn pair always match.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from contextstore.core.errors import InvalidInputError
+from contextstore.core.validate import json_copy
 
 Content = dict[str, Any]
 """A Gemini ``Content``: ``{"role": "user" | "model", "parts": [Part, ...]}``."""
@@ -122,7 +122,7 @@ def _copy_turns(contents: Sequence[Mapping[str, Any]]) -> list[Content]:
         raw_parts = turn.get("parts")
         parts = raw_parts if isinstance(raw_parts, list) else []
         turns.append(
-            {"role": role, "parts": [copy.deepcopy(p) for p in parts if isinstance(p, Mapping)]}
+            {"role": role, "parts": [json_copy(p) for p in parts if isinstance(p, Mapping)]}
         )
     return turns
 

@@ -20,6 +20,10 @@ MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 MAX_ID_LENGTH = 64
 MAX_LABEL_LENGTH = 200
 MAX_TITLE_LENGTH = 1_000
+MAX_NAME_LENGTH = 200
+"""Model ids, tool ids and names, update sources, failure reasons (``String(200)`` columns)."""
+MAX_HASH_LENGTH = 64
+"""Git hashes and SHA-256 digests (``String(64)`` columns)."""
 MAX_INT32 = 2**31 - 1
 """Largest value of an INTEGER column (indices, token counts) on every backend."""
 MAX_TS = 2**53
@@ -137,9 +141,11 @@ def check_json_object(name: str, value: Any) -> dict[str, Any]:
 
 
 def check_choice(name: str, value: Any, choices: frozenset[str] | tuple[str, ...]) -> str:
-    """Return ``value`` if it is one of ``choices``, else refuse it naming them."""
+    """Return ``value`` if it is one of ``choices``, else refuse it naming them (a tuple in
+    its own order, a set sorted)."""
     if not isinstance(value, str) or value not in choices:
+        listed = choices if isinstance(choices, tuple) else sorted(choices)
         raise InvalidInputError(
-            f"{name} {value!r:.80} is not valid; use one of {', '.join(sorted(choices))}."
+            f"{name} {value!r:.80} is not valid; use one of {', '.join(listed)}."
         )
     return value

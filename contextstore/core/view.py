@@ -13,11 +13,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from contextstore.core.overlays import Message, OverlayMap, apply_overlays
-from contextstore.core.truncation import visible_start
+from contextstore.core.truncation import DeletedRange, visible_start
 
-DeletedRange = tuple[int, int]
-IndexedView = list[tuple[int, Message]]
-"""Visible messages paired with their index in the stored conversation."""
+IndexedView = Sequence[tuple[int, Message]]
+"""The visible messages as ``(original message index, message)`` pairs, in order."""
 
 RESULT_MISSING = "result missing"
 """Content of the placeholder result inserted for a tool call whose result was lost."""
@@ -39,7 +38,11 @@ def cut(
     start = visible_start(deleted_range)
     indices = [*range(min(2, len(messages))), *range(start, len(messages))]
     if overlays:
-        return [(i, apply_overlays(messages[i], i, overlays)) for i in indices]
+        touched = {message_idx for message_idx, _ in overlays}
+        return [
+            (i, apply_overlays(messages[i], i, overlays) if i in touched else messages[i])
+            for i in indices
+        ]
     return [(i, messages[i]) for i in indices]
 
 
@@ -109,9 +112,30 @@ def _results_in_order(content: list[Any], ids: list[str]) -> bool:
     return position == len(ids)
 
 
+def _already_paired(content: Any, ids: list[str]) -> bool:
+    """True when ``content`` starts with the results of ``ids`` in order and holds no other
+    result: the common case, answered without rebuilding anything."""
+    count = len(ids)
+    if not isinstance(content, list) or len(content) < count or len(set(ids)) != count:
+        return False
+    for block, tool_id in zip(content, ids, strict=False):
+        if not (
+            isinstance(block, dict)
+            and block.get("type") == "tool_result"
+            and block.get("tool_use_id") == tool_id
+        ):
+            return False
+    return not any(
+        isinstance(block, dict) and block.get("type") == "tool_result" and block.get("tool_use_id")
+        for block in content[count:]
+    )
+
+
 def _paired_user_message(user: Message, ids: list[str]) -> Message | None:
     """Return ``user`` rebuilt so that its first blocks answer ``ids``, or None if it does."""
     content = user.get("content")
+    if _already_paired(content, ids):
+        return None
     if isinstance(content, str):
         blocks: list[Any] = [{"type": "text", "text": content}] if content else []
     else:

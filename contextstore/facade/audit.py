@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from contextstore.audit_records import (
+from contextstore.core.audit_records import (
     AuditReport,
     DedupSaving,
     FailedToolCall,
@@ -24,16 +24,15 @@ from contextstore.audit_records import (
 )
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import block_text
+from contextstore.core.records import Checkpoint
 from contextstore.core.validate import MAX_LABEL_LENGTH, check_id, check_int, check_text
 from contextstore.core.window import context_window_info
 from contextstore.facade.history import HistoryMixin
 from contextstore.facade.timeline import TimelineMixin
-from contextstore.records import Checkpoint
 from contextstore.storage import audit as audit_sql
-from contextstore.storage import queries
+from contextstore.storage import history
 from contextstore.storage.engine import resolve_target
 from contextstore.storage.paths import default_database_path
-from contextstore.storage.queries import NO_LIMIT
 
 SNIPPET_CONTEXT = 40
 """Characters kept either side of a search match."""
@@ -185,12 +184,12 @@ class AuditMixin(HistoryMixin, TimelineMixin):
         effective rewrites side by side. (The model's exact message list is :meth:`render`.)
         """
         check_id(conversation_id)
-        limit = NO_LIMIT if as_of is None else self._as_of(as_of)
+        limit = self._as_of(as_of)
         with self._db.read() as connection:
             self._conversation(connection, conversation_id)
-            stored, _ = queries.load_messages(connection, conversation_id, limit)
-            hidden = queries.load_deleted_range(connection, conversation_id, limit)
-            rewrites = queries.load_overlays(connection, conversation_id, limit)
+            stored, _, _ = history.load_messages(connection, conversation_id, limit)
+            hidden = history.load_deleted_range(connection, conversation_id, limit)
+            rewrites = history.load_overlays(connection, conversation_id, limit)
         viewed = []
         for index, message in enumerate(stored):
             content = message.get("content")
@@ -225,7 +224,7 @@ class AuditMixin(HistoryMixin, TimelineMixin):
     def message_count(self, conversation_id: str, *, as_of: int | None = None) -> int:
         """How many messages are stored (with ``ts <= as_of``), hidden ones included."""
         check_id(conversation_id)
-        limit = NO_LIMIT if as_of is None else self._as_of(as_of)
+        limit = self._as_of(as_of)
         with self._db.read() as connection:
             self._conversation(connection, conversation_id)
             return audit_sql.message_count(connection, conversation_id, limit)

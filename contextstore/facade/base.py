@@ -1,36 +1,42 @@
-"""The state every part of the store shares: the database, settings, conversations."""
+"""The state every part of the store shares: the database, settings, and the lookups every
+operation starts with. The facade validates, runs the caller's hooks, and calls storage
+inside one read or write; it holds no SQL."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from sqlalchemy import Connection, insert, select
-
-from contextstore.core.errors import (
-    ConversationNotFoundError,
-    RequestNotFoundError,
-)
+from contextstore.core.errors import ConcurrentChangeError, RequestNotFoundError
+from contextstore.core.planning import Plan
+from contextstore.core.records import Conversation, RequestRecord
+from contextstore.core.state import ConversationState
 from contextstore.core.tokens import TiktokenCounter, TokenCounter
-from contextstore.core.validate import (
-    MAX_MESSAGE_BYTES,
-    check_ts,
-    payload_sha256,
-)
-from contextstore.pipeline_runner import RenderCache
+from contextstore.core.validate import MAX_MESSAGE_BYTES, check_ts
+from contextstore.facade.render_cache import RenderCache
 from contextstore.processors.pipeline import Pipeline, default_pipeline
-from contextstore.records import (
-    Conversation,
-    RequestRecord,
-)
-from contextstore.storage import queries
-from contextstore.storage.engine import Database
-from contextstore.storage.tables import (
-    api_requests,
-    conversations,
-    request_options,
-)
+from contextstore.storage import conversations, history, requests
+from contextstore.storage.clock import tick_if_unchanged
+from contextstore.storage.engine import Connection, Database
+from contextstore.storage.history import NO_LIMIT
+
+P = TypeVar("P")
+T = TypeVar("T")
+
+PLAN_ATTEMPTS = 3
+"""How many times a decision is planned again when its conversation changed meanwhile."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A conversation read in one snapshot, for planning a write outside any transaction."""
+
+    conversation: Conversation
+    state: ConversationState
+    total: int | None
+    """The newest request's token total (None: no usage recorded)."""
 
 
 class StoreBase:
@@ -78,74 +84,87 @@ class StoreBase:
         return self._db
 
     @staticmethod
-    def _conversation_from_row(row: Any) -> Conversation:
-        meta = queries._json(row.metadata, f"conversation {row.id} metadata")
-        return Conversation(
-            id=row.id,
-            created_ts=row.created_ts,
-            last_ts=row.last_ts,
-            title=row.title,
-            model_id=row.model_id,
-            context_window=row.context_window,
-            parent_id=row.parent_id,
-            forked_at_ts=row.forked_at_ts,
-            metadata=meta if isinstance(meta, dict) else {},
-        )
+    def _conversation(connection: Connection, conversation_id: str) -> Conversation:
+        return conversations.get_conversation(connection, conversation_id)
 
-    def _conversation(self, connection: Connection, conversation_id: str) -> Conversation:
-        row = connection.execute(
-            select(conversations).where(conversations.c.id == conversation_id)
-        ).first()
-        if row is None:
-            raise ConversationNotFoundError(
-                f"no conversation has id {conversation_id!r}; list them with "
-                "ContextStore.list_conversations() or 'contextstore conversations'."
-            )
-        return self._conversation_from_row(row)
-
-    def _request(
-        self, connection: Connection, conversation_id: str, request_id: int
-    ) -> RequestRecord:
-        row = connection.execute(
-            select(api_requests).where(
-                api_requests.c.id == request_id, api_requests.c.conversation_id == conversation_id
-            )
-        ).first()
-        if row is None:
+    @staticmethod
+    def _request(connection: Connection, conversation_id: str, request_id: int) -> RequestRecord:
+        found = requests.find_request(connection, conversation_id, request_id)
+        if found is None:
             raise RequestNotFoundError(
                 f"conversation {conversation_id!r} has no request {request_id}; use the "
                 "request_id returned by prepare_request."
             )
-        return self._request_from_row(row)
-
-    @staticmethod
-    def _request_from_row(row: Any) -> RequestRecord:
-        return RequestRecord(
-            id=row.id,
-            conversation_id=row.conversation_id,
-            ts=row.ts,
-            tokens_in=row.tokens_in,
-            tokens_out=row.tokens_out,
-            cache_writes=row.cache_writes,
-            cache_reads=row.cache_reads,
-            cost=row.cost,
-            model_id=row.model_id,
-            format=row.format,
-            payload_sha256=row.payload_sha256,
-            failure=row.failure,
-            details=row.details,
-        )
+        return found
 
     @staticmethod
     def _as_of(as_of: Any) -> int:
+        """A caller's ``as_of`` (None: now) as the bound a query takes."""
+        if as_of is None:
+            return NO_LIMIT
         check_ts("as_of", as_of, optional=False)
         return int(as_of)
 
-    def _store_options(self, connection: Connection, options: Mapping[str, Any]) -> str:
-        digest = payload_sha256(options)
-        exists = connection.execute(
-            select(request_options.c.sha256).where(request_options.c.sha256 == digest)
-        ).first()
-        if exists is None:
-            connection.execute(insert(request_options).values(sha256=digest, data=dict(options)))
-        return digest
+    def _planned_write(
+        self,
+        conversation_id: str,
+        decide: Callable[[Snapshot], P],
+        ticks: Callable[[P], int],
+        write: Callable[[Connection, P, list[int]], T],
+    ) -> tuple[P, T | None]:
+        """Read, decide outside any transaction, then write if nothing changed meanwhile.
+
+        ``decide`` runs the caller's hooks (summarizer, processors): an LLM may take
+        seconds, and no write lock is held while it does. The write then reserves
+        ``ticks(decided)`` timestamps only if the conversation's clock still reads what the
+        snapshot read; otherwise the decision is made again from a new snapshot, up to
+        :data:`PLAN_ATTEMPTS` times. A busy database retries the write alone, never the
+        hooks. With no tick to reserve, nothing is written (``write`` is not called).
+
+        Raises:
+            ConcurrentChangeError: the conversation changed during every attempt.
+        """
+        self._db.check_writable()
+        for attempt in range(PLAN_ATTEMPTS):
+            with self._db.read() as connection:
+                conversation = self._conversation(connection, conversation_id)
+                state = history.load_state(
+                    connection, conversation_id, last_ts=conversation.last_ts
+                )
+                total = requests.last_request_total(connection, conversation_id)
+            decided = decide(Snapshot(conversation, state, total))
+            count = ticks(decided)
+            if count == 0:
+                return decided, None
+
+            def work(
+                connection: Connection,
+                decided: P = decided,
+                count: int = count,
+                seen: int = conversation.last_ts,
+            ) -> T:
+                stamps = tick_if_unchanged(connection, conversation_id, seen, count)
+                return write(connection, decided, stamps)
+
+            try:
+                return decided, self._db.write(work)
+            except ConcurrentChangeError:
+                if attempt == PLAN_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _write_plan(connection: Connection, conversation_id: str, plan: Plan, ts: int) -> None:
+        """A plan's rows, all stamped ``ts``: its updates, then its range."""
+        history.insert_updates(connection, conversation_id, ts, plan.updates)
+        if plan.new_range is not None:
+            history.insert_range(
+                connection,
+                conversation_id,
+                ts,
+                plan.new_range[1],
+                keep=plan.keep,
+                reason=plan.reason,
+                tokens_total=plan.tokens_total,
+                summary=plan.summary,
+            )

@@ -6,16 +6,12 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
-
-from contextstore.context_manager import (
-    policy_from_conversation,
-)
-from contextstore.core.errors import (
-    InvalidInputError,
-)
+from contextstore.core.errors import InvalidInputError
+from contextstore.core.planning import policy_from_conversation
+from contextstore.core.records import Conversation
 from contextstore.core.validate import (
     MAX_ID_LENGTH,
+    MAX_NAME_LENGTH,
     MAX_TITLE_LENGTH,
     check_id,
     check_int,
@@ -24,14 +20,9 @@ from contextstore.core.validate import (
     check_ts,
 )
 from contextstore.facade.base import StoreBase
-from contextstore.records import (
-    Conversation,
-)
-from contextstore.storage import queries
+from contextstore.storage import conversations
 from contextstore.storage.clock import last_ts, now_ms
-from contextstore.storage.tables import (
-    conversations,
-)
+from contextstore.storage.engine import Connection
 
 
 class ConversationsMixin(StoreBase):
@@ -56,7 +47,7 @@ class ConversationsMixin(StoreBase):
         it replays, so that rows keep the other tool's timestamps.
         """
         check_text("id", id, MAX_ID_LENGTH)
-        check_text("model_id", model_id, 200)
+        check_text("model_id", model_id, MAX_NAME_LENGTH)
         check_int("context_window", context_window, minimum=1)
         check_text("title", title, MAX_TITLE_LENGTH)
         if parent_id is not None:
@@ -66,29 +57,27 @@ class ConversationsMixin(StoreBase):
         check_ts("created_ts", created_ts)
         created = now_ms() if created_ts is None else created_ts
 
+        conversation = Conversation(
+            id=conversation_id,
+            created_ts=created,
+            last_ts=created,
+            title=title,
+            model_id=model_id,
+            context_window=context_window,
+            parent_id=parent_id,
+            metadata=meta,
+        )
+
         def work(connection: Connection) -> Conversation:
             if parent_id is not None:
                 last_ts(connection, parent_id)
-            exists = connection.execute(
-                select(conversations.c.id).where(conversations.c.id == conversation_id)
-            ).first()
-            if exists is not None:
+            if conversations.find_conversation(connection, conversation_id) is not None:
                 raise InvalidInputError(
                     f"a conversation with id {conversation_id!r} already exists; choose "
                     "another id or omit it."
                 )
-            row: dict[str, Any] = {
-                "id": conversation_id,
-                "created_ts": created,
-                "last_ts": created,
-                "title": title,
-                "model_id": model_id,
-                "context_window": context_window,
-                "parent_id": parent_id,
-                "metadata": meta,
-            }
-            connection.execute(insert(conversations).values(**row))
-            return Conversation(**row)
+            conversations.insert_conversation(connection, conversation)
+            return conversation
 
         return self._db.write(work)
 
@@ -105,10 +94,7 @@ class ConversationsMixin(StoreBase):
     def list_conversations(self) -> list[Conversation]:
         """All conversations, oldest first."""
         with self._db.read() as connection:
-            rows = connection.execute(
-                select(conversations).order_by(conversations.c.created_ts, conversations.c.id)
-            ).all()
-        return [self._conversation_from_row(row) for row in rows]
+            return conversations.list_conversations(connection)
 
     def delete_conversation(self, conversation_id: str) -> dict[str, int]:
         """Delete a conversation and every row it owns, in one transaction.
@@ -124,8 +110,8 @@ class ConversationsMixin(StoreBase):
 
         def work(connection: Connection) -> dict[str, int]:
             self._conversation(connection, conversation_id)
-            counts = queries.count_rows(connection, conversation_id)
-            connection.execute(delete(conversations).where(conversations.c.id == conversation_id))
+            counts = conversations.count_rows(connection, conversation_id)
+            conversations.delete_conversation(connection, conversation_id)
             return counts
 
         return self._db.write(work)
@@ -173,11 +159,7 @@ class ConversationsMixin(StoreBase):
                 meta.pop("auto_condense", None)
             else:
                 meta["auto_condense"] = threshold
-            connection.execute(
-                update(conversations)
-                .where(conversations.c.id == conversation_id)
-                .values(metadata=meta)
-            )
+            conversations.set_metadata(connection, conversation_id, meta)
 
         self._db.write(work)
 
@@ -186,4 +168,4 @@ class ConversationsMixin(StoreBase):
         if conversation_id is not None:
             check_id(conversation_id)
         with self._db.read() as connection:
-            return queries.count_rows(connection, conversation_id)
+            return conversations.count_rows(connection, conversation_id)

@@ -7,12 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, overload
 
-from sqlalchemy import Connection, select
-
-from contextstore.context_manager import (
-    Summarizer,
-    explicit_truncate,
-)
 from contextstore.core.content import NormalizedMessage, normalize_message, normalize_message_dict
 from contextstore.core.errors import (
     ContentTooLargeError,
@@ -20,31 +14,30 @@ from contextstore.core.errors import (
     InvalidInputError,
 )
 from contextstore.core.overlays import BlockUpdate, UpdateKind, UpdateMode, block_text, text_hash
+from contextstore.core.planning import Plan, TruncationSummarizer, plan_truncation
+from contextstore.core.records import AppendedMessage, TruncationDecision
+from contextstore.core.state import ConversationState
 from contextstore.core.tokens import message_tokens
 from contextstore.core.truncation import normalize_keep
 from contextstore.core.validate import (
+    MAX_NAME_LENGTH,
     check_choice,
     check_id,
     check_int,
     check_json_object,
     check_text,
-    json_copy,
 )
-from contextstore.core.view import pending_calls
-from contextstore.facade.base import StoreBase
-from contextstore.pipeline_runner import processed_view
+from contextstore.core.view import ensure_tool_results_follow_tool_use, pending_calls
+from contextstore.facade.base import Snapshot, StoreBase
 from contextstore.processors.pipeline import Pipeline
-from contextstore.records import (
-    AppendedMessage,
-    TruncationDecision,
-)
+from contextstore.processors.runner import propose_and_view, view_with
 from contextstore.renderers import registry
-from contextstore.storage import queries
-from contextstore.storage.clock import last_ts, tick
-from contextstore.storage.tables import (
-    blocks,
-    context_updates,
-)
+from contextstore.storage import conversations, history
+from contextstore.storage.clock import last_ts, reserve_messages, tick
+from contextstore.storage.engine import Connection
+
+PROPOSAL_OVERHEAD = 200
+"""Bytes a cached proposal costs beyond its text (the update value and its key)."""
 
 
 class HistoryMixin(StoreBase):
@@ -146,24 +139,24 @@ class HistoryMixin(StoreBase):
         prepared = [self._prepare_for_write(n) for n in normalized]
 
         def work(connection: Connection) -> list[AppendedMessage]:
-            stamps = tick(connection, conversation_id, len(prepared), at=ts)
-            first_idx = queries.next_message_idx(connection, conversation_id)
-            written = []
-            for offset, ((message, tokens), stamp) in enumerate(zip(prepared, stamps, strict=True)):
-                idx = first_idx + offset
-                queries.insert_message(connection, conversation_id, idx, stamp, message, tokens)
-                written.append(AppendedMessage(conversation_id, idx, stamp, message.role, tokens))
-            return written
+            first_ts, first_idx = reserve_messages(
+                connection, conversation_id, len(prepared), at=ts
+            )
+            history.insert_messages(connection, conversation_id, first_idx, first_ts, prepared)
+            return [
+                AppendedMessage(conversation_id, first_idx + n, first_ts + n, message.role, tokens)
+                for n, (message, tokens) in enumerate(prepared)
+            ]
 
-        return self._db.write(work)
+        return self._db.write(work, pipeline=True)
 
     def messages(self, conversation_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:
         """The stored messages (originals: no cut, no rewrites), as appended."""
         check_id(conversation_id)
-        limit = queries.NO_LIMIT if as_of is None else self._as_of(as_of)
+        limit = self._as_of(as_of)
         with self._db.read() as connection:
-            self._conversation(connection, conversation_id)
-            loaded, _ = queries.load_messages(connection, conversation_id, limit)
+            last_ts(connection, conversation_id)
+            loaded, _, _ = history.load_messages(connection, conversation_id, limit)
         return loaded
 
     def render(
@@ -181,32 +174,40 @@ class HistoryMixin(StoreBase):
         written), the orphan filter, the pairing repair. With ``format=None`` the view keeps
         every stored field; ``"anthropic"``, ``"openai"`` and ``"gemini"`` give the
         provider's message list, checked against that provider's pairing and role rules.
-        A repeat render of an unchanged conversation is served from a cache.
+        A repeat render of an unchanged conversation reuses the processors' proposals from
+        a cache (the view itself is built again from rows).
         """
         check_id(conversation_id)
-        limit = queries.NO_LIMIT if as_of is None else self._as_of(as_of)
+        limit = self._as_of(as_of)
         active = self.pipeline if pipeline is None else pipeline
         if format is not None:
             registry.check_format(format)
-        # Inside a transaction the rows read may never commit: such views are not cached.
-        cacheable = not self._db.in_transaction
         with self._db.read() as connection:
             newest = last_ts(connection, conversation_id)
-            key = (
-                conversation_id,
-                newest,
-                min(limit, newest),
-                format,
-                active.config_key() if active else None,
-            )
-            cached = self.render_cache.get(key) if cacheable else None
-            if cached is not None:
-                copied: list[dict[str, Any]] = json_copy(cached)
-                return copied
-            state = queries.load_state(connection, conversation_id, limit)
-        view = self._format(processed_view(active, state), format)
+            state = history.load_state(connection, conversation_id, limit)
+        return self._format(
+            self._processed(active, state, (conversation_id, newest, min(limit, newest))), format
+        )
+
+    def _processed(
+        self, pipeline: Pipeline | None, state: ConversationState, moment: tuple[str, int, int]
+    ) -> list[dict[str, Any]]:
+        """The view of ``state`` with ``pipeline``'s rewrites, those from the cache when
+        they are known for this moment and pipeline.
+
+        Inside a transaction the rows read may never commit: nothing is cached then.
+        """
+        if pipeline is None or not pipeline.processors:
+            return view_with(state, ())
+        key = (*moment, pipeline.config_key())
+        cacheable = not self._db.in_transaction
+        cached = self.render_cache.get(key) if cacheable else None
+        if cached is not None:
+            return view_with(state, cached)
+        proposals, view = propose_and_view(pipeline, state)
         if cacheable:
-            self.render_cache.put(key, json_copy(view))
+            size = sum(len(u.text) + PROPOSAL_OVERHEAD for u in proposals) + PROPOSAL_OVERHEAD
+            self.render_cache.put(key, tuple(proposals), size)
         return view
 
     @staticmethod
@@ -230,10 +231,10 @@ class HistoryMixin(StoreBase):
     ) -> tuple[int, int] | None:
         """The effective deleted range ``(2, end)`` at ``as_of`` (now by default), or None."""
         check_id(conversation_id)
-        limit = queries.NO_LIMIT if as_of is None else self._as_of(as_of)
+        limit = self._as_of(as_of)
         with self._db.read() as connection:
-            self._conversation(connection, conversation_id)
-            return queries.load_deleted_range(connection, conversation_id, limit)
+            last_ts(connection, conversation_id)
+            return history.load_deleted_range(connection, conversation_id, limit)
 
     def set_deleted_range(
         self,
@@ -266,8 +267,8 @@ class HistoryMixin(StoreBase):
 
         def work(connection: Connection) -> int:
             (stamp,) = tick(connection, conversation_id, at=ts)
-            count = queries.next_message_idx(connection, conversation_id)
-            current = queries.load_deleted_range(connection, conversation_id)
+            count = conversations.message_count(connection, conversation_id)
+            current = history.load_deleted_range(connection, conversation_id)
             if end >= count - 1:
                 raise InvalidInputError(
                     f"end {end} is beyond the last message but one (index {count - 2}); the "
@@ -278,7 +279,7 @@ class HistoryMixin(StoreBase):
                     f"end {end} would shrink the current range (2, {current[1]}); ranges only "
                     "grow (roll back to a checkpoint to show hidden messages again)."
                 )
-            queries.insert_range(
+            history.insert_range(
                 connection,
                 conversation_id,
                 stamp,
@@ -298,7 +299,7 @@ class HistoryMixin(StoreBase):
         keep: str = "half",
         *,
         summary: str | None = None,
-        summarizer: Summarizer | None = None,
+        summarizer: TruncationSummarizer | None = None,
         reason: str | None = None,
         first_user_replacement: bool = True,
     ) -> TruncationDecision:
@@ -317,19 +318,24 @@ class HistoryMixin(StoreBase):
             raise InvalidInputError("reason must be a string.")
         normalize_keep(keep)
 
-        def work(connection: Connection) -> TruncationDecision:
-            last_ts(connection, conversation_id, lock=True)
-            return explicit_truncate(
-                connection,
-                conversation_id,
+        def decide(snapshot: Snapshot) -> Plan:
+            return plan_truncation(
+                snapshot.state,
                 keep,
+                snapshot.total,
                 reason=why,
                 summary=summary,
                 summarizer=summarizer,
                 first_user_replacement=first_user_replacement,
             )
 
-        return self._db.write(work)
+        def write(connection: Connection, plan: Plan, stamps: list[int]) -> None:
+            self._write_plan(connection, conversation_id, plan, stamps[0])
+
+        plan, _ = self._planned_write(
+            conversation_id, decide, lambda plan: 1 if plan.writes else 0, write
+        )
+        return plan.decision
 
     def add_context_update(
         self,
@@ -363,7 +369,8 @@ class HistoryMixin(StoreBase):
             raise InvalidInputError("text must be a string.")
         check_choice("kind", kind, UpdateKind.ALL)
         check_choice("mode", mode, UpdateMode.ALL)
-        check_text("source", source, 200, optional=False)
+        check_text("source", source, MAX_NAME_LENGTH, optional=False)
+        check_text("base_hash", base_hash, 64)
         meta = check_json_object("metadata", metadata)
         update_value = BlockUpdate(
             message_idx, block_idx, kind, text, source, meta, base_hash, mode
@@ -372,36 +379,33 @@ class HistoryMixin(StoreBase):
         def work(connection: Connection) -> int:
             (stamp,) = tick(connection, conversation_id, at=ts)
             self._check_update_target(connection, conversation_id, update_value)
-            queries.insert_updates(connection, conversation_id, stamp, [update_value])
+            history.insert_updates(connection, conversation_id, stamp, [update_value])
             return stamp
 
         return self._db.write(work)
 
+    @staticmethod
     def _check_update_target(
-        self, connection: Connection, conversation_id: str, update_value: BlockUpdate
+        connection: Connection, conversation_id: str, update_value: BlockUpdate
     ) -> None:
-        row = connection.execute(
-            select(blocks.c.type, blocks.c.text, blocks.c.data).where(
-                blocks.c.conversation_id == conversation_id,
-                blocks.c.message_idx == update_value.message_idx,
-                blocks.c.block_idx == update_value.block_idx,
-            )
-        ).first()
-        if row is None:
+        block = history.load_block(
+            connection, conversation_id, update_value.message_idx, update_value.block_idx
+        )
+        if block is None:
             raise InvalidInputError(
                 f"message {update_value.message_idx} has no block {update_value.block_idx}; "
                 "address an existing block."
             )
-        block = queries._block_from_row(row.type, row.text, row.data, "block")
         if update_value.mode == UpdateMode.TEXT and block_text(block) is None:
             raise InvalidInputError(
-                f"block {update_value.message_idx}.{update_value.block_idx} is a {row.type} "
-                "block with no text to rewrite; use mode='block' to replace it with text."
+                f"block {update_value.message_idx}.{update_value.block_idx} is a "
+                f"{block['type']} block with no text to rewrite; use mode='block' to replace "
+                "it with text."
             )
-        if update_value.mode == UpdateMode.TOOL_INPUT and row.type != "tool_use":
+        if update_value.mode == UpdateMode.TOOL_INPUT and block["type"] != "tool_use":
             raise InvalidInputError("mode='tool_input' applies to tool_use blocks only.")
         if update_value.base_hash is not None:
-            overlays = queries.load_overlays(connection, conversation_id)
+            overlays = history.load_overlays(connection, conversation_id)
             current = overlays.get(update_value.address)
             visible = current.text if current is not None else block_text(block)
             if visible is None or text_hash(visible) != update_value.base_hash:
@@ -415,19 +419,10 @@ class HistoryMixin(StoreBase):
     ) -> list[dict[str, Any]]:
         """Every context update row (not only the effective ones), oldest first."""
         check_id(conversation_id)
-        limit = queries.NO_LIMIT if as_of is None else self._as_of(as_of)
+        limit = self._as_of(as_of)
         with self._db.read() as connection:
-            self._conversation(connection, conversation_id)
-            return queries.rows_as_dicts(
-                connection.execute(
-                    select(context_updates)
-                    .where(
-                        context_updates.c.conversation_id == conversation_id,
-                        context_updates.c.ts <= limit,
-                    )
-                    .order_by(context_updates.c.ts, context_updates.c.id)
-                )
-            )
+            last_ts(connection, conversation_id)
+            return history.update_rows(connection, conversation_id, limit)
 
     def check(self, conversation_id: str) -> None:
         """Verify a conversation's stored invariants; raise if one is broken.
@@ -440,8 +435,6 @@ class HistoryMixin(StoreBase):
         """
         check_id(conversation_id)
         view = self.render(conversation_id)
-        from contextstore.core.view import ensure_tool_results_follow_tool_use
-
         if ensure_tool_results_follow_tool_use(view) != view:
             raise IntegrityViolationError(
                 f"conversation {conversation_id!r} renders with an unpaired tool call."

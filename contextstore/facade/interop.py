@@ -7,11 +7,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection
-
 from contextstore.core.content import NormalizedMessage, normalize_message_dict
 from contextstore.core.errors import InvalidInputError, TimelineError
 from contextstore.core.overlays import UpdateKind, UpdateMode, block_text
+from contextstore.core.records import RemovedSourceRecords, SourceRecord
 from contextstore.core.rows import (
     ROW_TABLES,
     CheckpointRow,
@@ -33,10 +32,11 @@ from contextstore.core.validate import (
     check_ts,
 )
 from contextstore.facade.base import StoreBase
-from contextstore.records import RemovedSourceRecords, SourceRecord
+from contextstore.storage import conversations, history
 from contextstore.storage import interop as storage
-from contextstore.storage import queries
 from contextstore.storage.clock import last_ts
+from contextstore.storage.codec import EXACT_KEY, exact_pieces
+from contextstore.storage.engine import Connection
 from contextstore.storage.interop import MessageInsert
 
 MAX_ORIGIN_LENGTH = 32
@@ -120,7 +120,7 @@ class InteropMixin(StoreBase):
                     f"last ts {last}; an import continues the timeline."
                 )
             batch = self._checked_batch(connection, conversation_id, rows, prepared)
-            first_idx = queries.next_message_idx(connection, conversation_id)
+            first_idx = conversations.message_count(connection, conversation_id)
             storage.insert_messages(
                 connection,
                 conversation_id,
@@ -158,8 +158,8 @@ class InteropMixin(StoreBase):
         prepared: Sequence[tuple[NormalizedMessage, int]],
     ) -> _Batch:
         batch = _Batch()
-        count = queries.next_message_idx(connection, conversation_id)
-        current = queries.load_deleted_range(connection, conversation_id)
+        count = conversations.message_count(connection, conversation_id)
+        current = history.load_deleted_range(connection, conversation_id)
         end = current[1] if current else None
         stored_blocks = _StoredBlocks(connection, conversation_id, count)
         messages = iter(prepared)
@@ -198,7 +198,7 @@ class InteropMixin(StoreBase):
         """
         check_id(conversation_id)
         check_text("origin", origin, MAX_ORIGIN_LENGTH)
-        limit = queries.NO_LIMIT if as_of is None else self._as_of(as_of)
+        limit = self._as_of(as_of)
         with self._db.read() as connection:
             self._conversation(connection, conversation_id)
             rows = storage.load_source_records(connection, conversation_id, limit, origin)
@@ -288,10 +288,7 @@ class _StoredBlocks:
             return None
         if message_idx not in self._cache:
             found = storage.load_blocks(self._connection, self._conversation_id, [message_idx])
-            self._cache[message_idx] = [
-                queries._block_from_row(kind, text, data, f"block {key[0]}.{key[1]}")
-                for key, (kind, text, data) in sorted(found.items())
-            ]
+            self._cache[message_idx] = [block for _, block in sorted(found.items())]
         return self._cache[message_idx]
 
 
@@ -417,5 +414,5 @@ def _update_values(
         "base_hash": None,
     }
     if "\x00" in row.text:
-        values["metadata"] = {**metadata, queries.EXACT_TEXT_KEY: row.text}
+        values["metadata"] = {**metadata, EXACT_KEY: exact_pieces(row.text)}
     return values

@@ -6,22 +6,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
-
-from contextstore.context_manager import (
-    Summarizer,
-    decide_and_write,
-    policy_from_conversation,
-)
 from contextstore.core.errors import (
     IntegrityViolationError,
     InvalidInputError,
     PayloadMismatchError,
     RequestNotFoundError,
 )
+from contextstore.core.overlays import BlockUpdate
+from contextstore.core.planning import (
+    Plan,
+    TruncationSummarizer,
+    plan_request,
+    policy_from_conversation,
+)
+from contextstore.core.records import PreparedRequest, RequestRecord
 from contextstore.core.validate import (
+    MAX_NAME_LENGTH,
     canonical_json,
     check_id,
     check_int,
@@ -30,20 +33,30 @@ from contextstore.core.validate import (
     payload_sha256,
 )
 from contextstore.core.view import build_view, pending_calls
-from contextstore.facade.base import StoreBase
-from contextstore.pipeline_runner import propose
+from contextstore.facade.base import Snapshot, StoreBase
 from contextstore.processors.pipeline import Pipeline
-from contextstore.records import (
-    PreparedRequest,
-    RequestRecord,
-)
+from contextstore.processors.runner import propose_and_view
 from contextstore.renderers import registry
-from contextstore.storage import queries
+from contextstore.storage import history, requests
 from contextstore.storage.clock import last_ts, tick
-from contextstore.storage.tables import (
-    api_requests,
-    request_options,
-)
+from contextstore.storage.engine import Connection
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A request decided and built outside any transaction, waiting to be written."""
+
+    plan: Plan
+    processed: list[BlockUpdate]
+    deleted_range: tuple[int, int] | None
+    view: list[dict[str, Any]]
+    payload: dict[str, Any]
+    model_id: str | None
+
+    @property
+    def ticks(self) -> int:
+        """Timestamps the write needs: the plan's, the processors', the request row's."""
+        return int(self.plan.writes) + int(bool(self.processed)) + 1
 
 
 class RequestsMixin(StoreBase):
@@ -61,7 +74,7 @@ class RequestsMixin(StoreBase):
         model: str | None = None,
         max_tokens: int | None = None,
         auto_condense: float | None = None,
-        summarizer: Summarizer | None = None,
+        summarizer: TruncationSummarizer | None = None,
         pipeline: Pipeline | None = None,
     ) -> PreparedRequest:
         """Decide on context management, persist the decision, and build the request.
@@ -80,25 +93,15 @@ class RequestsMixin(StoreBase):
         registry.check_format(format)
         active = self.pipeline if pipeline is None else pipeline
         check_int("max_tokens", max_tokens, minimum=1)
-        check_text("model", model, 200)
+        check_text("model", model, MAX_NAME_LENGTH)
         options = self._request_options(format, system, tools, model, max_tokens)
 
-        def work(connection: Connection) -> PreparedRequest:
-            conv = self._conversation(connection, conversation_id)
-            last_ts(connection, conversation_id, lock=True)
+        def decide(snapshot: Snapshot) -> _Prepared:
+            conv = snapshot.conversation
             policy = policy_from_conversation(conv.context_window, conv.metadata, auto_condense)
-            state = queries.load_state(connection, conversation_id)
-            decision = decide_and_write(
-                connection, conversation_id, policy, state, summarizer=summarizer
-            )
-            if decision.action != "none":
-                state = queries.refresh_decisions(connection, conversation_id, state)
-            processed = propose(active, state)
-            if processed:
-                (stamp,) = tick(connection, conversation_id)
-                queries.insert_updates(connection, conversation_id, stamp, processed)
-                state = queries.with_updates(state, processed)
-            view = build_view(state.messages, state.deleted_range, state.overlays)
+            plan = plan_request(policy, snapshot.state, snapshot.total, summarizer=summarizer)
+            state = plan.applied(snapshot.state)
+            processed, view = propose_and_view(active, state)
             calls = pending_calls(view)
             if calls:
                 raise InvalidInputError(
@@ -113,33 +116,50 @@ class RequestsMixin(StoreBase):
                     f"the {format} payload breaks the provider's rules "
                     f"({'; '.join(problems[:3])}); nothing was written. Run 'contextstore check'."
                 )
-            digest = self._store_options(connection, options)
-            (stamp,) = tick(connection, conversation_id)
-            request_id = connection.execute(
-                insert(api_requests)
-                .values(
-                    conversation_id=conversation_id,
-                    ts=stamp,
-                    model_id=model or conv.model_id,
-                    format=format,
-                    options_sha256=digest,
-                    payload_sha256=payload_sha256(payload),
-                    message_count=len(view),
-                )
-                .returning(api_requests.c.id)
-            ).scalar_one()
-            return PreparedRequest(
-                conversation_id=conversation_id,
-                messages=registry.render("anthropic", view),
-                deleted_range=state.deleted_range,
-                decision=decision,
-                format=format,
-                payload=payload,
-                request_id=int(request_id),
-                ts=stamp,
+            return _Prepared(
+                plan, processed, state.deleted_range, view, payload, model or conv.model_id
             )
 
-        return self._db.write(work)
+        def write(
+            connection: Connection, prepared: _Prepared, stamps: list[int]
+        ) -> tuple[int, int]:
+            remaining = list(stamps)
+            if prepared.plan.writes:
+                self._write_plan(connection, conversation_id, prepared.plan, remaining.pop(0))
+            if prepared.processed:
+                history.insert_updates(
+                    connection, conversation_id, remaining.pop(0), prepared.processed
+                )
+            request_id = requests.insert_request(
+                connection,
+                conversation_id,
+                remaining[0],
+                model_id=prepared.model_id,
+                format=format,
+                options_sha256=requests.store_options(connection, options),
+                payload_sha256=payload_sha256(prepared.payload),
+                message_count=len(prepared.view),
+            )
+            return request_id, remaining[0]
+
+        prepared, written = self._planned_write(conversation_id, decide, lambda p: p.ticks, write)
+        assert written is not None
+        request_id, stamp = written
+        payload = prepared.payload
+        return PreparedRequest(
+            conversation_id=conversation_id,
+            messages=(
+                payload["messages"]
+                if format == "anthropic"
+                else registry.render("anthropic", prepared.view)
+            ),
+            deleted_range=prepared.deleted_range,
+            decision=prepared.plan.decision,
+            format=format,
+            payload=payload,
+            request_id=request_id,
+            ts=stamp,
+        )
 
     @staticmethod
     def _request_options(
@@ -218,9 +238,9 @@ class RequestsMixin(StoreBase):
         ):
             check_int(name, value)
         check_number("cost", cost)
-        check_text("model_id", model_id, 200)
+        check_text("model_id", model_id, MAX_NAME_LENGTH)
         check_int("request_id", request_id, minimum=1)
-        check_text("failure", failure, 200)
+        check_text("failure", failure, MAX_NAME_LENGTH)
         if ts is not None and request_id is not None:
             raise InvalidInputError(
                 "ts applies to a new request row; a prepared request (request_id) keeps the "
@@ -238,21 +258,16 @@ class RequestsMixin(StoreBase):
         def work(connection: Connection) -> RequestRecord:
             if request_id is None:
                 (stamp,) = tick(connection, conversation_id, at=ts)
-                new_id = connection.execute(
-                    insert(api_requests)
-                    .values(conversation_id=conversation_id, ts=stamp, model_id=model_id, **usage)
-                    .returning(api_requests.c.id)
-                ).scalar_one()
-                return self._request(connection, conversation_id, int(new_id))
+                new_id = requests.insert_request(
+                    connection, conversation_id, stamp, model_id=model_id, **usage
+                )
+                return self._request(connection, conversation_id, new_id)
             last_ts(connection, conversation_id, lock=True)
             self._request(connection, conversation_id, request_id)
             values: dict[str, Any] = {k: v for k, v in usage.items() if v is not None}
             if model_id is not None:
                 values["model_id"] = model_id
-            if values:
-                connection.execute(
-                    update(api_requests).where(api_requests.c.id == request_id).values(**values)
-                )
+            requests.set_usage(connection, request_id, values)
             return self._request(connection, conversation_id, request_id)
 
         return self._db.write(work)
@@ -260,17 +275,10 @@ class RequestsMixin(StoreBase):
     def requests(self, conversation_id: str, *, as_of: int | None = None) -> list[RequestRecord]:
         """The conversation's API requests, oldest first."""
         check_id(conversation_id)
-        limit = queries.NO_LIMIT if as_of is None else self._as_of(as_of)
+        limit = self._as_of(as_of)
         with self._db.read() as connection:
-            self._conversation(connection, conversation_id)
-            rows = connection.execute(
-                select(api_requests)
-                .where(
-                    api_requests.c.conversation_id == conversation_id, api_requests.c.ts <= limit
-                )
-                .order_by(api_requests.c.ts)
-            ).all()
-        return [self._request_from_row(row) for row in rows]
+            last_ts(connection, conversation_id)
+            return requests.list_requests(connection, conversation_id, limit)
 
     def request_payload(self, conversation_id: str, request_id: int) -> dict[str, Any]:
         """Rebuild a prepared request's exact payload from rows, verified against its hash.
@@ -283,18 +291,13 @@ class RequestsMixin(StoreBase):
         check_int("request_id", request_id, minimum=1, optional=False)
         with self._db.read() as connection:
             record = self._request(connection, conversation_id, request_id)
-            row = connection.execute(
-                select(request_options.c.data)
-                .select_from(api_requests.join(request_options))
-                .where(api_requests.c.id == request_id)
-            ).first()
-            if row is None or record.payload_sha256 is None:
+            options = requests.load_options(connection, request_id)
+            if options is None or record.payload_sha256 is None:
                 raise RequestNotFoundError(
                     f"request {request_id} was recorded without a prepared payload; only "
                     "requests from prepare_request can be rebuilt."
                 )
-            options = queries._json(row.data, f"options of request {request_id}")
-            state = queries.load_state(connection, conversation_id, record.ts)
+            state = history.load_state(connection, conversation_id, record.ts)
         view = build_view(state.messages, state.deleted_range, state.overlays)
         payload = self._payload(view, options)
         if payload_sha256(payload) != record.payload_sha256:

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import uuid
-from typing import Any
-
-from sqlalchemy import Connection, delete, func, insert, select, update
 
 from contextstore.core.errors import (
     CheckpointNotFoundError,
     InvalidInputError,
     RollbackNotFoundError,
 )
+from contextstore.core.records import (
+    Checkpoint,
+    Conversation,
+    RestoreReport,
+    RollbackReport,
+)
 from contextstore.core.validate import (
+    MAX_HASH_LENGTH,
     MAX_LABEL_LENGTH,
     MAX_TITLE_LENGTH,
     check_id,
@@ -22,24 +25,9 @@ from contextstore.core.validate import (
     check_ts,
 )
 from contextstore.facade.base import StoreBase
-from contextstore.records import (
-    Checkpoint,
-    Conversation,
-    RestoreReport,
-    RollbackReport,
-)
-from contextstore.storage import queries, timeline
-from contextstore.storage.clock import now_ms, tick
-from contextstore.storage.copy import copy_history
-from contextstore.storage.tables import (
-    TIMELINE_TABLES,
-    archived_rows,
-    blocks,
-    checkpoints,
-    conversations,
-    messages,
-    rollbacks,
-)
+from contextstore.storage import conversations, timeline
+from contextstore.storage.clock import now_ms, set_message_count, tick
+from contextstore.storage.engine import Connection
 
 
 class TimelineMixin(StoreBase):
@@ -62,24 +50,15 @@ class TimelineMixin(StoreBase):
         """
         check_id(conversation_id)
         check_text("label", label, MAX_LABEL_LENGTH)
-        check_text("git_hash", git_hash, 64)
+        check_text("git_hash", git_hash, MAX_HASH_LENGTH)
         if note is not None and (not isinstance(note, str) or "\x00" in note):
             raise InvalidInputError("note must be a string without NUL characters.")
 
         def work(connection: Connection) -> Checkpoint:
             (stamp,) = tick(connection, conversation_id, at=ts)
-            new_id = connection.execute(
-                insert(checkpoints)
-                .values(
-                    conversation_id=conversation_id,
-                    ts=stamp,
-                    label=label,
-                    git_hash=git_hash,
-                    note=note,
-                )
-                .returning(checkpoints.c.id)
-            ).scalar_one()
-            return Checkpoint(int(new_id), conversation_id, stamp, label, git_hash, note)
+            return timeline.insert_checkpoint(
+                connection, conversation_id, stamp, label, git_hash, note
+            )
 
         return self._db.write(work)
 
@@ -88,14 +67,7 @@ class TimelineMixin(StoreBase):
         check_id(conversation_id)
         with self._db.read() as connection:
             self._conversation(connection, conversation_id)
-            rows = connection.execute(
-                select(checkpoints)
-                .where(checkpoints.c.conversation_id == conversation_id)
-                .order_by(checkpoints.c.ts)
-            ).all()
-        return [
-            Checkpoint(r.id, r.conversation_id, r.ts, r.label, r.git_hash, r.note) for r in rows
-        ]
+            return timeline.list_checkpoints(connection, conversation_id)
 
     def _resolve_cutoff(self, connection: Connection, conversation_id: str, to: str | int) -> int:
         if isinstance(to, bool) or not isinstance(to, str | int):
@@ -106,31 +78,15 @@ class TimelineMixin(StoreBase):
             check_ts("rollback ts", to, optional=False)
             return to
         check_text("checkpoint label", to, MAX_LABEL_LENGTH, optional=False)
-        row = connection.execute(
-            select(checkpoints.c.ts)
-            .where(checkpoints.c.conversation_id == conversation_id, checkpoints.c.label == to)
-            .order_by(checkpoints.c.ts.desc())
-            .limit(1)
-        ).first()
-        if row is None:
-            labels = (
-                connection.execute(
-                    select(checkpoints.c.label)
-                    .where(
-                        checkpoints.c.conversation_id == conversation_id,
-                        checkpoints.c.label.is_not(None),
-                    )
-                    .distinct()
-                )
-                .scalars()
-                .all()
-            )
+        found = timeline.checkpoint_ts(connection, conversation_id, to)
+        if found is None:
+            labels = timeline.checkpoint_labels(connection, conversation_id)
             known = ", ".join(sorted(repr(x) for x in labels)) or "none"
             raise CheckpointNotFoundError(
                 f"conversation {conversation_id!r} has no checkpoint labelled {to!r} "
                 f"(labels: {known}); pass an existing label or a ts."
             )
-        return int(row.ts)
+        return found
 
     def rollback(
         self,
@@ -164,24 +120,15 @@ class TimelineMixin(StoreBase):
             # sort after everything removed, any cached view of the removed rows is
             # invalidated, and restore can tell whether anything was written since.
             (ran_at,) = tick(connection, conversation_id)
-            rollback_id = int(
-                connection.execute(
-                    insert(rollbacks)
-                    .values(
-                        conversation_id=conversation_id,
-                        cutoff_ts=cutoff,
-                        ran_at=ran_at,
-                        target=str(to),
-                        purged=purge,
-                        counts={},
-                    )
-                    .returning(rollbacks.c.id)
-                ).scalar_one()
+            rollback_id = timeline.insert_rollback(
+                connection, conversation_id, cutoff, ran_at, str(to), purge
             )
-            counts = self._remove_after(connection, conversation_id, cutoff, rollback_id, purge)
-            connection.execute(
-                update(rollbacks).where(rollbacks.c.id == rollback_id).values(counts=counts)
+            counts, first_removed = timeline.remove_after(
+                connection, conversation_id, cutoff, archive_into=None if purge else rollback_id
             )
+            if first_removed is not None:
+                set_message_count(connection, conversation_id, first_removed)
+            timeline.set_rollback_counts(connection, rollback_id, counts)
             return RollbackReport(conversation_id, cutoff, counts, rollback_id, not purge)
 
         return self._db.write(work)
@@ -225,76 +172,12 @@ class TimelineMixin(StoreBase):
                     f"(ts {row.cutoff_ts}) since it ran; restoring would mix them with the "
                     "archived ones. Roll back to that ts first, then restore."
                 )
-            counts = timeline.restore_archived(connection, rollback_id)
+            counts, total = timeline.restore_archived(connection, conversation_id, rollback_id)
+            set_message_count(connection, conversation_id, total)
             timeline.mark_restored(connection, rollback_id, stamp)
             return RestoreReport(conversation_id, rollback_id, counts, stamp)
 
         return self._db.write(work)
-
-    def _remove_after(
-        self,
-        connection: Connection,
-        conversation_id: str,
-        cutoff: int,
-        rollback_id: int,
-        purge: bool,
-    ) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for table in TIMELINE_TABLES:
-            where = (table.c.conversation_id == conversation_id, table.c.ts > cutoff)
-            if table is messages:
-                first_removed = connection.execute(
-                    select(func.min(messages.c.idx)).where(*where)
-                ).scalar_one_or_none()
-                block_where = (
-                    blocks.c.conversation_id == conversation_id,
-                    blocks.c.message_idx
-                    >= (first_removed if first_removed is not None else 2**31 - 1),
-                )
-                if not purge:
-                    self._archive(
-                        connection,
-                        rollback_id,
-                        conversation_id,
-                        "blocks",
-                        blocks,
-                        block_where,
-                        cutoff,
-                    )
-                counts["blocks"] = connection.execute(delete(blocks).where(*block_where)).rowcount
-            if not purge:
-                self._archive(
-                    connection, rollback_id, conversation_id, table.name, table, where, None
-                )
-            counts[table.name] = connection.execute(delete(table).where(*where)).rowcount
-        return counts
-
-    @staticmethod
-    def _archive(
-        connection: Connection,
-        rollback_id: int,
-        conversation_id: str,
-        name: str,
-        table: Any,
-        where: tuple[Any, ...],
-        ts_default: int | None,
-    ) -> None:
-        rows = queries.rows_as_dicts(connection.execute(select(table).where(*where)))
-        if not rows:
-            return
-        connection.execute(
-            insert(archived_rows),
-            [
-                {
-                    "rollback_id": rollback_id,
-                    "conversation_id": conversation_id,
-                    "table_name": name,
-                    "ts": row.get("ts", ts_default if ts_default is not None else 0),
-                    "data": json.loads(json.dumps(row, default=str)),
-                }
-                for row in rows
-            ],
-        )
 
     def fork(
         self, conversation_id: str, at: int | str | None = None, *, title: str | None = None
@@ -316,19 +199,20 @@ class TimelineMixin(StoreBase):
                 if at is None
                 else self._resolve_cutoff(connection, conversation_id, at)
             )
-            row: dict[str, Any] = {
-                "id": new_id,
-                "created_ts": now_ms(),
-                "last_ts": cutoff,
-                "title": title if title is not None else parent.title,
-                "model_id": parent.model_id,
-                "context_window": parent.context_window,
-                "parent_id": conversation_id,
-                "forked_at_ts": cutoff,
-                "metadata": {k: v for k, v in parent.metadata.items() if k != "subagent"},
-            }
-            connection.execute(insert(conversations).values(**row))
-            copy_history(connection, conversation_id, new_id, cutoff)
-            return Conversation(**row)
+            forked = Conversation(
+                id=new_id,
+                created_ts=now_ms(),
+                last_ts=cutoff,
+                title=title if title is not None else parent.title,
+                model_id=parent.model_id,
+                context_window=parent.context_window,
+                parent_id=conversation_id,
+                forked_at_ts=cutoff,
+                metadata={k: v for k, v in parent.metadata.items() if k != "subagent"},
+            )
+            conversations.insert_conversation(connection, forked)
+            copied = timeline.copy_history(connection, conversation_id, new_id, cutoff)
+            set_message_count(connection, new_id, copied)
+            return forked
 
         return self._db.write(work)

@@ -43,7 +43,6 @@ from contextstore.interop.plan import ImportPlan
 from contextstore.interop.report import ExportReport, ImportReport
 from contextstore.interop.store_api import InteropStore
 from contextstore.interop.sync import Progress, import_state, run_import
-from contextstore.storage.queries import EXACT_TEXT_KEY
 
 EMPTY_TASK_METADATA: dict[str, Any] = {
     "files_in_context": [],
@@ -207,9 +206,6 @@ def _exportable(row: dict[str, Any], notes: list[Note]) -> bool:
             )
         )
         return False
-    exact = (row.get("metadata") or {}).get(EXACT_TEXT_KEY)
-    if isinstance(exact, str):
-        row["text"] = exact
     return True
 
 

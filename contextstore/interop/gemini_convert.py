@@ -30,10 +30,10 @@ from typing import Any, Final
 from contextstore.core.content import normalize_message_dict
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.hardening import DEFAULT_CONTINUATION, PAYLOAD_KEYS
+from contextstore.core.overlays import Block
 from contextstore.interop.errors import GeminiChatError
 
 Content = dict[str, Any]
-Block = dict[str, Any]
 
 ROLES: Final = {"user": "user", "model": "assistant"}
 MESSAGE_TYPES: Final = frozenset({"user", "gemini", "info", "error", "warning"})

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from contextstore.core.hardening import DEFAULT_FINAL_USER_TEXT
+from contextstore.core.records import Conversation
 from contextstore.core.validate import check_id
 from contextstore.core.view import build_view
 from contextstore.interop.cline_write import write_json_atomic
@@ -33,7 +34,6 @@ from contextstore.interop.plan import ImportPlan
 from contextstore.interop.report import ExportReport, ImportReport
 from contextstore.interop.store_api import InteropStore
 from contextstore.interop.sync import Progress, import_state, run_import
-from contextstore.records import Conversation
 from contextstore.renderers import registry
 
 SESSION_RECORD_KINDS = frozenset({"user", "gemini", "info", "error", "warning"})

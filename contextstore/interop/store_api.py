@@ -6,14 +6,14 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from contextstore.core.rows import TimelineRow
-from contextstore.records import (
+from contextstore.core.records import (
     Checkpoint,
     Conversation,
     RemovedSourceRecords,
     RequestRecord,
     SourceRecord,
 )
+from contextstore.core.rows import TimelineRow
 
 
 class InteropStore(Protocol):

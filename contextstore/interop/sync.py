@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from contextstore.core.errors import ConversationNotFoundError
+from contextstore.core.records import Conversation
 from contextstore.core.rows import TimelineRow
 from contextstore.interop.errors import ImportConflictError, InteropError, UnsafeInputError
 from contextstore.interop.files import Note
@@ -40,7 +41,6 @@ from contextstore.interop.report import (
     ItemReport,
 )
 from contextstore.interop.store_api import InteropStore
-from contextstore.records import Conversation
 
 IMPORT_KEY: Final = "import"
 """Conversation metadata key holding the import's bookkeeping."""

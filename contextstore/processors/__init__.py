@@ -6,7 +6,8 @@ writes the accepted proposals as ``context_updates`` rows and keeps every origin
 
 from __future__ import annotations
 
-from contextstore.processors.base import IndexedView, Processor, readable_text
+from contextstore.core.view import IndexedView
+from contextstore.processors.base import Processor, readable_text
 from contextstore.processors.degrade import MediaDegrader, media_pointer
 from contextstore.processors.distill import Distiller, distill_text
 from contextstore.processors.pipeline import (

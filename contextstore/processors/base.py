@@ -13,7 +13,7 @@ import base64
 import binascii
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from contextstore.core.overlays import (
@@ -25,9 +25,7 @@ from contextstore.core.overlays import (
     block_text,
     text_hash,
 )
-
-IndexedView = Sequence[tuple[int, Message]]
-"""The visible messages as ``(original message index, message)`` pairs, in order."""
+from contextstore.core.view import IndexedView
 
 MEDIA_TYPES = frozenset({"image", "document"})
 """Block types that carry binary or file payloads rather than text."""

@@ -13,9 +13,9 @@ from typing import Any
 
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import Block, BlockUpdate, UpdateMode
+from contextstore.core.view import IndexedView
 from contextstore.processors.base import (
     MEDIA_TYPES,
-    IndexedView,
     iter_blocks,
     make_update,
     media_digest,

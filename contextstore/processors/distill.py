@@ -12,7 +12,8 @@ from typing import Any
 
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import Block, BlockUpdate, Message
-from contextstore.processors.base import IndexedView, shrink_texts
+from contextstore.core.view import IndexedView
+from contextstore.processors.base import shrink_texts
 
 _FENCES = ("```", "~~~")
 

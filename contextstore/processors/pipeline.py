@@ -28,8 +28,8 @@ from contextstore.core.overlays import (
     apply_overlays,
     text_hash,
 )
+from contextstore.core.view import IndexedView
 from contextstore.processors.base import (
-    IndexedView,
     Processor,
     canonical_json,
     message_blocks,

@@ -7,17 +7,20 @@ never its value. The patterns live in :mod:`contextstore.processors.secret_patte
 
 from __future__ import annotations
 
-import copy
+import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ahocorasick_rs import AhoCorasick
+
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import BlockUpdate, Message, UpdateMode, block_text
+from contextstore.core.validate import json_copy
+from contextstore.core.view import IndexedView
 from contextstore.processors.base import (
-    IndexedView,
     canonical_json,
     iter_blocks,
     make_update,
@@ -55,6 +58,10 @@ _SECRET_KEY_NAME = re.compile(
 )
 
 
+_SECRET_KEY_WORD = re.compile(_SECRET_KEY_NAME.pattern.removesuffix("$"))
+"""A secret-like key name anywhere in a text (the key check of :func:`mask_value`)."""
+
+
 def marker(kind: str) -> str:
     """Return the text that replaces a secret of ``kind``."""
     return f"[REDACTED:{kind}]"
@@ -86,6 +93,53 @@ def _next_match(
     return None
 
 
+@dataclass(frozen=True)
+class _Prefilter:
+    """Every hint of a pattern set in one Aho-Corasick automaton: a text is scanned once
+    for all of them, and only the patterns whose hints it contains run their regexes."""
+
+    source: tuple[SecretPattern, ...]
+    """The whole set it was built from (held so that its identity stays unique)."""
+    patterns: tuple[SecretPattern, ...]
+    automaton: AhoCorasick | None
+    always: tuple[SecretPattern, ...]
+    """Patterns without hints: every text is searched with them."""
+
+
+_PREFILTERS: dict[tuple[int, tuple[str, ...]], _Prefilter] = {}
+
+
+def _prefilter(patterns: Sequence[SecretPattern], levels: tuple[str, ...]) -> _Prefilter:
+    """The prefilter of a pattern set, built once per set (keyed by the set's identity;
+    the entry keeps the set alive, so the identity is never reused)."""
+    key = (id(patterns), levels)
+    found = _PREFILTERS.get(key)
+    if found is None:
+        if len(_PREFILTERS) > 256:
+            _PREFILTERS.clear()
+        source = tuple(patterns)
+        chosen = tuple(p for p in source if p.confidence in levels)
+        hints = sorted({h for p in chosen for h in p.hints})
+        automaton = AhoCorasick(hints) if hints else None
+        found = _Prefilter(source, chosen, automaton, tuple(p for p in chosen if not p.hints))
+        _PREFILTERS[key] = found
+    return found
+
+
+def _enabled(
+    text: str, patterns: Sequence[SecretPattern], levels: tuple[str, ...]
+) -> list[SecretPattern]:
+    """The patterns that may match ``text`` (those :meth:`SecretPattern.may_match` admits),
+    found with one scan of the lower-cased text."""
+    prefilter = _prefilter(patterns, levels)
+    if prefilter.automaton is None:
+        return list(prefilter.always)
+    present = set(prefilter.automaton.find_matches_as_strings(text.lower(), overlapping=True))
+    if not present:
+        return list(prefilter.always)
+    return [p for p in prefilter.patterns if not p.hints or not present.isdisjoint(p.hints)]
+
+
 def find_secrets(
     text: str,
     *,
@@ -100,9 +154,9 @@ def find_secrets(
     chosen one) finds secrets that a longer, losing match had swallowed, which is what
     makes masking idempotent.
     """
-    levels = _levels(confidence)
-    lowered = text.lower()
-    enabled = [p for p in patterns if p.confidence in levels and p.may_match(lowered)]
+    enabled = _enabled(text, patterns, _levels(confidence))
+    if not enabled:
+        return []
     pending = {order: _next_match(p, text, 0) for order, p in enumerate(enabled)}
     findings: list[Finding] = []
     position = 0
@@ -210,7 +264,7 @@ def mask_message(
     when the block is sent back, so an edited thinking block would make the next request
     fail. Images and other binary data are never scanned.
     """
-    result = copy.deepcopy(message)
+    result: Message = json_copy(message)
 
     def mask(text: str) -> str:
         return mask_text(text, confidence=confidence, patterns=patterns)[0]
@@ -299,6 +353,19 @@ class SecretMasker:
             ],
         }
 
+    def _may_hold_secret(self, value: Any) -> bool:
+        """False when :func:`mask_value` would find nothing in ``value`` (a tool input):
+        no pattern's hint in its JSON, and no key named like a password (or, at medium
+        confidence, like a secret). The walk over the value is then skipped."""
+        try:
+            dumped = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError):
+            return True
+        levels = _levels(self.confidence)
+        if _enabled(dumped, self.patterns, levels) or _PASSWORD_KEY_NAME.search(dumped):
+            return True
+        return MEDIUM in levels and _SECRET_KEY_WORD.search(dumped) is not None
+
     def _mask(self, text: str) -> tuple[str, list[Finding]]:
         return mask_text(text, confidence=self.confidence, patterns=self.patterns)
 
@@ -314,6 +381,8 @@ class SecretMasker:
     def _propose_block(self, message_idx: int, block_idx: int, block: Any) -> BlockUpdate | None:
         kind = block.get("type")
         if kind == "tool_use" and "input" in block:
+            if not self._may_hold_secret(block["input"]):
+                return None
             found: list[Finding] = []
             masked_input = mask_value(
                 block["input"], confidence=self.confidence, patterns=self.patterns, findings=found

@@ -16,7 +16,8 @@ from typing import Any
 
 from contextstore.core.errors import ContextStoreError, InvalidInputError
 from contextstore.core.overlays import Block, BlockUpdate, Message, text_hash
-from contextstore.processors.base import IndexedView, shrink_texts, tool_names
+from contextstore.core.view import IndexedView
+from contextstore.processors.base import shrink_texts, tool_names
 
 DEFAULT_MIN_CHARS = 20_000
 """Texts at or below this many characters are never summarised."""

@@ -12,7 +12,8 @@ from typing import Any
 
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import Block, BlockUpdate, Message
-from contextstore.processors.base import IndexedView, shrink_texts
+from contextstore.core.view import IndexedView
+from contextstore.processors.base import shrink_texts
 
 DEFAULT_MAX_CHARS = 40_000
 """Default size limit of one text, in characters (Gemini CLI's tool-output threshold)."""

@@ -13,12 +13,12 @@ The helpers :func:`check_messages`, :func:`content_blocks`, :func:`system_text` 
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contextstore.core.errors import InvalidInputError, InvalidMessageError
 from contextstore.core.overlays import Block, Message
+from contextstore.core.validate import json_copy
 
 SystemPrompt = str | Sequence[Mapping[str, Any]]
 """A system prompt: a string, or Anthropic text blocks (which may carry ``cache_control``)."""
@@ -119,9 +119,9 @@ def _clean_block(block: Block) -> Block | None:
         return None
     allowed = _BLOCK_FIELDS.get(str(kind))
     if allowed is None:
-        cleaned = {k: copy.deepcopy(v) for k, v in block.items() if k not in _FOREIGN_FIELDS}
+        cleaned = {k: json_copy(v) for k, v in block.items() if k not in _FOREIGN_FIELDS}
     else:
-        cleaned = {k: copy.deepcopy(v) for k, v in block.items() if k in allowed}
+        cleaned = {k: json_copy(v) for k, v in block.items() if k in allowed}
     if kind == "tool_result" and isinstance(cleaned.get("content"), list):
         cleaned["content"] = _clean_blocks(cleaned["content"])
     return cleaned
@@ -216,10 +216,10 @@ def build_request(
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
     if system is not None:
-        body["system"] = system if isinstance(system, str) else copy.deepcopy(list(system))
+        body["system"] = system if isinstance(system, str) else json_copy(list(system))
     if tools is not None:
         check_tools(tools)
-        body["tools"] = [copy.deepcopy(dict(tool)) for tool in tools]
+        body["tools"] = [json_copy(dict(tool)) for tool in tools]
     body["messages"] = render_messages(messages)
     return body
 

@@ -21,7 +21,6 @@ call with a response.
 
 from __future__ import annotations
 
-import copy
 import mimetypes
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -36,6 +35,7 @@ from contextstore.core.hardening import (
     harden_history,
 )
 from contextstore.core.overlays import Block
+from contextstore.core.validate import json_copy
 from contextstore.renderers.anthropic import (
     SystemPrompt,
     Tool,
@@ -136,7 +136,7 @@ def _content_part(block: Block) -> Part | None:
         call = {
             "id": str(block.get("id", "")),
             "name": str(block.get("name", "")),
-            "args": copy.deepcopy(block.get("input") or {}),
+            "args": json_copy(block.get("input") or {}),
         }
         return _signed({"functionCall": call}, block)
     if kind == "thinking":
@@ -219,7 +219,7 @@ def render_tool(tool: Tool) -> dict[str, Any]:
     declaration: dict[str, Any] = {"name": tool["name"]}
     if tool.get("description") is not None:
         declaration["description"] = tool["description"]
-    declaration["parameters"] = copy.deepcopy(
+    declaration["parameters"] = json_copy(
         tool.get("input_schema") or {"type": "object", "properties": {}}
     )
     return declaration

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from contextstore.core.errors import InvalidInputError
+from contextstore.core.validate import check_choice
 from contextstore.renderers import anthropic, gemini, openai
 from contextstore.renderers.anthropic import SystemPrompt, Tool
 
@@ -39,9 +39,7 @@ _HISTORY_KEY = {"anthropic": "messages", "openai": "messages", "gemini": "conten
 
 def check_format(format: str) -> str:
     """Return ``format`` if it is one of :data:`FORMATS`, else raise ``InvalidInputError``."""
-    if format not in FORMATS:
-        raise InvalidInputError(f"unknown format {format!r}; use one of: {', '.join(FORMATS)}.")
-    return format
+    return check_choice("format", format, FORMATS)
 
 
 def render(format: str, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from typing import Any, get_type_hints
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from contextstore.core.errors import InvalidInputError
-from contextstore.records import AppendedMessage
+from contextstore.core.records import AppendedMessage
 from contextstore.store import ContextStore
 
 EXCLUDED: dict[str, str] = {

@@ -11,6 +11,7 @@ its row.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sqlite3
@@ -22,27 +23,35 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection as Connection
+from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.pool import StaticPool
 
 from contextstore.core.errors import (
+    ConcurrentChangeError,
     DatabaseBusyError,
     IntegrityViolationError,
     InvalidInputError,
     ReadOnlyError,
 )
+from contextstore.core.validate import check_choice
+from contextstore.storage.sql import pipelined
 
 T = TypeVar("T")
 Durability = Literal["full", "normal"]
+DURABILITIES: tuple[Durability, ...] = ("full", "normal")
+"""SQLite ``synchronous`` levels a store may be opened with (``full`` is the default)."""
 
 BUSY_TIMEOUT_MS = 5_000
-PAGE_SIZE = 4_096
-"""Chosen by measurement (``contextstore bench``): rows just over 2 KB waste about half of
-4 KiB pages, but for an agent's realistic mix of message sizes (log-uniform 100 B-20 KB)
-contextstore's file is smallest with 4 KiB pages (17.6 % overhead, against 21.5 % with
-8 KiB and 27.8 % with 16 KiB)."""
+PAGE_SIZE = 8_192
+"""Chosen by measurement (``contextstore bench --workloads pages``, README "Performance"):
+file size over content for 2 KB tool results / sizes log-uniform from 100 B to 20 KB /
+real Cline histories was 2.13 / 1.20 / 1.32 with 4 KiB pages, 1.55 / 1.26 / 1.34 with
+8 KiB and 1.42 / 1.37 / 1.37 with 16 KiB. 4 KiB pages hold one 2 KB row each (half the
+file empty); 16 KiB pages waste half a page on every long text's last overflow page.
+Applies to new files only (SQLite fixes the page size when the first table is made)."""
 WRITE_ATTEMPTS = 8
 
 
@@ -108,10 +117,7 @@ def make_engine(
     engine_kwargs: dict[str, Any] | None = None,
 ) -> Engine:
     """Create the engine for ``target`` with contextstore's settings applied to it alone."""
-    if durability not in ("full", "normal"):
-        raise InvalidInputError(
-            f"durability {durability!r} is not valid; use 'full' (the default) or 'normal'."
-        )
+    check_choice("durability", durability, DURABILITIES)
     kwargs = dict(engine_kwargs or {})
     if target.in_memory:
         engine = create_engine(
@@ -132,9 +138,13 @@ def make_engine(
         else:
             create_private_file(target.sqlite_path)
             url = target.url
+        kwargs.setdefault("max_overflow", -1)
         engine = create_engine(url, connect_args={"check_same_thread": False}, **kwargs)
     else:
-        engine = create_engine(target.url, pool_pre_ping=True, **kwargs)
+        # Each thread holds its connection (see Database), so there is no checkout to ping on;
+        # a connection the server dropped is replaced on its next use.
+        kwargs.setdefault("max_overflow", -1)
+        engine = create_engine(target.url, **kwargs)
     if target.is_sqlite:
         _configure_sqlite(engine, durability, in_memory=target.in_memory, read_only=read_only)
     return engine
@@ -160,8 +170,14 @@ def _configure_sqlite(engine: Engine, durability: str, *, in_memory: bool, read_
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
+        raw: Any = connection.connection.driver_connection
+        if raw.in_transaction:
+            return  # Database began it on the driver; SQLAlchemy joins it.
         mode = connection.get_execution_options().get("contextstore_begin", "DEFERRED")
-        connection.exec_driver_sql(f"BEGIN {mode}")
+        raw.execute(_BEGIN[mode])
+
+
+_BEGIN = {mode: f"BEGIN {mode}" for mode in ("DEFERRED", "IMMEDIATE")}
 
 
 def _enable_wal(cursor: Any) -> None:
@@ -187,29 +203,84 @@ def _enable_wal(cursor: Any) -> None:
             delay = min(delay * 2, 0.25)
 
 
-def _is_busy(exc: BaseException) -> bool:
-    if isinstance(exc, OperationalError):
-        text = str(exc.orig).lower()
-        return "locked" in text or "busy" in text
+def _driver_error(exc: BaseException) -> BaseException | None:
+    """The driver's own exception behind ``exc`` (SQLAlchemy wraps them; statements run on
+    the driver raise them directly), or None when ``exc`` is not a database error."""
     if isinstance(exc, DBAPIError):
-        code = getattr(exc.orig, "sqlstate", None)
-        return code in ("40001", "40P01", "55P03")
-    return False
+        return exc.orig if isinstance(exc.orig, BaseException) else exc
+    if isinstance(exc, sqlite3.Error):
+        return exc
+    if type(exc).__module__.startswith("psycopg"):
+        return exc
+    return None
 
 
-def _is_read_only(exc: BaseException) -> bool:
-    return isinstance(exc, OperationalError) and "readonly" in str(exc.orig).lower().replace(
-        "-", ""
-    ).replace(" ", "")
+def _is_integrity(driver: BaseException) -> bool:
+    if isinstance(driver, sqlite3.IntegrityError):
+        return True
+    code = getattr(driver, "sqlstate", None)
+    return isinstance(code, str) and code.startswith("23")
+
+
+def _is_busy(driver: BaseException) -> bool:
+    if isinstance(driver, sqlite3.OperationalError):
+        text = str(driver).lower()
+        return "locked" in text or "busy" in text
+    return getattr(driver, "sqlstate", None) in ("40001", "40P01", "55P03")
+
+
+def _is_read_only(driver: BaseException) -> bool:
+    return isinstance(driver, sqlite3.OperationalError) and "readonly" in str(
+        driver
+    ).lower().replace("-", "").replace(" ", "")
+
+
+def _is_unstorable(driver: BaseException) -> bool:
+    """A value PostgreSQL cannot hold (NUL in text or jsonb, an unencodable character)."""
+    return getattr(driver, "sqlstate", None) in ("22P05", "22021")
+
+
+class _Held:
+    """A connection kept open for one thread, closed when the thread's state goes away."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.pid = os.getpid()
+
+    def usable(self) -> bool:
+        return (
+            self.pid == os.getpid()
+            and not self.connection.closed
+            and not self.connection.invalidated
+        )
+
+    def close(self) -> None:
+        if self.pid == os.getpid() and not self.connection.closed:
+            self.connection.close()
+
+    def __del__(self) -> None:
+        # At interpreter shutdown or on a dead connection, closing may fail: nothing to do.
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+class _ThreadState(threading.local):
+    """What one thread has open: its held connection, and the transaction calls join."""
+
+    held: _Held | None = None
+    joined: Connection | None = None
+    kind: str | None = None
+    """``"read"``, ``"write"`` or ``"transaction"`` while ``joined`` is set."""
 
 
 class Database:
     """An engine plus the two kinds of transaction contextstore runs.
 
-    A write transaction may also be opened explicitly with :meth:`transaction`; every
-    :meth:`write` and :meth:`read` on the same thread then joins it (each write in a
-    savepoint, so a refused call inside leaves nothing behind), and it commits or rolls
-    back as a whole.
+    Each thread keeps one connection open for its reads and writes (no pool checkout, no
+    ping per call); it is closed when the thread ends or the database is closed. Calls made
+    while a transaction is open on the thread join it: reads see its rows; writes run in a
+    savepoint, so a refused call leaves nothing behind. A write transaction may also be
+    opened explicitly with :meth:`transaction`; it commits or rolls back as a whole.
     """
 
     def __init__(
@@ -225,66 +296,115 @@ class Database:
         self.is_sqlite = is_sqlite
         self.read_only = read_only
         self._local_writer = threading.RLock()
-        self._open = threading.local()
+        self._thread = _ThreadState()
+        self._shared: _Held | None = None
 
     @property
     def in_transaction(self) -> bool:
         """True inside :meth:`transaction` on the calling thread."""
-        return getattr(self._open, "connection", None) is not None
+        return self._thread.kind == "transaction"
+
+    def _held(self) -> Connection:
+        """The calling thread's connection (the shared one for an in-memory database)."""
+        if self.serialize_reads:
+            if self._shared is None or not self._shared.usable():
+                self._shared = _Held(self.engine.connect())
+            return self._shared.connection
+        held = self._thread.held
+        if held is None or not held.usable():
+            if held is not None:
+                held.close()
+            held = _Held(self.engine.connect())
+            self._thread.held = held
+        return held.connection
+
+    def close(self) -> None:
+        """Close the calling thread's connection and every pooled one."""
+        for held in (self._thread.held, self._shared):
+            if held is not None:
+                held.close()
+        self._thread.held = None
+        self._shared = None
+        self.engine.dispose()
+
+    @contextmanager
+    def _joined(self, connection: Connection, kind: str) -> Iterator[Connection]:
+        self._thread.joined, self._thread.kind = connection, kind
+        try:
+            yield connection
+        finally:
+            self._thread.joined, self._thread.kind = None, None
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read transaction: every query inside sees the same snapshot."""
-        joined: Connection | None = getattr(self._open, "connection", None)
+        joined = self._thread.joined
         if joined is not None:
             yield joined
             return
-        if self.serialize_reads:
-            # One shared in-memory connection: a reader must not interleave with a writer.
-            with self._local_writer, self.engine.connect() as connection, connection.begin():
+        with self._local_writer if self.serialize_reads else _nothing():
+            connection = self._held()
+            _begin(connection, self.is_sqlite, write=False)
+            with _rolled_back_on_error(connection), self._joined(connection, "read"):
                 yield connection
-            return
-        with self.engine.connect() as connection:
-            if not self.is_sqlite:
-                # READ COMMITTED (PostgreSQL's default) gives each statement its own snapshot:
-                # a render reads messages, then blocks, then overlays, and a rollback
-                # committing in between would show messages without their blocks.
-                # REPEATABLE READ takes one snapshot for the whole read transaction.
-                connection = connection.execution_options(isolation_level="REPEATABLE READ")
-            with connection.begin():
-                yield connection
+                _commit(connection)
 
-    def write(self, work: Callable[[Connection], T]) -> T:
+    def write(self, work: Callable[[Connection], T], *, pipeline: bool = False) -> T:
         """Run ``work`` in one write transaction, retrying it while the database is busy.
 
         ``work`` may run more than once, so it must not change anything but the database.
-        Inside :meth:`transaction`, ``work`` runs once in a savepoint of that transaction.
+        Inside an open write transaction, ``work`` runs once in a savepoint of it. With
+        ``pipeline`` (for work made of :class:`~contextstore.storage.sql.Statement` calls
+        only), PostgreSQL gets the transaction in psycopg's pipeline mode: ``BEGIN`` goes out
+        with the first statement and ``COMMIT`` with the last writes, so an append is two
+        round trips. SQLAlchemy statements cannot run inside (their results arrive late).
 
         Raises:
             ReadOnlyError: the store was opened read-only.
             DatabaseBusyError: other writers held the lock through every attempt.
         """
-        self._refuse_if_read_only()
-        joined: Connection | None = getattr(self._open, "connection", None)
-        if joined is not None:
+        self.check_writable()
+        joined = self._thread.joined
+        if joined is not None and self._thread.kind != "read":
             with _translated_errors(), joined.begin_nested():
                 return work(joined)
+        if joined is not None:
+            # A write from inside a read (a caller's hook reading the store, say) gets a
+            # connection of its own, as it would on another thread.
+            return self._write_apart(work)
         delay = 0.02
         for attempt in range(WRITE_ATTEMPTS):
             try:
-                with (
-                    _translated_errors(),
-                    self._local_writer,
-                    self._write_connection() as connection,
-                    connection.begin(),
-                ):
-                    return work(connection)
+                with _translated_errors(), self._local_writer:
+                    connection = self._begin_write()
+                    with (
+                        _rolled_back_on_error(connection),
+                        self._joined(connection, "write"),
+                        pipelined(connection) if pipeline else _nothing(),
+                    ):
+                        result = work(connection)
+                        _commit(connection)
+                        return result
+            except ConcurrentChangeError:
+                raise
             except DatabaseBusyError:
                 if attempt == WRITE_ATTEMPTS - 1:
                     raise
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 1.0)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _write_apart(self, work: Callable[[Connection], T]) -> T:
+        with _translated_errors(), self.engine.connect() as connection:
+            if self.is_sqlite:
+                connection = connection.execution_options(contextstore_begin="IMMEDIATE")
+            with connection.begin():
+                return work(connection)
+
+    def _begin_write(self) -> Connection:
+        connection = self._held()
+        _begin(connection, self.is_sqlite, write=True)
+        return connection
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -297,48 +417,39 @@ class Database:
             ReadOnlyError: the store was opened read-only.
             DatabaseBusyError: other writers held the lock through every attempt.
         """
-        self._refuse_if_read_only()
-        if self.in_transaction:
+        self.check_writable()
+        if self._thread.kind in ("write", "transaction"):
             yield
             return
         with self._local_writer:
-            connection, outer = self._begin_with_retry()
-            self._open.connection = connection
-            try:
-                with _translated_errors():
-                    yield
-                    outer.commit()
-            finally:
-                self._open.connection = None
-                if outer.is_active:
-                    outer.rollback()
-                connection.close()
+            connection = self._begin_with_retry()
+            with (
+                _rolled_back_on_error(connection),
+                self._joined(connection, "transaction"),
+                _translated_errors(),
+            ):
+                yield
+                _commit(connection)
 
-    def _begin_with_retry(self) -> tuple[Connection, Any]:
+    def _begin_with_retry(self) -> Connection:
         delay = 0.02
         for attempt in range(WRITE_ATTEMPTS):
-            connection = self._write_connection()
             try:
                 with _translated_errors():
-                    return connection, connection.begin()
+                    return self._begin_write()
             except DatabaseBusyError:
-                connection.close()
                 if attempt == WRITE_ATTEMPTS - 1:
                     raise
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 1.0)
-            except BaseException:
-                connection.close()
-                raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _write_connection(self) -> Connection:
-        connection = self.engine.connect()
-        if self.is_sqlite:
-            connection = connection.execution_options(contextstore_begin="IMMEDIATE")
-        return connection
+    def check_writable(self) -> None:
+        """Refuse a write on a store opened read-only (before any hook runs).
 
-    def _refuse_if_read_only(self) -> None:
+        Raises:
+            ReadOnlyError: the store was opened read-only.
+        """
         if self.read_only:
             raise ReadOnlyError(
                 "this store was opened read-only; open it without read_only=True to write."
@@ -346,25 +457,87 @@ class Database:
 
 
 @contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def _driver(connection: Connection) -> Any:
+    return connection.connection.driver_connection
+
+
+def _begin(connection: Connection, is_sqlite: bool, *, write: bool) -> None:
+    """Open a transaction on the driver itself (SQLAlchemy's begin costs more than SQLite
+    takes to run it): ``BEGIN IMMEDIATE`` for a SQLite write, so the write lock is taken
+    up front; on PostgreSQL psycopg begins with the first statement, at the isolation level
+    set here. Statements run through SQLAlchemy inside join this transaction."""
+    if is_sqlite:
+        _driver(connection).execute(_BEGIN["IMMEDIATE" if write else "DEFERRED"])
+    else:
+        _postgres_isolation(connection, None if write else "REPEATABLE READ")
+
+
+def _commit(connection: Connection) -> None:
+    """Commit, through SQLAlchemy when code inside used it (it then tracks the transaction)."""
+    if connection.in_transaction():
+        connection.commit()
+    else:
+        _driver(connection).commit()
+
+
+@contextmanager
+def _rolled_back_on_error(connection: Connection) -> Iterator[None]:
+    """Leave the held connection idle whatever happens inside (no transaction left open)."""
+    try:
+        yield
+    except BaseException:
+        try:
+            if connection.in_transaction():
+                connection.rollback()
+            else:
+                _driver(connection).rollback()
+        except Exception:
+            connection.invalidate()
+        raise
+
+
+def _postgres_isolation(connection: Connection, level: str | None) -> None:
+    """Set the isolation level psycopg will put on its next ``BEGIN`` (None: the default)."""
+    raw = connection.connection.driver_connection
+    import psycopg
+
+    wanted = None if level is None else psycopg.IsolationLevel.REPEATABLE_READ
+    if raw.isolation_level != wanted:  # type: ignore[union-attr]
+        raw.isolation_level = wanted  # type: ignore[union-attr]
+
+
+@contextmanager
 def _translated_errors() -> Iterator[None]:
     """Driver errors raised by a write, as the store's own errors."""
     try:
         yield
-    except IntegrityError as exc:
-        # A concurrent writer got there first (two creators of one conversation id on
-        # PostgreSQL), or a row broke a constraint: the transaction rolled back whole.
-        raise IntegrityViolationError(
-            f"the write broke a database constraint and was rolled back ({exc.orig}); "
-            "nothing was written. If another process created the same row, retry."
-        ) from exc
-    except DBAPIError as exc:
-        if _is_read_only(exc):
+    except Exception as exc:
+        driver = _driver_error(exc)
+        if driver is None:
+            raise
+        if _is_integrity(driver):
+            # A concurrent writer got there first (two creators of one conversation id on
+            # PostgreSQL), or a row broke a constraint: the transaction rolled back whole.
+            raise IntegrityViolationError(
+                f"the write broke a database constraint and was rolled back ({driver}); "
+                "nothing was written. If another process created the same row, retry."
+            ) from exc
+        if _is_read_only(driver):
             raise ReadOnlyError(
                 "the database file is read-only; check its permissions or open the store read-only."
             ) from exc
-        if _is_busy(exc):
+        if _is_busy(driver):
             raise DatabaseBusyError(
                 f"the database stayed locked by other writers for {WRITE_ATTEMPTS} attempts; "
                 "retry later or reduce concurrent writers."
+            ) from exc
+        if _is_unstorable(driver):
+            raise InvalidInputError(
+                f"PostgreSQL cannot store a value of this write ({driver}); its text and JSON "
+                "cannot hold NUL characters. Nothing was written."
             ) from exc
         raise

@@ -26,7 +26,8 @@ from sqlalchemy import (
 )
 
 from contextstore.core.content import NormalizedMessage
-from contextstore.storage.queries import NO_LIMIT, _json, block_row, column_text
+from contextstore.storage.codec import column_text, decode_block, decode_json
+from contextstore.storage.history import NO_LIMIT, insert_message_rows
 from contextstore.storage.tables import (
     TIMELINE_TABLES,
     api_requests,
@@ -55,31 +56,20 @@ class MessageInsert:
 def insert_messages(
     connection: Connection, conversation_id: str, rows: Sequence[MessageInsert]
 ) -> None:
-    """Insert messages and their blocks, one statement per table."""
+    """Insert messages and their blocks, one statement per table, and move the
+    conversation's message count past them."""
     if not rows:
         return
-    connection.execute(
-        insert(messages),
-        [
-            {
-                "conversation_id": conversation_id,
-                "idx": row.idx,
-                "ts": row.ts,
-                "role": row.normalized.role,
-                "token_count": row.token_count,
-                "was_string": row.normalized.was_string,
-                "meta": row.normalized.meta,
-            }
-            for row in rows
-        ],
+    insert_message_rows(
+        connection,
+        conversation_id,
+        [(row.idx, row.ts, row.normalized, row.token_count) for row in rows],
     )
-    block_rows = [
-        block_row(conversation_id, row.idx, position, block)
-        for row in rows
-        for position, block in enumerate(row.normalized.blocks)
-    ]
-    if block_rows:
-        connection.execute(insert(blocks), block_rows)
+    connection.execute(
+        update(conversations)
+        .where(conversations.c.id == conversation_id)
+        .values(message_count=max(row.idx for row in rows) + 1)
+    )
 
 
 def insert_source_records(
@@ -170,6 +160,11 @@ def delete_after(connection: Connection, conversation_id: str, cutoff: int) -> i
                 blocks.c.conversation_id == conversation_id, blocks.c.message_idx >= first
             )
         )
+        connection.execute(
+            update(conversations)
+            .where(conversations.c.id == conversation_id)
+            .values(message_count=first)
+        )
     for table in TIMELINE_TABLES:
         removed += connection.execute(
             delete(table).where(table.c.conversation_id == conversation_id, table.c.ts > cutoff)
@@ -220,8 +215,8 @@ def load_message_ts(connection: Connection, conversation_id: str) -> list[int]:
 
 def load_blocks(
     connection: Connection, conversation_id: str, message_indices: Sequence[int]
-) -> dict[tuple[int, int], tuple[str, str | None, Any]]:
-    """``(type, text, data)`` of every block of the given messages, by (message, block)."""
+) -> dict[tuple[int, int], dict[str, Any]]:
+    """Every block of the given messages, as appended, by (message, block)."""
     if not message_indices:
         return {}
     rows = connection.execute(
@@ -230,17 +225,24 @@ def load_blocks(
             blocks.c.block_idx,
             blocks.c.type,
             blocks.c.text,
+            blocks.c.tool_use_id,
+            blocks.c.tool_name,
             type_coerce(blocks.c.data, Text).label("data"),
         ).where(
             blocks.c.conversation_id == conversation_id,
             blocks.c.message_idx.in_(sorted(set(message_indices))),
         )
     ).all()
-    return {(r.message_idx, r.block_idx): (r.type, r.text, r.data) for r in rows}
+    return {
+        (r.message_idx, r.block_idx): decode_block(
+            r.type, r.text, r.tool_use_id, r.tool_name, r.data, r.message_idx, r.block_idx
+        )
+        for r in rows
+    }
 
 
 def _record(row: Mapping[str, Any], data: Any) -> dict[str, Any]:
-    decoded = _json(data, f"source record {row.get('id')}")
+    decoded = decode_json(data, f"source record {row.get('id')}")
     return {
         "id": int(row.get("id") or 0),
         "conversation_id": row.get("conversation_id", ""),
@@ -304,7 +306,7 @@ def load_removed_source_records(
         ).all()
         records = []
         for entry in archived:
-            value = _json(entry.data, f"archived row {entry.id}")
+            value = decode_json(entry.data, f"archived row {entry.id}")
             if isinstance(value, dict) and "ts" in value and "data" in value:
                 records.append(_record(value, value["data"]))
         if records:

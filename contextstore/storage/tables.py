@@ -9,8 +9,8 @@ Constraint names follow one convention so that SQLite batch migrations can addre
 
 from __future__ import annotations
 
+from sqlalchemy import JSON as _JSON
 from sqlalchemy import (
-    JSON,
     BigInteger,
     Boolean,
     CheckConstraint,
@@ -25,7 +25,14 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
+from sqlalchemy.dialects.postgresql import JSONB
+
+from contextstore.core.validate import MAX_NAME_LENGTH
+
+JSON = _JSON().with_variant(JSONB(), "postgresql")
+"""JSON columns: ``jsonb`` on PostgreSQL (decoded by the server, indexable), text on SQLite."""
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -43,8 +50,9 @@ conversations = Table(
     Column("id", String(64), primary_key=True),
     Column("created_ts", BigInteger, nullable=False),
     Column("last_ts", BigInteger, nullable=False),
+    Column("message_count", Integer, nullable=False, default=0, server_default="0"),
     Column("title", Text),
-    Column("model_id", String(200)),
+    Column("model_id", String(MAX_NAME_LENGTH)),
     Column("context_window", Integer),
     Column("parent_id", String(64), ForeignKey("conversations.id", ondelete="SET NULL")),
     Column("forked_at_ts", BigInteger),
@@ -80,15 +88,21 @@ blocks = Table(
     Column("block_idx", Integer, primary_key=True),
     Column("type", String(32), nullable=False),
     Column("text", Text),
-    Column("tool_use_id", String(200)),
-    Column("tool_name", String(200)),
+    Column("tool_use_id", String(MAX_NAME_LENGTH)),
+    Column("tool_name", String(MAX_NAME_LENGTH)),
     Column("data", JSON, nullable=False),
     ForeignKeyConstraint(
         ["conversation_id", "message_idx"],
         ["messages.conversation_id", "messages.idx"],
         ondelete="CASCADE",
     ),
-    Index("ix_blocks_tool_use_id", "conversation_id", "tool_use_id"),
+    Index(
+        "ix_blocks_tool_use_id",
+        "conversation_id",
+        "tool_use_id",
+        sqlite_where=text("tool_use_id IS NOT NULL"),
+        postgresql_where=text("tool_use_id IS NOT NULL"),
+    ),
 )
 
 deleted_ranges = Table(
@@ -130,7 +144,7 @@ context_updates = Table(
     Column("mode", String(16), nullable=False, default="text"),
     Column("text", Text, nullable=False),
     Column("metadata", JSON, nullable=False, default=dict),
-    Column("source", String(200), nullable=False),
+    Column("source", String(MAX_NAME_LENGTH), nullable=False),
     Column("base_hash", String(64)),
     Index("ix_context_updates_block", "conversation_id", "message_idx", "block_idx", "ts"),
     UniqueConstraint("conversation_id", "ts", "message_idx", "block_idx"),
@@ -152,12 +166,12 @@ api_requests = Table(
     Column("cache_writes", Integer),
     Column("cache_reads", Integer),
     Column("cost", Float),
-    Column("model_id", String(200)),
+    Column("model_id", String(MAX_NAME_LENGTH)),
     Column("format", String(16)),
     Column("options_sha256", String(64), ForeignKey("request_options.sha256")),
     Column("payload_sha256", String(64)),
     Column("message_count", Integer),
-    Column("failure", String(200)),
+    Column("failure", String(MAX_NAME_LENGTH)),
     Column("details", JSON),
     UniqueConstraint("conversation_id", "ts"),
 )
@@ -181,7 +195,7 @@ checkpoints = Table(
         nullable=False,
     ),
     Column("ts", BigInteger, nullable=False),
-    Column("label", String(200)),
+    Column("label", String(MAX_NAME_LENGTH)),
     Column("git_hash", String(64)),
     Column("note", Text),
     UniqueConstraint("conversation_id", "ts"),
@@ -200,7 +214,7 @@ rollbacks = Table(
     ),
     Column("cutoff_ts", BigInteger, nullable=False),
     Column("ran_at", BigInteger, nullable=False),
-    Column("target", String(200)),
+    Column("target", String(MAX_NAME_LENGTH)),
     Column("purged", Boolean, nullable=False, default=False),
     Column("counts", JSON, nullable=False),
     Column("restored_ts", BigInteger),
@@ -216,7 +230,10 @@ archived_rows = Table(
     Column("ts", BigInteger, nullable=False),
     Column("data", JSON, nullable=False),
     Index("ix_archived_rows_conversation", "conversation_id", "ts"),
+    Index("ix_archived_rows_rollback", "rollback_id", "table_name", "id"),
 )
+"""Rows a rollback removed, each as a JSON object of its columns (its original ``id``
+included), so that :meth:`ContextStore.restore` can put it back exactly."""
 
 source_records = Table(
     "source_records",

@@ -1,13 +1,39 @@
-"""Statements for rollbacks: what a cutoff would remove, and putting archived rows back."""
+"""Statements on a conversation's timeline: checkpoints, rollbacks and their archive,
+restores, and the copy a fork makes.
+
+Rows move inside the database: a rollback archives what it removes with ``INSERT ...
+SELECT`` (on PostgreSQL one ``DELETE ... RETURNING`` per table feeds the archive), a
+restore puts archived rows back the same way, and a fork copies with ``INSERT ... SELECT``.
+No removed row travels through Python. Each archived row is a JSON object of its columns,
+its original ``id`` included, so a restore gives it back the id it had.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Table, delete, exists, func, insert, select, update
+from sqlalchemy import (
+    Connection,
+    Table,
+    bindparam,
+    delete,
+    exists,
+    func,
+    insert,
+    literal_column,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.sql.expression import ColumnElement
 
-from contextstore.core.errors import CorruptRowError
+from contextstore.core.records import Checkpoint
+from contextstore.storage.codec import decode_object, encode_json
+from contextstore.storage.sql import Statement
 from contextstore.storage.tables import (
+    JSON,
     TIMELINE_TABLES,
     api_requests,
     archived_rows,
@@ -20,6 +46,8 @@ from contextstore.storage.tables import (
     source_records,
 )
 
+_k, _x, _m, _b = checkpoints.c, archived_rows.c, messages.c, blocks.c
+
 RESTORE_ORDER: tuple[Table, ...] = (
     messages,
     blocks,
@@ -31,83 +59,391 @@ RESTORE_ORDER: tuple[Table, ...] = (
 )
 """Tables in the order archived rows go back (blocks need their messages first)."""
 
+NO_MESSAGE = 2**31 - 1
+"""A message index past any message (a rollback that removes no message removes no block)."""
+
+
+# Checkpoints -----------------------------------------------------------------------------
+
+_INSERT_CHECKPOINT = Statement(
+    lambda: (
+        insert(checkpoints)
+        .values(
+            {
+                name: bindparam(name)
+                for name in ("conversation_id", "ts", "label", "git_hash", "note")
+            }
+        )
+        .returning(_k.id)
+    )
+)
+
+
+def insert_checkpoint(
+    connection: Connection,
+    conversation_id: str,
+    ts: int,
+    label: str | None,
+    git_hash: str | None,
+    note: str | None,
+) -> Checkpoint:
+    """Insert a checkpoint row."""
+    new_id = _INSERT_CHECKPOINT.scalar(
+        connection,
+        {
+            "conversation_id": conversation_id,
+            "ts": ts,
+            "label": label,
+            "git_hash": git_hash,
+            "note": note,
+        },
+    )
+    return Checkpoint(int(new_id), conversation_id, ts, label, git_hash, note)
+
+
+_CHECKPOINTS = Statement(
+    lambda: (
+        select(_k.id, _k.conversation_id, _k.ts, _k.label, _k.git_hash, _k.note)
+        .where(_k.conversation_id == bindparam("cid"))
+        .order_by(_k.ts)
+    )
+)
+
+
+def list_checkpoints(connection: Connection, conversation_id: str) -> list[Checkpoint]:
+    """The conversation's checkpoints, oldest first."""
+    return [Checkpoint(*row) for row in _CHECKPOINTS.rows(connection, {"cid": conversation_id})]
+
+
+_LABELLED = Statement(
+    lambda: (
+        select(_k.ts)
+        .where(_k.conversation_id == bindparam("cid"), _k.label == bindparam("label"))
+        .order_by(_k.ts.desc())
+        .limit(1)
+    )
+)
+_LABELS = Statement(
+    lambda: (
+        select(_k.label)
+        .where(_k.conversation_id == bindparam("cid"), _k.label.is_not(None))
+        .distinct()
+    )
+)
+
+
+def checkpoint_ts(connection: Connection, conversation_id: str, label: str) -> int | None:
+    """The ``ts`` of the newest checkpoint labelled ``label``, or None."""
+    value = _LABELLED.scalar(connection, {"cid": conversation_id, "label": label})
+    return None if value is None else int(value)
+
+
+def checkpoint_labels(connection: Connection, conversation_id: str) -> list[str]:
+    """Every distinct checkpoint label of the conversation."""
+    return [row[0] for row in _LABELS.rows(connection, {"cid": conversation_id})]
+
+
+# What a cutoff covers --------------------------------------------------------------------
+
+
+def _after(table: Table) -> ColumnElement[bool]:
+    return (table.c.conversation_id == bindparam("cid")) & (table.c.ts > bindparam("cutoff"))
+
+
+def _count_after(table: Table) -> Statement:
+    return Statement(lambda: select(func.count()).select_from(table).where(_after(table)))
+
+
+_COUNT_AFTER = {table.name: _count_after(table) for table in TIMELINE_TABLES}
+_COUNT_BLOCKS_AFTER = Statement(
+    lambda: (
+        select(func.count())
+        .select_from(blocks.join(messages))
+        .where(_b.conversation_id == bindparam("cid"), _m.ts > bindparam("cutoff"))
+    )
+)
+_ANY_AFTER = Statement(
+    lambda: select(*[exists().where(_after(table)).label(table.name) for table in TIMELINE_TABLES])
+)
+
 
 def count_after(connection: Connection, conversation_id: str, cutoff: int) -> dict[str, int]:
     """Rows per table that a rollback to ``cutoff`` would remove (blocks included)."""
-    counts: dict[str, int] = {}
-    for table in TIMELINE_TABLES:
-        counts[table.name] = int(
-            connection.execute(
-                select(func.count())
-                .select_from(table)
-                .where(table.c.conversation_id == conversation_id, table.c.ts > cutoff)
-            ).scalar_one()
-        )
-    counts["blocks"] = int(
-        connection.execute(
-            select(func.count())
-            .select_from(blocks.join(messages))
-            .where(blocks.c.conversation_id == conversation_id, messages.c.ts > cutoff)
-        ).scalar_one()
-    )
+    params = {"cid": conversation_id, "cutoff": cutoff}
+    counts = {name: int(s.scalar(connection, params)) for name, s in _COUNT_AFTER.items()}
+    counts["blocks"] = int(_COUNT_BLOCKS_AFTER.scalar(connection, params))
     return counts
 
 
 def any_row_after(connection: Connection, conversation_id: str, cutoff: int) -> bool:
     """True when some timeline row of the conversation has ``ts > cutoff``."""
-    return any(
-        connection.execute(
-            select(exists().where(table.c.conversation_id == conversation_id, table.c.ts > cutoff))
-        ).scalar_one()
-        for table in TIMELINE_TABLES
+    row = _ANY_AFTER.first(connection, {"cid": conversation_id, "cutoff": cutoff})
+    return row is not None and any(bool(value) for value in row)
+
+
+# Rollbacks -------------------------------------------------------------------------------
+
+
+class RollbackRow(NamedTuple):
+    """A ``rollbacks`` row."""
+
+    id: int
+    conversation_id: str
+    cutoff_ts: int
+    ran_at: int
+    target: str | None
+    purged: bool
+    counts: dict[str, int]
+    restored_ts: int | None
+
+
+_r = rollbacks.c
+_INSERT_ROLLBACK = Statement(
+    lambda: (
+        insert(rollbacks)
+        .values(
+            {
+                name: bindparam(name)
+                for name in ("conversation_id", "cutoff_ts", "ran_at", "target", "purged", "counts")
+            }
+        )
+        .returning(_r.id)
+    )
+)
+_SET_COUNTS = Statement(
+    lambda: update(rollbacks).where(_r.id == bindparam("id")).values(counts=bindparam("counts"))
+)
+_ROLLBACK = Statement(
+    lambda: select(
+        _r.id,
+        _r.conversation_id,
+        _r.cutoff_ts,
+        _r.ran_at,
+        _r.target,
+        _r.purged,
+        _r.counts,
+        _r.restored_ts,
+    ).where(_r.id == bindparam("id"), _r.conversation_id == bindparam("cid"))
+)
+_MARK_RESTORED = Statement(
+    lambda: update(rollbacks).where(_r.id == bindparam("id")).values(restored_ts=bindparam("ts"))
+)
+
+
+def insert_rollback(
+    connection: Connection,
+    conversation_id: str,
+    cutoff: int,
+    ran_at: int,
+    target: str,
+    purged: bool,
+) -> int:
+    """Insert a rollback's row (its counts follow with :func:`set_rollback_counts`)."""
+    return int(
+        _INSERT_ROLLBACK.scalar(
+            connection,
+            {
+                "conversation_id": conversation_id,
+                "cutoff_ts": cutoff,
+                "ran_at": ran_at,
+                "target": target,
+                "purged": purged,
+                "counts": "{}",
+            },
+        )
     )
 
 
-def load_rollback(connection: Connection, conversation_id: str, rollback_id: int) -> Any | None:
+def set_rollback_counts(connection: Connection, rollback_id: int, counts: dict[str, int]) -> None:
+    """Record the rows a rollback removed, per table."""
+    _SET_COUNTS.run(connection, {"id": rollback_id, "counts": encode_json(counts)}).close()
+
+
+def load_rollback(
+    connection: Connection, conversation_id: str, rollback_id: int
+) -> RollbackRow | None:
     """The ``rollbacks`` row ``rollback_id`` of the conversation, or None."""
-    return connection.execute(
-        select(rollbacks).where(
-            rollbacks.c.id == rollback_id, rollbacks.c.conversation_id == conversation_id
-        )
-    ).first()
-
-
-def restore_archived(connection: Connection, rollback_id: int) -> dict[str, int]:
-    """Insert the rows rollback ``rollback_id`` archived back into their tables, with their
-    original values (ids and ``ts`` included), then drop them from the archive.
-
-    Raises:
-        CorruptRowError: an archived row does not hold a row of its table.
-    """
-    counts: dict[str, int] = {}
-    for table in RESTORE_ORDER:
-        rows = connection.execute(
-            select(archived_rows.c.id, archived_rows.c.data)
-            .where(
-                archived_rows.c.rollback_id == rollback_id,
-                archived_rows.c.table_name == table.name,
-            )
-            .order_by(archived_rows.c.id)
-        ).all()
-        values = [_row_values(table, row.data, row.id) for row in rows]
-        if values:
-            connection.execute(insert(table), values)
-        counts[table.name] = len(values)
-    connection.execute(delete(archived_rows).where(archived_rows.c.rollback_id == rollback_id))
-    return counts
+    row = _ROLLBACK.first(connection, {"id": rollback_id, "cid": conversation_id})
+    if row is None:
+        return None
+    values = list(row)
+    values[5] = bool(values[5])
+    values[6] = decode_object(values[6], f"rollback {rollback_id} counts")
+    return RollbackRow(*values)
 
 
 def mark_restored(connection: Connection, rollback_id: int, ts: int) -> None:
     """Record on the rollback's row that its rows were put back at ``ts``."""
-    connection.execute(
-        update(rollbacks).where(rollbacks.c.id == rollback_id).values(restored_ts=ts)
+    _MARK_RESTORED.run(connection, {"id": rollback_id, "ts": ts}).close()
+
+
+_FIRST_REMOVED = Statement(lambda: select(func.min(_m.idx)).where(_after(messages)))
+
+
+def _removed(table: Table) -> ColumnElement[bool]:
+    if table is blocks:
+        return (_b.conversation_id == bindparam("cid")) & (_b.message_idx >= bindparam("first"))
+    return _after(table)
+
+
+def _archive_statement(table: Table, dialect: str) -> Any:
+    ts = table.c.ts if "ts" in table.c else bindparam("cutoff")
+    if dialect == "postgresql":
+        gone = delete(table).where(_removed(table)).returning(*table.c).cte(f"gone_{table.name}")
+        ts_value = gone.c.ts if "ts" in table.c else bindparam("cutoff")
+        rows: Any = select(
+            bindparam("rid"),
+            gone.c.conversation_id,
+            literal_column(f"'{table.name}'"),
+            ts_value,
+            func.to_jsonb(literal_column(gone.name)),
+        ).select_from(gone)
+    else:
+        rows = select(
+            bindparam("rid"),
+            table.c.conversation_id,
+            literal_column(f"'{table.name}'"),
+            ts,
+            _sqlite_object(table),
+        ).where(_removed(table))
+    return insert(archived_rows).from_select(
+        ["rollback_id", "conversation_id", "table_name", "ts", "data"], rows
     )
 
 
-def _row_values(table: Table, data: Any, archive_id: int) -> dict[str, Any]:
-    if not isinstance(data, dict) or not set(data) <= set(table.c.keys()):
-        raise CorruptRowError(
-            f"archived row {archive_id} does not hold a row of {table.name}; the archive is "
-            "damaged. Run 'contextstore check'."
+def _sqlite_object(table: Table) -> Any:
+    pairs: list[Any] = []
+    for column in table.c:
+        pairs.append(literal_column(f"'{column.name}'"))
+        pairs.append(func.json(column) if column.type is JSON else column)
+    return func.json_object(*pairs)
+
+
+class _ByDialect:
+    """One statement per dialect, where the SQL differs (not only its spelling)."""
+
+    def __init__(self, table: Table, build: Callable[[Table, str], Any]) -> None:
+        self._statements = {
+            dialect: Statement(functools.partial(build, table, dialect))
+            for dialect in ("sqlite", "postgresql")
+        }
+
+    def get(self, connection: Connection) -> Statement:
+        """The statement for ``connection``'s dialect."""
+        return self._statements[connection.dialect.name]
+
+
+def _delete_removed(table: Table) -> Any:
+    return delete(table).where(_removed(table))
+
+
+_ARCHIVE = {t.name: _ByDialect(t, _archive_statement) for t in (*TIMELINE_TABLES, blocks)}
+_DELETE = {
+    t.name: Statement(functools.partial(_delete_removed, t)) for t in (*TIMELINE_TABLES, blocks)
+}
+
+
+def remove_after(
+    connection: Connection,
+    conversation_id: str,
+    cutoff: int,
+    *,
+    archive_into: int | None,
+) -> tuple[dict[str, int], int | None]:
+    """Delete every row of the conversation with ``ts > cutoff`` (blocks with their
+    messages), archiving them under rollback ``archive_into`` unless it is None.
+
+    Returns the rows removed per table and the index of the first removed message (the
+    conversation's new message count), or None when no message was removed.
+    """
+    params = {"cid": conversation_id, "cutoff": cutoff, "rid": archive_into}
+    first = _FIRST_REMOVED.scalar(connection, params)
+    params["first"] = NO_MESSAGE if first is None else int(first)
+    postgres = connection.dialect.name == "postgresql"
+    counts: dict[str, int] = {}
+    for table in (*TIMELINE_TABLES[:-1], blocks, messages):
+        if archive_into is not None:
+            archived = _ARCHIVE[table.name].get(connection).count(connection, params)
+            if postgres:
+                counts[table.name] = archived
+                continue
+        counts[table.name] = _DELETE[table.name].count(connection, params)
+    return counts, None if first is None else int(first)
+
+
+def _restore_statement(table: Table, dialect: str) -> Any:
+    names = [column.name for column in table.c]
+    if dialect == "postgresql":
+        # jsonb_populate_record turns an archived object back into a row of its table.
+        listed = ", ".join(names)
+        picked = ", ".join(f"r.{name}" for name in names)
+        return text(
+            f"INSERT INTO {table.name} ({listed}) SELECT {picked} "  # noqa: S608 (constants)
+            f"FROM archived_rows, jsonb_populate_record(NULL::{table.name}, archived_rows.data) "
+            f"AS r WHERE archived_rows.rollback_id = :rid "
+            f"AND archived_rows.table_name = '{table.name}' ORDER BY archived_rows.id"
         )
-    return data
+    where = (_x.rollback_id == bindparam("rid")) & (
+        _x.table_name == literal_column(f"'{table.name}'")
+    )
+    values = [func.json_extract(_x.data, literal_column(f"'$.{name}'")) for name in names]
+    return insert(table).from_select(names, select(*values).where(where).order_by(_x.id))
+
+
+_RESTORE = {t.name: _ByDialect(t, _restore_statement) for t in RESTORE_ORDER}
+_DROP_ARCHIVE = Statement(lambda: delete(archived_rows).where(_x.rollback_id == bindparam("rid")))
+_MESSAGE_TOTAL = Statement(
+    lambda: select(func.count()).select_from(messages).where(_m.conversation_id == bindparam("cid"))
+)
+
+
+def restore_archived(
+    connection: Connection, conversation_id: str, rollback_id: int
+) -> tuple[dict[str, int], int]:
+    """Put the rows rollback ``rollback_id`` archived back into their tables with their
+    original values (ids and ``ts`` included), then drop them from the archive.
+
+    Returns the rows restored per table and the conversation's message count after it.
+    """
+    params = {"rid": rollback_id, "cid": conversation_id}
+    counts = {
+        table.name: _RESTORE[table.name].get(connection).count(connection, params)
+        for table in RESTORE_ORDER
+    }
+    _DROP_ARCHIVE.run(connection, params).close()
+    return counts, int(_MESSAGE_TOTAL.scalar(connection, params))
+
+
+# Forks -----------------------------------------------------------------------------------
+
+
+def _copy_statement(table: Table) -> Any:
+    columns = [
+        c
+        for c in table.c
+        if c.name != "conversation_id"
+        and not (c.primary_key and c.autoincrement is True and c.name == "id")
+    ]
+    if table is blocks:
+        where: Any = (_b.conversation_id == bindparam("source")) & _b.message_idx.in_(
+            select(_m.idx).where(
+                _m.conversation_id == bindparam("source"), _m.ts <= bindparam("cutoff")
+            )
+        )
+    else:
+        where = (table.c.conversation_id == bindparam("source")) & (
+            table.c.ts <= bindparam("cutoff")
+        )
+    query = select(bindparam("target", type_=table.c.conversation_id.type), *columns).where(where)
+    return insert(table).from_select(["conversation_id", *[c.name for c in columns]], query)
+
+
+_COPY = {t.name: Statement(functools.partial(_copy_statement, t)) for t in RESTORE_ORDER}
+
+
+def copy_history(connection: Connection, source: str, target: str, cutoff: int) -> int:
+    """Copy every timeline row of ``source`` with ``ts <= cutoff`` into ``target``;
+    returns how many messages were copied."""
+    params = {"source": source, "target": target, "cutoff": cutoff}
+    copied = {table.name: _COPY[table.name].count(connection, params) for table in RESTORE_ORDER}
+    return copied["messages"]

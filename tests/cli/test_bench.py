@@ -1,46 +1,72 @@
-"""The benchmark command: side-by-side ratios, and the page-size choice it justifies."""
+"""The benchmark command: every workload measured on every subject, in a JSON of a known shape.
+
+Timings are never checked (they depend on the machine and its load); the shape is.
+"""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 from click.testing import CliRunner
 
 from contextstore.cli import cli
-from contextstore.devtools import bench, bench_peers
-from contextstore.storage import engine
+from contextstore.devtools import bench
+from contextstore.devtools.bench_subjects import PEERS, peer_available
 
 
-def test_bench_reports_each_operation_against_the_baseline() -> None:
-    rows = bench.run(messages=30, text_bytes=200)
-    assert [r.name.split(" ")[0].rstrip(",") for r in rows] == [
-        "append",
-        "render",
-        "prepare_request",
-        "render",
-    ]
-    assert all(r.contextstore_s > 0 and r.baseline_s > 0 and r.ratio > 0 for r in rows)
-
-
-def test_the_configured_page_size_gives_the_smallest_file_for_mixed_messages() -> None:
-    measured = bench.store_page_sizes(count=600)
-    smallest = min(measured, key=lambda row: row.file_bytes)
-    assert smallest.page_size == engine.PAGE_SIZE
-
-
-def test_bench_command_prints_ratios() -> None:
+def test_bench_measures_every_workload_and_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
     result = CliRunner().invoke(
         cli,
-        ["bench", "--messages", "20", "--text-bytes", "100", "--peer-messages", "10"],
+        [
+            "bench",
+            "--sizes",
+            "6",
+            "--rounds",
+            "1",
+            "--chunk",
+            "2",
+            "--processes",
+            "2",
+            "--process-messages",
+            "2",
+            "--json-out",
+            str(out),
+        ],
         obj={},
     )
-    assert result.exit_code == 0, result.stderr
-    assert "ratio" in result.stdout and "raw sqlite3" in result.stdout
-    assert "x  " in result.stdout
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    measured = {m["workload"] for m in report["measurements"]}
+    assert measured == set(bench.WORKLOADS)
+    for m in report["measurements"]:
+        assert m["samples"] and m["min"] <= m["median"] <= m["max"]
+        assert m["ratio"] is None or m["ratio"] > 0
+        assert m["sense"] == bench.SENSE[m["workload"]]
+    append = {m["subject"] for m in report["measurements"] if m["workload"] == "append"}
+    installed = {name for name, dist, _ in PEERS if peer_available(dist) is None}
+    assert append == {"raw sqlite3", "contextstore"} | installed
+    assert len(installed) + len(report["skipped"]) >= len(PEERS)
+    assert report["environment"]["sqlite"] and report["settings"]["sizes"] == [6]
+    for workload in bench.WORKLOADS:
+        assert workload in result.output
+    assert "x floor" in result.output
 
 
-def test_peers_run_the_same_workload_or_say_why_not() -> None:
-    runs, skipped = bench_peers.run(messages=20, size=200)
-    assert runs[0].name == "contextstore" and runs[0].messages_read == 20
-    assert len(runs) - 1 + len(skipped) == len(bench_peers.ADAPTERS)
-    for run in runs:
-        assert run.messages_read == 20 and run.file_bytes > 0 and run.append_s > 0
-    assert all("not installed" in reason for reason in skipped)
+def test_interleaved_rounds_rotate_the_order_and_drop_the_warm_up() -> None:
+    calls: list[str] = []
+
+    def lane(name: str) -> bench.Lane:
+        return bench.Lane(name, lambda: (calls.append(name), 2)[1])
+
+    samples = bench.interleave([lane("a"), lane("b"), lane("c")], rounds=3)
+    assert calls == ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"]
+    assert [len(s) for s in samples] == [3, 3, 3]
+
+
+def test_a_bad_size_is_refused_as_a_cli_error() -> None:
+    result = CliRunner().invoke(cli, ["bench", "--sizes", "ten"], obj={})
+    assert result.exit_code == 2 and "sizes" in result.output
+    result = CliRunner().invoke(cli, ["bench", "--workloads", "append,nope"], obj={})
+    assert result.exit_code == 2 and "choose from" in result.output

@@ -86,7 +86,7 @@ def test_validation_is_strict_and_names_the_params() -> None:
 
 
 def test_records_become_json_with_field_names_properties_and_lists() -> None:
-    from contextstore.records import PreparedRequest, TruncationDecision
+    from contextstore.core.records import PreparedRequest, TruncationDecision
 
     decision = TruncationDecision("truncate", "half", (2, 5), None, 10, (3, 4), 0.5, "why")
     encoded = to_json(PreparedRequest("c", [], (2, 5), decision, request_id=7))

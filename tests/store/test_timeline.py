@@ -18,7 +18,7 @@ def _all_ts(store: ContextStore, conv_id: str) -> list[int]:
     stamps = [r.ts for r in store.requests(conv_id)] + [c.ts for c in store.checkpoints(conv_id)]
     stamps += [u["ts"] for u in store.context_updates(conv_id)]
     with store.database.read() as connection:
-        from contextstore.storage.queries import load_messages
+        from contextstore.storage.history import load_messages
 
         stamps += load_messages(connection, conv_id)[1]
     return stamps

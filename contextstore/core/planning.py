@@ -1,19 +1,19 @@
-"""Context-window management on rows: Cline's policy, decided and written in one transaction.
+"""Context-window management as a plan: Cline's policy decided on a conversation's state.
 
-The functions here run inside a write transaction the facade opened. They read the
-conversation's state, decide with the pure functions of ``contextstore.core``, and write
-the decision as rows (a deleted range, context updates) stamped with one ``ts``, so a
-truncation and its notice land together or not at all, and a rollback undoes both.
+Nothing here reads or writes the database. The facade reads the state in one snapshot,
+asks for a :class:`Plan` (which may call the caller's summarizer: an LLM call, made before
+any write transaction opens), and writes the plan's rows (a deleted range, context
+updates) stamped with one ``ts``, after checking that the conversation has not changed
+since it was read. So a truncation and its notice land together or not at all, a rollback
+undoes both, and SQLite's write lock is never held while a model runs.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-from sqlalchemy import Connection
 
 from contextstore.core.errors import ContextStoreError, InvalidInputError
 from contextstore.core.file_reads import plan_file_read_dedupe
@@ -29,7 +29,10 @@ from contextstore.core.overlays import (
     apply_overlays,
     text_hash,
 )
+from contextstore.core.records import TruncationDecision
+from contextstore.core.state import ConversationState
 from contextstore.core.truncation import (
+    DeletedRange,
     is_empty_range,
     next_truncation_range,
     normalize_keep,
@@ -37,11 +40,8 @@ from contextstore.core.truncation import (
     visible_start,
 )
 from contextstore.core.window import context_window_info, keep_for_overflow, should_compact
-from contextstore.records import TruncationDecision
-from contextstore.storage import queries
-from contextstore.storage.clock import tick
 
-Summarizer = Callable[[list[Message]], str]
+TruncationSummarizer = Callable[[list[Message]], str]
 """A caller-supplied function that summarises the messages a truncation hides."""
 
 SUBAGENT_THRESHOLD = 0.75
@@ -55,6 +55,38 @@ class Policy:
     context_window: int | None
     auto_condense: float | None = None
     subagent: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a decision writes, in one ``ts``: rewrites and, for a truncation, a new range.
+
+    ``decision`` is what the caller is told; ``keep``, ``reason``, ``tokens_total`` and
+    ``summary`` go on the range row.
+    """
+
+    decision: TruncationDecision
+    updates: tuple[BlockUpdate, ...] = ()
+    new_range: DeletedRange | None = None
+    keep: str = ""
+    reason: str = ""
+    tokens_total: int | None = None
+    summary: str | None = None
+
+    @property
+    def writes(self) -> bool:
+        """True when the plan has rows to write."""
+        return bool(self.updates) or self.new_range is not None
+
+    def applied(self, state: ConversationState) -> ConversationState:
+        """``state`` as it will be once the plan is written."""
+        after = state.with_updates(self.updates)
+        return after.with_range(self.new_range) if self.new_range is not None else after
+
+
+def _nothing(decision: TruncationDecision) -> Plan:
+    """A plan that writes nothing."""
+    return Plan(decision)
 
 
 def policy_from_conversation(
@@ -74,39 +106,10 @@ def policy_from_conversation(
     return Policy(context_window, threshold, bool(metadata.get("subagent")))
 
 
-def _write_decision(
-    connection: Connection,
-    conversation_id: str,
-    updates: Sequence[BlockUpdate],
-    new_range: tuple[int, int] | None,
-    *,
-    keep: str,
-    reason: str,
-    tokens_total: int | None,
-    summary: str | None,
-) -> int | None:
-    if not updates and new_range is None:
-        return None
-    (stamp,) = tick(connection, conversation_id)
-    queries.insert_updates(connection, conversation_id, stamp, updates)
-    if new_range is not None:
-        queries.insert_range(
-            connection,
-            conversation_id,
-            stamp,
-            new_range[1],
-            keep=keep,
-            reason=reason,
-            tokens_total=tokens_total,
-            summary=summary,
-        )
-    return stamp
-
-
 def _summarise(
-    summarizer: Summarizer | None,
+    summarizer: TruncationSummarizer | None,
     summary: str | None,
-    state: queries.ConversationState,
+    state: ConversationState,
     new_range: tuple[int, int],
 ) -> str | None:
     if summary is not None or summarizer is None:
@@ -130,7 +133,7 @@ def _summarise(
 
 
 def _notice_updates(
-    state: queries.ConversationState, summary: str | None, *, first_user: bool
+    state: ConversationState, summary: str | None, *, first_user: bool
 ) -> list[BlockUpdate]:
     updates: list[BlockUpdate] = []
     notice = truncation_notice_update(state.messages, state.overlays, summary)
@@ -145,7 +148,7 @@ def _notice_updates(
     return updates
 
 
-def _replace_notice(state: queries.ConversationState, summary: str) -> BlockUpdate | None:
+def _replace_notice(state: ConversationState, summary: str) -> BlockUpdate | None:
     """A new notice carrying ``summary`` over an existing one (notices are otherwise once-only)."""
     for (message_idx, block_idx), current in state.overlays.items():
         if message_idx == 1 and current.kind == UpdateKind.TRUNCATION_NOTICE:
@@ -161,25 +164,22 @@ def _replace_notice(state: queries.ConversationState, summary: str) -> BlockUpda
     return None
 
 
-def decide_and_write(
-    connection: Connection,
-    conversation_id: str,
+def plan_request(
     policy: Policy,
-    state: queries.ConversationState,
+    state: ConversationState,
+    total: int | None,
     *,
-    summarizer: Summarizer | None = None,
-) -> TruncationDecision:
+    summarizer: TruncationSummarizer | None = None,
+) -> Plan:
     """The per-request decision: nothing, de-duplication alone, or a truncation.
 
-    Uses the newest recorded request's token total against the conversation's window:
-    at the maximum allowed size, file reads are de-duplicated first; if that saves at
-    least 30 % of the characters, nothing is truncated; otherwise the notice and a new
-    range (``half``, or ``quarter`` when half the total still exceeds the maximum) are
-    written with the de-duplication, in one ``ts``. ``state`` is the conversation as read
-    in this transaction; the caller refreshes its range and updates when the decision
-    wrote any.
+    ``total`` is the newest recorded request's token total (None: no usage recorded). At
+    the maximum allowed size for the window, file reads are de-duplicated first; if that
+    saves at least 30 % of the characters, nothing is truncated; otherwise the notice and
+    a new range (``half``, or ``quarter`` when half the total still exceeds the maximum)
+    come with the de-duplication. With auto-condense and a summarizer, the summarizer is
+    called here, on the messages the new range hides.
     """
-    total = queries.last_request_total(connection, conversation_id)
     window = context_window_info(policy.context_window)
     base = TruncationDecision(
         action="none",
@@ -188,36 +188,34 @@ def decide_and_write(
         tokens_total=total,
     )
     if total is None:
-        return base
+        return _nothing(base)
     if policy.subagent:
-        return _subagent(connection, conversation_id, state, policy, total, base)
+        return _subagent(state, policy, total, base)
     if policy.auto_condense is not None:
-        return _auto_condense(connection, conversation_id, state, policy, total, base, summarizer)
+        return _auto_condense(state, policy, total, base, summarizer)
     keep = keep_for_overflow(total, policy.context_window)
     if keep is None:
-        return base
+        return _nothing(base)
     reason = (
         f"previous request used {total:,} tokens, at or over the maximum of "
         f"{window.max_allowed_size:,.0f} for a {window.context_window:,}-token window"
     )
-    return _dedupe_then_truncate(connection, conversation_id, state, keep, total, reason)
+    return _dedupe_then_truncate(state, keep, total, reason)
 
 
 def _dedupe_then_truncate(
-    connection: Connection,
-    conversation_id: str,
-    state: queries.ConversationState,
+    state: ConversationState,
     keep: str,
     total: int,
     reason: str,
     *,
     summary: str | None = None,
     subagent: bool = False,
-) -> TruncationDecision:
+) -> Plan:
     """De-duplicate file reads; if that saves under 30 %, also hide more messages.
 
     A subagent's truncation adds no notice and gives up when it cannot progress, as
-    Cline's SubagentRunner does; otherwise the notice is written with the new range.
+    Cline's SubagentRunner does; otherwise the notice comes with the new range.
     """
     plan = plan_file_read_dedupe(state.messages, visible_start(state.deleted_range), state.overlays)
     unchanged = functools.partial(
@@ -228,22 +226,14 @@ def _dedupe_then_truncate(
         deduplicated=plan.touched,
         fraction_saved=plan.fraction_saved,
     )
+    row = functools.partial(Plan, keep=keep, reason=reason, tokens_total=total)
     if plan.updates and not plan.need_to_truncate:
-        _write_decision(
-            connection,
-            conversation_id,
-            plan.updates,
-            None,
-            keep=keep,
-            reason=reason,
-            tokens_total=total,
-            summary=None,
-        )
-        return unchanged(
+        decision = unchanged(
             action="dedupe",
             reason=f"{reason}; de-duplicating file reads saved {plan.fraction_saved:.0%}, "
             "so nothing was truncated",
         )
+        return row(decision, tuple(plan.updates))
     if subagent:
         new_range = subagent_next_range(state.messages, state.deleted_range)
     else:
@@ -252,25 +242,14 @@ def _dedupe_then_truncate(
         new_range = candidate if progressed else None
     updates = list(plan.updates)
     if new_range is not None and not subagent:
-        updates += _notice_updates(
-            queries.with_updates(state, plan.updates), summary, first_user=False
-        )
-    _write_decision(
-        connection,
-        conversation_id,
-        updates,
-        new_range,
-        keep=keep,
-        reason=reason,
-        tokens_total=total,
-        summary=summary if new_range is not None else None,
-    )
+        updates += _notice_updates(state.with_updates(plan.updates), summary, first_user=False)
     if new_range is None:
-        return unchanged(
+        decision = unchanged(
             action="dedupe" if plan.updates else "none",
             reason=f"{reason}; no progress possible (nothing more can be hidden)",
         )
-    return TruncationDecision(
+        return row(decision, tuple(updates))
+    decision = TruncationDecision(
         "truncate",
         keep,
         new_range,
@@ -280,45 +259,39 @@ def _dedupe_then_truncate(
         plan.fraction_saved,
         reason,
     )
+    return row(decision, tuple(updates), new_range, summary=summary)
 
 
 def _subagent(
-    connection: Connection,
-    conversation_id: str,
-    state: queries.ConversationState,
-    policy: Policy,
-    total: int,
-    base: TruncationDecision,
-) -> TruncationDecision:
+    state: ConversationState, policy: Policy, total: int, base: TruncationDecision
+) -> Plan:
     if not should_compact(total, policy.context_window, SUBAGENT_THRESHOLD):
-        return base
+        return _nothing(base)
     reason = f"subagent request used {total:,} tokens, at or over 75 % of its window"
-    return _dedupe_then_truncate(
-        connection, conversation_id, state, "quarter", total, reason, subagent=True
-    )
+    return _dedupe_then_truncate(state, "quarter", total, reason, subagent=True)
 
 
 def _auto_condense(
-    connection: Connection,
-    conversation_id: str,
-    state: queries.ConversationState,
+    state: ConversationState,
     policy: Policy,
     total: int,
     base: TruncationDecision,
-    summarizer: Summarizer | None,
-) -> TruncationDecision:
+    summarizer: TruncationSummarizer | None,
+) -> Plan:
     assert policy.auto_condense is not None
     if not should_compact(total, policy.context_window, policy.auto_condense):
-        return base
+        return _nothing(base)
     if state.deleted_range is not None and len(state.messages) - state.deleted_range[1] - 1 <= 2:
-        return TruncationDecision(
-            "none",
-            None,
-            state.deleted_range,
-            state.deleted_range,
-            total,
-            reason="auto-condense skipped: the last truncation left at most "
-            "two messages (avoids summarising a summary)",
+        return _nothing(
+            TruncationDecision(
+                "none",
+                None,
+                state.deleted_range,
+                state.deleted_range,
+                total,
+                reason="auto-condense skipped: the last truncation left at most "
+                "two messages (avoids summarising a summary)",
+            )
         )
     reason = (
         f"previous request used {total:,} tokens, at or over the auto-condense threshold "
@@ -330,63 +303,49 @@ def _auto_condense(
         else (keep_for_overflow(total, policy.context_window) or "half")
     )
     if summarizer is None:
-        return _dedupe_then_truncate(connection, conversation_id, state, keep, total, reason)
+        return _dedupe_then_truncate(state, keep, total, reason)
     new_range = next_truncation_range(state.messages, state.deleted_range, keep)
     if is_empty_range(new_range) or new_range == state.deleted_range:
-        return base
+        return _nothing(base)
     summary = _summarise(summarizer, None, state, new_range)
     return _dedupe_then_truncate(
-        connection,
-        conversation_id,
-        state,
-        keep,
-        total,
-        reason + "; condensed with a summary",
-        summary=summary,
+        state, keep, total, reason + "; condensed with a summary", summary=summary
     )
 
 
-def explicit_truncate(
-    connection: Connection,
-    conversation_id: str,
+def plan_truncation(
+    state: ConversationState,
     keep: str,
+    total: int | None,
     *,
     reason: str,
     summary: str | None,
-    summarizer: Summarizer | None,
+    summarizer: TruncationSummarizer | None,
     first_user_replacement: bool,
-) -> TruncationDecision:
+) -> Plan:
     """An explicit truncation (condense, summary, context-window error retry).
 
-    Writes the new range, the truncation notice (with the summary, if any) and, as Cline
-    does for these flows, the first-user-message replacement; the original task text stays
-    in the rows.
+    Plans the new range, the truncation notice (with the summary, if any: the
+    summarizer's, called here on the messages the range hides) and, as Cline does for
+    these flows, the first-user-message replacement; the original task text stays in the
+    rows.
     """
     strategy = normalize_keep(keep)
-    state = queries.load_state(connection, conversation_id)
     new_range = next_truncation_range(state.messages, state.deleted_range, strategy)
-    total = queries.last_request_total(connection, conversation_id)
     if is_empty_range(new_range) or new_range == state.deleted_range:
-        return TruncationDecision(
-            "none",
-            strategy,
-            state.deleted_range,
-            state.deleted_range,
-            total,
-            reason=f"{reason}; nothing more can be hidden",
+        return _nothing(
+            TruncationDecision(
+                "none",
+                strategy,
+                state.deleted_range,
+                state.deleted_range,
+                total,
+                reason=f"{reason}; nothing more can be hidden",
+            )
         )
     summary = _summarise(summarizer, summary, state, new_range)
     updates = _notice_updates(state, summary, first_user=first_user_replacement)
-    _write_decision(
-        connection,
-        conversation_id,
-        updates,
-        new_range,
-        keep=strategy,
-        reason=reason,
-        tokens_total=total,
-        summary=summary,
-    )
-    return TruncationDecision(
+    decision = TruncationDecision(
         "truncate", strategy, new_range, state.deleted_range, total, reason=reason
     )
+    return Plan(decision, tuple(updates), new_range, strategy, reason, total, summary)

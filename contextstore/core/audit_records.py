@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextstore.records import Checkpoint, Conversation
+from contextstore.core.records import Checkpoint, Conversation
 
 
 @dataclass(frozen=True)

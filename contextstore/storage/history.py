@@ -1,0 +1,510 @@
+"""Statements on a conversation's history: messages and their blocks, deleted ranges and
+context updates, and the state the view is computed from.
+
+A render reads three things in one snapshot: the effective deleted range, the visible
+messages joined with their blocks (hidden messages are not read at all: the view and the
+truncation arithmetic need only their count), and the effective context updates of the
+visible blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, and_, bindparam, insert, or_, select
+
+from contextstore.core.content import NormalizedMessage
+from contextstore.core.errors import IntegrityViolationError
+from contextstore.core.overlays import BlockAddress, BlockUpdate, Message
+from contextstore.core.state import HIDDEN, ConversationState
+from contextstore.core.truncation import DeletedRange, visible_start
+from contextstore.storage.codec import (
+    EXACT_KEY,
+    NUL,
+    column_text,
+    decode_block,
+    decode_object,
+    encode_block,
+    encode_json,
+    exact_pieces,
+    exact_text,
+)
+from contextstore.storage.sql import Statement, pipelined
+from contextstore.storage.tables import blocks, context_updates, deleted_ranges, messages
+
+NO_LIMIT = 2**62
+"""An ``as_of`` later than any timestamp."""
+
+
+_m, _b, _r, _u = messages.c, blocks.c, deleted_ranges.c, context_updates.c
+
+
+# Messages and blocks ---------------------------------------------------------------------
+
+_INSERT_MESSAGE = Statement(
+    lambda: insert(messages).values(
+        {
+            name: bindparam(name)
+            for name in (
+                "conversation_id",
+                "idx",
+                "ts",
+                "role",
+                "token_count",
+                "was_string",
+                "meta",
+            )
+        }
+    )
+)
+_INSERT_BLOCK = Statement(
+    lambda: insert(blocks).values(
+        {
+            name: bindparam(name)
+            for name in (
+                "conversation_id",
+                "message_idx",
+                "block_idx",
+                "type",
+                "text",
+                "tool_use_id",
+                "tool_name",
+                "data",
+            )
+        }
+    )
+)
+
+
+def insert_messages(
+    connection: Connection,
+    conversation_id: str,
+    first_idx: int,
+    first_ts: int,
+    written: Sequence[tuple[NormalizedMessage, int]],
+) -> None:
+    """Insert messages (with their token counts) at consecutive indices and timestamps,
+    and their blocks, in two driver calls."""
+    insert_message_rows(
+        connection,
+        conversation_id,
+        [
+            (first_idx + offset, first_ts + offset, message, tokens)
+            for offset, (message, tokens) in enumerate(written)
+        ],
+    )
+
+
+def insert_message_rows(
+    connection: Connection,
+    conversation_id: str,
+    rows: Sequence[tuple[int, int, NormalizedMessage, int]],
+) -> None:
+    """Insert messages given as ``(idx, ts, message, token count)``, and their blocks, in
+    two driver calls (an importer's rows keep the other tool's timestamps)."""
+    message_rows = []
+    block_rows = []
+    for idx, ts, message, tokens in rows:
+        message_rows.append(
+            {
+                "conversation_id": conversation_id,
+                "idx": idx,
+                "ts": ts,
+                "role": message.role,
+                "token_count": tokens,
+                "was_string": message.was_string,
+                "meta": encode_json(message.meta),
+            }
+        )
+        for position, block in enumerate(message.blocks):
+            kind, text, tool_use_id, tool_name, data = encode_block(block)
+            block_rows.append(
+                {
+                    "conversation_id": conversation_id,
+                    "message_idx": idx,
+                    "block_idx": position,
+                    "type": kind,
+                    "text": text,
+                    "tool_use_id": tool_use_id,
+                    "tool_name": tool_name,
+                    "data": data,
+                }
+            )
+    with pipelined(connection):
+        _INSERT_MESSAGE.run_many(connection, message_rows)
+        _INSERT_BLOCK.run_many(connection, block_rows)
+
+
+def _history_query(visible_only: bool) -> Any:
+    query = (
+        select(
+            _m.idx,
+            _m.ts,
+            _m.role,
+            _m.was_string,
+            _m.meta,
+            _b.block_idx,
+            _b.type,
+            _b.text,
+            _b.tool_use_id,
+            _b.tool_name,
+            _b.data,
+        )
+        .join(blocks, and_(_b.conversation_id == _m.conversation_id, _b.message_idx == _m.idx))
+        .where(_m.conversation_id == bindparam("cid"), _m.ts <= bindparam("as_of"))
+        .order_by(_m.idx, _b.block_idx)
+    )
+    if visible_only:
+        query = query.where(or_(_m.idx < 2, _m.idx > bindparam("hidden_through")))
+    return query
+
+
+class _Visible:
+    """A statement in two forms: over every row, and over the rows outside a deleted range
+    (``2..hidden_through``), which a render reads without the rows it hides."""
+
+    def __init__(self, build: Callable[[bool], Any]) -> None:
+        self._every = Statement(lambda: build(False))
+        self._visible = Statement(lambda: build(True))
+
+    def rows(
+        self, connection: Connection, params: dict[str, Any], hidden_through: int | None
+    ) -> list[tuple[Any, ...]]:
+        """The rows, skipping ``2..hidden_through`` when it hides something."""
+        if hidden_through is not None and hidden_through >= 2:
+            return self._visible.rows(connection, {**params, "hidden_through": hidden_through})
+        return self._every.rows(connection, params)
+
+
+_HISTORY = _Visible(_history_query)
+
+
+def load_messages(
+    connection: Connection,
+    conversation_id: str,
+    as_of: int = NO_LIMIT,
+    *,
+    hidden_through: int | None = None,
+) -> tuple[list[Message], list[int], int]:
+    """Messages with ``ts <= as_of`` in index order, their timestamps, and the stored bytes
+    they were decoded from.
+
+    With ``hidden_through``, messages ``2..hidden_through`` are not read: they are
+    :data:`HIDDEN` in the list and their timestamps are absent.
+
+    Raises:
+        IntegrityViolationError: indices are not 0..n-1 or timestamps do not increase.
+        CorruptRowError: a stored value does not decode.
+    """
+    if hidden_through is not None and hidden_through < 2:
+        hidden_through = None
+    rows = _HISTORY.rows(connection, {"cid": conversation_id, "as_of": as_of}, hidden_through)
+    result: list[Message] = []
+    stamps: list[int] = []
+    stored = 0
+    strings: list[Message] = []
+    current_idx = -1
+    content: list[dict[str, Any]] = []
+    for (
+        idx,
+        ts,
+        role,
+        was_string,
+        meta,
+        block_idx,
+        kind,
+        text,
+        tool_use_id,
+        tool_name,
+        data,
+    ) in rows:
+        if idx != current_idx:
+            expected = len(result)
+            if hidden_through is not None and expected == 2 and idx > 2:
+                result.extend([HIDDEN] * (hidden_through - 1))
+                expected = hidden_through + 1
+            if idx != expected or (stamps and ts <= stamps[-1]):
+                raise _broken(conversation_id, idx, expected, ts)
+            current_idx = idx
+            stamps.append(ts)
+            content = []
+            if meta.__class__ is str:
+                stored += len(meta)
+            message: Message = {"role": role, "content": content}
+            if meta != "{}" and meta:
+                message.update(decode_object(meta, f"message {idx} metadata"))
+            result.append(message)
+            if was_string:
+                strings.append(message)
+        if text is not None:
+            stored += len(text)
+        if data.__class__ is str:
+            stored += len(data)
+        if data == "{}" or (data.__class__ is dict and not data):
+            # The commonest rows (a text, a tool result's string) hold nothing in data.
+            if kind == "text":
+                content.append({"type": "text", "text": "" if text is None else text})
+                continue
+            if kind == "tool_result":
+                block: dict[str, Any] = {"type": "tool_result"}
+                if tool_use_id is not None:
+                    block["tool_use_id"] = tool_use_id
+                if text is not None:
+                    block["content"] = text
+                content.append(block)
+                continue
+        content.append(decode_block(kind, text, tool_use_id, tool_name, data, idx, block_idx))
+    for message in strings:
+        message["content"] = message["content"][0]["text"]
+    return result, stamps, stored
+
+
+def _broken(conversation_id: str, idx: int, position: int, ts: int) -> IntegrityViolationError:
+    return IntegrityViolationError(
+        f"conversation {conversation_id!r} has message {idx} at position {position} "
+        f"(ts {ts}); indices must be 0..n-1 with increasing ts and every message needs a "
+        "block. Run 'contextstore check'."
+    )
+
+
+_BLOCK = Statement(
+    lambda: select(_b.type, _b.text, _b.tool_use_id, _b.tool_name, _b.data).where(
+        _b.conversation_id == bindparam("cid"),
+        _b.message_idx == bindparam("message_idx"),
+        _b.block_idx == bindparam("block_idx"),
+    )
+)
+
+
+def load_block(
+    connection: Connection, conversation_id: str, message_idx: int, block_idx: int
+) -> dict[str, Any] | None:
+    """One stored block as appended, or None when the message has no such block."""
+    row = _BLOCK.first(
+        connection,
+        {"cid": conversation_id, "message_idx": message_idx, "block_idx": block_idx},
+    )
+    if row is None:
+        return None
+    return decode_block(row[0], row[1], row[2], row[3], row[4], message_idx, block_idx)
+
+
+# Deleted ranges --------------------------------------------------------------------------
+
+_RANGE = Statement(
+    lambda: (
+        select(_r.start_idx, _r.end_idx)
+        .where(_r.conversation_id == bindparam("cid"), _r.ts <= bindparam("as_of"))
+        .order_by(_r.ts.desc())
+        .limit(1)
+    )
+)
+
+
+def load_deleted_range(
+    connection: Connection, conversation_id: str, as_of: int = NO_LIMIT
+) -> DeletedRange | None:
+    """The effective deleted range at ``as_of``: the newest range row with ``ts <= as_of``."""
+    row = _RANGE.first(connection, {"cid": conversation_id, "as_of": as_of})
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+_INSERT_RANGE = Statement(
+    lambda: insert(deleted_ranges).values(
+        {
+            name: bindparam(name)
+            for name in (
+                "conversation_id",
+                "ts",
+                "start_idx",
+                "end_idx",
+                "keep",
+                "reason",
+                "tokens_total",
+                "summary",
+            )
+        }
+    )
+)
+
+
+def insert_range(
+    connection: Connection,
+    conversation_id: str,
+    ts: int,
+    end: int,
+    *,
+    keep: str,
+    reason: str,
+    tokens_total: int | None,
+    summary: str | None,
+) -> None:
+    """Insert a deleted range ``(2, end)`` with the decision that produced it."""
+    _INSERT_RANGE.run(
+        connection,
+        {
+            "conversation_id": conversation_id,
+            "ts": ts,
+            "start_idx": 2,
+            "end_idx": end,
+            "keep": keep,
+            "reason": column_text(reason),
+            "tokens_total": tokens_total,
+            "summary": column_text(summary),
+        },
+    ).close()
+
+
+# Context updates -------------------------------------------------------------------------
+
+_UPDATE_COLUMNS = (
+    _u.id,
+    _u.message_idx,
+    _u.block_idx,
+    _u.kind,
+    _u.mode,
+    _u.text,
+    _u.metadata,
+    _u.source,
+    _u.base_hash,
+)
+
+
+def _overlay_query(visible_only: bool) -> Any:
+    query = (
+        select(*_UPDATE_COLUMNS)
+        .where(_u.conversation_id == bindparam("cid"), _u.ts <= bindparam("as_of"))
+        .order_by(_u.ts, _u.id)
+    )
+    if visible_only:
+        query = query.where(or_(_u.message_idx < 2, _u.message_idx > bindparam("hidden_through")))
+    return query
+
+
+_OVERLAYS = _Visible(_overlay_query)
+
+
+def load_overlays(
+    connection: Connection,
+    conversation_id: str,
+    as_of: int = NO_LIMIT,
+    *,
+    hidden_through: int | None = None,
+) -> dict[BlockAddress, BlockUpdate]:
+    """The effective update per block at ``as_of`` (the newest with ``ts <= as_of``);
+    with ``hidden_through``, only those of blocks outside ``2..hidden_through``."""
+    rows = _OVERLAYS.rows(connection, {"cid": conversation_id, "as_of": as_of}, hidden_through)
+    effective: dict[BlockAddress, BlockUpdate] = {}
+    for update_id, message_idx, block_idx, kind, mode, text, raw, source, base_hash in rows:
+        metadata = decode_object(raw, f"context update {update_id} metadata")
+        if EXACT_KEY in metadata or "_exact_text" in metadata:
+            metadata = dict(metadata)
+            text = exact_text(metadata, text)
+        effective[(message_idx, block_idx)] = BlockUpdate(
+            message_idx, block_idx, kind, text, source, metadata, base_hash, mode
+        )
+    return effective
+
+
+_INSERT_UPDATE = Statement(
+    lambda: insert(context_updates).values(
+        {
+            name: bindparam(name)
+            for name in (
+                "conversation_id",
+                "ts",
+                "message_idx",
+                "block_idx",
+                "kind",
+                "mode",
+                "text",
+                "metadata",
+                "source",
+                "base_hash",
+            )
+        }
+    )
+)
+
+
+def insert_updates(
+    connection: Connection, conversation_id: str, ts: int, updates: Sequence[BlockUpdate]
+) -> None:
+    """Insert context update rows, all stamped ``ts``."""
+    _INSERT_UPDATE.run_many(
+        connection,
+        [
+            {
+                "conversation_id": conversation_id,
+                "ts": ts,
+                "message_idx": u.message_idx,
+                "block_idx": u.block_idx,
+                "kind": u.kind,
+                "mode": u.mode,
+                "text": column_text(u.text),
+                "metadata": encode_json(_update_metadata(u)),
+                "source": u.source,
+                "base_hash": u.base_hash,
+            }
+            for u in updates
+        ],
+    )
+
+
+def _update_metadata(update: BlockUpdate) -> dict[str, Any]:
+    metadata = dict(update.metadata)
+    if NUL in update.text:
+        metadata[EXACT_KEY] = exact_pieces(update.text)
+    return metadata
+
+
+_UPDATE_ROWS = Statement(
+    lambda: (
+        select(context_updates)
+        .where(_u.conversation_id == bindparam("cid"), _u.ts <= bindparam("as_of"))
+        .order_by(_u.ts, _u.id)
+    )
+)
+
+
+def update_rows(
+    connection: Connection, conversation_id: str, as_of: int = NO_LIMIT
+) -> list[dict[str, Any]]:
+    """Every context update row with ``ts <= as_of`` (not only the effective ones), as
+    dicts keyed by column, oldest first; ``metadata`` decoded."""
+    names = [column.name for column in context_updates.c]
+    found = []
+    for row in _UPDATE_ROWS.rows(connection, {"cid": conversation_id, "as_of": as_of}):
+        values = dict(zip(names, row, strict=True))
+        metadata = decode_object(values["metadata"], f"context update {values['id']} metadata")
+        if EXACT_KEY in metadata or "_exact_text" in metadata:
+            metadata = dict(metadata)
+            values["text"] = exact_text(metadata, values["text"])
+        values["metadata"] = metadata
+        found.append(values)
+    return found
+
+
+# The state a view is computed from -------------------------------------------------------
+
+
+def load_state(
+    connection: Connection,
+    conversation_id: str,
+    as_of: int = NO_LIMIT,
+    *,
+    every_message: bool = False,
+    last_ts: int | None = None,
+) -> ConversationState:
+    """Read the deleted range, the messages and the effective updates as of ``as_of``.
+
+    Unless ``every_message``, the messages and updates the range hides are not read.
+    ``last_ts`` (the conversation's clock, read in the same snapshot) is kept on the state
+    so that a write planned from it can check nothing changed since.
+    """
+    deleted_range = load_deleted_range(connection, conversation_id, as_of)
+    hidden = None if every_message or deleted_range is None else visible_start(deleted_range) - 1
+    loaded, _stamps, size = load_messages(connection, conversation_id, as_of, hidden_through=hidden)
+    overlays = load_overlays(connection, conversation_id, as_of, hidden_through=hidden)
+    return ConversationState(loaded, deleted_range, overlays, size, last_ts)

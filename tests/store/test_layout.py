@@ -1,0 +1,176 @@
+"""How rows are laid out: each block value stored once, exactly, in the fewest statements;
+revision 0006 moves old rows to that layout and back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlalchemy import create_engine, event, text
+
+from contextstore import ContextStore
+from contextstore.facade.render_cache import RenderCache
+from contextstore.processors.pipeline import Pipeline
+from contextstore.storage import migrate
+from contextstore.storage.codec import decode_block, encode_block
+from tests.conftest import assistant, session, tool_result, tool_use, user
+
+texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
+names = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"], exclude_characters="\x00"),
+    min_size=1,
+    max_size=8,
+)
+"""Ids, names and other fields: only texts may carry NUL (the exact form covers texts)."""
+plain = st.fixed_dictionaries({"type": st.just("text"), "text": texts})
+results = st.fixed_dictionaries(
+    {
+        "type": st.just("tool_result"),
+        "tool_use_id": names,
+        "content": st.one_of(texts, st.lists(plain, max_size=3)),
+    },
+    optional={"is_error": st.booleans()},
+)
+calls = st.fixed_dictionaries(
+    {
+        "type": st.just("tool_use"),
+        "id": names,
+        "name": names,
+        "input": st.dictionaries(names, names, max_size=3),
+    }
+)
+thinking = st.fixed_dictionaries(
+    {"type": st.just("thinking"), "thinking": texts, "signature": names}
+)
+
+
+@settings(max_examples=300)
+@given(block=st.one_of(plain, results, calls, thinking))
+def test_every_block_decodes_to_itself_and_its_json_never_holds_nul(block: Any) -> None:
+    kind, column, tool_use_id, tool_name, data = encode_block(block)
+    assert "\\u0000" not in data and "\x00" not in data
+    assert column is None or "\x00" not in column
+    assert decode_block(kind, column, tool_use_id, tool_name, data, 0, 0) == block
+    # PostgreSQL hands jsonb back decoded.
+    assert decode_block(kind, column, tool_use_id, tool_name, json.loads(data), 0, 0) == block
+
+
+def _block_rows(store: ContextStore) -> list[Any]:
+    with store.database.engine.connect() as connection:
+        return list(
+            connection.execute(
+                text("SELECT message_idx, type, text, data FROM blocks ORDER BY message_idx")
+            )
+        )
+
+
+def test_a_tool_result_text_is_stored_once(file_store: ContextStore) -> None:
+    body = "x" * 2_000
+    conv = file_store.create_conversation()
+    file_store.append(
+        conv.id,
+        [user("task"), assistant(tool_use("t1", path="a.py")), user(tool_result("t1", body))],
+    )
+    rows = _block_rows(file_store)
+    assert [(r.type, r.data) for r in rows] == [
+        ("text", "{}"),
+        ("tool_use", '{"input":{"path":"a.py"}}'),
+        ("tool_result", "{}"),
+    ]
+    assert rows[2].text == body
+
+
+def test_one_append_is_three_statements_whatever_it_holds(file_store: ContextStore) -> None:
+    conv = file_store.create_conversation()
+    file_store.append(conv.id, session(3))
+    statements: list[str] = []
+    event.listen(
+        file_store.database.engine, "before_cursor_execute", lambda *a: statements.append(a[2])
+    )
+    file_store.append(conv.id, "user", "one more")
+    assert len(statements) == 3, statements
+    assert "RETURNING" in statements[0] and "message_count" in statements[0]
+    statements.clear()
+    file_store.append(conv.id, session(20)[1:])
+    assert len(statements) == 3, statements
+
+
+def test_a_rollback_moves_rows_in_the_database_in_as_many_statements_at_any_size(
+    file_store: ContextStore,
+) -> None:
+    counted = []
+    for extra in (2, 40):
+        conv = file_store.create_conversation()
+        file_store.append(conv.id, session(3))
+        file_store.checkpoint(conv.id, "cp")
+        file_store.append(conv.id, session(extra)[1:])
+        statements: list[str] = []
+
+        def count(*args: Any, sink: list[str] = statements) -> None:
+            sink.append(args[2])
+
+        event.listen(file_store.database.engine, "before_cursor_execute", count)
+        report = file_store.rollback(conv.id, "cp")
+        event.remove(file_store.database.engine, "before_cursor_execute", count)
+        assert report.removed["messages"] == 2 * extra
+        counted.append(len(statements))
+        assert any("INSERT INTO archived_rows" in s and "SELECT" in s for s in statements)
+    assert counted[0] == counted[1]
+
+
+def test_the_render_cache_is_bounded_by_bytes_not_entries() -> None:
+    cache = RenderCache(max_bytes=100)
+    cache.put("a", ("a",), 60)
+    cache.put("b", ("b",), 40)
+    assert cache.bytes == 100 and cache.get("a") == ("a",)
+    cache.put("c", ("c",), 1)
+    assert cache.get("b") is None and cache.get("a") == ("a",) and cache.bytes == 61
+    cache.put("huge", ("h",), 101)
+    assert cache.get("huge") is None and cache.bytes == 61
+
+
+def test_a_repeat_render_keeps_only_the_rewrites_in_memory(memory_store: ContextStore) -> None:
+    conv = memory_store.create_conversation()
+    memory_store.append(conv.id, [user("x" * 50_000), assistant("token ghp_" + "a" * 36)])
+    memory_store.render(conv.id)
+    assert 0 < memory_store.render_cache.bytes < 1_000
+
+
+def test_revision_0006_slims_old_block_rows_and_keeps_what_they_decode_to(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "layout.db"
+    messages = [
+        user("task"),
+        assistant("reading", tool_use("t1", path="a.py")),
+        user(
+            tool_result("t1", "body\x00with nul"),
+            tool_result("t1", [{"type": "text", "text": "x"}]),
+        ),
+    ]
+    with ContextStore.open(path, pipeline=Pipeline([])) as store:
+        conv = store.create_conversation()
+        store.append(conv.id, messages)
+        slim = _block_rows(store)
+    engine = create_engine(f"sqlite:///{path}")
+    migrate.downgrade(engine, is_sqlite=True, revision="0005")
+    with engine.connect() as connection:
+        old = list(connection.execute(text("SELECT type, data FROM blocks ORDER BY message_idx")))
+    assert json.loads(old[2].data) == {
+        "type": "tool_use",
+        "id": "t1",
+        "name": "read_file",
+        "input": {"path": "a.py"},
+    }
+    assert json.loads(old[3].data)["content"] == "body\x00with nul"
+    migrate.upgrade(engine, is_sqlite=True)
+    engine.dispose()
+    with ContextStore.open(path, pipeline=Pipeline([])) as store:
+        assert _block_rows(store) == slim
+        assert store.messages(conv.id) == messages
+        assert store.get_conversation(conv.id).id == conv.id
+        store.append(conv.id, "assistant", "after the round trip")
+        assert len(store.messages(conv.id)) == 4
