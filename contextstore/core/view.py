@@ -342,17 +342,28 @@ def truncated_messages(
     return ensure_tool_results_follow_tool_use([message for _, message in view])
 
 
+VIEW_RULES = 2
+"""The version of the view rules this code applies. A prepared request records the version
+it was built with, so that :meth:`ContextStore.request_payload` rebuilds it by the same
+rules after they change: 1 is the original set; 2 adds :func:`adopt_text_results`."""
+
+
 def build_view(
     messages: Sequence[Message],
     deleted_range: DeletedRange | None,
     overlays: OverlayMap | None,
+    *,
+    rules: int = VIEW_RULES,
 ) -> list[Message]:
-    """The store's view: cut, rewrites, orphan filter, pairing repair, provider safety."""
-    return provider_safe(repair_indexed(cut(messages, deleted_range, overlays)))
+    """The store's view: cut, rewrites, orphan filter, pairing repair, provider safety
+    (by the view rules of version ``rules``)."""
+    return provider_safe(repair_indexed(cut(messages, deleted_range, overlays), rules=rules))
 
 
-def repair_indexed(view: IndexedView) -> list[Message]:
+def repair_indexed(view: IndexedView, *, rules: int = VIEW_RULES) -> list[Message]:
     """Finish an already cut and rewritten view: orphan filter, text results adopted as
-    tool results, then the pairing repair."""
-    filtered = adopt_text_results(drop_orphan_results(view))
+    tool results (from version 2 of the rules), then the pairing repair."""
+    filtered = drop_orphan_results(view)
+    if rules >= 2:
+        filtered = adopt_text_results(filtered)
     return ensure_tool_results_follow_tool_use([message for _, message in filtered])

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextstore.core.errors import (
+    CorruptRowError,
     IntegrityViolationError,
     InvalidInputError,
     PayloadMismatchError,
@@ -32,7 +33,7 @@ from contextstore.core.validate import (
     check_text,
     payload_sha256,
 )
-from contextstore.core.view import build_view, pending_calls
+from contextstore.core.view import VIEW_RULES, build_view, pending_calls
 from contextstore.facade.base import Snapshot, StoreBase
 from contextstore.processors.pipeline import Pipeline
 from contextstore.processors.runner import propose_and_view
@@ -186,6 +187,7 @@ class RequestsMixin(StoreBase):
             "tools": [dict(t) for t in tools] if tools is not None else None,
             "model": model,
             "max_tokens": max_tokens,
+            "view_rules": VIEW_RULES,
         }
         try:
             return dict(json.loads(canonical_json(options)))
@@ -298,7 +300,16 @@ class RequestsMixin(StoreBase):
                     "requests from prepare_request can be rebuilt."
                 )
             state = history.load_state(connection, conversation_id, record.ts)
-        view = build_view(state.messages, state.deleted_range, state.overlays)
+        # A request prepared before the view rules last changed records no version (1) or an
+        # older one: it is rebuilt by the rules it was built with.
+        rules = options.get("view_rules", 1)
+        if isinstance(rules, bool) or not isinstance(rules, int) or not 1 <= rules <= VIEW_RULES:
+            raise CorruptRowError(
+                f"the options of request {request_id} name view rules {rules!r:.40}, which "
+                "this version of contextstore does not have; upgrade contextstore, or run "
+                "'contextstore check'."
+            )
+        view = build_view(state.messages, state.deleted_range, state.overlays, rules=rules)
         payload = self._payload(view, options)
         if payload_sha256(payload) != record.payload_sha256:
             raise PayloadMismatchError(

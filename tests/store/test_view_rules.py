@@ -1,0 +1,73 @@
+"""A prepared request is rebuilt by the view rules it was built with, after they change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from contextstore import ContextStore, CorruptRowError
+from contextstore.core import view as view_rules
+from contextstore.facade import requests as requests_facade
+from tests.conftest import assistant, tool_use, user
+
+
+def _cline_text_result_history() -> list[dict[str, Any]]:
+    """A call answered the way Cline 3.5x stores it: a user text block, no tool_result."""
+    return [
+        user("<task>read a.py</task>"),
+        assistant("Reading.", tool_use("toolu_1", "read_file", path="a.py")),
+        user("[read_file for 'a.py'] Result:\nprint('hi')"),
+    ]
+
+
+def _result_blocks(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        block
+        for message in payload["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+
+
+def test_new_requests_record_the_current_rules_and_rebuild_exactly(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, _cline_text_result_history())
+    prepared = store.prepare_request(conv.id)
+    assert prepared.request_id is not None
+    (result,) = _result_blocks(prepared.payload)
+    assert result["content"] == "[read_file for 'a.py'] Result:\nprint('hi')"
+    assert store.request_payload(conv.id, prepared.request_id) == prepared.payload
+
+
+def test_a_request_built_by_older_rules_is_rebuilt_by_them(
+    store: ContextStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, _cline_text_result_history())
+    with monkeypatch.context() as patched:
+        # what a store running the version 1 rules prepared
+        patched.setattr(requests_facade, "VIEW_RULES", 1)
+        patched.setattr(view_rules.repair_indexed, "__kwdefaults__", {"rules": 1})
+        old = store.prepare_request(conv.id)
+    assert old.request_id is not None
+    (placeholder,) = _result_blocks(old.payload)
+    assert placeholder["content"] == "result missing"
+    # the current rules build a different view, yet the old request still verifies
+    assert store.request_payload(conv.id, old.request_id) == old.payload
+    current = store.prepare_request(conv.id)
+    assert current.payload != old.payload
+
+
+def test_unknown_view_rules_in_a_stored_request_are_a_clear_error(
+    store: ContextStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, "user", "task")
+    with monkeypatch.context() as patched:
+        patched.setattr(requests_facade, "VIEW_RULES", 99)
+        future = store.prepare_request(conv.id)
+    assert future.request_id is not None
+    with pytest.raises(CorruptRowError, match="view rules 99"):
+        store.request_payload(conv.id, future.request_id)
