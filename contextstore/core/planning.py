@@ -39,6 +39,7 @@ from contextstore.core.truncation import (
     subagent_next_range,
     visible_start,
 )
+from contextstore.core.validate import check_free_text
 from contextstore.core.window import context_window_info, keep_for_overflow, should_compact
 
 TruncationSummarizer = Callable[[list[Message]], str]
@@ -129,6 +130,7 @@ def _summarise(
         ) from exc
     if not isinstance(result, str):
         raise InvalidInputError("the summarizer must return a string.")
+    check_free_text("the summarizer's summary", result)
     return result
 
 

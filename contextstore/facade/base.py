@@ -4,6 +4,7 @@ inside one read or write; it holds no SQL."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,12 +18,14 @@ from contextstore.core.tokens import TiktokenCounter, TokenCounter
 from contextstore.core.validate import MAX_MESSAGE_BYTES, check_ts
 from contextstore.facade.render_cache import RenderCache
 from contextstore.processors.pipeline import Pipeline, default_pipeline
+from contextstore.processors.secrets import mask_value
 from contextstore.storage import conversations, history, requests
 from contextstore.storage.clock import tick_if_unchanged
 from contextstore.storage.engine import Connection, Database
 from contextstore.storage.history import NO_LIMIT
 
 P = TypeVar("P")
+V = TypeVar("V")
 T = TypeVar("T")
 
 PLAN_ATTEMPTS = 3
@@ -77,6 +80,22 @@ class StoreBase:
         """
         with self._db.transaction():
             yield
+
+    def _masked(self, value: V) -> V:
+        """``value`` (a text or a JSON value) with its secrets masked when the store was opened
+        with ``mask_secrets_on_write``, else ``value`` itself. Validate it first: masking
+        walks the value."""
+        if not self.mask_secrets_on_write or value is None:
+            return value
+        masked: V = mask_value(value)
+        return masked
+
+    def _masked_fields(self, values: dict[str, Any], *names: str) -> dict[str, Any]:
+        """``values`` with the named fields :meth:`_masked`."""
+        if self.mask_secrets_on_write:
+            for name in names:
+                values[name] = self._masked(values[name])
+        return values
 
     @property
     def database(self) -> Database:
@@ -153,10 +172,15 @@ class StoreBase:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    @staticmethod
-    def _write_plan(connection: Connection, conversation_id: str, plan: Plan, ts: int) -> None:
-        """A plan's rows, all stamped ``ts``: its updates, then its range."""
-        history.insert_updates(connection, conversation_id, ts, plan.updates)
+    def _write_plan(
+        self, connection: Connection, conversation_id: str, plan: Plan, ts: int
+    ) -> None:
+        """A plan's rows, all stamped ``ts``: its updates, then its range (their texts masked
+        when the store masks on write: a summary may repeat a secret)."""
+        updates = plan.updates
+        if self.mask_secrets_on_write:
+            updates = tuple(dataclasses.replace(u, text=self._masked(u.text)) for u in updates)
+        history.insert_updates(connection, conversation_id, ts, updates)
         if plan.new_range is not None:
             history.insert_range(
                 connection,
@@ -164,7 +188,7 @@ class StoreBase:
                 ts,
                 plan.new_range[1],
                 keep=plan.keep,
-                reason=plan.reason,
+                reason=self._masked(plan.reason),
                 tokens_total=plan.tokens_total,
-                summary=plan.summary,
+                summary=self._masked(plan.summary),
             )

@@ -19,6 +19,7 @@ from contextstore.core.validate import (
     MAX_HASH_LENGTH,
     MAX_LABEL_LENGTH,
     MAX_TITLE_LENGTH,
+    check_free_text,
     check_id,
     check_int,
     check_text,
@@ -51,13 +52,14 @@ class TimelineMixin(StoreBase):
         check_id(conversation_id)
         check_text("label", label, MAX_LABEL_LENGTH)
         check_text("git_hash", git_hash, MAX_HASH_LENGTH)
-        if note is not None and (not isinstance(note, str) or "\x00" in note):
-            raise InvalidInputError("note must be a string without NUL characters.")
+        check_free_text("note", note)
+
+        stored_note = self._masked(note)
 
         def work(connection: Connection) -> Checkpoint:
             (stamp,) = tick(connection, conversation_id, at=ts)
             return timeline.insert_checkpoint(
-                connection, conversation_id, stamp, label, git_hash, note
+                connection, conversation_id, stamp, label, git_hash, stored_note
             )
 
         return self._db.write(work)
@@ -190,6 +192,7 @@ class TimelineMixin(StoreBase):
         """
         check_id(conversation_id)
         check_text("title", title, MAX_TITLE_LENGTH)
+        title = self._masked(title)
         new_id = uuid.uuid4().hex
 
         def work(connection: Connection) -> Conversation:
