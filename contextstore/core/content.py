@@ -21,6 +21,7 @@ from contextstore.core.validate import (
     canonical_json,
     check_json_value,
     json_copy,
+    shown,
     text_bytes,
 )
 
@@ -231,7 +232,8 @@ def validate_block(block: Any, position: str, *, checked: bool = False) -> dict[
     kind = block.get("type")
     if not isinstance(kind, str) or kind not in BLOCK_TYPES:
         raise InvalidMessageError(
-            f"{position} has unknown type {kind!r}; use one of {', '.join(sorted(BLOCK_TYPES))}."
+            f"{position} has unknown type {shown(kind)}; use one of "
+            f"{', '.join(sorted(BLOCK_TYPES))}."
         )
     if kind == "tool_result" and not block.get("tool_use_id"):
         raise InvalidMessageError(
@@ -260,7 +262,7 @@ def validate_block(block: Any, position: str, *, checked: bool = False) -> dict[
             inner_kind = inner.get("type") if isinstance(inner, dict) else None
             if inner_kind not in _INNER_RESULT_TYPES:
                 raise InvalidMessageError(
-                    f"{position}.content[{inner_idx}] has type {inner_kind!r}; tool results "
+                    f"{position}.content[{inner_idx}] has type {shown(inner_kind)}; tool results "
                     "hold text, image or document blocks."
                 )
             if inner_kind in ("text", "image", "document"):
@@ -282,7 +284,7 @@ def normalize_message(role: Any, content: Any, meta: Any = None) -> NormalizedMe
     """
     if not isinstance(role, str) or role not in ROLES:
         raise InvalidMessageError(
-            f"role {role!r} is not valid; messages have role 'user' or 'assistant' "
+            f"role {shown(role)} is not valid; messages have role 'user' or 'assistant' "
             "(pass a system prompt to prepare_request(system=...))."
         )
     if meta is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import reprlib
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -48,6 +49,22 @@ MAX_TS = 2**53
 """Largest accepted timestamp in milliseconds (far beyond any real clock)."""
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 3
+_REPR.maxstring = 60
+_REPR.maxother = 60
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """A short ``repr`` of a caller's value for an error message: any depth, any size (a
+    value 10,000 deep or an integer of 5,000 digits has no plain ``repr``)."""
+    try:
+        text = _REPR.repr(value)
+    except (ValueError, RecursionError):
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def canonical_json(value: Any) -> str:
     """The canonical JSON of ``value``: sorted keys, compact separators, UTF-8 text."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -81,7 +98,7 @@ def check_int(
         return
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
         raise InvalidInputError(
-            f"{name} must be an integer from {minimum} to {maximum:,}, got {value!r:.80}."
+            f"{name} must be an integer from {minimum} to {maximum:,}, got {shown(value)}."
         )
 
 
@@ -100,7 +117,7 @@ def check_number(name: str, value: Any, *, optional: bool = True) -> None:
         or not math.isfinite(value)
         or not 0 <= value <= 1e15
     ):
-        raise InvalidInputError(f"{name} must be a finite number >= 0, got {value!r:.80}.")
+        raise InvalidInputError(f"{name} must be a finite number >= 0, got {shown(value)}.")
 
 
 def check_text(name: str, value: Any, limit: int, *, optional: bool = True) -> None:
@@ -113,7 +130,7 @@ def check_text(name: str, value: Any, limit: int, *, optional: bool = True) -> N
         return
     if not isinstance(value, str) or not value or len(value) > limit:
         raise InvalidInputError(
-            f"{name} must be a non-empty string of at most {limit} characters, got {value!r:.80}."
+            f"{name} must be a non-empty string of at most {limit} characters, got {shown(value)}."
         )
     if NUL in value:
         raise InvalidInputError(f"{name} must not contain a NUL character.")
@@ -180,7 +197,7 @@ def _where(path: JsonPath) -> str:
         elif key.isprintable() and key.isascii():
             parts.append(f".{key:.40}")
         else:
-            parts.append(f"[{key!r:.40}]")
+            parts.append(f"[{shown(key, 40)}]")
     return "".join(reversed(parts))
 
 
@@ -221,7 +238,7 @@ def check_json_value(
                     if not isinstance(key, str):
                         raise error(
                             f"{name} must be a mapping with string keys (nested ones too): "
-                            f"{_where(path)} has the key {key!r:.40}."
+                            f"{_where(path)} has the key {shown(key, 40)}."
                         )
                     child_path = (path, key)
                     if (not allow_nul and NUL in key) or not key.isascii():
@@ -290,7 +307,7 @@ def check_json_object(
         return {}
     if not isinstance(value, Mapping):
         raise InvalidInputError(
-            f"{name} must be a mapping with string keys (nested ones too), got {value!r:.80}."
+            f"{name} must be a mapping with string keys (nested ones too), got {shown(value)}."
         )
     plain = dict(value)
     check_json_value(name, plain)
@@ -313,6 +330,6 @@ def check_choice(name: str, value: Any, choices: frozenset[str] | tuple[str, ...
     if not isinstance(value, str) or value not in choices:
         listed = choices if isinstance(choices, tuple) else sorted(choices)
         raise InvalidInputError(
-            f"{name} {value!r:.80} is not valid; use one of {', '.join(listed)}."
+            f"{name} {shown(value)} is not valid; use one of {', '.join(listed)}."
         )
     return value

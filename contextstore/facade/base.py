@@ -10,12 +10,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from contextstore.core.errors import ConcurrentChangeError, RequestNotFoundError
+from contextstore.core.errors import (
+    ConcurrentChangeError,
+    InvalidInputError,
+    RequestNotFoundError,
+)
 from contextstore.core.planning import Plan
 from contextstore.core.records import Conversation, RequestRecord
 from contextstore.core.state import ConversationState
 from contextstore.core.tokens import TiktokenCounter, TokenCounter
-from contextstore.core.validate import MAX_MESSAGE_BYTES, check_ts
+from contextstore.core.validate import MAX_MESSAGE_BYTES, check_ts, shown
 from contextstore.facade.render_cache import RenderCache
 from contextstore.processors.pipeline import Pipeline, default_pipeline
 from contextstore.processors.secrets import mask_value
@@ -80,6 +84,28 @@ class StoreBase:
         """
         with self._db.transaction():
             yield
+
+    def _active(self, pipeline: Any) -> Pipeline | None:
+        """The pipeline a call runs: the caller's, else the store's.
+
+        Raises:
+            InvalidInputError: ``pipeline`` is not a :class:`Pipeline`.
+        """
+        if pipeline is None:
+            return self.pipeline
+        if not isinstance(pipeline, Pipeline):
+            raise InvalidInputError(
+                f"pipeline must be a Pipeline (or None for the store's), got {shown(pipeline)}."
+            )
+        return pipeline
+
+    @staticmethod
+    def _check_summarizer(summarizer: Any) -> None:
+        if summarizer is not None and not callable(summarizer):
+            raise InvalidInputError(
+                "summarizer must be a function taking the hidden messages and returning the "
+                f"summary text, got {shown(summarizer)}."
+            )
 
     def _masked(self, value: V) -> V:
         """``value`` (a text or a JSON value) with its secrets masked when the store was opened

@@ -181,7 +181,7 @@ class HistoryMixin(StoreBase):
         """
         check_id(conversation_id)
         limit = self._as_of(as_of)
-        active = self.pipeline if pipeline is None else pipeline
+        active = self._active(pipeline)
         if format is not None:
             registry.check_format(format)
         with self._db.read() as connection:
@@ -313,6 +313,9 @@ class HistoryMixin(StoreBase):
         """
         check_id(conversation_id)
         check_free_text("summary", summary)
+        self._check_summarizer(summarizer)
+        if not isinstance(first_user_replacement, bool):
+            raise InvalidInputError("first_user_replacement must be True or False.")
         why = reason or f"explicit truncation (keep={keep})"
         check_free_text("reason", why)
         normalize_keep(keep)

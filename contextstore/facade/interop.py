@@ -38,6 +38,7 @@ from contextstore.core.validate import (
     check_number,
     check_text,
     check_ts,
+    shown,
     text_bytes,
 )
 from contextstore.facade.base import StoreBase
@@ -322,7 +323,7 @@ def _json_object(name: str, value: Any, max_bytes: int) -> dict[str, Any]:
     (the database encodes it; unlike :func:`check_json_object`, no decoded copy is made:
     many records are checked)."""
     if not isinstance(value, Mapping):
-        raise InvalidInputError(f"{name} must be a mapping with string keys, got {value!r:.80}.")
+        raise InvalidInputError(f"{name} must be a mapping with string keys, got {shown(value)}.")
     plain = dict(value)
     check_json_value(name, plain)
     size = text_bytes(name, json.dumps(plain, ensure_ascii=False))
@@ -400,11 +401,11 @@ def _update_values(
     check_free_text("text", row.text, max_text_bytes, optional=False, allow_nul=True)
     if row.kind not in UpdateKind.ALL:
         raise InvalidInputError(
-            f"kind {row.kind!r} is unknown; use one of {sorted(UpdateKind.ALL)}."
+            f"kind {shown(row.kind)} is unknown; use one of {sorted(UpdateKind.ALL)}."
         )
     if row.mode not in UpdateMode.ALL:
         raise InvalidInputError(
-            f"mode {row.mode!r} is unknown; use one of {sorted(UpdateMode.ALL)}."
+            f"mode {shown(row.mode)} is unknown; use one of {sorted(UpdateMode.ALL)}."
         )
     check_text("source", row.source, MAX_NAME_LENGTH, optional=False)
     metadata = masked(check_json_object("metadata", row.metadata))

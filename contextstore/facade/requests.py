@@ -99,7 +99,8 @@ class RequestsMixin(StoreBase):
         """
         check_id(conversation_id)
         registry.check_format(format)
-        active = self.pipeline if pipeline is None else pipeline
+        active = self._active(pipeline)
+        self._check_summarizer(summarizer)
         check_int("max_tokens", max_tokens, minimum=1)
         check_text("model", model, MAX_NAME_LENGTH)
         check_free_text("system", system)

@@ -24,6 +24,7 @@ from contextstore.core.validate import (
     check_int,
     check_text,
     check_ts,
+    shown,
 )
 from contextstore.facade.base import StoreBase
 from contextstore.storage import conversations, timeline
@@ -74,7 +75,8 @@ class TimelineMixin(StoreBase):
     def _resolve_cutoff(self, connection: Connection, conversation_id: str, to: str | int) -> int:
         if isinstance(to, bool) or not isinstance(to, str | int):
             raise InvalidInputError(
-                f"rollback target must be a checkpoint label or a ts in milliseconds, got {to!r}."
+                "rollback target must be a checkpoint label or a ts in milliseconds, got "
+                f"{shown(to)}."
             )
         if isinstance(to, int):
             check_ts("rollback ts", to, optional=False)
