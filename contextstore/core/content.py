@@ -15,7 +15,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from contextstore.core.errors import InvalidMessageError
-from contextstore.core.validate import MAX_NAME_LENGTH, canonical_json, json_copy
+from contextstore.core.validate import (
+    MAX_NAME_LENGTH,
+    NUL,
+    canonical_json,
+    check_json_value,
+    json_copy,
+    shown,
+    text_bytes,
+)
 
 Role = Literal["user", "assistant"]
 ROLES: frozenset[str] = frozenset({"user", "assistant"})
@@ -139,6 +147,38 @@ BLOCK_TYPES: frozenset[str] = frozenset(
 
 _BLOCK_ADAPTER: TypeAdapter[Any] = TypeAdapter(ContentBlock)
 _INNER_RESULT_TYPES = frozenset({"text", "image", "document", "search_result"})
+_EXACT_TEXT_FIELD = {"text": "text", "thinking": "thinking", "tool_result": "content"}
+"""Per block type, the field whose text storage keeps exactly, NUL included."""
+BLOCK_LEVEL = 2
+"""Arrays and objects around a block: the message's dict and its content list."""
+
+
+def check_block_values(block: dict[str, Any], position: str, level: int = BLOCK_LEVEL) -> None:
+    """Refuse a block value JSON cannot hold (see :func:`check_json_value`), counting the
+    ``level`` containers around the block in the depth: NUL is refused except in the text
+    of a text, thinking or tool result block (and of a result's text items).
+
+    Raises:
+        InvalidMessageError: naming the field and the problem.
+    """
+    kind = block.get("type")
+    exact = _EXACT_TEXT_FIELD.get(kind) if isinstance(kind, str) else None
+    for key, value in block.items():
+        where = f"{position}.{key}"
+        if NUL in key or not key.isascii():
+            check_json_value(f"{position} key", key, error=InvalidMessageError)
+        if key == exact and isinstance(value, str):
+            check_json_value(where, value, allow_nul=True, error=InvalidMessageError)
+        elif kind == "tool_result" and key == "content" and isinstance(value, list):
+            for n, item in enumerate(value):
+                if isinstance(item, dict) and item.get("type") == "text":
+                    check_block_values(item, f"{where}[{n}]", level + 2)
+                else:
+                    check_json_value(
+                        f"{where}[{n}]", item, level=level + 2, error=InvalidMessageError
+                    )
+        else:
+            check_json_value(where, value, level=level + 1, error=InvalidMessageError)
 
 
 @dataclass(frozen=True)
@@ -157,8 +197,11 @@ class NormalizedMessage:
 
     def json_size(self) -> int:
         """The message's size as the store measures it against ``max_message_bytes``: the
-        canonical JSON of its blocks plus that of its message-level fields."""
-        return len(canonical_json(self.blocks)) + len(canonical_json(self.meta))
+        UTF-8 bytes of the canonical JSON of its blocks plus that of its message-level
+        fields."""
+        return text_bytes("the message", canonical_json(self.blocks)) + text_bytes(
+            "the message", canonical_json(self.meta)
+        )
 
     def to_message(self) -> dict[str, Any]:
         """Rebuild the message dict exactly as the caller gave it."""
@@ -174,8 +217,9 @@ def _describe(errors: ValidationError) -> str:
     return f"{location}: {first['msg']}" if location else str(first["msg"])
 
 
-def validate_block(block: Any, position: str) -> dict[str, Any]:
-    """Check one content block and return a deep copy of it.
+def validate_block(block: Any, position: str, *, checked: bool = False) -> dict[str, Any]:
+    """Check one content block and return a deep copy of it (``checked``: its values were
+    checked already, as an item of the tool result being validated).
 
     Raises:
         InvalidMessageError: naming the block's position and what is wrong with it.
@@ -188,7 +232,8 @@ def validate_block(block: Any, position: str) -> dict[str, Any]:
     kind = block.get("type")
     if not isinstance(kind, str) or kind not in BLOCK_TYPES:
         raise InvalidMessageError(
-            f"{position} has unknown type {kind!r}; use one of {', '.join(sorted(BLOCK_TYPES))}."
+            f"{position} has unknown type {shown(kind)}; use one of "
+            f"{', '.join(sorted(BLOCK_TYPES))}."
         )
     if kind == "tool_result" and not block.get("tool_use_id"):
         raise InvalidMessageError(
@@ -210,16 +255,18 @@ def validate_block(block: Any, position: str) -> dict[str, Any]:
                 f"{position}.{key} must be at most {MAX_NAME_LENGTH} characters without NUL "
                 "characters."
             )
+    if not checked:
+        check_block_values(block, position)
     if kind == "tool_result" and isinstance(block.get("content"), list):
         for inner_idx, inner in enumerate(block["content"]):
             inner_kind = inner.get("type") if isinstance(inner, dict) else None
             if inner_kind not in _INNER_RESULT_TYPES:
                 raise InvalidMessageError(
-                    f"{position}.content[{inner_idx}] has type {inner_kind!r}; tool results "
+                    f"{position}.content[{inner_idx}] has type {shown(inner_kind)}; tool results "
                     "hold text, image or document blocks."
                 )
             if inner_kind in ("text", "image", "document"):
-                validate_block(inner, f"{position}.content[{inner_idx}]")
+                validate_block(inner, f"{position}.content[{inner_idx}]", checked=True)
     copied: dict[str, Any] = json_copy(block)
     return copied
 
@@ -237,7 +284,7 @@ def normalize_message(role: Any, content: Any, meta: Any = None) -> NormalizedMe
     """
     if not isinstance(role, str) or role not in ROLES:
         raise InvalidMessageError(
-            f"role {role!r} is not valid; messages have role 'user' or 'assistant' "
+            f"role {shown(role)} is not valid; messages have role 'user' or 'assistant' "
             "(pass a system prompt to prepare_request(system=...))."
         )
     if meta is None:
@@ -246,7 +293,9 @@ def normalize_message(role: Any, content: Any, meta: Any = None) -> NormalizedMe
         raise InvalidMessageError("message metadata must be a dict with string keys.")
     if {"role", "content"} & meta.keys():
         raise InvalidMessageError("message metadata cannot contain 'role' or 'content'.")
+    check_json_value("meta", meta, error=InvalidMessageError)
     if isinstance(content, str):
+        check_json_value("content", content, allow_nul=True, error=InvalidMessageError)
         blocks = [{"type": "text", "text": content}]
         return NormalizedMessage(role, blocks, True, json_copy(meta))
     if not isinstance(content, list) or not content:

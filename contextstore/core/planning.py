@@ -39,6 +39,7 @@ from contextstore.core.truncation import (
     subagent_next_range,
     visible_start,
 )
+from contextstore.core.validate import check_free_text, shown
 from contextstore.core.window import context_window_info, keep_for_overflow, should_compact
 
 TruncationSummarizer = Callable[[list[Message]], str]
@@ -101,7 +102,7 @@ def policy_from_conversation(
         or not 0 < threshold <= 1
     ):
         raise InvalidInputError(
-            f"auto_condense must be a fraction of the window in (0, 1], got {threshold!r}."
+            f"auto_condense must be a fraction of the window in (0, 1], got {shown(threshold)}."
         )
     return Policy(context_window, threshold, bool(metadata.get("subagent")))
 
@@ -129,6 +130,7 @@ def _summarise(
         ) from exc
     if not isinstance(result, str):
         raise InvalidInputError("the summarizer must return a string.")
+    check_free_text("the summarizer's summary", result)
     return result
 
 

@@ -12,6 +12,7 @@ from typing import Any, Final, Literal, cast
 
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import Message
+from contextstore.core.validate import shown
 
 KeepStrategy = Literal["none", "last_two", "half", "quarter"]
 """How much of the not-yet-hidden history a truncation keeps."""
@@ -42,7 +43,7 @@ def normalize_keep(keep: str) -> KeepStrategy:
     if isinstance(keep, str) and keep in KEEP_STRATEGIES:
         return cast(KeepStrategy, keep)
     known = ", ".join(sorted(KEEP_STRATEGIES))
-    raise InvalidInputError(f"unknown keep strategy {keep!r}; use one of: {known}")
+    raise InvalidInputError(f"unknown keep strategy {shown(keep)}; use one of: {known}")
 
 
 def _range_end(current_range: Sequence[int] | None) -> int | None:
@@ -51,12 +52,12 @@ def _range_end(current_range: Sequence[int] | None) -> int | None:
         return None
     if isinstance(current_range, (str, bytes)) or len(current_range) != 2:
         raise InvalidInputError(
-            f"a deleted range is a (start, end) pair of ints, got {current_range!r}"
+            f"a deleted range is a (start, end) pair of ints, got {shown(current_range)}"
         )
     for value in current_range:
         if isinstance(value, bool) or not isinstance(value, int):
             raise InvalidInputError(
-                f"a deleted range is a (start, end) pair of ints, got {current_range!r}"
+                f"a deleted range is a (start, end) pair of ints, got {shown(current_range)}"
             )
     end = current_range[1]
     return end if end >= FIRST_HIDABLE else None

@@ -10,24 +10,59 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import reprlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
-from contextstore.core.errors import InvalidInputError
+from contextstore.core.errors import ContentTooLargeError, InvalidInputError
 
-MAX_MESSAGE_BYTES = 32 * 1024 * 1024
-"""Largest accepted message, measured as its JSON encoding (images included)."""
+MAX_MESSAGE_BYTES: Final = 32 * 1024 * 1024
+"""Largest accepted message, in UTF-8 bytes of its JSON encoding (images included); a
+context update's text has the same limit (the store's ``max_message_bytes``)."""
+MAX_TEXT_BYTES: Final = 1024 * 1024
+"""Largest free text beside messages, in UTF-8 bytes: a checkpoint note, a range's reason
+and summary, a system prompt, a search text."""
+MAX_JSON_BYTES: Final = 1024 * 1024
+"""Largest JSON object beside messages, in UTF-8 bytes of its JSON: a conversation's or an
+update's metadata, a request's tool definitions."""
+MAX_JSON_DEPTH: Final = 100
+"""Deepest nesting of arrays and objects in any JSON value: a message (its content, tool
+inputs and extra fields), metadata, tool definitions, an imported file."""
+MAX_JSON_INT_DIGITS: Final = 300
+"""Integers in JSON values have fewer digits than this (floats reach about 1e308)."""
+NUL: Final = "\x00"
+"""PostgreSQL text and ``jsonb`` cannot hold it: refused on every backend, except in
+message and rewrite texts, which the storage codec keeps exactly."""
+_INT_BOUND: Final = 10**MAX_JSON_INT_DIGITS
 MAX_ID_LENGTH = 64
 MAX_LABEL_LENGTH = 200
 MAX_TITLE_LENGTH = 1_000
 MAX_NAME_LENGTH = 200
 """Model ids, tool ids and names, update sources, failure reasons (``String(200)`` columns)."""
+MAX_KEEP_LENGTH = 16
+"""A range's keep strategy (``String(16)`` column)."""
 MAX_HASH_LENGTH = 64
 """Git hashes and SHA-256 digests (``String(64)`` columns)."""
 MAX_INT32 = 2**31 - 1
 """Largest value of an INTEGER column (indices, token counts) on every backend."""
 MAX_TS = 2**53
 """Largest accepted timestamp in milliseconds (far beyond any real clock)."""
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 3
+_REPR.maxstring = 60
+_REPR.maxother = 60
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """A short ``repr`` of a caller's value for an error message: any depth, any size (a
+    value 10,000 deep or an integer of 5,000 digits has no plain ``repr``)."""
+    try:
+        text = _REPR.repr(value)
+    except (ValueError, RecursionError):
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def canonical_json(value: Any) -> str:
@@ -63,7 +98,7 @@ def check_int(
         return
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
         raise InvalidInputError(
-            f"{name} must be an integer from {minimum} to {maximum:,}, got {value!r:.80}."
+            f"{name} must be an integer from {minimum} to {maximum:,}, got {shown(value)}."
         )
 
 
@@ -82,7 +117,7 @@ def check_number(name: str, value: Any, *, optional: bool = True) -> None:
         or not math.isfinite(value)
         or not 0 <= value <= 1e15
     ):
-        raise InvalidInputError(f"{name} must be a finite number >= 0, got {value!r:.80}.")
+        raise InvalidInputError(f"{name} must be a finite number >= 0, got {shown(value)}.")
 
 
 def check_text(name: str, value: Any, limit: int, *, optional: bool = True) -> None:
@@ -95,14 +130,159 @@ def check_text(name: str, value: Any, limit: int, *, optional: bool = True) -> N
         return
     if not isinstance(value, str) or not value or len(value) > limit:
         raise InvalidInputError(
-            f"{name} must be a non-empty string of at most {limit} characters, got {value!r:.80}."
+            f"{name} must be a non-empty string of at most {limit} characters, got {shown(value)}."
         )
-    if "\x00" in value:
+    if NUL in value:
         raise InvalidInputError(f"{name} must not contain a NUL character.")
+    text_bytes(name, value)
+
+
+def text_bytes(name: str, value: str) -> int:
+    """The size of ``value`` in UTF-8 bytes; a lone surrogate (``"\\ud800"``, which no
+    encoding can store) is refused."""
+    if value.isascii():
+        return len(value)
+    try:
+        return len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(f"{name} is not valid Unicode text: {exc.reason}.") from exc
+
+
+def check_free_text(
+    name: str,
+    value: Any,
+    limit: int = MAX_TEXT_BYTES,
+    *,
+    optional: bool = True,
+    allow_nul: bool = False,
+) -> None:
+    """Refuse anything but a string of at most ``limit`` UTF-8 bytes, valid Unicode, and
+    without NUL unless ``allow_nul`` (message and rewrite texts, kept exactly by storage).
+
+    Raises:
+        ContentTooLargeError: the text is over ``limit`` bytes.
+        InvalidInputError: not a string, a lone surrogate, or a NUL character.
+    """
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}.")
+    if not allow_nul and NUL in value:
+        raise InvalidInputError(
+            f"{name} must not contain a NUL character (PostgreSQL cannot store one, so no "
+            "backend does); remove it or escape it."
+        )
+    size = text_bytes(name, value)
+    if size > limit:
+        raise ContentTooLargeError(
+            f"{name} is {size:,} bytes (UTF-8), over the limit of {limit:,}; shorten it or "
+            "store it outside the conversation."
+        )
+
+
+JsonPath = tuple[Any, str | int] | None
+"""Where a value sits inside the one checked: ``(parent path, key or index)``."""
+
+
+def _where(path: JsonPath) -> str:
+    """``path`` as text: the name checked, then ``.key`` and ``[index]`` steps (keys that are
+    not plain ASCII quoted, so a message never carries a lone surrogate)."""
+    parts: list[str] = []
+    while path is not None:
+        path, key = path
+        if path is None:
+            parts.append(str(key))
+        elif isinstance(key, int):
+            parts.append(f"[{key}]")
+        elif key.isprintable() and key.isascii():
+            parts.append(f".{key:.40}")
+        else:
+            parts.append(f"[{shown(key, 40)}]")
+    return "".join(reversed(parts))
+
+
+def check_json_value(
+    name: str,
+    value: Any,
+    *,
+    level: int = 0,
+    allow_nul: bool = False,
+    error: type[InvalidInputError] = InvalidInputError,
+) -> None:
+    """Refuse a value that is not plain JSON, on every backend alike.
+
+    Walks ``value`` without recursion (a value nested 10,000 deep is refused, never a
+    ``RecursionError``): dicts with string keys, lists and tuples at most
+    :data:`MAX_JSON_DEPTH` deep (``level`` containers already enclose ``value``), strings
+    of valid Unicode without NUL (unless ``allow_nul``), finite floats (no NaN or
+    Infinity), integers of fewer than :data:`MAX_JSON_INT_DIGITS` digits, booleans and
+    None. Bytes, sets and other objects are refused.
+
+    Raises:
+        InvalidInputError (or ``error``): naming where in ``value`` the problem is.
+    """
+    stack: list[tuple[Any, int, JsonPath]] = [(value, level, (None, name))]
+    while stack:
+        item, depth, path = stack.pop()
+        if isinstance(item, str):
+            if (not allow_nul and NUL in item) or not item.isascii():
+                _check_json_string(item, path, allow_nul, error)
+        elif isinstance(item, dict | list | tuple):
+            if depth >= MAX_JSON_DEPTH:
+                raise error(
+                    f"{name} nests arrays and objects more than {MAX_JSON_DEPTH} levels "
+                    "deep (MAX_JSON_DEPTH); flatten the value."
+                )
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if not isinstance(key, str):
+                        raise error(
+                            f"{name} must be a mapping with string keys (nested ones too): "
+                            f"{_where(path)} has the key {shown(key, 40)}."
+                        )
+                    child_path = (path, key)
+                    if (not allow_nul and NUL in key) or not key.isascii():
+                        _check_json_string(key, child_path, allow_nul, error)
+                    stack.append((child, depth + 1, child_path))
+            else:
+                stack.extend((child, depth + 1, (path, n)) for n, child in enumerate(item))
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int):
+            if not -_INT_BOUND < item < _INT_BOUND:
+                raise error(
+                    f"{_where(path)} is an integer of more than {MAX_JSON_INT_DIGITS} digits "
+                    "(MAX_JSON_INT_DIGITS); store it as a string."
+                )
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise error(
+                    f"{_where(path)} is {item!r}, which JSON cannot hold; NaN and Infinity are "
+                    "refused on every backend (store None or a string instead)."
+                )
+        else:
+            raise error(
+                f"{_where(path)} is a {type(item).__name__}, which JSON cannot hold; use "
+                "strings, numbers, booleans, None, lists and dicts (base64-encode bytes, "
+                "list a set)."
+            )
+
+
+def _check_json_string(
+    value: str, path: JsonPath, allow_nul: bool, error: type[InvalidInputError]
+) -> None:
+    if not allow_nul and NUL in value:
+        raise error(
+            f"{_where(path)} contains a NUL character, which PostgreSQL cannot store (so no "
+            "backend does); remove it or escape it."
+        )
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidInputError(f"{name} is not valid Unicode text: {exc.reason}.") from exc
+        raise error(
+            f"{_where(path)} is not valid Unicode text ({exc.reason}, character {exc.start}); "
+            "pass well-formed text."
+        ) from exc
 
 
 def check_id(value: Any, what: str = "conversation id") -> str:
@@ -111,31 +291,35 @@ def check_id(value: Any, what: str = "conversation id") -> str:
     return str(value)
 
 
-def _has_only_string_keys(value: Any) -> bool:
-    """Whether every mapping inside ``value`` (itself included) has string keys only.
+def check_json_object(
+    name: str, value: Any, *, max_bytes: int | None = MAX_JSON_BYTES
+) -> dict[str, Any]:
+    """Return a JSON-clean copy of a mapping with string keys (None gives ``{}``).
 
-    ``json.dumps`` would turn an int key into a string and a second key of the same text
-    would overwrite the first: the caller's data would come back changed.
+    The value passes :func:`check_json_value`; its JSON is at most ``max_bytes`` UTF-8
+    bytes (None: no limit of its own, for a message's fields, counted in the message).
+
+    Raises:
+        ContentTooLargeError: the JSON is over ``max_bytes``.
+        InvalidInputError: anything :func:`check_json_value` refuses.
     """
-    if isinstance(value, Mapping):
-        return all(isinstance(k, str) and _has_only_string_keys(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return all(_has_only_string_keys(item) for item in value)
-    return True
-
-
-def check_json_object(name: str, value: Any) -> dict[str, Any]:
-    """Return a JSON-clean copy of a mapping with string keys (None gives ``{}``)."""
     if value is None:
         return {}
-    if not isinstance(value, Mapping) or not _has_only_string_keys(value):
+    if not isinstance(value, Mapping):
         raise InvalidInputError(
-            f"{name} must be a mapping with string keys (nested ones too), got {value!r:.80}."
+            f"{name} must be a mapping with string keys (nested ones too), got {shown(value)}."
         )
-    try:
-        decoded = json.loads(json.dumps(dict(value), allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"{name} must be JSON-serialisable: {exc}.") from exc
+    plain = dict(value)
+    check_json_value(name, plain)
+    encoded = json.dumps(plain, allow_nan=False, ensure_ascii=False)
+    if max_bytes is not None:
+        size = text_bytes(name, encoded)
+        if size > max_bytes:
+            raise ContentTooLargeError(
+                f"{name} is {size:,} bytes as JSON, over the limit of {max_bytes:,} "
+                "(MAX_JSON_BYTES); keep large data outside the store."
+            )
+    decoded = json.loads(encoded)
     assert isinstance(decoded, dict)
     return decoded
 
@@ -146,6 +330,6 @@ def check_choice(name: str, value: Any, choices: frozenset[str] | tuple[str, ...
     if not isinstance(value, str) or value not in choices:
         listed = choices if isinstance(choices, tuple) else sorted(choices)
         raise InvalidInputError(
-            f"{name} {value!r:.80} is not valid; use one of {', '.join(listed)}."
+            f"{name} {shown(value)} is not valid; use one of {', '.join(listed)}."
         )
     return value

@@ -25,7 +25,13 @@ from contextstore.core.audit_records import (
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import block_text
 from contextstore.core.records import Checkpoint
-from contextstore.core.validate import MAX_LABEL_LENGTH, check_id, check_int, check_text
+from contextstore.core.validate import (
+    MAX_LABEL_LENGTH,
+    check_free_text,
+    check_id,
+    check_int,
+    check_text,
+)
 from contextstore.core.window import context_window_info
 from contextstore.facade.history import HistoryMixin
 from contextstore.facade.timeline import TimelineMixin
@@ -153,6 +159,7 @@ class AuditMixin(HistoryMixin, TimelineMixin):
         """
         if not isinstance(text, str) or not text.strip():
             raise InvalidInputError("the search text is empty; pass the words to look for.")
+        check_free_text("the search text", text)
         check_int("limit", limit, minimum=1, optional=False)
         if conversation_id is not None:
             check_id(conversation_id)
@@ -240,6 +247,8 @@ class AuditMixin(HistoryMixin, TimelineMixin):
             ReadOnlyError: the statement tried to write.
             InvalidInputError: the SQL is empty, holds several statements, or failed.
         """
+        if isinstance(sql, str):
+            check_free_text("the query", sql)
         target = resolve_target(self.location, default_database_path())
         columns, rows = audit_sql.run_read_only(self._db, target, sql)
         return QueryResult(columns, rows)

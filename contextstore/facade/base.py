@@ -4,25 +4,32 @@ inside one read or write; it holds no SQL."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from contextstore.core.errors import ConcurrentChangeError, RequestNotFoundError
+from contextstore.core.errors import (
+    ConcurrentChangeError,
+    InvalidInputError,
+    RequestNotFoundError,
+)
 from contextstore.core.planning import Plan
 from contextstore.core.records import Conversation, RequestRecord
 from contextstore.core.state import ConversationState
 from contextstore.core.tokens import TiktokenCounter, TokenCounter
-from contextstore.core.validate import MAX_MESSAGE_BYTES, check_ts
+from contextstore.core.validate import MAX_MESSAGE_BYTES, check_ts, shown
 from contextstore.facade.render_cache import RenderCache
 from contextstore.processors.pipeline import Pipeline, default_pipeline
+from contextstore.processors.secrets import mask_value
 from contextstore.storage import conversations, history, requests
 from contextstore.storage.clock import tick_if_unchanged
 from contextstore.storage.engine import Connection, Database
 from contextstore.storage.history import NO_LIMIT
 
 P = TypeVar("P")
+V = TypeVar("V")
 T = TypeVar("T")
 
 PLAN_ATTEMPTS = 3
@@ -77,6 +84,44 @@ class StoreBase:
         """
         with self._db.transaction():
             yield
+
+    def _active(self, pipeline: Any) -> Pipeline | None:
+        """The pipeline a call runs: the caller's, else the store's.
+
+        Raises:
+            InvalidInputError: ``pipeline`` is not a :class:`Pipeline`.
+        """
+        if pipeline is None:
+            return self.pipeline
+        if not isinstance(pipeline, Pipeline):
+            raise InvalidInputError(
+                f"pipeline must be a Pipeline (or None for the store's), got {shown(pipeline)}."
+            )
+        return pipeline
+
+    @staticmethod
+    def _check_summarizer(summarizer: Any) -> None:
+        if summarizer is not None and not callable(summarizer):
+            raise InvalidInputError(
+                "summarizer must be a function taking the hidden messages and returning the "
+                f"summary text, got {shown(summarizer)}."
+            )
+
+    def _masked(self, value: V) -> V:
+        """``value`` (a text or a JSON value) with its secrets masked when the store was opened
+        with ``mask_secrets_on_write``, else ``value`` itself. Validate it first: masking
+        walks the value."""
+        if not self.mask_secrets_on_write or value is None:
+            return value
+        masked: V = mask_value(value)
+        return masked
+
+    def _masked_fields(self, values: dict[str, Any], *names: str) -> dict[str, Any]:
+        """``values`` with the named fields :meth:`_masked`."""
+        if self.mask_secrets_on_write:
+            for name in names:
+                values[name] = self._masked(values[name])
+        return values
 
     @property
     def database(self) -> Database:
@@ -153,10 +198,15 @@ class StoreBase:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    @staticmethod
-    def _write_plan(connection: Connection, conversation_id: str, plan: Plan, ts: int) -> None:
-        """A plan's rows, all stamped ``ts``: its updates, then its range."""
-        history.insert_updates(connection, conversation_id, ts, plan.updates)
+    def _write_plan(
+        self, connection: Connection, conversation_id: str, plan: Plan, ts: int
+    ) -> None:
+        """A plan's rows, all stamped ``ts``: its updates, then its range (their texts masked
+        when the store masks on write: a summary may repeat a secret)."""
+        updates = plan.updates
+        if self.mask_secrets_on_write:
+            updates = tuple(dataclasses.replace(u, text=self._masked(u.text)) for u in updates)
+        history.insert_updates(connection, conversation_id, ts, updates)
         if plan.new_range is not None:
             history.insert_range(
                 connection,
@@ -164,7 +214,7 @@ class StoreBase:
                 ts,
                 plan.new_range[1],
                 keep=plan.keep,
-                reason=plan.reason,
+                reason=self._masked(plan.reason),
                 tokens_total=plan.tokens_total,
-                summary=plan.summary,
+                summary=self._masked(plan.summary),
             )

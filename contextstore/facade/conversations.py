@@ -52,7 +52,8 @@ class ConversationsMixin(StoreBase):
         check_text("title", title, MAX_TITLE_LENGTH)
         if parent_id is not None:
             check_id(parent_id, "parent_id")
-        meta = check_json_object("metadata", metadata)
+        meta = self._masked(check_json_object("metadata", metadata))
+        title = self._masked(title)
         conversation_id = id or uuid.uuid4().hex
         check_ts("created_ts", created_ts)
         created = now_ms() if created_ts is None else created_ts

@@ -20,8 +20,11 @@ from contextstore.core.state import ConversationState
 from contextstore.core.tokens import message_tokens
 from contextstore.core.truncation import normalize_keep
 from contextstore.core.validate import (
+    MAX_HASH_LENGTH,
+    MAX_KEEP_LENGTH,
     MAX_NAME_LENGTH,
     check_choice,
+    check_free_text,
     check_id,
     check_int,
     check_json_object,
@@ -31,6 +34,7 @@ from contextstore.core.view import ensure_tool_results_follow_tool_use, pending_
 from contextstore.facade.base import Snapshot, StoreBase
 from contextstore.processors.pipeline import Pipeline
 from contextstore.processors.runner import propose_and_view, view_with
+from contextstore.processors.secrets import mask_message
 from contextstore.renderers import registry
 from contextstore.storage import conversations, history
 from contextstore.storage.clock import last_ts, reserve_messages, tick
@@ -94,7 +98,7 @@ class HistoryMixin(StoreBase):
         check_id(conversation_id)
         if isinstance(role, list | tuple) and content is None:
             return self.append_many(conversation_id, role, ts=ts)
-        extra = check_json_object("meta", meta) if meta is not None else None
+        extra = check_json_object("meta", meta, max_bytes=None) if meta is not None else None
         normalized = normalize_message(role, content, extra)
         return self._append_normalized(conversation_id, [normalized], ts)[0]
 
@@ -121,8 +125,6 @@ class HistoryMixin(StoreBase):
 
     def _prepare_for_write(self, normalized: NormalizedMessage) -> tuple[NormalizedMessage, int]:
         if self.mask_secrets_on_write:
-            from contextstore.processors.secrets import mask_message
-
             normalized = normalize_message_dict(mask_message(normalized.to_message()))
         size = normalized.json_size()
         if size > self.max_message_bytes:
@@ -179,7 +181,7 @@ class HistoryMixin(StoreBase):
         """
         check_id(conversation_id)
         limit = self._as_of(as_of)
-        active = self.pipeline if pipeline is None else pipeline
+        active = self._active(pipeline)
         if format is not None:
             registry.check_format(format)
         with self._db.read() as connection:
@@ -259,11 +261,10 @@ class HistoryMixin(StoreBase):
         check_id(conversation_id)
         check_int("end", end, minimum=1, optional=False)
         check_int("tokens_total", tokens_total)
-        check_text("keep", keep, 16, optional=False)
-        if not isinstance(reason, str):
-            raise InvalidInputError("reason must be a string.")
-        if summary is not None and not isinstance(summary, str):
-            raise InvalidInputError("summary must be a string or None.")
+        check_text("keep", keep, MAX_KEEP_LENGTH, optional=False)
+        check_free_text("reason", reason, optional=False)
+        check_free_text("summary", summary)
+        reason, summary = self._masked(reason), self._masked(summary)
 
         def work(connection: Connection) -> int:
             (stamp,) = tick(connection, conversation_id, at=ts)
@@ -311,11 +312,12 @@ class HistoryMixin(StoreBase):
         replacement, in one transaction. The original rows stay.
         """
         check_id(conversation_id)
-        if summary is not None and not isinstance(summary, str):
-            raise InvalidInputError("summary must be a string.")
+        check_free_text("summary", summary)
+        self._check_summarizer(summarizer)
+        if not isinstance(first_user_replacement, bool):
+            raise InvalidInputError("first_user_replacement must be True or False.")
         why = reason or f"explicit truncation (keep={keep})"
-        if not isinstance(why, str):
-            raise InvalidInputError("reason must be a string.")
+        check_free_text("reason", why)
         normalize_keep(keep)
 
         def decide(snapshot: Snapshot) -> Plan:
@@ -365,15 +367,14 @@ class HistoryMixin(StoreBase):
         check_id(conversation_id)
         check_int("message_idx", message_idx, optional=False)
         check_int("block_idx", block_idx, optional=False)
-        if not isinstance(text, str):
-            raise InvalidInputError("text must be a string.")
+        check_free_text("text", text, self.max_message_bytes, optional=False, allow_nul=True)
         check_choice("kind", kind, UpdateKind.ALL)
         check_choice("mode", mode, UpdateMode.ALL)
         check_text("source", source, MAX_NAME_LENGTH, optional=False)
-        check_text("base_hash", base_hash, 64)
-        meta = check_json_object("metadata", metadata)
+        check_text("base_hash", base_hash, MAX_HASH_LENGTH)
+        meta = self._masked(check_json_object("metadata", metadata))
         update_value = BlockUpdate(
-            message_idx, block_idx, kind, text, source, meta, base_hash, mode
+            message_idx, block_idx, kind, self._masked(text), source, meta, base_hash, mode
         )
 
         def work(connection: Connection) -> int:

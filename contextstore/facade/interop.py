@@ -4,11 +4,11 @@ kept beside the model history (``source_records``)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from contextstore.core.content import NormalizedMessage, normalize_message_dict
-from contextstore.core.errors import InvalidInputError, TimelineError
+from contextstore.core.errors import ContentTooLargeError, InvalidInputError, TimelineError
 from contextstore.core.overlays import UpdateKind, UpdateMode, block_text
 from contextstore.core.records import RemovedSourceRecords, SourceRecord
 from contextstore.core.rows import (
@@ -22,14 +22,24 @@ from contextstore.core.rows import (
     UpdateRow,
 )
 from contextstore.core.validate import (
+    MAX_HASH_LENGTH,
     MAX_INT32,
+    MAX_JSON_BYTES,
+    MAX_KEEP_LENGTH,
     MAX_LABEL_LENGTH,
+    MAX_MESSAGE_BYTES,
+    MAX_NAME_LENGTH,
+    NUL,
+    check_free_text,
     check_id,
     check_int,
     check_json_object,
+    check_json_value,
     check_number,
     check_text,
     check_ts,
+    shown,
+    text_bytes,
 )
 from contextstore.facade.base import StoreBase
 from contextstore.storage import conversations, history
@@ -173,17 +183,20 @@ class InteropMixin(StoreBase):
                     new_blocks[count] = normalized.blocks
                     count += 1
                 elif isinstance(row, SourceRecordRow):
-                    batch.records.append(_record_values(row))
+                    batch.records.append(self._masked_fields(_record_values(row), "data"))
                 elif isinstance(row, RequestRow):
                     batch.requests.append(_request_values(row))
                 elif isinstance(row, CheckpointRow):
-                    batch.checkpoints.append(_checkpoint_values(row))
+                    batch.checkpoints.append(self._masked_fields(_checkpoint_values(row), "note"))
                 elif isinstance(row, RangeRow):
-                    batch.ranges.append(_range_values(row, count, end))
+                    values = _range_values(row, count, end)
+                    batch.ranges.append(self._masked_fields(values, "reason", "summary"))
                     end = row.end
                 else:
                     target = new_blocks.get(row.message_idx) or stored_blocks.get(row.message_idx)
-                    batch.updates.append(_update_values(row, count, target))
+                    batch.updates.append(
+                        _update_values(row, count, target, self.max_message_bytes, self._masked)
+                    )
             except InvalidInputError as exc:
                 raise type(exc)(f"{where}: {exc}") from exc
         return batch
@@ -265,7 +278,7 @@ class InteropMixin(StoreBase):
     def set_conversation_metadata(self, conversation_id: str, metadata: Mapping[str, Any]) -> None:
         """Replace a conversation's metadata object (an importer's bookkeeping lives there)."""
         check_id(conversation_id)
-        values = check_json_object("metadata", metadata)
+        values = self._masked(check_json_object("metadata", metadata))
 
         def work(connection: Connection) -> None:
             last_ts(connection, conversation_id, lock=True)
@@ -301,28 +314,33 @@ def _record_values(row: SourceRecordRow) -> dict[str, Any]:
         "origin": row.origin,
         "kind": row.kind,
         "source_ts": row.source_ts,
-        "data": _json_object("data", row.data),
+        "data": _json_object("data", row.data, MAX_MESSAGE_BYTES),
     }
 
 
-def _json_object(name: str, value: Any) -> dict[str, Any]:
-    """``value`` as a dict, once it is checked to be a JSON object (the database encodes it;
-    unlike :func:`check_json_object`, no decoded copy is made: many records are checked)."""
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise InvalidInputError(f"{name} must be a mapping with string keys, got {value!r:.80}.")
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"{name} must be JSON-serialisable: {exc}.") from exc
-    return dict(value)
+def _json_object(name: str, value: Any, max_bytes: int) -> dict[str, Any]:
+    """``value`` as a dict, once it is checked to be a JSON object of at most ``max_bytes``
+    (the database encodes it; unlike :func:`check_json_object`, no decoded copy is made:
+    many records are checked)."""
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"{name} must be a mapping with string keys, got {shown(value)}.")
+    plain = dict(value)
+    check_json_value(name, plain)
+    size = text_bytes(name, json.dumps(plain, ensure_ascii=False))
+    if size > max_bytes:
+        raise ContentTooLargeError(
+            f"{name} is {size:,} bytes as JSON, over the limit of {max_bytes:,}; nothing was "
+            "imported."
+        )
+    return plain
 
 
 def _request_values(row: RequestRow) -> dict[str, Any]:
     for name in ("tokens_in", "tokens_out", "cache_writes", "cache_reads"):
         check_int(name, getattr(row, name))
     check_number("cost", row.cost)
-    check_text("model_id", row.model_id, 200)
-    check_text("failure", row.failure, 200)
+    check_text("model_id", row.model_id, MAX_NAME_LENGTH)
+    check_text("failure", row.failure, MAX_NAME_LENGTH)
     return {
         "ts": row.ts,
         "tokens_in": row.tokens_in,
@@ -332,26 +350,25 @@ def _request_values(row: RequestRow) -> dict[str, Any]:
         "cost": row.cost,
         "model_id": row.model_id,
         "failure": row.failure,
-        "details": None if row.details is None else _json_object("details", row.details),
+        "details": None
+        if row.details is None
+        else _json_object("details", row.details, MAX_JSON_BYTES),
     }
 
 
 def _checkpoint_values(row: CheckpointRow) -> dict[str, Any]:
     check_text("label", row.label, MAX_LABEL_LENGTH)
-    check_text("git_hash", row.git_hash, 64)
-    if row.note is not None and (not isinstance(row.note, str) or "\x00" in row.note):
-        raise InvalidInputError("note must be a string without NUL characters.")
+    check_text("git_hash", row.git_hash, MAX_HASH_LENGTH)
+    check_free_text("note", row.note)
     return {"ts": row.ts, "label": row.label, "git_hash": row.git_hash, "note": row.note}
 
 
 def _range_values(row: RangeRow, count: int, current_end: int | None) -> dict[str, Any]:
     check_int("end", row.end, minimum=1, maximum=MAX_INT32, optional=False)
     check_int("tokens_total", row.tokens_total)
-    if not isinstance(row.keep, str) or not isinstance(row.reason, str):
-        raise InvalidInputError("keep and reason must be strings.")
-    check_text("keep", row.keep, 16, optional=False)
-    if row.summary is not None and not isinstance(row.summary, str):
-        raise InvalidInputError("summary must be a string.")
+    check_text("keep", row.keep, MAX_KEEP_LENGTH, optional=False)
+    check_free_text("reason", row.reason, optional=False)
+    check_free_text("summary", row.summary)
     if count and row.end >= count - 1:
         raise InvalidInputError(
             f"end {row.end} is beyond the last message but one (index {count - 2}) at this "
@@ -373,22 +390,26 @@ def _range_values(row: RangeRow, count: int, current_end: int | None) -> dict[st
 
 
 def _update_values(
-    row: UpdateRow, count: int, target: list[dict[str, Any]] | None
+    row: UpdateRow,
+    count: int,
+    target: list[dict[str, Any]] | None,
+    max_text_bytes: int,
+    masked: Callable[[Any], Any],
 ) -> dict[str, Any]:
     check_int("message_idx", row.message_idx, optional=False)
     check_int("block_idx", row.block_idx, optional=False)
-    if not isinstance(row.text, str):
-        raise InvalidInputError("text must be a string.")
+    check_free_text("text", row.text, max_text_bytes, optional=False, allow_nul=True)
     if row.kind not in UpdateKind.ALL:
         raise InvalidInputError(
-            f"kind {row.kind!r} is unknown; use one of {sorted(UpdateKind.ALL)}."
+            f"kind {shown(row.kind)} is unknown; use one of {sorted(UpdateKind.ALL)}."
         )
     if row.mode not in UpdateMode.ALL:
         raise InvalidInputError(
-            f"mode {row.mode!r} is unknown; use one of {sorted(UpdateMode.ALL)}."
+            f"mode {shown(row.mode)} is unknown; use one of {sorted(UpdateMode.ALL)}."
         )
-    check_text("source", row.source, 200, optional=False)
-    metadata = check_json_object("metadata", row.metadata)
+    check_text("source", row.source, MAX_NAME_LENGTH, optional=False)
+    metadata = masked(check_json_object("metadata", row.metadata))
+    text = masked(row.text)
     if row.message_idx >= count or target is None or row.block_idx >= len(target):
         raise InvalidInputError(
             f"message {row.message_idx} has no block {row.block_idx} at this point of the "
@@ -408,11 +429,11 @@ def _update_values(
         "block_idx": row.block_idx,
         "kind": row.kind,
         "mode": row.mode,
-        "text": row.text,
+        "text": text,
         "metadata": metadata,
         "source": row.source,
         "base_hash": None,
     }
-    if "\x00" in row.text:
-        values["metadata"] = {**metadata, EXACT_KEY: exact_pieces(row.text)}
+    if NUL in text:
+        values["metadata"] = {**metadata, EXACT_KEY: exact_pieces(text)}
     return values

@@ -4,12 +4,14 @@ usage, and rebuilding a past payload.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from contextstore.core.errors import (
+    ContentTooLargeError,
     CorruptRowError,
     IntegrityViolationError,
     InvalidInputError,
@@ -25,13 +27,18 @@ from contextstore.core.planning import (
 )
 from contextstore.core.records import PreparedRequest, RequestRecord
 from contextstore.core.validate import (
+    MAX_JSON_BYTES,
     MAX_NAME_LENGTH,
+    MAX_TEXT_BYTES,
     canonical_json,
+    check_free_text,
     check_id,
     check_int,
+    check_json_value,
     check_number,
     check_text,
     payload_sha256,
+    text_bytes,
 )
 from contextstore.core.view import VIEW_RULES, build_view, pending_calls
 from contextstore.facade.base import Snapshot, StoreBase
@@ -92,9 +99,14 @@ class RequestsMixin(StoreBase):
         """
         check_id(conversation_id)
         registry.check_format(format)
-        active = self.pipeline if pipeline is None else pipeline
+        active = self._active(pipeline)
+        self._check_summarizer(summarizer)
         check_int("max_tokens", max_tokens, minimum=1)
         check_text("model", model, MAX_NAME_LENGTH)
+        check_free_text("system", system)
+        system = self._masked(system)
+        if active is not None:
+            system = active.rewrite_system(system)
         options = self._request_options(format, system, tools, model, max_tokens)
 
         def decide(snapshot: Snapshot) -> _Prepared:
@@ -128,9 +140,10 @@ class RequestsMixin(StoreBase):
             if prepared.plan.writes:
                 self._write_plan(connection, conversation_id, prepared.plan, remaining.pop(0))
             if prepared.processed:
-                history.insert_updates(
-                    connection, conversation_id, remaining.pop(0), prepared.processed
-                )
+                processed = [
+                    dataclasses.replace(u, text=self._masked(u.text)) for u in prepared.processed
+                ]
+                history.insert_updates(connection, conversation_id, remaining.pop(0), processed)
             request_id = requests.insert_request(
                 connection,
                 conversation_id,
@@ -170,8 +183,7 @@ class RequestsMixin(StoreBase):
         model: str | None,
         max_tokens: int | None,
     ) -> dict[str, Any]:
-        if system is not None and not isinstance(system, str):
-            raise InvalidInputError("system must be a string.")
+        check_free_text("system", system)
         if tools is not None and (
             isinstance(tools, str | bytes | Mapping)
             or not isinstance(tools, Sequence)
@@ -181,18 +193,27 @@ class RequestsMixin(StoreBase):
                 "tools must be a list of tool definitions like {'name': ..., 'description': ..., "
                 "'input_schema': {...}}."
             )
+        tool_list = None
+        if tools is not None:
+            tool_list = [dict(t) for t in tools]
+            check_json_value("tools", tool_list)
         options = {
             "format": format,
             "system": system,
-            "tools": [dict(t) for t in tools] if tools is not None else None,
+            "tools": tool_list,
             "model": model,
             "max_tokens": max_tokens,
             "view_rules": VIEW_RULES,
         }
-        try:
-            return dict(json.loads(canonical_json(options)))
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError(f"system and tools must be JSON-serialisable: {exc}.") from exc
+        encoded = canonical_json(options)
+        size = text_bytes("tools", encoded)
+        if size > MAX_TEXT_BYTES + MAX_JSON_BYTES:
+            raise ContentTooLargeError(
+                f"the system prompt and tools are {size:,} bytes as JSON, over the limit of "
+                f"{MAX_TEXT_BYTES + MAX_JSON_BYTES:,} (MAX_TEXT_BYTES + MAX_JSON_BYTES); "
+                "shorten the tool definitions."
+            )
+        return dict(json.loads(encoded))
 
     @staticmethod
     def _payload(view: list[dict[str, Any]], options: Mapping[str, Any]) -> dict[str, Any]:

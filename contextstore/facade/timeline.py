@@ -19,10 +19,12 @@ from contextstore.core.validate import (
     MAX_HASH_LENGTH,
     MAX_LABEL_LENGTH,
     MAX_TITLE_LENGTH,
+    check_free_text,
     check_id,
     check_int,
     check_text,
     check_ts,
+    shown,
 )
 from contextstore.facade.base import StoreBase
 from contextstore.storage import conversations, timeline
@@ -51,13 +53,14 @@ class TimelineMixin(StoreBase):
         check_id(conversation_id)
         check_text("label", label, MAX_LABEL_LENGTH)
         check_text("git_hash", git_hash, MAX_HASH_LENGTH)
-        if note is not None and (not isinstance(note, str) or "\x00" in note):
-            raise InvalidInputError("note must be a string without NUL characters.")
+        check_free_text("note", note)
+
+        stored_note = self._masked(note)
 
         def work(connection: Connection) -> Checkpoint:
             (stamp,) = tick(connection, conversation_id, at=ts)
             return timeline.insert_checkpoint(
-                connection, conversation_id, stamp, label, git_hash, note
+                connection, conversation_id, stamp, label, git_hash, stored_note
             )
 
         return self._db.write(work)
@@ -72,7 +75,8 @@ class TimelineMixin(StoreBase):
     def _resolve_cutoff(self, connection: Connection, conversation_id: str, to: str | int) -> int:
         if isinstance(to, bool) or not isinstance(to, str | int):
             raise InvalidInputError(
-                f"rollback target must be a checkpoint label or a ts in milliseconds, got {to!r}."
+                "rollback target must be a checkpoint label or a ts in milliseconds, got "
+                f"{shown(to)}."
             )
         if isinstance(to, int):
             check_ts("rollback ts", to, optional=False)
@@ -190,6 +194,7 @@ class TimelineMixin(StoreBase):
         """
         check_id(conversation_id)
         check_text("title", title, MAX_TITLE_LENGTH)
+        title = self._masked(title)
         new_id = uuid.uuid4().hex
 
         def work(connection: Connection) -> Conversation:

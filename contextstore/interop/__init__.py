@@ -8,6 +8,7 @@ functions below move histories into and out of a store through its public API on
 
 from __future__ import annotations
 
+from contextstore.core.validate import MAX_JSON_DEPTH
 from contextstore.interop.cline_import import export_cline, import_cline
 from contextstore.interop.errors import (
     ClineTaskError,
@@ -19,7 +20,7 @@ from contextstore.interop.errors import (
     OutsideFolderError,
     UnsafeInputError,
 )
-from contextstore.interop.files import MAX_FILE_BYTES, MAX_JSON_DEPTH, Note
+from contextstore.interop.files import MAX_FILE_BYTES, Note
 from contextstore.interop.gemini_import import export_gemini, import_gemini
 from contextstore.interop.report import ExportReport, ImportReport, ItemReport
 

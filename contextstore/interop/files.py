@@ -6,8 +6,9 @@ before anything is parsed or written):
 
 * :data:`MAX_FILE_BYTES`: 256 MiB per file (Cline's largest histories reported by users
   are tens of MB); callers may pass another limit.
-* :data:`MAX_JSON_DEPTH`: 100 levels of nested arrays and objects (a real history nests
-  fewer than 10; much deeper values would exhaust the interpreter's stack further on).
+* :data:`~contextstore.core.validate.MAX_JSON_DEPTH`: 100 levels of nested arrays and
+  objects, the limit of every JSON value the store takes (a real history nests fewer than
+  10; much deeper values would exhaust the interpreter's stack further on).
 * A symbolic link is followed only when its target stays inside the folder imported.
 """
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from contextstore.core.validate import MAX_JSON_DEPTH
 from contextstore.interop.errors import (
     FileTooLargeError,
     InteropError,
@@ -30,8 +32,6 @@ from contextstore.interop.recovery import recover
 
 MAX_FILE_BYTES: Final = 256 * 1024 * 1024
 """Largest file an import reads (per file)."""
-MAX_JSON_DEPTH: Final = 100
-"""Deepest nesting of arrays and objects an import accepts."""
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
 _BRACKETS = re.compile(r"[\[\]{}]")

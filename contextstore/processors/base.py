@@ -37,7 +37,9 @@ class Processor(Protocol):
     Implementations may also define ``independent: bool``. ``True`` promises that the
     proposal for a block depends only on that block's own content and never on what the
     same pipeline changes elsewhere, which lets :class:`~contextstore.processors.pipeline.
-    Pipeline` run the processor concurrently with its neighbours.
+    Pipeline` run the processor concurrently with its neighbours. They may define
+    ``rewrite_system(text: str) -> str`` too: a prepared request's system prompt is passed
+    through it (the secret masker masks it), before it is stored and sent.
     """
 
     name: str

@@ -28,6 +28,7 @@ from contextstore.core.overlays import (
     apply_overlays,
     text_hash,
 )
+from contextstore.core.validate import MAX_MESSAGE_BYTES, check_free_text, check_json_value
 from contextstore.core.view import IndexedView
 from contextstore.processors.base import (
     Processor,
@@ -129,6 +130,14 @@ class _WorkingView:
                     f"processor {name!r} proposed an update with unknown mode {update.mode!r}; "
                     f"use one of {sorted(UpdateMode.ALL)}"
                 )
+            check_free_text(
+                f"the text processor {name!r} proposed",
+                update.text,
+                MAX_MESSAGE_BYTES,
+                optional=False,
+                allow_nul=True,
+            )
+            check_json_value(f"the metadata processor {name!r} proposed", update.metadata)
             if update.address in seen or self.is_stale(update):
                 dropped.append(update)
                 continue
@@ -203,6 +212,23 @@ class Pipeline:
                 "from config()"
             ) from exc
         return result
+
+    def rewrite_system(self, text: str | None) -> str | None:
+        """``text`` (a system prompt) as the processors defining ``rewrite_system`` leave it,
+        in order (None stays None).
+
+        Raises:
+            InvalidInputError: a processor returned something other than valid text.
+        """
+        for processor in self.processors:
+            rewrite = getattr(processor, "rewrite_system", None)
+            if text is None or not callable(rewrite):
+                continue
+            text = rewrite(text)
+            check_free_text(
+                f"the system prompt processor {processor.name!r} returned", text, optional=False
+            )
+        return text
 
     def config_key(self) -> str:
         """Return a SHA-256 of :meth:`config`, for a render-cache key."""

@@ -248,6 +248,21 @@ def mask_value(
     return walk(value, None)
 
 
+UNMASKED_BLOCK_FIELDS: frozenset[str] = frozenset(
+    {"type", "id", "name", "tool_use_id", "call_id", "is_error", "signature", "cache_control"}
+)
+"""Block fields never masked: what pairs, names and verifies a block, not what it says."""
+_SIGNED_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+_MAIN_FIELDS: dict[Any, frozenset[str]] = {
+    "text": frozenset({"text"}),
+    "tool_use": frozenset({"input"}),
+    "tool_result": frozenset({"content"}),
+    "document": frozenset({"source"}),
+    "image": frozenset({"source"}),
+}
+"""Per block type, the fields masked by their own rule (or, for images, never scanned)."""
+
+
 def mask_message(
     message: Message,
     *,
@@ -259,16 +274,21 @@ def mask_message(
     Meant for callers who must never store a secret: the store can mask a message before
     writing it. Masked: a string content, ``text`` blocks, ``tool_result`` content (a
     string or the text items of a list), string values anywhere in a ``tool_use`` input,
-    and plain-text ``document`` sources. ``thinking`` and ``redacted_thinking`` blocks
-    are left as they are: their text is covered by a signature the provider verifies
-    when the block is sent back, so an edited thinking block would make the next request
-    fail. Images and other binary data are never scanned.
+    plain-text ``document`` sources, the message's extra fields (Cline's ``metrics``, any
+    ``meta``, nested strings included) and the extra fields of blocks (all but ids, names,
+    signatures and :data:`UNMASKED_BLOCK_FIELDS`). ``thinking`` and ``redacted_thinking``
+    blocks are left as they are: their text is covered by a signature the provider
+    verifies when the block is sent back, so an edited thinking block would make the next
+    request fail. Images and other binary data are never scanned.
     """
     result: Message = json_copy(message)
 
     def mask(text: str) -> str:
         return mask_text(text, confidence=confidence, patterns=patterns)[0]
 
+    extras = {k: v for k, v in result.items() if k not in ("role", "content")}
+    if extras:
+        result.update(mask_value(extras, confidence=confidence, patterns=patterns))
     content = result.get("content")
     if isinstance(content, str):
         result["content"] = mask(content)
@@ -287,6 +307,10 @@ def _mask_block_in_place(
 ) -> None:
     """Mask one block of a private deep copy (see :func:`mask_message`)."""
     kind = block.get("type")
+    if kind in _SIGNED_BLOCKS:
+        return
+    for key in block.keys() - UNMASKED_BLOCK_FIELDS - _MAIN_FIELDS.get(kind, frozenset()):
+        block[key] = mask_value({key: block[key]}, confidence=confidence, patterns=patterns)[key]
     if kind == "text" and isinstance(block.get("text"), str):
         block["text"] = mask(block["text"])
     elif kind == "tool_use" and "input" in block:
@@ -365,6 +389,11 @@ class SecretMasker:
         if _enabled(dumped, self.patterns, levels) or _PASSWORD_KEY_NAME.search(dumped):
             return True
         return MEDIUM in levels and _SECRET_KEY_WORD.search(dumped) is not None
+
+    def rewrite_system(self, text: str) -> str:
+        """The system prompt with its secrets masked: a prepared request stores and sends
+        it this way."""
+        return self._mask(text)[0]
 
     def _mask(self, text: str) -> tuple[str, list[Finding]]:
         return mask_text(text, confidence=self.confidence, patterns=self.patterns)

@@ -19,7 +19,7 @@ from contextstore.core.errors import (
     ConversationNotFoundError,
     TimelineError,
 )
-from contextstore.core.validate import MAX_TS
+from contextstore.core.validate import MAX_TS, shown
 from contextstore.storage.sql import Statement
 from contextstore.storage.tables import conversations
 
@@ -96,7 +96,7 @@ _TICK_IF_UNCHANGED = Statement(_advanced(False, if_unchanged=True))
 def _check_at(at: object) -> None:
     if isinstance(at, bool) or not isinstance(at, int) or not 0 <= at <= MAX_TS:
         raise TimelineError(
-            f"ts must be an integer of milliseconds from 0 to 2**53, got {at!r:.80}."
+            f"ts must be an integer of milliseconds from 0 to 2**53, got {shown(at)}."
         )
 
 

@@ -113,7 +113,7 @@ def test_rows_that_break_the_timeline_are_refused_and_nothing_is_written(
         (RequestRow(START + 9, tokens_in=-1), "tokens_in must be"),
         (CheckpointRow(START + 9, git_hash="x" * 65), "git_hash must be"),
         (SourceRecordRow(START + 9, "", "k", {}), "origin must be"),
-        (SourceRecordRow(START + 9, "cline", "k", {"x": object()}), "JSON-serialisable"),
+        (SourceRecordRow(START + 9, "cline", "k", {"x": object()}), "which JSON cannot hold"),
     ],
 )
 def test_each_row_is_checked_as_its_own_method_would(

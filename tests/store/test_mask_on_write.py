@@ -1,0 +1,99 @@
+"""With ``mask_secrets_on_write=True`` no table holds a secret: message extra fields, block
+extras, notes, reasons, summaries, rewrites, titles, metadata and system prompts included. A
+prepare's default pipeline masks the system prompt in what it sends and stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from contextstore import ContextStore
+from contextstore.core.rows import CheckpointRow, RangeRow, SourceRecordRow
+from contextstore.processors.pipeline import Pipeline
+from contextstore.storage.tables import metadata as schema
+from tests.conftest import BACKENDS, assistant, open_backend, user
+
+TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0" * 2  # a GitHub token's shape
+assert len(TOKEN) == 44
+
+
+def _all_text(store: ContextStore) -> str:
+    """Every row of every table, as text."""
+    with store.database.engine.connect() as connection:
+        return "\n".join(
+            repr(tuple(row))
+            for table in schema.sorted_tables
+            for row in connection.execute(sa.select(table))
+        )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_table_holds_a_secret_written_through_any_field(backend: str, tmp_path: Path) -> None:
+    secret = f"token {TOKEN[:4]}{TOKEN[4:]}"
+    store, cleanup = open_backend(backend, tmp_path, mask_secrets_on_write=True)
+    try:
+        conv = store.create_conversation(title=secret, metadata={"k": [secret]})
+        store.append(conv.id, "user", "task", meta={"metrics": {"note": secret}})
+        store.append(
+            conv.id,
+            [
+                {"role": "assistant", "content": [{"type": "text", "text": "a", "x": secret}]},
+                user("b"),
+                assistant("c"),
+                user("d"),
+            ],
+        )
+        store.checkpoint(conv.id, "cp", note=secret)
+        store.import_timeline(
+            conv.id,
+            [
+                CheckpointRow(4_000_000_000_000, note=secret),
+                SourceRecordRow(4_000_000_000_001, "cline", "say", {"text": secret}),
+                RangeRow(4_000_000_000_002, end=2, keep="manual", reason=secret),
+            ],
+        )
+        store.set_deleted_range(conv.id, 3, reason=secret, summary=secret)
+        store.add_context_update(conv.id, 4, 0, secret, metadata={"why": secret})
+        store.truncate(conv.id, "none", summary=secret)
+        store.truncate(conv.id, "quarter", summarizer=lambda hidden: secret)
+        store.set_conversation_metadata(conv.id, {"k": secret})
+        store.fork(conv.id, title=secret)
+        ctx = store.prepare_request(conv.id, system=f"You are helpful. {secret}")
+        assert TOKEN not in _all_text(store)
+        assert "[REDACTED:github_token]" in _all_text(store)
+        assert TOKEN not in repr(ctx.payload)
+        assert TOKEN not in repr(store.request_payload(conv.id, ctx.request_id))
+        assert store.request_payload(conv.id, ctx.request_id) == ctx.payload
+    finally:
+        cleanup()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_default_pipeline_masks_the_system_prompt_it_sends(
+    backend: str, tmp_path: Path
+) -> None:
+    """Without masking on write: the prompt is masked by the pipeline, in the payload and the
+    stored options; with ``Pipeline([])`` it goes as given."""
+    store, cleanup = open_backend(backend, tmp_path)
+    try:
+        conv = store.create_conversation()
+        store.append(conv.id, "user", "hi")
+        ctx = store.prepare_request(conv.id, system=f"key {TOKEN}")
+        assert ctx.payload["system"] == "key [REDACTED:github_token]"
+        assert store.request_payload(conv.id, ctx.request_id) == ctx.payload
+        assert TOKEN not in _all_text(store)
+        raw = store.prepare_request(conv.id, system=f"key {TOKEN}", pipeline=Pipeline([]))
+        assert raw.payload["system"] == f"key {TOKEN}"
+        assert store.request_payload(conv.id, raw.request_id)["system"] == f"key {TOKEN}"
+    finally:
+        cleanup()
+
+
+def test_without_masking_on_write_fields_are_stored_as_given(memory_store: ContextStore) -> None:
+    """Not vacuous: the rows above would hold the token without the option."""
+    conv = memory_store.create_conversation(title=TOKEN)
+    memory_store.append(conv.id, "user", "x", meta={"m": TOKEN})
+    memory_store.checkpoint(conv.id, note=TOKEN)
+    assert _all_text(memory_store).count(TOKEN) == 3
