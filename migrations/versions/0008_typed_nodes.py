@@ -286,6 +286,24 @@ def _fill_context_nodes(counter: Any) -> None:
         bind.execute(link, {"system": system, "tools": tools, "options": options_sha256})
 
 
+def _add_prompt_references() -> None:
+    """``api_requests.system_sha256`` / ``tools_sha256`` referencing ``context_nodes``.
+
+    SQLite adds a column with its reference in place (a rebuild would reorder the table's
+    constraints from one run to the next).
+    """
+    for column in ("system_sha256", "tools_sha256"):
+        name = f"fk_api_requests_{column}_context_nodes"
+        if _sqlite():
+            op.execute(
+                f"ALTER TABLE api_requests ADD COLUMN {column} VARCHAR(64) "
+                f"CONSTRAINT {name} REFERENCES context_nodes (sha256)"
+            )
+        else:
+            op.add_column("api_requests", sa.Column(column, sa.String(length=64), nullable=True))
+            op.create_foreign_key(name, "api_requests", "context_nodes", [column], ["sha256"])
+
+
 def upgrade() -> None:
     counter = _counter()
     op.create_table(
@@ -319,21 +337,7 @@ def upgrade() -> None:
                 sqlite_where=sa.text("path IS NOT NULL"),
                 postgresql_where=sa.text("path IS NOT NULL"),
             )
-        with op.batch_alter_table("api_requests", schema=None) as batch_op:
-            batch_op.add_column(sa.Column("system_sha256", sa.String(length=64), nullable=True))
-            batch_op.add_column(sa.Column("tools_sha256", sa.String(length=64), nullable=True))
-            batch_op.create_foreign_key(
-                op.f("fk_api_requests_system_sha256_context_nodes"),
-                "context_nodes",
-                ["system_sha256"],
-                ["sha256"],
-            )
-            batch_op.create_foreign_key(
-                op.f("fk_api_requests_tools_sha256_context_nodes"),
-                "context_nodes",
-                ["tools_sha256"],
-                ["sha256"],
-            )
+        _add_prompt_references()
         _fill_context_nodes(counter)
     for name, query in NODE_VIEWS.items():
         op.execute(f"CREATE VIEW {name} AS {query}")
@@ -344,12 +348,11 @@ def downgrade() -> None:
         op.execute(f"DROP VIEW {name}")
     with _views_set_aside():
         with op.batch_alter_table("api_requests", schema=None) as batch_op:
-            batch_op.drop_constraint(
-                op.f("fk_api_requests_tools_sha256_context_nodes"), type_="foreignkey"
-            )
-            batch_op.drop_constraint(
-                op.f("fk_api_requests_system_sha256_context_nodes"), type_="foreignkey"
-            )
+            if not _sqlite():
+                # SQLite's rebuild drops the references with their columns.
+                for column in ("tools_sha256", "system_sha256"):
+                    name = f"fk_api_requests_{column}_context_nodes"
+                    batch_op.drop_constraint(name, type_="foreignkey")
             batch_op.drop_column("tools_sha256")
             batch_op.drop_column("system_sha256")
         with op.batch_alter_table("blocks", schema=None) as batch_op:
