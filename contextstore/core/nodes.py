@@ -138,7 +138,7 @@ def _lines(name: str, arguments: Mapping[str, Any]) -> tuple[int | None, int | N
     if offset is None and limit is None:
         return None, None
     # Gemini CLI counts offset from 0; Claude Code's Read counts from line 1.
-    first = (offset or 0) + 1 if name != "Read" else max(1, offset or 1)
+    first = max(1, (offset or 0) + 1 if name != "Read" else offset or 1)
     if limit is None or limit < 1:
         return first, None
     return first, first + limit - 1
@@ -431,9 +431,15 @@ def typed_nodes(
     calls = dict(stored_calls)
     calls.update(calls_in((c.message.role, c.message.blocks) for _, c in written))
     typed = []
+    previous: Sequence[Mapping[str, Any]] = ()
     for _, counted in written:
-        kinds = type_message(counted.message.role, counted.message.blocks, calls)
+        message = counted.message
+        known = calls
+        if message.role == "user" and previous:
+            known = {**calls, **_paired_by_position(previous, message.blocks, calls)}
+        kinds = type_message(message.role, message.blocks, known)
         typed.append(node_rows(kinds, counted.block_tokens))
+        previous = message.blocks if message.role == "assistant" else ()
     check_nodes(
         [
             (idx, counted.message.blocks, rows, counted.tokens)
@@ -441,6 +447,27 @@ def typed_nodes(
         ]
     )
     return typed
+
+
+def _paired_by_position(
+    calls_message: Sequence[Mapping[str, Any]],
+    results_message: Sequence[Mapping[str, Any]],
+    calls: Mapping[str, CallInfo],
+) -> dict[str, CallInfo]:
+    """Results whose ids name no call, paired in order with the calls of the assistant
+    message just before them that no result names (Gemini CLI exports calls without ids
+    and their responses with ids of their own)."""
+    answered = set(answered_ids(results_message))
+    open_calls = [
+        block
+        for block in calls_message
+        if block.get("type") == "tool_use" and block.get("id") not in answered
+    ]
+    strays = [use_id for use_id in answered_ids(results_message) if use_id not in calls]
+    return {
+        use_id: call_info(call.get("name"), call.get("input"))
+        for use_id, call in zip(strays, open_calls, strict=False)
+    }
 
 
 def unanswered_elsewhere(messages: Iterable[NormalizedMessage]) -> list[str]:
