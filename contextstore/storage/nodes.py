@@ -21,21 +21,35 @@ from contextstore.storage.tables import blocks, context_nodes, messages
 _b, _m, _n = blocks.c, messages.c, context_nodes.c
 
 
-def find_calls(
-    connection: Connection, conversation_id: str, tool_use_ids: Sequence[str]
-) -> dict[str, CallInfo]:
-    """The stored tool calls with these ids (name, file and lines), by id; one indexed
-    SELECT (``ix_blocks_tool_use_id``)."""
-    if not tool_use_ids:
-        return {}
-    rows = connection.execute(
-        select(_b.tool_use_id, _b.tool_name, _b.path, _b.line_start, _b.line_end).where(
-            _b.conversation_id == conversation_id,
-            _b.tool_use_id.in_(list(tool_use_ids)),
+_CALLS_CHUNK = 16
+
+
+def _calls_statement(size: int) -> Statement:
+    return Statement(
+        lambda: select(_b.tool_use_id, _b.tool_name, _b.path, _b.line_start, _b.line_end).where(
+            _b.conversation_id == bindparam("cid"),
+            _b.tool_use_id.in_([bindparam(f"id{n}") for n in range(size)]),
             _b.type == "tool_use",
         )
     )
-    return {row[0]: CallInfo(row[1], row[2], row[3], row[4]) for row in rows}
+
+
+_CALLS = {size: _calls_statement(size) for size in range(1, _CALLS_CHUNK + 1)}
+
+
+def find_calls(
+    connection: Connection, conversation_id: str, tool_use_ids: Sequence[str]
+) -> dict[str, CallInfo]:
+    """The stored tool calls with these ids (name, file and lines), by id: one indexed
+    SELECT (``ix_blocks_tool_use_id``) per 16 ids."""
+    found: dict[str, CallInfo] = {}
+    for first in range(0, len(tool_use_ids), _CALLS_CHUNK):
+        chunk = tool_use_ids[first : first + _CALLS_CHUNK]
+        params: dict[str, Any] = {f"id{n}": use_id for n, use_id in enumerate(chunk)}
+        params["cid"] = conversation_id
+        for row in _CALLS[len(chunk)].rows(connection, params):
+            found[row[0]] = CallInfo(row[1], row[2], row[3], row[4])
+    return found
 
 
 class NodeRowRead(NamedTuple):
