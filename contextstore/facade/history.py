@@ -158,7 +158,9 @@ class HistoryMixin(NodesMixin):
                 for n, c in enumerate(prepared)
             ]
 
-        return self._db.write(work, pipeline=True)
+        appended = self._db.write(work, pipeline=True)
+        self._remember_calls(conversation_id, prepared)
+        return appended
 
     def messages(self, conversation_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:
         """The stored messages (originals: no cut, no rewrites), as appended."""

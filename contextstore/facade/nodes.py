@@ -3,15 +3,18 @@ the pristine view (as stored) or the active one (what the model sees)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Literal
 
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.nodes import (
     MEMORY_SUMMARY,
+    CallInfo,
     CountedMessage,
     Node,
     NodeRow,
+    calls_in,
     node_id,
     typed_nodes,
     unanswered_elsewhere,
@@ -25,12 +28,19 @@ from contextstore.storage import history, nodes
 from contextstore.storage.clock import last_ts
 from contextstore.storage.engine import Connection
 
+CALL_MEMORY = 4_096
+"""Tool calls a store remembers from its own appends, to type their results without a
+SELECT (a result answering a call it does not remember reads the call from the store)."""
+_MEMORY_LOCK = threading.Lock()
+
 View = Literal["pristine", "active"]
 VIEWS: tuple[str, ...] = ("pristine", "active")
 
 
 class NodesMixin(StoreBase):
     """Typed nodes: written with their blocks, read in both views."""
+
+    _recent_calls: dict[tuple[str, str], CallInfo]
 
     def _typed(
         self,
@@ -52,8 +62,37 @@ class NodesMixin(StoreBase):
         written: Sequence[tuple[int, CountedMessage]],
     ) -> list[list[NodeRow]]:
         missing = unanswered_elsewhere(c.message for _, c in written)
-        stored = nodes.find_calls(connection, conversation_id, missing) if missing else {}
-        return typed_nodes(written, stored)
+        known: dict[str, CallInfo] = {}
+        if missing:
+            memory = self._call_memory()
+            for use_id in missing:
+                call = memory.get((conversation_id, use_id))
+                if call is not None:
+                    known[use_id] = call
+            rest = [use_id for use_id in missing if use_id not in known]
+            if rest:
+                known.update(nodes.find_calls(connection, conversation_id, rest))
+        return typed_nodes(written, known)
+
+    def _call_memory(self) -> dict[tuple[str, str], CallInfo]:
+        memory: dict[tuple[str, str], CallInfo] | None = getattr(self, "_recent_calls", None)
+        if memory is None:
+            memory = {}
+            self._recent_calls = memory
+        return memory
+
+    def _remember_calls(self, conversation_id: str, written: Sequence[CountedMessage]) -> None:
+        """Keep the calls just appended, so typing their results (usually the next append)
+        needs no SELECT; the oldest are forgotten past :data:`CALL_MEMORY`."""
+        found = calls_in((c.message.role, c.message.blocks) for c in written)
+        if not found:
+            return
+        memory = self._call_memory()
+        with _MEMORY_LOCK:
+            for use_id, call in found.items():
+                memory[(conversation_id, use_id)] = call
+            while len(memory) > CALL_MEMORY:
+                del memory[next(iter(memory))]
 
     def nodes(
         self, conversation_id: str, *, view: View = "pristine", as_of: int | None = None

@@ -237,3 +237,34 @@ def test_a_broken_invariant_refuses_the_whole_write(
     monkeypatch.setattr(core_nodes, "node_rows", real)
     assert store.messages(cid) == [{"role": "user", "content": "kept"}]
     assert len(store.nodes(cid)) == 1
+
+
+def _lookups(store: ContextStore) -> list[str]:
+    from sqlalchemy import event
+
+    seen: list[str] = []
+
+    def listen(_c: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        if "tool_use_id IN" in statement:
+            seen.append(statement)
+
+    event.listen(store.database.engine, "before_cursor_execute", listen)
+    return seen
+
+
+def test_a_result_of_a_call_this_store_appended_needs_no_lookup(tmp_path: Path) -> None:
+    path = tmp_path / "calls.db"
+    with ContextStore.open(path) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "task")
+        store.append(cid, "assistant", [tool_use("t1", path="a.py")])
+        seen = _lookups(store)
+        store.append(cid, "user", [file_read("t1", "a.py", "x")])
+        assert seen == []
+        store.append(cid, "assistant", [tool_use("t2", path="b.py")])
+    with ContextStore.open(path) as reopened:
+        seen = _lookups(reopened)
+        reopened.append(cid, "user", [file_read("t2", "b.py", "y")])
+        assert len(seen) == 1
+        typed = [(n.node_type, n.path) for n in reopened.nodes(cid)]
+    assert typed[2] == ("file_content", "a.py") and typed[-1] == ("file_content", "b.py")
