@@ -418,25 +418,25 @@ def count_message(message: NormalizedMessage, counter: TokenCounter) -> CountedM
 
 
 def typed_nodes(
-    written: Sequence[tuple[int, CountedMessage]], stored_calls: Mapping[str, CallInfo]
+    written: Sequence[tuple[int, CountedMessage]], calls: Mapping[str, CallInfo]
 ) -> list[list[NodeRow]]:
     """The checked node rows of messages about to be written at their indices.
 
-    A ``tool_result`` is typed by the call it answers: one in ``written`` or, for a call
-    appended earlier, in ``stored_calls`` (see :func:`unanswered_elsewhere`).
+    A ``tool_result`` is typed by the call it answers, from ``calls``: those in ``written``
+    and those appended earlier that its results answer (see :func:`batch_calls`).
 
     Raises:
         NodeInvariantError: a node breaks an invariant (see :func:`check_nodes`).
     """
-    calls = dict(stored_calls)
-    calls.update(calls_in((c.message.role, c.message.blocks) for _, c in written))
     typed = []
     previous: Sequence[Mapping[str, Any]] = ()
     for _, counted in written:
         message = counted.message
         known = calls
         if message.role == "user" and previous:
-            known = {**calls, **_paired_by_position(previous, message.blocks, calls)}
+            strays = _paired_by_position(previous, message.blocks, calls)
+            if strays:
+                known = {**calls, **strays}
         kinds = type_message(message.role, message.blocks, known)
         typed.append(node_rows(kinds, counted.block_tokens))
         previous = message.blocks if message.role == "assistant" else ()
@@ -447,6 +447,19 @@ def typed_nodes(
         ]
     )
     return typed
+
+
+def batch_calls(messages: Iterable[NormalizedMessage]) -> tuple[dict[str, CallInfo], list[str]]:
+    """The tool calls among ``messages`` (by id), and the ids their results answer that
+    are not among them: the calls typing must look up in the store."""
+    local: dict[str, CallInfo] = {}
+    wanted: list[str] = []
+    for message in messages:
+        if message.role == "assistant":
+            local.update(calls_in([(message.role, message.blocks)]))
+        else:
+            wanted.extend(answered_ids(message.blocks))
+    return local, sorted({use_id for use_id in wanted if use_id not in local})
 
 
 def _paired_by_position(
@@ -468,15 +481,6 @@ def _paired_by_position(
         use_id: call_info(call.get("name"), call.get("input"))
         for use_id, call in zip(strays, open_calls, strict=False)
     }
-
-
-def unanswered_elsewhere(messages: Iterable[NormalizedMessage]) -> list[str]:
-    """Tool-use ids answered in ``messages`` whose calls are not among them: the calls
-    typing must look up in the store."""
-    batch = list(messages)
-    local = calls_in((m.role, m.blocks) for m in batch)
-    wanted = [use_id for m in batch if m.role == "user" for use_id in answered_ids(m.blocks)]
-    return sorted({use_id for use_id in wanted if use_id not in local})
 
 
 class PromptNode(NamedTuple):

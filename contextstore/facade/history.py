@@ -13,7 +13,7 @@ from contextstore.core.errors import (
     IntegrityViolationError,
     InvalidInputError,
 )
-from contextstore.core.nodes import CountedMessage, count_message
+from contextstore.core.nodes import CountedMessage, batch_calls, count_message
 from contextstore.core.overlays import BlockUpdate, UpdateKind, UpdateMode, block_text, text_hash
 from contextstore.core.planning import Plan, TruncationSummarizer, plan_truncation
 from contextstore.core.records import AppendedMessage, TruncationDecision
@@ -138,12 +138,13 @@ class HistoryMixin(NodesMixin):
         self, conversation_id: str, normalized: list[NormalizedMessage], ts: int | None
     ) -> list[AppendedMessage]:
         prepared = [self._prepare_for_write(n) for n in normalized]
+        calls, missing = batch_calls(normalized)
 
         def work(connection: Connection) -> list[AppendedMessage]:
             first_ts, first_idx = reserve_messages(
                 connection, conversation_id, len(prepared), at=ts
             )
-            nodes = self._typed(connection, conversation_id, first_idx, prepared)
+            nodes = self._typed(connection, conversation_id, first_idx, prepared, calls, missing)
             history.insert_messages(
                 connection,
                 conversation_id,
@@ -159,7 +160,7 @@ class HistoryMixin(NodesMixin):
             ]
 
         appended = self._db.write(work, pipeline=True)
-        self._remember_calls(conversation_id, prepared)
+        self._remember_calls(conversation_id, calls)
         return appended
 
     def messages(self, conversation_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from contextstore.core.content import NormalizedMessage, normalize_message_dict
 from contextstore.core.errors import InvalidInputError, TimelineError
-from contextstore.core.nodes import CountedMessage, NodeRow
+from contextstore.core.nodes import CallInfo, CountedMessage, NodeRow, batch_calls
 from contextstore.core.overlays import UpdateKind, UpdateMode, block_text
 from contextstore.core.records import RemovedSourceRecords, SourceRecord
 from contextstore.core.rows import (
@@ -78,6 +78,8 @@ class InteropMixin(StoreBase):
             connection: Connection,
             conversation_id: str,
             written: Sequence[tuple[int, CountedMessage]],
+            calls: Mapping[str, CallInfo],
+            missing: Sequence[str],
         ) -> list[list[NodeRow]]: ...
 
     def import_timeline(self, conversation_id: str, rows: Sequence[TimelineRow]) -> dict[str, int]:
@@ -130,7 +132,8 @@ class InteropMixin(StoreBase):
             at = [
                 (first_idx + offset, counted) for offset, (_, counted) in enumerate(batch.messages)
             ]
-            typed = self._typed_at(connection, conversation_id, at)
+            calls, missing = batch_calls(counted.message for _, counted in at)
+            typed = self._typed_at(connection, conversation_id, at, calls, missing)
             storage.insert_messages(
                 connection,
                 conversation_id,

@@ -4,7 +4,7 @@ the pristine view (as stored) or the active one (what the model sees)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from contextstore.core.errors import InvalidInputError
@@ -14,10 +14,8 @@ from contextstore.core.nodes import (
     CountedMessage,
     Node,
     NodeRow,
-    calls_in,
     node_id,
     typed_nodes,
-    unanswered_elsewhere,
 )
 from contextstore.core.overlays import UpdateKind
 from contextstore.core.truncation import visible_start
@@ -48,11 +46,16 @@ class NodesMixin(StoreBase):
         conversation_id: str,
         first_idx: int,
         written: Sequence[CountedMessage],
+        calls: Mapping[str, CallInfo],
+        missing: Sequence[str],
     ) -> list[list[NodeRow]]:
-        """The checked node rows of messages about to be written from ``first_idx`` on;
-        calls answered here but appended earlier are read in one indexed SELECT."""
+        """The checked node rows of messages about to be written from ``first_idx`` on."""
         return self._typed_at(
-            connection, conversation_id, [(first_idx + n, c) for n, c in enumerate(written)]
+            connection,
+            conversation_id,
+            [(first_idx + n, c) for n, c in enumerate(written)],
+            calls,
+            missing,
         )
 
     def _typed_at(
@@ -60,16 +63,22 @@ class NodesMixin(StoreBase):
         connection: Connection,
         conversation_id: str,
         written: Sequence[tuple[int, CountedMessage]],
+        calls: Mapping[str, CallInfo],
+        missing: Sequence[str],
     ) -> list[list[NodeRow]]:
-        missing = unanswered_elsewhere(c.message for _, c in written)
-        known: dict[str, CallInfo] = {}
+        """Node rows for ``written``, whose own ``calls`` are known; the ``missing`` calls
+        its results answer come from this store's memory of its appends, else from one
+        indexed SELECT."""
+        known = dict(calls)
         if missing:
             memory = self._call_memory()
+            rest = []
             for use_id in missing:
                 call = memory.get((conversation_id, use_id))
-                if call is not None:
+                if call is None:
+                    rest.append(use_id)
+                else:
                     known[use_id] = call
-            rest = [use_id for use_id in missing if use_id not in known]
             if rest:
                 known.update(nodes.find_calls(connection, conversation_id, rest))
         return typed_nodes(written, known)
@@ -81,10 +90,9 @@ class NodesMixin(StoreBase):
             self._recent_calls = memory
         return memory
 
-    def _remember_calls(self, conversation_id: str, written: Sequence[CountedMessage]) -> None:
+    def _remember_calls(self, conversation_id: str, found: Mapping[str, CallInfo]) -> None:
         """Keep the calls just appended, so typing their results (usually the next append)
         needs no SELECT; the oldest are forgotten past :data:`CALL_MEMORY`."""
-        found = calls_in((c.message.role, c.message.blocks) for c in written)
         if not found:
             return
         memory = self._call_memory()

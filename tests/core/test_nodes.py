@@ -24,6 +24,7 @@ from contextstore.core.nodes import (
     CallInfo,
     NodeKind,
     NodeRow,
+    batch_calls,
     call_info,
     check_nodes,
     count_message,
@@ -238,7 +239,9 @@ def test_a_result_is_typed_by_a_call_in_the_same_batch_or_a_stored_one() -> None
         (0, _counted("assistant", [call])),
         (1, _counted("user", [_result("t1", "code"), _result("t0", "older")])),
     ]
-    rows = typed_nodes(written, {"t0": CallInfo("read_file", "old.py")})
+    local, missing = batch_calls(c.message for _, c in written)
+    assert missing == ["t0"]
+    rows = typed_nodes(written, {**local, "t0": CallInfo("read_file", "old.py")})
     assert [(r.node_type, r.path) for r in rows[1]] == [
         (FILE_CONTENT, "a.py"),
         (FILE_CONTENT, "old.py"),
@@ -261,7 +264,8 @@ def test_results_without_a_matching_id_pair_with_the_calls_before_them_in_order(
         (4, _counted("assistant", calls)),
         (5, _counted("user", [_result("read_file-1", "x"), _result("run-2", "y")])),
     ]
-    rows = typed_nodes(written, {})
+    local, _ = batch_calls(c.message for _, c in written)
+    rows = typed_nodes(written, local)
     assert [(r.node_type, r.path) for r in rows[1]] == [(FILE_CONTENT, "a.h"), (TOOL_OUTPUT, None)]
 
 
