@@ -129,7 +129,12 @@ def _int(value: Any) -> int | None:
     return None
 
 
+_LINE_KEYS: Final = frozenset({"start_line", "end_line", "offset", "limit"})
+
+
 def _lines(name: str, arguments: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    if _LINE_KEYS.isdisjoint(arguments):
+        return None, None
     start = _int(arguments.get("start_line"))
     end = _int(arguments.get("end_line"))
     if start is not None and start >= 1:
@@ -268,7 +273,10 @@ def type_block(
     if kind == "text":
         return _type_text(role, block.get("text"))
     if kind == "tool_use":
-        made = call_info(block.get("name"), block.get("input"))
+        use_id = block.get("id")
+        made = calls.get(use_id) if calls is not None and isinstance(use_id, str) else None
+        if made is None or made.name != block.get("name"):
+            made = call_info(block.get("name"), block.get("input"))
         return NodeKind(TOOL_CALL, made.path, made.line_start, made.line_end)
     if kind == "tool_result":
         use_id = block.get("tool_use_id")

@@ -149,7 +149,8 @@ def test_upgrade_types_rows_written_before_nodes_existed(tmp_path: Path) -> None
             connection.execute(
                 text(
                     "INSERT INTO blocks (conversation_id, message_idx, block_idx, type, text, "
-                    "data) VALUES ('c', 5, 0, 'text', '[read_file for ''old.py''] Result:\nold', '{}')"
+                    "data) VALUES ('c', 5, 0, 'text', "
+                    "'[read_file for ''old.py''] Result:\nold', '{}')"
                 )
             )
         upgrade(engine, is_sqlite=True)
