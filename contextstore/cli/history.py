@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import click
@@ -10,6 +11,7 @@ from contextstore.cli import terminal
 from contextstore.cli.common import json_option, open_store
 from contextstore.cli.output import conversation_rows
 from contextstore.cli.times import MOMENT, Moment, format_ts, resolve
+from contextstore.core.nodes import Node
 from contextstore.core.records import Conversation
 
 FORMATS = ("stored", "anthropic", "openai", "gemini")
@@ -58,6 +60,59 @@ def list_conversations(ctx: click.Context, as_json: bool) -> None:
     )
 
 
+def node_json(node: Node) -> dict[str, Any]:
+    """A node's JSON fields (documented in the README)."""
+    return {field.name: getattr(node, field.name) for field in dataclasses.fields(node)}
+
+
+def _file(node: Node) -> str:
+    if node.path is None:
+        return ""
+    if node.line_start is None:
+        return node.path
+    end = "" if node.line_end is None else node.line_end
+    return f"{node.path}:{node.line_start}-{end}"
+
+
+def _show_nodes(
+    store: Any, conversation_id: str, ts: int | None, pristine: bool, as_json: bool
+) -> None:
+    view = "pristine" if pristine else "active"
+    found = store.nodes(conversation_id, view=view, as_of=ts)
+    if as_json:
+        terminal.print_json(
+            {
+                "conversation_id": conversation_id,
+                "as_of": ts,
+                "view": view,
+                "nodes": [node_json(n) for n in found],
+            }
+        )
+        return
+    moment = f"as of {format_ts(ts)}" if ts is not None else "now"
+    total = sum(n.token_count for n in found)
+    terminal.table(
+        ("node", "role", "type", "file", "tokens", "rewritten by", "text"),
+        [
+            (
+                n.id,
+                n.role,
+                n.node_type,
+                _file(n),
+                n.token_count,
+                n.rewritten_by or "",
+                (n.text or n.tool_name or "")[:_PREVIEW].replace("\n", " "),
+            )
+            for n in found
+        ],
+        title=f"{conversation_id}, {view} nodes, {moment}: {len(found)} nodes, {total:,} tokens",
+        wrap=("text",),
+    )
+
+
+_PREVIEW = 120
+
+
 def _show(
     ctx: click.Context,
     conversation_id: str,
@@ -65,15 +120,20 @@ def _show(
     format_: str,
     pristine: bool,
     as_json: bool,
+    nodes: bool = False,
 ) -> None:
-    if pristine and format_ != "stored":
+    if (pristine or nodes) and format_ != "stored":
+        flag = "--pristine" if pristine else "--nodes"
         raise click.UsageError(
-            "--pristine shows the stored originals; drop --format (or use --format stored).",
+            f"{flag} shows stored rows; drop --format (or use --format stored).",
             ctx,
         )
     store = open_store(ctx, auto_migrate=False)
     store.get_conversation(conversation_id)
     ts = None if as_of is None else resolve(store, conversation_id, as_of, "--as-of")
+    if nodes:
+        _show_nodes(store, conversation_id, ts, pristine, as_json)
+        return
     if pristine:
         view = store.messages(conversation_id, as_of=ts)
     else:
@@ -120,6 +180,10 @@ def _show(
 _AS_OF_HELP = "Show the conversation as it was then: a checkpoint label, an ISO date or ms."
 _FORMAT_HELP = "stored: every stored field; anthropic, openai, gemini: the provider's message list."
 _PRISTINE_HELP = "The stored originals, without the cut or any rewrite."
+_NODES_HELP = (
+    "The typed nodes (type, file and lines, tokens): the active view, or with --pristine "
+    "every stored node."
+)
 
 
 def _show_command(name: str, hidden: bool) -> click.Command:
@@ -135,6 +199,7 @@ def _show_command(name: str, hidden: bool) -> click.Command:
         help=_FORMAT_HELP,
     )
     @click.option("--pristine", is_flag=True, help=_PRISTINE_HELP)
+    @click.option("--nodes", is_flag=True, help=_NODES_HELP)
     @json_option
     @click.pass_context
     def command(
@@ -143,10 +208,11 @@ def _show_command(name: str, hidden: bool) -> click.Command:
         as_of: Moment | None,
         format_: str,
         pristine: bool,
+        nodes: bool,
         as_json: bool,
     ) -> None:
         """Show a conversation as the model sees it (now, or as of a past moment)."""
-        _show(ctx, conversation_id, as_of, format_, pristine, as_json)
+        _show(ctx, conversation_id, as_of, format_, pristine, as_json, nodes)
 
     return command
 

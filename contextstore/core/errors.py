@@ -73,6 +73,11 @@ class IntegrityViolationError(ContextStoreError):
     exit_code = 5
 
 
+class NodeInvariantError(IntegrityViolationError):
+    """Nodes about to be written break an invariant (unique ids, non-empty content, token
+    counts equal to their recount, valid line ranges); nothing was written."""
+
+
 class CorruptRowError(IntegrityViolationError):
     """A stored value cannot be decoded; it is reported, never silently reset."""
 

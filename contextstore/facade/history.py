@@ -13,11 +13,11 @@ from contextstore.core.errors import (
     IntegrityViolationError,
     InvalidInputError,
 )
+from contextstore.core.nodes import CountedMessage, batch_calls, count_message
 from contextstore.core.overlays import BlockUpdate, UpdateKind, UpdateMode, block_text, text_hash
 from contextstore.core.planning import Plan, TruncationSummarizer, plan_truncation
 from contextstore.core.records import AppendedMessage, TruncationDecision
 from contextstore.core.state import ConversationState
-from contextstore.core.tokens import message_tokens
 from contextstore.core.truncation import normalize_keep
 from contextstore.core.validate import (
     MAX_HASH_LENGTH,
@@ -31,7 +31,8 @@ from contextstore.core.validate import (
     check_text,
 )
 from contextstore.core.view import ensure_tool_results_follow_tool_use, pending_calls
-from contextstore.facade.base import Snapshot, StoreBase
+from contextstore.facade.base import Snapshot
+from contextstore.facade.nodes import NodesMixin
 from contextstore.processors.pipeline import Pipeline
 from contextstore.processors.runner import propose_and_view, view_with
 from contextstore.processors.secrets import mask_message
@@ -44,7 +45,7 @@ PROPOSAL_OVERHEAD = 200
 """Bytes a cached proposal costs beyond its text (the update value and its key)."""
 
 
-class HistoryMixin(StoreBase):
+class HistoryMixin(NodesMixin):
     """A conversation's history: appending and reading messages, the view, and the range and
     rewrite rows the view is computed from.
     """
@@ -123,7 +124,7 @@ class HistoryMixin(StoreBase):
                 raise type(exc)(f"message {position}: {exc}") from exc
         return self._append_normalized(conversation_id, normalized, ts)
 
-    def _prepare_for_write(self, normalized: NormalizedMessage) -> tuple[NormalizedMessage, int]:
+    def _prepare_for_write(self, normalized: NormalizedMessage) -> CountedMessage:
         if self.mask_secrets_on_write:
             normalized = normalize_message_dict(mask_message(normalized.to_message()))
         size = normalized.json_size()
@@ -133,24 +134,36 @@ class HistoryMixin(StoreBase):
                 f"{self.max_message_bytes:,}; split it, store large files outside the "
                 "conversation, or open the store with a larger max_message_bytes."
             )
-        return normalized, message_tokens(normalized.blocks, self.token_counter)
+        return count_message(normalized, self.token_counter)
 
     def _append_normalized(
         self, conversation_id: str, normalized: list[NormalizedMessage], ts: int | None
     ) -> list[AppendedMessage]:
         prepared = [self._prepare_for_write(n) for n in normalized]
+        calls, missing = batch_calls(normalized)
 
         def work(connection: Connection) -> list[AppendedMessage]:
             first_ts, first_idx = reserve_messages(
                 connection, conversation_id, len(prepared), at=ts
             )
-            history.insert_messages(connection, conversation_id, first_idx, first_ts, prepared)
+            nodes = self._typed(connection, conversation_id, first_idx, prepared, calls, missing)
+            history.insert_messages(
+                connection,
+                conversation_id,
+                first_idx,
+                first_ts,
+                [(c.message, c.tokens, n) for c, n in zip(prepared, nodes, strict=True)],
+            )
             return [
-                AppendedMessage(conversation_id, first_idx + n, first_ts + n, message.role, tokens)
-                for n, (message, tokens) in enumerate(prepared)
+                AppendedMessage(
+                    conversation_id, first_idx + n, first_ts + n, c.message.role, c.tokens
+                )
+                for n, c in enumerate(prepared)
             ]
 
-        return self._db.write(work, pipeline=True)
+        appended = self._db.write(work, pipeline=True)
+        self._remember_calls(conversation_id, calls)
+        return appended
 
     def messages(self, conversation_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:
         """The stored messages (originals: no cut, no rewrites), as appended."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from contextstore.core.content import NormalizedMessage, normalize_message_dict
 from contextstore.core.errors import ContentTooLargeError, InvalidInputError, TimelineError
+from contextstore.core.nodes import CallInfo, CountedMessage, NodeRow, batch_calls
 from contextstore.core.overlays import UpdateKind, UpdateMode, block_text
 from contextstore.core.records import RemovedSourceRecords, SourceRecord
 from contextstore.core.rows import (
@@ -57,7 +58,7 @@ class _Batch:
     """An import's rows sorted by table, checked in timeline order."""
 
     def __init__(self) -> None:
-        self.messages: list[tuple[int, NormalizedMessage, int]] = []
+        self.messages: list[tuple[int, CountedMessage]] = []
         self.records: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         self.checkpoints: list[dict[str, Any]] = []
@@ -80,9 +81,16 @@ class InteropMixin(StoreBase):
 
     if TYPE_CHECKING:  # provided by HistoryMixin in ContextStore
 
-        def _prepare_for_write(
-            self, normalized: NormalizedMessage
-        ) -> tuple[NormalizedMessage, int]: ...
+        def _prepare_for_write(self, normalized: NormalizedMessage) -> CountedMessage: ...
+
+        def _typed_at(
+            self,
+            connection: Connection,
+            conversation_id: str,
+            written: Sequence[tuple[int, CountedMessage]],
+            calls: Mapping[str, CallInfo],
+            missing: Sequence[str],
+        ) -> list[list[NodeRow]]: ...
 
     def import_timeline(self, conversation_id: str, rows: Sequence[TimelineRow]) -> dict[str, int]:
         """Write many timeline rows, each at its own ``ts``, in one transaction.
@@ -131,12 +139,19 @@ class InteropMixin(StoreBase):
                 )
             batch = self._checked_batch(connection, conversation_id, rows, prepared)
             first_idx = conversations.message_count(connection, conversation_id)
+            at = [
+                (first_idx + offset, counted) for offset, (_, counted) in enumerate(batch.messages)
+            ]
+            calls, missing = batch_calls(counted.message for _, counted in at)
+            typed = self._typed_at(connection, conversation_id, at, calls, missing)
             storage.insert_messages(
                 connection,
                 conversation_id,
                 [
-                    MessageInsert(first_idx + offset, ts, normalized, tokens)
-                    for offset, (ts, normalized, tokens) in enumerate(batch.messages)
+                    MessageInsert(idx, ts, counted.message, counted.tokens, node_rows)
+                    for (idx, counted), (ts, _), node_rows in zip(
+                        at, batch.messages, typed, strict=True
+                    )
                 ],
             )
             storage.insert_source_records(connection, conversation_id, batch.records)
@@ -149,7 +164,7 @@ class InteropMixin(StoreBase):
 
         return self._db.write(work)
 
-    def _prepare_rows(self, rows: Sequence[TimelineRow]) -> list[tuple[NormalizedMessage, int]]:
+    def _prepare_rows(self, rows: Sequence[TimelineRow]) -> list[CountedMessage]:
         """Validate every message (masking, size, token count) before the transaction."""
         prepared = []
         for position, row in enumerate(rows):
@@ -165,7 +180,7 @@ class InteropMixin(StoreBase):
         connection: Connection,
         conversation_id: str,
         rows: Sequence[TimelineRow],
-        prepared: Sequence[tuple[NormalizedMessage, int]],
+        prepared: Sequence[CountedMessage],
     ) -> _Batch:
         batch = _Batch()
         count = conversations.message_count(connection, conversation_id)
@@ -178,9 +193,9 @@ class InteropMixin(StoreBase):
             where = f"row {position} ({ROW_TABLES[type(row)]}, ts {row.ts})"
             try:
                 if isinstance(row, MessageRow):
-                    normalized, tokens = next(messages)
-                    batch.messages.append((row.ts, normalized, tokens))
-                    new_blocks[count] = normalized.blocks
+                    counted = next(messages)
+                    batch.messages.append((row.ts, counted))
+                    new_blocks[count] = counted.message.blocks
                     count += 1
                 elif isinstance(row, SourceRecordRow):
                     batch.records.append(self._masked_fields(_record_values(row), "data"))

@@ -18,6 +18,7 @@ from contextstore.core.errors import (
     PayloadMismatchError,
     RequestNotFoundError,
 )
+from contextstore.core.nodes import PromptNode, prompt_nodes
 from contextstore.core.overlays import BlockUpdate
 from contextstore.core.planning import (
     Plan,
@@ -45,7 +46,7 @@ from contextstore.facade.base import Snapshot, StoreBase
 from contextstore.processors.pipeline import Pipeline
 from contextstore.processors.runner import propose_and_view
 from contextstore.renderers import registry
-from contextstore.storage import history, requests
+from contextstore.storage import history, nodes, requests
 from contextstore.storage.clock import last_ts, tick
 from contextstore.storage.engine import Connection
 
@@ -108,6 +109,7 @@ class RequestsMixin(StoreBase):
         if active is not None:
             system = active.rewrite_system(system)
         options = self._request_options(format, system, tools, model, max_tokens)
+        prompt = prompt_nodes(options["system"], options["tools"])
 
         def decide(snapshot: Snapshot) -> _Prepared:
             conv = snapshot.conversation
@@ -144,6 +146,7 @@ class RequestsMixin(StoreBase):
                     dataclasses.replace(u, text=self._masked(u.text)) for u in prepared.processed
                 ]
                 history.insert_updates(connection, conversation_id, remaining.pop(0), processed)
+            system_sha256, tools_sha256 = self._store_prompt_nodes(connection, prompt)
             request_id = requests.insert_request(
                 connection,
                 conversation_id,
@@ -151,6 +154,8 @@ class RequestsMixin(StoreBase):
                 model_id=prepared.model_id,
                 format=format,
                 options_sha256=requests.store_options(connection, options),
+                system_sha256=system_sha256,
+                tools_sha256=tools_sha256,
                 payload_sha256=payload_sha256(prepared.payload),
                 message_count=len(prepared.view),
             )
@@ -173,6 +178,23 @@ class RequestsMixin(StoreBase):
             payload=payload,
             request_id=request_id,
             ts=stamp,
+        )
+
+    def _store_prompt_nodes(
+        self, connection: Connection, prompt: tuple[PromptNode | None, PromptNode | None]
+    ) -> tuple[str | None, str | None]:
+        """Keep the system prompt and tools as nodes (counted only when new); returns
+        their hashes."""
+        present = [node for node in prompt if node is not None]
+        known = nodes.known_prompt_nodes(connection, [node.sha256 for node in present])
+        new = list({n.sha256: n for n in reversed(present) if n.sha256 not in known}.values())
+        nodes.insert_prompt_nodes(
+            connection, [(node, self.token_counter.count(node.content)) for node in new]
+        )
+        system, tools = prompt
+        return (
+            None if system is None else system.sha256,
+            None if tools is None else tools.sha256,
         )
 
     @staticmethod

@@ -16,6 +16,7 @@ from sqlalchemy import Connection, and_, bindparam, insert, or_, select
 
 from contextstore.core.content import NormalizedMessage
 from contextstore.core.errors import IntegrityViolationError
+from contextstore.core.nodes import NodeRow
 from contextstore.core.overlays import BlockAddress, BlockUpdate, Message
 from contextstore.core.state import HIDDEN, ConversationState
 from contextstore.core.truncation import DeletedRange, visible_start
@@ -71,6 +72,11 @@ _INSERT_BLOCK = Statement(
                 "tool_use_id",
                 "tool_name",
                 "data",
+                "node_type",
+                "path",
+                "line_start",
+                "line_end",
+                "token_count",
             )
         }
     )
@@ -82,16 +88,16 @@ def insert_messages(
     conversation_id: str,
     first_idx: int,
     first_ts: int,
-    written: Sequence[tuple[NormalizedMessage, int]],
+    written: Sequence[tuple[NormalizedMessage, int, Sequence[NodeRow]]],
 ) -> None:
     """Insert messages (with their token counts) at consecutive indices and timestamps,
-    and their blocks, in two driver calls."""
+    and their blocks (with their nodes), in two driver calls."""
     insert_message_rows(
         connection,
         conversation_id,
         [
-            (first_idx + offset, first_ts + offset, message, tokens)
-            for offset, (message, tokens) in enumerate(written)
+            (first_idx + offset, first_ts + offset, message, tokens, nodes)
+            for offset, (message, tokens, nodes) in enumerate(written)
         ],
     )
 
@@ -99,13 +105,14 @@ def insert_messages(
 def insert_message_rows(
     connection: Connection,
     conversation_id: str,
-    rows: Sequence[tuple[int, int, NormalizedMessage, int]],
+    rows: Sequence[tuple[int, int, NormalizedMessage, int, Sequence[NodeRow]]],
 ) -> None:
-    """Insert messages given as ``(idx, ts, message, token count)``, and their blocks, in
-    two driver calls (an importer's rows keep the other tool's timestamps)."""
+    """Insert messages given as ``(idx, ts, message, token count, nodes)``, and their
+    blocks with their node columns, in two driver calls (an importer's rows keep the other
+    tool's timestamps)."""
     message_rows = []
     block_rows = []
-    for idx, ts, message, tokens in rows:
+    for idx, ts, message, tokens, nodes in rows:
         message_rows.append(
             {
                 "conversation_id": conversation_id,
@@ -117,7 +124,7 @@ def insert_message_rows(
                 "meta": encode_json(message.meta),
             }
         )
-        for position, block in enumerate(message.blocks):
+        for position, (block, node) in enumerate(zip(message.blocks, nodes, strict=True)):
             kind, text, tool_use_id, tool_name, data = encode_block(block)
             block_rows.append(
                 {
@@ -129,6 +136,11 @@ def insert_message_rows(
                     "tool_use_id": tool_use_id,
                     "tool_name": tool_name,
                     "data": data,
+                    "node_type": node.node_type,
+                    "path": column_text(node.path),
+                    "line_start": node.line_start,
+                    "line_end": node.line_end,
+                    "token_count": node.token_count,
                 }
             )
     with pipelined(connection):

@@ -26,6 +26,7 @@ from sqlalchemy import (
 )
 
 from contextstore.core.content import NormalizedMessage
+from contextstore.core.nodes import NodeRow
 from contextstore.storage.codec import column_text, decode_block, decode_json
 from contextstore.storage.history import NO_LIMIT, insert_message_rows
 from contextstore.storage.tables import (
@@ -51,6 +52,7 @@ class MessageInsert:
     ts: int
     normalized: NormalizedMessage
     token_count: int
+    nodes: Sequence[NodeRow]
 
 
 def insert_messages(
@@ -63,7 +65,7 @@ def insert_messages(
     insert_message_rows(
         connection,
         conversation_id,
-        [(row.idx, row.ts, row.normalized, row.token_count) for row in rows],
+        [(row.idx, row.ts, row.normalized, row.token_count, row.nodes) for row in rows],
     )
     connection.execute(
         update(conversations)

@@ -54,6 +54,8 @@ _INSERT_COLUMNS = (
     "model_id",
     "format",
     "options_sha256",
+    "system_sha256",
+    "tools_sha256",
     "payload_sha256",
     "message_count",
     *USAGE_FIELDS,

@@ -91,6 +91,11 @@ blocks = Table(
     Column("tool_use_id", String(MAX_NAME_LENGTH)),
     Column("tool_name", String(MAX_NAME_LENGTH)),
     Column("data", JSON, nullable=False),
+    Column("node_type", String(32), nullable=False),
+    Column("path", Text),
+    Column("line_start", Integer),
+    Column("line_end", Integer),
+    Column("token_count", Integer, nullable=False),
     ForeignKeyConstraint(
         ["conversation_id", "message_idx"],
         ["messages.conversation_id", "messages.idx"],
@@ -103,7 +108,16 @@ blocks = Table(
         sqlite_where=text("tool_use_id IS NOT NULL"),
         postgresql_where=text("tool_use_id IS NOT NULL"),
     ),
+    Index(
+        "ix_blocks_path",
+        "conversation_id",
+        "path",
+        sqlite_where=text("path IS NOT NULL"),
+        postgresql_where=text("path IS NOT NULL"),
+    ),
 )
+"""One row per content block; every block is a typed node (``node_type``, see
+:mod:`contextstore.core.nodes`) with its token count and, for file contents, the file."""
 
 deleted_ranges = Table(
     "deleted_ranges",
@@ -169,6 +183,8 @@ api_requests = Table(
     Column("model_id", String(MAX_NAME_LENGTH)),
     Column("format", String(16)),
     Column("options_sha256", String(64), ForeignKey("request_options.sha256")),
+    Column("system_sha256", String(64), ForeignKey("context_nodes.sha256")),
+    Column("tools_sha256", String(64), ForeignKey("context_nodes.sha256")),
     Column("payload_sha256", String(64)),
     Column("message_count", Integer),
     Column("failure", String(MAX_NAME_LENGTH)),
@@ -183,6 +199,19 @@ request_options = Table(
     Column("data", JSON, nullable=False),
 )
 """System prompt, tools and render settings of prepared requests, stored once per content."""
+
+context_nodes = Table(
+    "context_nodes",
+    metadata,
+    Column("sha256", String(64), primary_key=True),
+    Column("node_type", String(32), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("token_count", Integer, nullable=False),
+    CheckConstraint("node_type IN ('system_prompt', 'tool_definitions')", name="node_type"),
+)
+"""System prompts and tool definitions of prepared requests as nodes, stored once per
+content (``sha256`` of ``content``: the prompt's text, or the tools' canonical JSON) and
+referenced by ``api_requests.system_sha256`` / ``tools_sha256``."""
 
 checkpoints = Table(
     "checkpoints",

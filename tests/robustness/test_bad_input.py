@@ -277,6 +277,11 @@ SPECS: dict[str, Spec] = {
         "format": (None, st.one_of(not_text, st.sampled_from(["", "Anthropic", "claude"]))),
     },
     "messages": {"conversation_id": (st.just(CID), bad_id), "as_of": (None, bad_ts)},
+    "nodes": {
+        "conversation_id": (st.just(CID), bad_id),
+        "view": (None, st.one_of(not_text, st.sampled_from(["", "master", "Pristine"]))),
+        "as_of": (None, bad_ts),
+    },
     "deleted_range": {"conversation_id": (st.just(CID), bad_id), "as_of": (None, bad_ts)},
     "context_updates": {"conversation_id": (st.just(CID), bad_id), "as_of": (None, bad_ts)},
     "requests": {"conversation_id": (st.just(CID), bad_id), "as_of": (None, bad_ts)},

@@ -190,6 +190,7 @@ READS: dict[str, Callable[[ContextStore], Any]] = {
     "get_conversation": lambda s: s.get_conversation("c"),
     "list_conversations": lambda s: s.list_conversations(),
     "messages": lambda s: s.messages("c"),
+    "nodes": lambda s: [s.nodes("c", view="pristine"), s.nodes("c", view="active")],
     "render": lambda s: [s.render("c", format=f) for f in (None, "anthropic", "openai", "gemini")],
     "deleted_range": lambda s: s.deleted_range("c"),
     "context_updates": lambda s: s.context_updates("c"),

@@ -140,6 +140,7 @@ READS = {
     "get_conversation": {},
     "message_count": {},
     "messages": {},
+    "nodes": {"view": "active"},
     "render": {"format": "openai"},
     "requests": {},
     "row_counts": {},

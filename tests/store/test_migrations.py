@@ -52,6 +52,8 @@ def test_open_creates_every_table_and_view_in_an_empty_file(tmp_path: Path) -> N
         "audit_failed_tool_calls",
         "audit_rollbacks",
         "audit_timeline",
+        "pristine_nodes",
+        "active_nodes",
     }
 
 

@@ -1,0 +1,162 @@
+"""Nodes: typing the blocks about to be written, and reading a conversation's nodes in
+the pristine view (as stored) or the active one (what the model sees)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from contextstore.core.errors import InvalidInputError
+from contextstore.core.nodes import (
+    MEMORY_SUMMARY,
+    CallInfo,
+    CountedMessage,
+    Node,
+    NodeRow,
+    node_id,
+    typed_nodes,
+)
+from contextstore.core.overlays import UpdateKind
+from contextstore.core.truncation import visible_start
+from contextstore.core.validate import check_id
+from contextstore.facade.base import StoreBase
+from contextstore.processors.runner import propose
+from contextstore.storage import history, nodes
+from contextstore.storage.clock import last_ts
+from contextstore.storage.engine import Connection
+
+CALL_MEMORY = 4_096
+"""Tool calls a store remembers from its own appends, to type their results without a
+SELECT (a result answering a call it does not remember reads the call from the store)."""
+_MEMORY_LOCK = threading.Lock()
+
+View = Literal["pristine", "active"]
+VIEWS: tuple[str, ...] = ("pristine", "active")
+
+
+class NodesMixin(StoreBase):
+    """Typed nodes: written with their blocks, read in both views."""
+
+    _recent_calls: dict[tuple[str, str], CallInfo]
+
+    def _typed(
+        self,
+        connection: Connection,
+        conversation_id: str,
+        first_idx: int,
+        written: Sequence[CountedMessage],
+        calls: Mapping[str, CallInfo],
+        missing: Sequence[str],
+    ) -> list[list[NodeRow]]:
+        """The checked node rows of messages about to be written from ``first_idx`` on."""
+        return self._typed_at(
+            connection,
+            conversation_id,
+            [(first_idx + n, c) for n, c in enumerate(written)],
+            calls,
+            missing,
+        )
+
+    def _typed_at(
+        self,
+        connection: Connection,
+        conversation_id: str,
+        written: Sequence[tuple[int, CountedMessage]],
+        calls: Mapping[str, CallInfo],
+        missing: Sequence[str],
+    ) -> list[list[NodeRow]]:
+        """Node rows for ``written``, whose own ``calls`` are known; the ``missing`` calls
+        its results answer come from this store's memory of its appends, else from one
+        indexed SELECT."""
+        known = dict(calls)
+        if missing:
+            memory = self._call_memory()
+            rest = []
+            for use_id in missing:
+                call = memory.get((conversation_id, use_id))
+                if call is None:
+                    rest.append(use_id)
+                else:
+                    known[use_id] = call
+            if rest:
+                known.update(nodes.find_calls(connection, conversation_id, rest))
+        return typed_nodes(written, known)
+
+    def _call_memory(self) -> dict[tuple[str, str], CallInfo]:
+        memory: dict[tuple[str, str], CallInfo] | None = getattr(self, "_recent_calls", None)
+        if memory is None:
+            memory = {}
+            self._recent_calls = memory
+        return memory
+
+    def _remember_calls(self, conversation_id: str, found: Mapping[str, CallInfo]) -> None:
+        """Keep the calls just appended, so typing their results (usually the next append)
+        needs no SELECT; the oldest are forgotten past :data:`CALL_MEMORY`."""
+        if not found:
+            return
+        memory = self._call_memory()
+        with _MEMORY_LOCK:
+            for use_id, call in found.items():
+                memory[(conversation_id, use_id)] = call
+            while len(memory) > CALL_MEMORY:
+                del memory[next(iter(memory))]
+
+    def nodes(
+        self, conversation_id: str, *, view: View = "pristine", as_of: int | None = None
+    ) -> list[Node]:
+        """The conversation's blocks as typed nodes, now or as of a past ``ts``.
+
+        ``view="pristine"``: every stored block as appended (Gemini CLI's master graph).
+        ``view="active"``: what the model sees: the blocks of the messages the deleted range
+        leaves visible, with the effective rewrites (stored context updates, then the
+        store's pipeline, applied in memory) in place of the originals; a rewritten node's
+        text is counted again, and a truncation notice is a ``memory_summary``. The
+        pairing repair's placeholders and the orphan results it drops are not nodes.
+        """
+        check_id(conversation_id)
+        if view not in VIEWS:
+            raise InvalidInputError(f"view must be one of {', '.join(VIEWS)}, got {view!r}.")
+        limit = self._as_of(as_of)
+        with self._db.read() as connection:
+            last_ts(connection, conversation_id)
+            rows = nodes.load_nodes(connection, conversation_id, limit)
+            state = (
+                history.load_state(connection, conversation_id, limit) if view == "active" else None
+            )
+        pristine = [Node(node_id(r.message_idx, r.block_idx), *r) for r in rows]
+        if state is None:
+            return pristine
+        start = visible_start(state.deleted_range)
+        updates = dict(state.overlays)
+        updates.update({u.address: u for u in propose(self.pipeline, state)})
+        active = []
+        for node in pristine:
+            if 2 <= node.message_idx < start:
+                continue
+            update = updates.get((node.message_idx, node.block_idx))
+            if update is None:
+                active.append(node)
+                continue
+            kind = MEMORY_SUMMARY if update.kind == UpdateKind.TRUNCATION_NOTICE else node.node_type
+            active.append(
+                Node(
+                    node.id,
+                    node.message_idx,
+                    node.block_idx,
+                    node.ts,
+                    node.role,
+                    node.block_type,
+                    kind,
+                    node.path,
+                    node.line_start,
+                    node.line_end,
+                    self.token_counter.count(update.text),
+                    node.tool_use_id,
+                    node.tool_name,
+                    update.text,
+                    update.kind,
+                    update.source,
+                )
+            )
+        return active
