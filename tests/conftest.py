@@ -42,6 +42,12 @@ MUTATION_SCOPES: dict[str, tuple[str, ...]] = {
 README's Development section): the ones that exercise that package directly and fast."""
 
 
+def public_names(cls: type) -> set[str]:
+    """The public attribute names of ``cls``, without the copies of its methods a mutation
+    run adds (``xǁClassǁmethod__mutmut_3`` and the like)."""
+    return {name for name in dir(cls) if not name.startswith("_") and "__mutmut" not in name}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under ``CONTEXTSTORE_MUTATION_SCOPE=<package>``, keep only that package's tests."""
     scope = os.environ.get("CONTEXTSTORE_MUTATION_SCOPE")
