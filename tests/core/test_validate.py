@@ -203,3 +203,70 @@ def test_canonical_json_and_the_payload_hash() -> None:
 
     expected = hashlib.sha256('{"a":"é"}'.encode()).hexdigest()
     assert payload_sha256({"a": "é"}) == expected
+
+
+def test_check_int_and_check_ts_defaults_and_boundaries() -> None:
+    from contextstore.core.validate import MAX_TS, check_int, check_ts
+
+    check_int("n", None)  # optional unless told otherwise
+    with pytest.raises(InvalidInputError, match=r"^n must be an integer from 0 to "):
+        check_int("n", None, optional=False)
+    check_ts("ts", 0)
+    check_ts("ts", MAX_TS)
+    check_ts("ts", None)
+    for bad in (-1, MAX_TS + 1, True, 1.0):
+        with pytest.raises(InvalidInputError, match=r"^ts must be an integer from 0 to "):
+            check_ts("ts", bad)
+    with pytest.raises(InvalidInputError, match=r"^as_of must be an integer"):
+        check_ts("as_of", None, optional=False)
+
+
+def test_check_id_refuses_none() -> None:
+    from contextstore.core.validate import check_id
+
+    with pytest.raises(InvalidInputError, match=r"^conversation id must be a non-empty string"):
+        check_id(None)
+    assert check_id("x" * 64) == "x" * 64
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_check_json_object_refuses_non_finite_numbers_saying_so(bad: float) -> None:
+    with pytest.raises(InvalidInputError, match=r"^metadata must be JSON-serialisable: .+\.$"):
+        check_json_object("metadata", {"score": [1, {"x": bad}]})
+
+
+def test_check_json_object_refuses_values_json_cannot_hold_saying_so() -> None:
+    with pytest.raises(InvalidInputError, match=r"^metadata must be JSON-serialisable: .+\.$"):
+        check_json_object("metadata", {"when": object()})
+
+
+def test_check_choice_accepts_a_choice_and_names_them_in_order_when_refusing() -> None:
+    from contextstore.core.validate import check_choice
+
+    assert check_choice("mode", "b", ("b", "a")) == "b"
+    assert check_choice("mode", "a", frozenset({"a", "b"})) == "a"
+    with pytest.raises(InvalidInputError) as raised:
+        check_choice("mode", "z", ("b", "a"))
+    assert str(raised.value) == "mode 'z' is not valid; use one of b, a."
+    with pytest.raises(InvalidInputError) as raised:
+        check_choice("mode", 3, frozenset({"delta", "alpha", "charlie", "bravo"}))
+    assert str(raised.value) == "mode 3 is not valid; use one of alpha, bravo, charlie, delta."
+
+
+@pytest.mark.parametrize(
+    ("message", "text"),
+    [
+        (5, "a message must be a dict with 'role' and 'content', got int."),
+        (["user", "hi"], "a message must be a dict with 'role' and 'content', got list."),
+        ({"role": "user"}, "a message needs both 'role' and 'content'."),
+        ({"content": "hi"}, "a message needs both 'role' and 'content'."),
+    ],
+)
+def test_a_message_that_is_not_a_role_and_content_dict_is_refused_saying_so(
+    message: Any, text: str
+) -> None:
+    from contextstore.core.errors import InvalidMessageError
+
+    with pytest.raises(InvalidMessageError) as raised:
+        normalize_message_dict(message)
+    assert str(raised.value) == text
