@@ -3,9 +3,13 @@ is given, ``as_of`` includes the request stamped at it, and a refused call chang
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
 
-from contextstore import ContextStore, RequestNotFoundError
+import pytest
+import sqlalchemy as sa
+
+from contextstore import ContextStore, CorruptRowError, RequestNotFoundError
+from contextstore.storage import tables
 
 
 def test_an_unknown_request_is_refused_saying_what_to_use(store: ContextStore) -> None:
@@ -82,3 +86,36 @@ def test_requests_as_of_include_the_one_stamped_at_that_moment(store: ContextSto
     assert store.requests(conv.id, as_of=first.ts - 1) == []
     assert store.requests(conv.id, as_of=second.ts) == [first, second]
     assert store.requests(conv.id) == [first, second]
+
+
+def _damage(store: ContextStore, table: Any, **values: Any) -> None:
+    """Overwrite every row of ``table`` the way a damaged database would hold them."""
+    with store.database.engine.begin() as connection:
+        connection.execute(sa.update(table).values(**values))
+
+
+def test_damaged_request_options_are_a_corrupt_row_naming_the_request(
+    store: ContextStore,
+) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, "user", "task")
+    prepared = store.prepare_request(conv.id)
+    assert prepared.request_id is not None
+    _damage(store, tables.request_options, data=[1, 2])
+    with pytest.raises(CorruptRowError) as raised:
+        store.request_payload(conv.id, prepared.request_id)
+    assert str(raised.value) == (
+        f"options of request {prepared.request_id} does not hold a JSON object; the row is damaged."
+    )
+
+
+def test_damaged_request_details_are_a_corrupt_row_naming_the_request(
+    store: ContextStore,
+) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, "user", "task")
+    recorded = store.record_request(conv.id, tokens_in=1)
+    _damage(store, tables.api_requests, details=["not", "an", "object"])
+    with pytest.raises(CorruptRowError) as raised:
+        store.requests(conv.id)
+    assert str(raised.value) == f"request {recorded.id} details is not a JSON object."
