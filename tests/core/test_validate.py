@@ -19,7 +19,21 @@ def test_finite_non_negative_numbers_up_to_1e15_are_accepted(value: Any) -> None
 
 
 @pytest.mark.parametrize(
-    "value", [True, False, -0.01, -1, 1e15 + 1e3, math.nan, math.inf, -math.inf, "1", [1]]
+    "value",
+    [
+        True,
+        False,
+        -0.01,
+        -1,
+        1e15 + 1,
+        10**15 + 1,
+        1e15 + 1e3,
+        math.nan,
+        math.inf,
+        -math.inf,
+        "1",
+        [1],
+    ],
 )
 def test_other_numbers_are_refused_naming_the_parameter(value: Any) -> None:
     with pytest.raises(InvalidInputError, match=r"^cost must be a finite number >= 0, got "):
@@ -270,3 +284,95 @@ def test_a_message_that_is_not_a_role_and_content_dict_is_refused_saying_so(
     with pytest.raises(InvalidMessageError) as raised:
         normalize_message_dict(message)
     assert str(raised.value) == text
+
+
+RESULT_LIST_ERRORS: list[tuple[list[Any], str]] = [
+    (
+        [{"type": "text", "text": "ok"}, {"type": "tool_use", "id": "x", "name": "n", "input": {}}],
+        "content[0].content[1] has type 'tool_use'; tool results hold text, image or document "
+        "blocks.",
+    ),
+    (
+        [{"type": "text"}],
+        "content[0].content[0] (text) is malformed: text.text: Field required.",
+    ),
+    (
+        [{"type": "text", "text": "a"}, {"type": "image", "source": 5}],
+        "content[0].content[1] (image) is malformed: image.source: Input should be a valid "
+        "dictionary or object to extract fields from.",
+    ),
+    (
+        [{"type": "document", "source": "x"}],
+        "content[0].content[0] (document) is malformed: document.source: Input should be a "
+        "valid dictionary or object to extract fields from.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("content", "message"), RESULT_LIST_ERRORS)
+def test_a_tool_result_list_is_checked_block_by_block(content: list[Any], message: str) -> None:
+    from contextstore.core.content import validate_block
+    from contextstore.core.errors import InvalidMessageError
+
+    block = {"type": "tool_result", "tool_use_id": "t", "content": content}
+    with pytest.raises(InvalidMessageError) as raised:
+        validate_block(block, "content[0]")
+    assert str(raised.value) == message
+
+
+def test_a_tool_result_list_of_every_allowed_kind_is_accepted_as_a_copy() -> None:
+    from contextstore.core.content import validate_block
+
+    content = [
+        {"type": "text", "text": "ok"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA"}},
+        {"type": "search_result", "source": "s", "title": "t", "content": []},
+    ]
+    block = {"type": "tool_result", "tool_use_id": "t", "content": content}
+    copied = validate_block(block, "content[0]")
+    assert copied == block and copied["content"] is not content
+
+
+@pytest.mark.parametrize(
+    ("block", "key"),
+    [
+        ({"type": "tool_use", "id": "x" * 201, "name": "n", "input": {}}, "id"),
+        ({"type": "tool_use", "id": "x", "name": "n" * 201, "input": {}}, "name"),
+        ({"type": "tool_use", "id": "x\x00", "name": "n", "input": {}}, "id"),
+        ({"type": "tool_result", "tool_use_id": "t" * 201, "content": "x"}, "tool_use_id"),
+        ({"type": "tool_result", "tool_use_id": "t\x00", "content": "x"}, "tool_use_id"),
+    ],
+)
+def test_call_ids_and_names_are_limited_to_200_characters_without_nul(
+    block: dict[str, Any], key: str
+) -> None:
+    from contextstore.core.content import validate_block
+    from contextstore.core.errors import InvalidMessageError
+
+    with pytest.raises(InvalidMessageError) as raised:
+        validate_block(block, "content[2]")
+    assert str(raised.value) == (
+        f"content[2].{key} must be at most 200 characters without NUL characters."
+    )
+    at_limit = {k: (v[:200] if isinstance(v, str) else v) for k, v in block.items()}
+    at_limit[key] = "x" * 200
+    assert validate_block(at_limit, "content[2]") == at_limit
+
+
+def test_an_unknown_block_type_is_refused_naming_every_type() -> None:
+    from contextstore.core.content import validate_block
+    from contextstore.core.errors import InvalidMessageError
+
+    with pytest.raises(InvalidMessageError) as raised:
+        validate_block({"type": "nope"}, "content[1]")
+    assert str(raised.value) == (
+        "content[1] has unknown type 'nope'; use one of document, image, redacted_thinking, "
+        "text, thinking, tool_result, tool_use."
+    )
+
+
+def test_a_message_s_size_counts_its_blocks_and_its_fields() -> None:
+    bare = normalize_message("user", "hi")
+    with_fields = normalize_message("user", "hi", {"id": "m-1"})
+    assert bare.json_size() == len('[{"text":"hi","type":"text"}]') + len("{}")
+    assert with_fields.json_size() == bare.json_size() - len("{}") + len('{"id":"m-1"}')
