@@ -146,5 +146,5 @@ def test_the_first_user_replacement_carries_no_metadata() -> None:
     [[tool_use("a")], [text("x"), {"type": "thinking", "thinking": "t", "signature": "s"}]],
 )
 def test_a_user_message_with_calls_or_thinking_is_refused(blocks: list[Any]) -> None:
-    with pytest.raises(InvalidMessageError, match="^a user message cannot contain tool_use"):
+    with pytest.raises(InvalidMessageError, match=r"^a user message cannot contain tool_use"):
         normalize_message("user", blocks)
