@@ -23,6 +23,9 @@ from contextstore.storage.codec import (
 
 def _round_trip(block: dict[str, Any]) -> dict[str, Any]:
     kind, column, tool_use_id, tool_name, data = encode_block(block)
+    # PostgreSQL's text and jsonb cannot hold NUL: neither the column nor the JSON may
+    assert column is None or "\x00" not in column
+    assert "\x00" not in data and "\\u0000" not in data
     decoded = decode_block(kind, column, tool_use_id, tool_name, data, 1, 0)
     assert decode_block(kind, column, tool_use_id, tool_name, json.loads(data), 1, 0) == decoded
     return decoded
