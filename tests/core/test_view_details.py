@@ -148,3 +148,15 @@ def test_the_first_user_replacement_carries_no_metadata() -> None:
 def test_a_user_message_with_calls_or_thinking_is_refused(blocks: list[Any]) -> None:
     with pytest.raises(InvalidMessageError, match=r"^a user message cannot contain tool_use"):
         normalize_message("user", blocks)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [[], [{"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}]],
+)
+def test_a_result_list_without_a_leading_text_item_has_no_text_slot(content: Any) -> None:
+    from contextstore.core.overlays import with_block_text
+
+    block = {"type": "tool_result", "tool_use_id": "t", "content": content}
+    assert with_block_text(block, "new text") is None
+    assert block == {"type": "tool_result", "tool_use_id": "t", "content": content}
