@@ -155,8 +155,9 @@ def test_a_user_message_with_calls_or_thinking_is_refused(blocks: list[Any]) -> 
     [[], [{"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}]],
 )
 def test_a_result_list_without_a_leading_text_item_has_no_text_slot(content: Any) -> None:
-    from contextstore.core.overlays import with_block_text
+    from contextstore.core.overlays import block_text, with_block_text
 
     block = {"type": "tool_result", "tool_use_id": "t", "content": content}
+    assert block_text(block) is None
     assert with_block_text(block, "new text") is None
     assert block == {"type": "tool_result", "tool_use_id": "t", "content": content}
