@@ -156,7 +156,7 @@ def _result_text(rest: dict[str, Any]) -> str | None:
 def _keep_inner_exact(rest: dict[str, Any]) -> None:
     """Texts with NUL inside a result's list take the exact form (see :data:`EXACT_KEY`)."""
     content = rest.get("content")
-    if isinstance(content, list):
+    if not isinstance(content, list):
         return
     encoded: list[Any] = []
     for item in content:
