@@ -150,6 +150,8 @@ def test_a_malformed_message_is_refused_saying_why(
 
 
 def test_a_string_content_is_one_text_block_that_remembers_it_was_a_string() -> None:
+    assert normalize_message("user", [{"type": "text", "text": "hi"}]).was_string is False
+    assert normalize_message("user", "hi").was_string is True
     normalized = normalize_message("user", "hi", {"id": "m"})
     assert normalized.blocks == [{"type": "text", "text": "hi"}]
     assert normalized.to_message() == {"role": "user", "content": "hi", "id": "m"}
