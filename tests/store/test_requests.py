@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 from contextstore import ContextStore, CorruptRowError, RequestNotFoundError
 from contextstore.storage import tables
+from tests.conftest import session
 
 
 def test_an_unknown_request_is_refused_saying_what_to_use(store: ContextStore) -> None:
@@ -119,3 +120,17 @@ def test_damaged_request_details_are_a_corrupt_row_naming_the_request(
     with pytest.raises(CorruptRowError) as raised:
         store.requests(conv.id)
     assert str(raised.value) == f"request {recorded.id} details is not a JSON object."
+
+
+def test_the_newest_request_s_whole_usage_decides_truncation(store: ContextStore) -> None:
+    """All four counts are summed; a newest request with none recorded decides nothing."""
+    conv = store.create_conversation(context_window=64_000)
+    store.append(conv.id, session(10))
+    store.record_request(conv.id, tokens_in=36_000, tokens_out=997, cache_writes=1, cache_reads=1)
+    assert store.prepare_request(conv.id).decision.action == "none"  # 36,999
+    store.record_request(conv.id, tokens_in=36_000, tokens_out=998, cache_writes=1, cache_reads=1)
+    prepared = store.prepare_request(conv.id)  # 37,000: the maximum for a 64k window
+    assert prepared.decision.action == "truncate"
+    assert prepared.decision.tokens_total == 37_000
+    # the request just prepared has no usage yet: the next prepare decides nothing
+    assert store.prepare_request(conv.id).decision.action == "none"
