@@ -334,3 +334,16 @@ def test_block_counts_use_each_kind_of_text() -> None:
     assert block_tokens({"type": "image"}, count) == IMAGE_TOKENS_MAX
     assert block_tokens({"type": "document", "source": {"type": "text", "data": "abc"}}, count) == 3
     assert block_tokens({"type": "document"}, count) == PDF_TOKENS_PER_PAGE
+
+
+@pytest.mark.parametrize("content", [None, {"type": "text", "text": "abc"}, 7])
+def test_a_result_or_document_whose_content_is_not_a_list_counts_nothing_of_it(
+    content: Any,
+) -> None:
+    count = len
+    result = {"type": "tool_result", "tool_use_id": "t"}
+    if content is not None:
+        result["content"] = content
+    assert block_tokens(result, count) == 0
+    document = {"type": "document", "source": {"type": "content", "content": content}}
+    assert block_tokens(document, count) == 0

@@ -436,3 +436,14 @@ def test_notice_helpers_do_not_mutate_their_arguments() -> None:
     truncation_notice_update(messages, overlays, summary="s")
     first_user_replacement_update(messages, overlays)
     assert (messages, overlays) == snapshot
+
+
+@pytest.mark.parametrize(("keep", "shown"), [("bogus", "'bogus'"), (5, "5"), ("HALF", "'HALF'")])
+def test_an_unknown_keep_strategy_is_refused_naming_the_known_ones(keep: Any, shown: str) -> None:
+    from contextstore.core.truncation import normalize_keep
+
+    with pytest.raises(InvalidInputError) as raised:
+        normalize_keep(keep)
+    assert str(raised.value) == (
+        f"unknown keep strategy {shown}; use one of: half, last_two, none, quarter"
+    )

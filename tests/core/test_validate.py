@@ -19,7 +19,21 @@ def test_finite_non_negative_numbers_up_to_1e15_are_accepted(value: Any) -> None
 
 
 @pytest.mark.parametrize(
-    "value", [True, False, -0.01, -1, 1e15 + 1e3, math.nan, math.inf, -math.inf, "1", [1]]
+    "value",
+    [
+        True,
+        False,
+        -0.01,
+        -1,
+        1e15 + 1,
+        10**15 + 1,
+        1e15 + 1e3,
+        math.nan,
+        math.inf,
+        -math.inf,
+        "1",
+        [1],
+    ],
 )
 def test_other_numbers_are_refused_naming_the_parameter(value: Any) -> None:
     with pytest.raises(InvalidInputError, match=r"^cost must be a finite number >= 0, got "):
@@ -136,6 +150,8 @@ def test_a_malformed_message_is_refused_saying_why(
 
 
 def test_a_string_content_is_one_text_block_that_remembers_it_was_a_string() -> None:
+    assert normalize_message("user", [{"type": "text", "text": "hi"}]).was_string is False
+    assert normalize_message("user", "hi").was_string is True
     normalized = normalize_message("user", "hi", {"id": "m"})
     assert normalized.blocks == [{"type": "text", "text": "hi"}]
     assert normalized.to_message() == {"role": "user", "content": "hi", "id": "m"}
@@ -203,3 +219,162 @@ def test_canonical_json_and_the_payload_hash() -> None:
 
     expected = hashlib.sha256('{"a":"é"}'.encode()).hexdigest()
     assert payload_sha256({"a": "é"}) == expected
+
+
+def test_check_int_and_check_ts_defaults_and_boundaries() -> None:
+    from contextstore.core.validate import MAX_TS, check_int, check_ts
+
+    check_int("n", None)  # optional unless told otherwise
+    with pytest.raises(InvalidInputError, match=r"^n must be an integer from 0 to "):
+        check_int("n", None, optional=False)
+    check_ts("ts", 0)
+    check_ts("ts", MAX_TS)
+    check_ts("ts", None)
+    for bad in (-1, MAX_TS + 1, True, 1.0):
+        with pytest.raises(InvalidInputError, match=r"^ts must be an integer from 0 to "):
+            check_ts("ts", bad)
+    with pytest.raises(InvalidInputError, match=r"^as_of must be an integer"):
+        check_ts("as_of", None, optional=False)
+
+
+def test_check_id_refuses_none() -> None:
+    from contextstore.core.validate import check_id
+
+    with pytest.raises(InvalidInputError, match=r"^conversation id must be a non-empty string"):
+        check_id(None)
+    assert check_id("x" * 64) == "x" * 64
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_check_json_object_refuses_non_finite_numbers_saying_so(bad: float) -> None:
+    with pytest.raises(InvalidInputError, match=r"^metadata must be JSON-serialisable: .+\.$"):
+        check_json_object("metadata", {"score": [1, {"x": bad}]})
+
+
+def test_check_json_object_refuses_values_json_cannot_hold_saying_so() -> None:
+    with pytest.raises(InvalidInputError, match=r"^metadata must be JSON-serialisable: .+\.$"):
+        check_json_object("metadata", {"when": object()})
+
+
+def test_check_choice_accepts_a_choice_and_names_them_in_order_when_refusing() -> None:
+    from contextstore.core.validate import check_choice
+
+    assert check_choice("mode", "b", ("b", "a")) == "b"
+    assert check_choice("mode", "a", frozenset({"a", "b"})) == "a"
+    with pytest.raises(InvalidInputError) as raised:
+        check_choice("mode", "z", ("b", "a"))
+    assert str(raised.value) == "mode 'z' is not valid; use one of b, a."
+    with pytest.raises(InvalidInputError) as raised:
+        check_choice("mode", 3, frozenset({"delta", "alpha", "charlie", "bravo"}))
+    assert str(raised.value) == "mode 3 is not valid; use one of alpha, bravo, charlie, delta."
+
+
+@pytest.mark.parametrize(
+    ("message", "text"),
+    [
+        (5, "a message must be a dict with 'role' and 'content', got int."),
+        (["user", "hi"], "a message must be a dict with 'role' and 'content', got list."),
+        ({"role": "user"}, "a message needs both 'role' and 'content'."),
+        ({"content": "hi"}, "a message needs both 'role' and 'content'."),
+    ],
+)
+def test_a_message_that_is_not_a_role_and_content_dict_is_refused_saying_so(
+    message: Any, text: str
+) -> None:
+    from contextstore.core.errors import InvalidMessageError
+
+    with pytest.raises(InvalidMessageError) as raised:
+        normalize_message_dict(message)
+    assert str(raised.value) == text
+
+
+RESULT_LIST_ERRORS: list[tuple[list[Any], str]] = [
+    (
+        [{"type": "text", "text": "ok"}, {"type": "tool_use", "id": "x", "name": "n", "input": {}}],
+        "content[0].content[1] has type 'tool_use'; tool results hold text, image or document "
+        "blocks.",
+    ),
+    (
+        [{"type": "text"}],
+        "content[0].content[0] (text) is malformed: text.text: Field required.",
+    ),
+    (
+        [{"type": "text", "text": "a"}, {"type": "image", "source": 5}],
+        "content[0].content[1] (image) is malformed: image.source: Input should be a valid "
+        "dictionary or object to extract fields from.",
+    ),
+    (
+        [{"type": "document", "source": "x"}],
+        "content[0].content[0] (document) is malformed: document.source: Input should be a "
+        "valid dictionary or object to extract fields from.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("content", "message"), RESULT_LIST_ERRORS)
+def test_a_tool_result_list_is_checked_block_by_block(content: list[Any], message: str) -> None:
+    from contextstore.core.content import validate_block
+    from contextstore.core.errors import InvalidMessageError
+
+    block = {"type": "tool_result", "tool_use_id": "t", "content": content}
+    with pytest.raises(InvalidMessageError) as raised:
+        validate_block(block, "content[0]")
+    assert str(raised.value) == message
+
+
+def test_a_tool_result_list_of_every_allowed_kind_is_accepted_as_a_copy() -> None:
+    from contextstore.core.content import validate_block
+
+    content = [
+        {"type": "text", "text": "ok"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA"}},
+        {"type": "search_result", "source": "s", "title": "t", "content": []},
+    ]
+    block = {"type": "tool_result", "tool_use_id": "t", "content": content}
+    copied = validate_block(block, "content[0]")
+    assert copied == block and copied["content"] is not content
+
+
+@pytest.mark.parametrize(
+    ("block", "key"),
+    [
+        ({"type": "tool_use", "id": "x" * 201, "name": "n", "input": {}}, "id"),
+        ({"type": "tool_use", "id": "x", "name": "n" * 201, "input": {}}, "name"),
+        ({"type": "tool_use", "id": "x\x00", "name": "n", "input": {}}, "id"),
+        ({"type": "tool_result", "tool_use_id": "t" * 201, "content": "x"}, "tool_use_id"),
+        ({"type": "tool_result", "tool_use_id": "t\x00", "content": "x"}, "tool_use_id"),
+    ],
+)
+def test_call_ids_and_names_are_limited_to_200_characters_without_nul(
+    block: dict[str, Any], key: str
+) -> None:
+    from contextstore.core.content import validate_block
+    from contextstore.core.errors import InvalidMessageError
+
+    with pytest.raises(InvalidMessageError) as raised:
+        validate_block(block, "content[2]")
+    assert str(raised.value) == (
+        f"content[2].{key} must be at most 200 characters without NUL characters."
+    )
+    at_limit = {k: (v[:200] if isinstance(v, str) else v) for k, v in block.items()}
+    at_limit[key] = "x" * 200
+    assert validate_block(at_limit, "content[2]") == at_limit
+
+
+def test_an_unknown_block_type_is_refused_naming_every_type() -> None:
+    from contextstore.core.content import validate_block
+    from contextstore.core.errors import InvalidMessageError
+
+    with pytest.raises(InvalidMessageError) as raised:
+        validate_block({"type": "nope"}, "content[1]")
+    assert str(raised.value) == (
+        "content[1] has unknown type 'nope'; use one of document, image, redacted_thinking, "
+        "text, thinking, tool_result, tool_use."
+    )
+
+
+def test_a_message_s_size_counts_its_blocks_and_its_fields() -> None:
+    bare = normalize_message("user", "hi")
+    with_fields = normalize_message("user", "hi", {"id": "m-1"})
+    assert bare.json_size() == len('[{"text":"hi","type":"text"}]') + len("{}")
+    assert with_fields.json_size() == bare.json_size() - len("{}") + len('{"id":"m-1"}')

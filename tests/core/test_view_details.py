@@ -125,3 +125,39 @@ def test_ids_of_exactly_200_characters_are_accepted() -> None:
     normalize_message(
         "assistant", [{"type": "tool_use", "id": "i" * 200, "name": "n" * 200, "input": {}}]
     )
+
+
+def test_a_notice_over_an_empty_text_block_is_based_on_the_empty_text() -> None:
+    messages = [user("task"), assistant(text(""), tool_use("a")), user(tool_result("a"))]
+    update = truncation_notice_update(messages, {})
+    assert update is not None and (update.message_idx, update.block_idx) == (1, 0)
+    assert update.base_hash == text_hash("")
+    assert update.metadata == {}
+
+
+def test_the_first_user_replacement_carries_no_metadata() -> None:
+    update = first_user_replacement_update([user("the task"), assistant("ok")], {})
+    assert update is not None and update.base_hash == text_hash("the task")
+    assert update.metadata == {}
+
+
+@pytest.mark.parametrize(
+    "blocks",
+    [[tool_use("a")], [text("x"), {"type": "thinking", "thinking": "t", "signature": "s"}]],
+)
+def test_a_user_message_with_calls_or_thinking_is_refused(blocks: list[Any]) -> None:
+    with pytest.raises(InvalidMessageError, match=r"^a user message cannot contain tool_use"):
+        normalize_message("user", blocks)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [[], [{"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}]],
+)
+def test_a_result_list_without_a_leading_text_item_has_no_text_slot(content: Any) -> None:
+    from contextstore.core.overlays import block_text, with_block_text
+
+    block = {"type": "tool_result", "tool_use_id": "t", "content": content}
+    assert block_text(block) is None
+    assert with_block_text(block, "new text") is None
+    assert block == {"type": "tool_result", "tool_use_id": "t", "content": content}

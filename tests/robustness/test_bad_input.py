@@ -32,7 +32,15 @@ from contextstore.core.validate import (
     MAX_TS,
 )
 from contextstore.store import MAX_MESSAGE_BYTES
-from tests.conftest import BACKENDS, assistant, open_backend, tool_result, tool_use, user
+from tests.conftest import (
+    BACKENDS,
+    assistant,
+    open_backend,
+    public_names,
+    tool_result,
+    tool_use,
+    user,
+)
 
 CID = "victim"
 FUTURE = 4_000_000_000_000
@@ -450,7 +458,7 @@ def victim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ContextSt
 
 def test_every_public_method_taking_arguments_is_fuzzed() -> None:
     """A new method fails here until it gets a spec above (or a reason not to)."""
-    public = {name for name, _ in inspect.getmembers(ContextStore) if not name.startswith("_")}
+    public = public_names(ContextStore)
     methods = {name for name in public if callable(getattr(ContextStore, name))}
     assert methods == set(SPECS) | set(NOT_FUZZED)
     for name, spec in SPECS.items():

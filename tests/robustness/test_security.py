@@ -21,7 +21,7 @@ from sqlalchemy import inspect
 from contextstore import ContextStore, ContextStoreError, ReadOnlyError
 from contextstore.cli import cli
 from contextstore.core.rows import MessageRow
-from tests.conftest import assistant, text, tool_result, tool_use, user
+from tests.conftest import assistant, public_names, text, tool_result, tool_use, user
 
 INJECTIONS = [
     "'; DROP TABLE messages; --",
@@ -224,7 +224,7 @@ def _append_in_a_transaction(store: ContextStore) -> None:
 
 
 def test_every_public_name_of_the_store_is_classified() -> None:
-    public = {name for name in dir(ContextStore) if not name.startswith("_")}
+    public = public_names(ContextStore)
     reads = {PUBLIC_NAME.get(name, name) for name in READS}
     assert not set(WRITES) & (reads - set(PUBLIC_NAME.values()))
     assert public - set(WRITES) - reads - LIFECYCLE == set(), "classify the new names"

@@ -13,7 +13,7 @@ import pytest
 from contextstore import ContextStore, context_window_info
 from contextstore.core.errors import InvalidInputError, ReadOnlyError
 from contextstore.processors.secrets import find_secrets
-from tests.conftest import BACKENDS, assistant, open_backend, text, tool_use, user
+from tests.conftest import BACKENDS, assistant, open_backend, session, text, tool_use, user
 
 SECRETS_TEXT = (
     "GITHUB_TOKEN=ghp_Zq8Lm2Vx7Rt4Yw1Kp9Nd3Hs6Jc5Bf0Ga2Ue7\n"
@@ -175,6 +175,25 @@ def test_rollbacks_report_what_they_removed_and_their_restore(store: ContextStor
     restored = store.restore(cid, report.rollback_id)
     (event,) = store.audit(cid).rollbacks
     assert event.restored_ts == restored.ts
+
+
+def test_truncation_events_keep_the_trigger_the_reason_and_the_summary(
+    store: ContextStore,
+) -> None:
+    cid = store.create_conversation().id
+    store.append(cid, session(6))
+    store.record_request(cid, tokens_in=900, tokens_out=100, cache_reads=23)
+    decision = store.truncate(cid, "half", summary="what was hidden", reason="manual: test")
+    assert decision.action == "truncate" and decision.deleted_range is not None
+    assert decision.tokens_total == 1_023
+    (event,) = store.audit(cid).truncations
+    assert (event.start_idx, event.end_idx) == decision.deleted_range
+    assert (event.keep, event.reason) == ("half", "manual: test")
+    assert event.tokens_total == 1_023
+    assert event.summary == "what was hidden"
+    store.set_deleted_range(cid, decision.deleted_range[1] + 2)
+    manual = store.audit(cid).truncations[-1]
+    assert manual.tokens_total is None and manual.summary is None
 
 
 def test_the_timeline_lists_every_event_in_order(store: ContextStore) -> None:

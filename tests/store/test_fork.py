@@ -143,3 +143,19 @@ def test_a_fork_at_an_unknown_point_is_refused_and_writes_nothing(
     with pytest.raises(ContextStoreError):
         store.fork(history.conversation_id, at=at)
     assert store.row_counts() == before
+
+
+def test_a_fork_s_stored_record_names_its_parent_and_its_moment(store: ContextStore) -> None:
+    parent = store.create_conversation(title="parent")
+    store.append(parent.id, "user", "task")
+    store.checkpoint(parent.id, "here")
+    store.append(parent.id, "assistant", "later")
+    at = store.checkpoints(parent.id)[0].ts
+    fork = store.fork(parent.id, at="here")
+    for record in (
+        store.get_conversation(fork.id),
+        next(c for c in store.list_conversations() if c.id == fork.id),
+    ):
+        assert (record.parent_id, record.forked_at_ts) == (parent.id, at)
+    original = store.get_conversation(parent.id)
+    assert (original.parent_id, original.forked_at_ts) == (None, None)

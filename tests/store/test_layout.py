@@ -132,6 +132,28 @@ def test_the_render_cache_is_bounded_by_bytes_not_entries() -> None:
     assert cache.get("huge") is None and cache.bytes == 61
 
 
+def test_the_render_cache_at_its_budget_and_its_recency_order() -> None:
+    cache = RenderCache(max_bytes=10)
+    cache.put("whole", "w", 10)  # exactly the budget fits
+    assert cache.get("whole") == "w" and cache.bytes == 10 and len(cache) == 1
+    cache.put("whole", "w2", 4)  # a key put again replaces its size
+    assert cache.get("whole") == "w2" and cache.bytes == 4
+    cache.put("a", "a", 3)
+    cache.put("b", "b", 3)
+    assert cache.get("whole") == "w2"  # now the most recently used
+    cache.put("c", "c", 3)  # 13 bytes: the least recently used ("a") goes
+    assert cache.get("a") is None
+    assert [cache.get(k) for k in ("b", "c", "whole")] == ["b", "c", "w2"]
+    assert cache.bytes == 10 and len(cache) == 3
+    hits, misses = cache.hits, cache.misses
+    cache.get("missing")
+    assert (cache.hits, cache.misses) == (hits, misses + 1)
+    cache.clear()
+    assert len(cache) == 0 and cache.bytes == 0 and cache.get("b") is None
+    cache.put("d", "d", 10)
+    assert cache.bytes == 10 and cache.get("d") == "d"
+
+
 def test_a_repeat_render_keeps_only_the_rewrites_in_memory(memory_store: ContextStore) -> None:
     conv = memory_store.create_conversation()
     memory_store.append(conv.id, [user("x" * 50_000), assistant("token ghp_" + "a" * 36)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from contextstore import ContextStore, CorruptRowError
 from contextstore.core import view as view_rules
 from contextstore.facade import requests as requests_facade
+from contextstore.processors import runner
 from tests.conftest import assistant, tool_use, user
 
 
@@ -49,7 +51,9 @@ def test_a_request_built_by_older_rules_is_rebuilt_by_them(
     with monkeypatch.context() as patched:
         # what a store running the version 1 rules prepared
         patched.setattr(requests_facade, "VIEW_RULES", 1)
-        patched.setattr(view_rules.repair_indexed, "__kwdefaults__", {"rules": 1})
+        # (through the module attribute, not the function's defaults, which a mutation
+        # run's wrapper functions do not carry)
+        patched.setattr(runner, "repair_indexed", partial(view_rules.repair_indexed, rules=1))
         old = store.prepare_request(conv.id)
     assert old.request_id is not None
     (placeholder,) = _result_blocks(old.payload)

@@ -1,0 +1,191 @@
+"""A block's row decodes to the block appended: rows of every layout (revision 0006's, the
+older whole-block ``data``, PostgreSQL's decoded ``jsonb``), texts with NUL, and damaged
+rows, which are a :class:`CorruptRowError` naming the row, never a ``TypeError``."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from contextstore import CorruptRowError
+from contextstore.storage.codec import (
+    column_text,
+    decode_block,
+    decode_json,
+    decode_object,
+    encode_block,
+    encode_json,
+)
+
+
+def _round_trip(block: dict[str, Any]) -> dict[str, Any]:
+    kind, column, tool_use_id, tool_name, data = encode_block(block)
+    # PostgreSQL's text and jsonb cannot hold NUL: neither the column nor the JSON may
+    assert column is None or "\x00" not in column
+    assert "\x00" not in data and "\\u0000" not in data
+    decoded = decode_block(kind, column, tool_use_id, tool_name, data, 1, 0)
+    assert decode_block(kind, column, tool_use_id, tool_name, json.loads(data), 1, 0) == decoded
+    return decoded
+
+
+def test_json_columns_are_compact_utf8_and_refuse_nan() -> None:
+    assert encode_json({}) == "{}"
+    assert encode_json({"a": [1, "é"], "b": None}) == '{"a":[1,"é"],"b":null}'
+    assert encode_json([]) == "[]"
+    with pytest.raises(ValueError):
+        encode_json({"x": math.nan})
+
+
+def test_json_columns_decode_text_and_pass_decoded_values_through() -> None:
+    assert decode_json("{}", "x") == {}
+    assert decode_json('{"a":1}', "x") == {"a": 1}
+    assert decode_json("[1,2]", "x") == [1, 2]
+    assert decode_json("null", "x") is None
+    decoded = {"a": 1}
+    assert decode_json(decoded, "x") is decoded
+    assert decode_object('{"a":1}', "x") == {"a": 1}
+
+
+def test_a_damaged_json_column_names_the_row_and_what_to_do() -> None:
+    with pytest.raises(CorruptRowError) as raised:
+        decode_json("{not json", "request 7 details")
+    assert str(raised.value) == (
+        "request 7 details holds a value that is not valid JSON; the row is damaged. Run "
+        "'contextstore check' and restore the database from a backup."
+    )
+    with pytest.raises(CorruptRowError) as raised:
+        decode_object("[1]", "options of request 3")
+    assert str(raised.value) == (
+        "options of request 3 does not hold a JSON object; the row is damaged."
+    )
+
+
+@pytest.mark.parametrize("data", ["[1]", '"text"', "3", [1, 2]])
+def test_a_block_row_whose_data_is_not_an_object_is_damaged(data: Any) -> None:
+    with pytest.raises(CorruptRowError) as raised:
+        decode_block("text", "hi", None, None, data, 4, 2)
+    assert str(raised.value) == "block 4.2 does not hold a content block object."
+
+
+def test_a_block_row_whose_data_is_not_json_is_damaged() -> None:
+    with pytest.raises(CorruptRowError, match=r"^block 4\.2 holds a value that is not valid"):
+        decode_block("text", "hi", None, None, "{oops", 4, 2)
+
+
+def test_a_text_column_holds_nul_as_the_replacement_character() -> None:
+    assert column_text(None) is None
+    assert column_text("plain") == "plain"
+    assert column_text("a\x00b\x00") == "a\ufffdb\ufffd"
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "text", "text": ""},
+        {"type": "text", "text": "a\x00b", "cache_control": {"type": "ephemeral"}},
+        {"type": "thinking", "thinking": "\x00", "signature": "s"},
+        {"type": "tool_use", "id": "t1", "name": "read", "input": {}},
+        {"type": "tool_result", "tool_use_id": "t1"},
+        {"type": "tool_result", "tool_use_id": "t1", "content": ""},
+        {"type": "tool_result", "tool_use_id": "t1", "content": "a\x00b", "is_error": True},
+        {"type": "tool_result", "tool_use_id": "t1", "content": []},
+        {
+            "type": "tool_result",
+            "tool_use_id": "t1",
+            "content": [{"type": "text", "text": "one\x00"}],
+        },
+        {
+            "type": "tool_result",
+            "tool_use_id": "t1",
+            "content": [
+                {"type": "text", "text": "a\x00"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png"}},
+                {"type": "text", "text": "b"},
+            ],
+        },
+        {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
+        {"type": "redacted_thinking", "data": "opaque"},
+    ],
+)
+def test_blocks_of_every_shape_decode_to_themselves(block: dict[str, Any]) -> None:
+    assert _round_trip(block) == block
+
+
+def test_a_result_list_keeps_its_texts_for_search_in_the_column() -> None:
+    block = {
+        "type": "tool_result",
+        "tool_use_id": "t1",
+        "content": [
+            {"type": "text", "text": "first"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png"}},
+            {"type": "text", "text": "second"},
+        ],
+    }
+    kind, column, tool_use_id, _, data = encode_block(block)
+    assert (kind, column, tool_use_id) == ("tool_result", "first\nsecond", "t1")
+    assert json.loads(data)["content"] == block["content"]
+    single = {
+        "type": "tool_result",
+        "tool_use_id": "t1",
+        "content": [{"type": "text", "text": "x"}],
+    }
+    _, column, _, _, data = encode_block(single)
+    assert column == "x" and json.loads(data) == {"content": [{"type": "text"}]}
+
+
+def test_the_columns_hold_what_audits_query() -> None:
+    assert encode_block({"type": "tool_use", "id": "t9", "name": "grep", "input": {"q": 1}}) == (
+        "tool_use",
+        None,
+        "t9",
+        "grep",
+        '{"input":{"q":1}}',
+    )
+    assert encode_block({"type": "thinking", "thinking": "hm", "signature": "s"}) == (
+        "thinking",
+        "hm",
+        None,
+        None,
+        '{"signature":"s"}',
+    )
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "text", "text": "a\x00b"},
+        {"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "a"}},
+        {"type": "tool_result", "tool_use_id": "t1", "content": "out"},
+        {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "o"}]},
+        {"type": "thinking", "thinking": "hm", "signature": "s"},
+    ],
+)
+def test_a_row_written_before_revision_0006_decodes_the_same(block: dict[str, Any]) -> None:
+    """Such a row kept the whole block in ``data`` (what ``data`` holds wins)."""
+    kind, column, tool_use_id, tool_name, _ = encode_block(block)
+    legacy = json.dumps(block)
+    assert decode_block(kind, column, tool_use_id, tool_name, legacy, 0, 0) == block
+    assert decode_block(kind, column, None, None, json.loads(legacy), 0, 0) == block
+
+
+def test_an_exact_text_written_before_revision_0006_is_read_back() -> None:
+    data = json.dumps({"_exact_text": "a\x00b"})
+    assert decode_block("text", "a\ufffdb", None, None, data, 0, 0) == {
+        "type": "text",
+        "text": "a\x00b",
+    }
+    result = decode_block("tool_result", "a\ufffdb", "t1", None, data, 0, 0)
+    assert result == {"type": "tool_result", "tool_use_id": "t1", "content": "a\x00b"}
+    thought = decode_block("thinking", "a\ufffdb", None, None, data, 0, 0)
+    assert thought == {"type": "thinking", "thinking": "a\x00b"}
+
+
+def test_a_malformed_exact_form_falls_back_to_the_column() -> None:
+    for damaged in ({"_exact": "not a list"}, {"_exact": ["a", 1]}, {"_exact_text": 5}):
+        block = decode_block("text", "a\ufffdb", None, None, json.dumps(damaged), 0, 0)
+        assert block["text"] == "a\ufffdb"
+        assert "_exact" not in block
+    assert decode_block("text", None, None, None, "{}", 0, 0) == {"type": "text", "text": ""}
