@@ -34,7 +34,8 @@ JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 BACKFILL = (
     # Each update replaces the block's newest earlier update, or the block itself.
     """
-    INSERT INTO lineage (conversation_id, ts, derived_kind, derived_message_idx, derived_block_idx, relation,
+    INSERT INTO lineage (conversation_id, ts, derived_kind, derived_message_idx,
+                         derived_block_idx, relation,
                          source_kind, source_ts, source_message_idx, source_block_idx)
     SELECT u.conversation_id, u.ts, 'update', u.message_idx, u.block_idx, 'replaces',
            CASE WHEN p.ts IS NULL THEN 'block' ELSE 'update' END, COALESCE(p.ts, m.ts),
@@ -52,7 +53,8 @@ BACKFILL = (
     """,
     # A summary abstracts the newest earlier range that carried a summary.
     """
-    INSERT INTO lineage (conversation_id, ts, derived_kind, derived_message_idx, derived_block_idx, relation,
+    INSERT INTO lineage (conversation_id, ts, derived_kind, derived_message_idx,
+                         derived_block_idx, relation,
                          source_kind, source_ts, source_message_idx, source_block_idx)
     SELECT r.conversation_id, r.ts, 'range', NULL, NULL, 'abstracts', 'range', p.ts,
            NULL, NULL
@@ -67,7 +69,8 @@ BACKFILL = (
     """,
     # ... and every block it newly hides, as it was then (its newest earlier update).
     """
-    INSERT INTO lineage (conversation_id, ts, derived_kind, derived_message_idx, derived_block_idx, relation,
+    INSERT INTO lineage (conversation_id, ts, derived_kind, derived_message_idx,
+                         derived_block_idx, relation,
                          source_kind, source_ts, source_message_idx, source_block_idx)
     SELECT r.conversation_id, r.ts, 'range', NULL, NULL, 'abstracts',
            CASE WHEN u.ts IS NULL THEN 'block' ELSE 'update' END, COALESCE(u.ts, m.ts),

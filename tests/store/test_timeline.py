@@ -76,7 +76,7 @@ def test_rollback_removes_later_rows_archives_them_and_reports_counts(store: Con
             .all()
         )
     assert sorted(archived) == sorted(
-        ["context_updates", "deleted_ranges", "api_requests", "checkpoints"]
+        ["context_updates", "deleted_ranges", "api_requests", "checkpoints", "lineage"]
         + ["blocks"] * 3
         + ["messages"] * 2
     )
