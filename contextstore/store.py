@@ -19,6 +19,8 @@ from contextstore.facade.audit import AuditMixin
 from contextstore.facade.conversations import ConversationsMixin
 from contextstore.facade.history import HistoryMixin
 from contextstore.facade.interop import InteropMixin
+from contextstore.facade.lineage import LineageMixin
+from contextstore.facade.processors import ProcessorsMixin
 from contextstore.facade.requests import RequestsMixin
 from contextstore.facade.timeline import TimelineMixin
 from contextstore.processors.pipeline import Pipeline
@@ -28,7 +30,14 @@ from contextstore.storage.paths import default_database_path, default_location
 
 
 class ContextStore(
-    AuditMixin, ConversationsMixin, HistoryMixin, RequestsMixin, TimelineMixin, InteropMixin
+    AuditMixin,
+    ConversationsMixin,
+    HistoryMixin,
+    RequestsMixin,
+    TimelineMixin,
+    InteropMixin,
+    LineageMixin,
+    ProcessorsMixin,
 ):
     """A durable conversation store. Open it with :meth:`open`; close it or use ``with``.
 

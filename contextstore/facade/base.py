@@ -5,7 +5,7 @@ inside one read or write; it holds no SQL."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -22,8 +22,9 @@ from contextstore.core.tokens import TiktokenCounter, TokenCounter
 from contextstore.core.validate import MAX_MESSAGE_BYTES, check_ts, shown
 from contextstore.facade.render_cache import RenderCache
 from contextstore.processors.pipeline import Pipeline, default_pipeline
+from contextstore.processors.runner import RunContext
 from contextstore.processors.secrets import mask_value
-from contextstore.storage import conversations, history, requests
+from contextstore.storage import conversations, history, processor_runs, requests
 from contextstore.storage.clock import tick_if_unchanged
 from contextstore.storage.engine import Connection, Database
 from contextstore.storage.history import NO_LIMIT
@@ -197,6 +198,26 @@ class StoreBase:
                 if attempt == PLAN_ATTEMPTS - 1:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _run_context(
+        self,
+        connection: Connection,
+        conversation_id: str,
+        pipeline: Pipeline | None,
+        as_of: int,
+        demand: Collection[str] = (),
+    ) -> RunContext | None:
+        """What the processors of ``pipeline`` handled before ``as_of``, read in the
+        caller's snapshot (None when the pipeline is empty)."""
+        if pipeline is None or not pipeline.processors:
+            return None
+        seen = processor_runs.seen_state(connection, conversation_id, as_of)
+        tokens = (
+            history.token_counts(connection, conversation_id, as_of)
+            if pipeline.needs_tokens
+            else None
+        )
+        return RunContext(seen, tokens, frozenset(demand))
 
     def _write_plan(
         self, connection: Connection, conversation_id: str, plan: Plan, ts: int

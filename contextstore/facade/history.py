@@ -34,7 +34,7 @@ from contextstore.core.view import ensure_tool_results_follow_tool_use, pending_
 from contextstore.facade.base import Snapshot
 from contextstore.facade.nodes import NodesMixin
 from contextstore.processors.pipeline import Pipeline
-from contextstore.processors.runner import propose_and_view, view_with
+from contextstore.processors.runner import RunContext, propose_and_view, view_with
 from contextstore.processors.secrets import mask_message
 from contextstore.renderers import registry
 from contextstore.storage import conversations, history
@@ -200,12 +200,16 @@ class HistoryMixin(NodesMixin):
         with self._db.read() as connection:
             newest = last_ts(connection, conversation_id)
             state = history.load_state(connection, conversation_id, limit)
-        return self._format(
-            self._processed(active, state, (conversation_id, newest, min(limit, newest))), format
-        )
+            context = self._run_context(connection, conversation_id, active, limit)
+        moment = (conversation_id, newest, min(limit, newest))
+        return self._format(self._processed(active, state, moment, context), format)
 
     def _processed(
-        self, pipeline: Pipeline | None, state: ConversationState, moment: tuple[str, int, int]
+        self,
+        pipeline: Pipeline | None,
+        state: ConversationState,
+        moment: tuple[str, int, int],
+        context: RunContext | None = None,
     ) -> list[dict[str, Any]]:
         """The view of ``state`` with ``pipeline``'s rewrites, those from the cache when
         they are known for this moment and pipeline.
@@ -219,7 +223,7 @@ class HistoryMixin(NodesMixin):
         cached = self.render_cache.get(key) if cacheable else None
         if cached is not None:
             return view_with(state, cached)
-        proposals, view = propose_and_view(pipeline, state)
+        proposals, view = propose_and_view(pipeline, state, context)
         if cacheable:
             size = sum(len(u.text) + PROPOSAL_OVERHEAD for u in proposals) + PROPOSAL_OVERHEAD
             self.render_cache.put(key, tuple(proposals), size)

@@ -43,12 +43,14 @@ from contextstore.core.validate import (
 )
 from contextstore.core.view import VIEW_RULES, build_view, pending_calls
 from contextstore.facade.base import Snapshot, StoreBase
+from contextstore.facade.processors import run_row
 from contextstore.processors.pipeline import Pipeline
-from contextstore.processors.runner import propose_and_view
+from contextstore.processors.runner import run
 from contextstore.renderers import registry
-from contextstore.storage import history, nodes, requests
+from contextstore.storage import history, nodes, processor_runs, requests
 from contextstore.storage.clock import last_ts, tick
 from contextstore.storage.engine import Connection
+from contextstore.storage.history import NO_LIMIT
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class _Prepared:
 
     plan: Plan
     processed: list[BlockUpdate]
+    runs: list[dict[str, Any]]
     deleted_range: tuple[int, int] | None
     view: list[dict[str, Any]]
     payload: dict[str, Any]
@@ -116,7 +119,12 @@ class RequestsMixin(StoreBase):
             policy = policy_from_conversation(conv.context_window, conv.metadata, auto_condense)
             plan = plan_request(policy, snapshot.state, snapshot.total, summarizer=summarizer)
             state = plan.applied(snapshot.state)
-            processed, view = propose_and_view(active, state)
+            with self._db.read() as connection:
+                context = self._run_context(connection, conversation_id, active, NO_LIMIT)
+            result = run(active, state, context)
+            processed, view = result.proposals, result.view
+            assert active is not None or not result.steps
+            runs = [run_row(active, step) for step in result.steps] if active else []
             calls = pending_calls(view)
             if calls:
                 raise InvalidInputError(
@@ -132,7 +140,7 @@ class RequestsMixin(StoreBase):
                     f"({'; '.join(problems[:3])}); nothing was written. Run 'contextstore check'."
                 )
             return _Prepared(
-                plan, processed, state.deleted_range, view, payload, model or conv.model_id
+                plan, processed, runs, state.deleted_range, view, payload, model or conv.model_id
             )
 
         def write(
@@ -141,11 +149,15 @@ class RequestsMixin(StoreBase):
             remaining = list(stamps)
             if prepared.plan.writes:
                 self._write_plan(connection, conversation_id, prepared.plan, remaining.pop(0))
+            runs_ts = remaining[-1]
             if prepared.processed:
+                runs_ts = remaining.pop(0)
                 processed = [
                     dataclasses.replace(u, text=self._masked(u.text)) for u in prepared.processed
                 ]
-                history.insert_updates(connection, conversation_id, remaining.pop(0), processed)
+                history.insert_updates(connection, conversation_id, runs_ts, processed)
+            if prepared.runs:
+                processor_runs.insert_runs(connection, conversation_id, runs_ts, prepared.runs)
             system_sha256, tools_sha256 = self._store_prompt_nodes(connection, prompt)
             request_id = requests.insert_request(
                 connection,

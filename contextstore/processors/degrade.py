@@ -21,6 +21,7 @@ from contextstore.processors.base import (
     media_digest,
     readable_text,
 )
+from contextstore.processors.triggers import Trigger
 
 
 def format_size(size: int) -> str:
@@ -62,6 +63,10 @@ class MediaDegrader:
     """
 
     independent = True
+    trigger: Trigger = Trigger.new_message()
+    """Runs on each new message, given only the new messages (set another
+    :class:`~contextstore.processors.triggers.Trigger` on the instance to change it)."""
+    depends_on: tuple[str, ...] = ()
 
     def __init__(
         self, kinds: Iterable[str] = ("image", "document"), *, name: str = "degrade_media"

@@ -14,6 +14,7 @@ from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import Block, BlockUpdate, Message
 from contextstore.core.view import IndexedView
 from contextstore.processors.base import shrink_texts
+from contextstore.processors.triggers import Trigger
 
 _FENCES = ("```", "~~~")
 
@@ -84,6 +85,10 @@ class Distiller:
     """
 
     independent = True
+    trigger: Trigger = Trigger.new_message()
+    """Runs on each new message, given only the new messages (set another
+    :class:`~contextstore.processors.triggers.Trigger` on the instance to change it)."""
+    depends_on: tuple[str, ...] = ()
 
     def __init__(self, *, min_repeats: int = 3, name: str = "distill") -> None:
         """Create a distiller.

@@ -1,6 +1,7 @@
 """Running processors in order, and recognising proposals that have gone stale.
 
-Processors run in the order declared; each one reads the view with the proposals of the
+Processors run in dependency order (``depends_on``; the declared order among the others,
+see :mod:`contextstore.processors.triggers`); each one reads the view with the proposals of the
 ones before it already applied, so a trimmer after a masker trims masked text. Every
 accepted proposal is returned, in order: the store writes them as ``context_updates``
 rows with increasing ``ts``, and since the newest update of a block wins, the last
@@ -12,7 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Iterable
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +40,16 @@ from contextstore.processors.base import (
     readable_text,
 )
 from contextstore.processors.secrets import SecretMasker
+from contextstore.processors.triggers import (
+    Firing,
+    dependency_order,
+    depends_of,
+    processor_key,
+    trigger_of,
+)
+
+MEMO_MESSAGES = 8192
+"""Per-message results a pipeline remembers for its incremental processors."""
 
 
 @dataclass(frozen=True)
@@ -48,11 +61,32 @@ class ProcessorStep:
         accepted: Its proposals that were kept, in view order.
         dropped: Its proposals that were stale against the view it read, or repeated an
             address it had already proposed for (a processor bug, kept for diagnosis).
+        reasons: Why each of ``dropped`` was dropped, in the same order.
+        trigger: The trigger that fired (``every_render`` when none was declared).
+        given: The message indices the processor was given (read).
+        nodes_given: The blocks of those messages.
+        reused: Messages whose earlier result for the same content was reused instead.
+        seen_through: The newest message index handled after this run.
+        proposed: How many proposals the processor returned (reused ones included).
     """
 
     name: str
     accepted: tuple[BlockUpdate, ...]
     dropped: tuple[BlockUpdate, ...]
+    reasons: tuple[str, ...] = ()
+    trigger: str = "every_render"
+    given: tuple[int, ...] = ()
+    nodes_given: int = 0
+    reused: int = 0
+    seen_through: int = -1
+    proposed: int = 0
+
+    @property
+    def outcome(self) -> str:
+        """``applied``, ``dropped_stale`` (every proposal dropped) or ``no_change``."""
+        if self.accepted:
+            return "applied"
+        return "dropped_stale" if self.dropped else "no_change"
 
 
 @dataclass(frozen=True)
@@ -90,14 +124,26 @@ class _WorkingView:
             return None
         return dict(message_blocks(self.items[position][1])).get(address[1])
 
-    def is_stale(self, update: BlockUpdate) -> bool:
+    def stale_reason(self, update: BlockUpdate) -> str | None:
+        """Why ``update`` no longer fits the view, or None when it does."""
         block = self.block(update.address)
         if block is None:
-            return True
+            return f"block {update.message_idx}.{update.block_idx} is not in the view"
         read = readable_text(block, update.mode)
         if read is None:
-            return True
-        return update.base_hash is not None and text_hash(read) != update.base_hash
+            return (
+                f"block {update.message_idx}.{update.block_idx} has nothing a "
+                f"{update.mode} rewrite can read"
+            )
+        if update.base_hash is not None and text_hash(read) != update.base_hash:
+            return (
+                f"block {update.message_idx}.{update.block_idx} changed since it was read "
+                "(base_hash mismatch)"
+            )
+        return None
+
+    def is_stale(self, update: BlockUpdate) -> bool:
+        return self.stale_reason(update) is not None
 
     def promote(self, update: BlockUpdate) -> BlockUpdate:
         """Turn a TEXT update of a block already replaced whole into a BLOCK update.
@@ -123,6 +169,7 @@ class _WorkingView:
     def accept(self, name: str, proposals: Iterable[BlockUpdate]) -> ProcessorStep:
         accepted: list[BlockUpdate] = []
         dropped: list[BlockUpdate] = []
+        reasons: list[str] = []
         seen: set[BlockAddress] = set()
         for update in proposals:
             if update.mode not in UpdateMode.ALL:
@@ -138,15 +185,21 @@ class _WorkingView:
                 allow_nul=True,
             )
             check_json_value(f"the metadata processor {name!r} proposed", update.metadata)
-            if update.address in seen or self.is_stale(update):
+            reason = (
+                "a second proposal for a block it already rewrote in this run"
+                if update.address in seen
+                else self.stale_reason(update)
+            )
+            if reason is not None:
                 dropped.append(update)
+                reasons.append(reason)
                 continue
             seen.add(update.address)
             update = self.promote(update)
             self.apply(update)
             accepted.append(update)
         accepted.sort(key=lambda u: (self.positions[u.message_idx], u.block_idx))
-        return ProcessorStep(name, tuple(accepted), tuple(dropped))
+        return ProcessorStep(name, tuple(accepted), tuple(dropped), tuple(reasons))
 
 
 def is_stale(update: BlockUpdate, view: IndexedView) -> bool:
@@ -176,34 +229,128 @@ def drop_stale(updates: Iterable[BlockUpdate], view: IndexedView) -> list[BlockU
     return kept
 
 
+class _Given:
+    """What a processor is given in one run: the whole view, or the messages its trigger
+    fired for (``firing``), with per-message results reused from the pipeline's memo."""
+
+    def __init__(self, processor: Processor, firing: Firing | None, memo: _Memo | None) -> None:
+        self.processor = processor
+        self.firing = firing
+        trigger = trigger_of(processor)
+        self.trigger = firing.trigger if firing is not None else trigger.label
+        # Results are remembered per message only when they depend on nothing else.
+        self.memo = (
+            memo
+            if memo is not None
+            and trigger.incremental
+            and bool(getattr(processor, "independent", False))
+            else None
+        )
+        self.key = processor_key(processor, trigger) if self.memo is not None else ""
+
+    def propose(self, items: list[tuple[int, Message]]) -> tuple[list[BlockUpdate], dict[str, Any]]:
+        """Run the processor on what it is given; returns its proposals and the counts."""
+        wanted = None if self.firing is None else set(self.firing.messages)
+        chosen = [(i, m) for i, m in items if wanted is None or i in wanted]
+        reused: list[BlockUpdate] = []
+        hashes: dict[int, str] = {}
+        if self.memo is not None:
+            fresh = []
+            for idx, message in chosen:
+                digest = text_hash(canonical_json(message))
+                found = self.memo.get((self.key, idx, digest))
+                if found is None:
+                    hashes[idx] = digest
+                    fresh.append((idx, message))
+                else:
+                    reused.extend(found)
+            reused_count = len(chosen) - len(fresh)
+            chosen = fresh
+        else:
+            reused_count = 0
+        proposals = list(self.processor.propose(tuple(chosen))) if chosen else []
+        if self.memo is not None:
+            by_message: dict[int, list[BlockUpdate]] = {idx: [] for idx in hashes}
+            for update in proposals:
+                by_message.setdefault(update.message_idx, []).append(update)
+            for idx, digest in hashes.items():
+                self.memo.put((self.key, idx, digest), tuple(by_message[idx]))
+        counts = {
+            "given": tuple(i for i, _ in chosen),
+            "nodes_given": sum(len(message_blocks(m)) for _, m in chosen),
+            "reused": reused_count,
+            "proposed": len(proposals) + len(reused),
+        }
+        return reused + proposals, counts
+
+
+class _Memo:
+    """Per-message proposals of incremental processors, keyed by the processor's identity,
+    the message index and the hash of the message as it was given (an LRU)."""
+
+    def __init__(self, size: int = MEMO_MESSAGES) -> None:
+        self._entries: OrderedDict[tuple[str, int, str], tuple[BlockUpdate, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.size = size
+
+    def get(self, key: tuple[str, int, str]) -> tuple[BlockUpdate, ...] | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, int, str], value: tuple[BlockUpdate, ...]) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
 class Pipeline:
-    """An ordered list of processors, run over a view to produce context updates."""
+    """Processors run over a view, in dependency order, to produce context updates."""
 
     def __init__(self, processors: Iterable[Processor], *, parallel: bool = False) -> None:
-        """Create a pipeline that runs ``processors`` in the given order.
+        """Create a pipeline of ``processors``.
 
-        With ``parallel``, consecutive independent processors run concurrently when the
-        store runs the pipeline (the result equals the sequential one).
+        They run in the given order, except that a processor naming others in its
+        ``depends_on`` runs after them. With ``parallel``, consecutive independent
+        processors run concurrently when the store runs the pipeline (the result equals the
+        sequential one).
+
+        Raises:
+            InvalidInputError: the dependencies name a missing processor or form a cycle,
+                or a trigger is malformed.
         """
         self.processors: tuple[Processor, ...] = tuple(processors)
+        self.ordered: tuple[Processor, ...] = tuple(dependency_order(self.processors))
+        for processor in self.processors:
+            trigger_of(processor)
         self.parallel = parallel
+        self._memo = _Memo()
+
+    @property
+    def needs_tokens(self) -> bool:
+        """True when a trigger reads the messages' token counts."""
+        return any(trigger_of(p).needs_tokens for p in self.processors)
+
+    @property
+    def incremental(self) -> bool:
+        """True when some processor is given only what its trigger fired for."""
+        return any(trigger_of(p).incremental for p in self.processors)
 
     def config(self) -> dict[str, Any]:
-        """Return the ordered names, classes and configs of the processors.
+        """Return the ordered names, classes, configs and triggers of the processors.
 
         Raises:
             InvalidInputError: A processor's config is not JSON-serialisable.
         """
-        result = {
-            "processors": [
-                {
-                    "name": processor.name,
-                    "type": type(processor).__qualname__,
-                    "config": processor.config(),
-                }
-                for processor in self.processors
-            ]
-        }
+        result = {"processors": [self._describe(processor) for processor in self.processors]}
         try:
             canonical_json(result)
         except (TypeError, ValueError) as exc:
@@ -230,9 +377,27 @@ class Pipeline:
             )
         return text
 
+    @staticmethod
+    def _describe(processor: Processor) -> dict[str, Any]:
+        described: dict[str, Any] = {
+            "name": processor.name,
+            "type": type(processor).__qualname__,
+            "config": processor.config(),
+        }
+        trigger = trigger_of(processor)
+        if trigger.incremental:
+            described["trigger"] = trigger.label
+        if depends_of(processor):
+            described["depends_on"] = list(depends_of(processor))
+        return described
+
     def config_key(self) -> str:
         """Return a SHA-256 of :meth:`config`, for a render-cache key."""
         return hashlib.sha256(canonical_json(self.config()).encode("utf-8")).hexdigest()
+
+    def forget(self) -> None:
+        """Drop the per-message results remembered for incremental processors."""
+        self._memo.clear()
 
     def run(
         self,
@@ -253,59 +418,100 @@ class Pipeline:
         *,
         parallel: bool = False,
         overlays: OverlayMap | None = None,
+        firings: Mapping[str, Firing] | None = None,
+        memo: bool = False,
     ) -> PipelineReport:
-        """Run every processor over ``view``; report the proposals and the final view.
+        """Run the processors over ``view``; report the proposals and the final view.
 
         Args:
             view: The visible messages with their original indices, overlays applied.
                 It is not modified.
             parallel: Let consecutive processors whose ``independent`` attribute is True
                 read the same view concurrently in a thread pool. Their proposals are
-                merged in declared order; a processor that follows one whose proposals
+                merged in order; a processor that follows one whose proposals
                 changed the view is run again on the merged view, so the result always
                 equals the sequential one.
             overlays: The effective updates already applied to ``view``, if known. Used
                 only to turn a later TEXT proposal on a block that an earlier update
                 replaced whole into a BLOCK update (see ``_WorkingView.promote``).
+            firings: Which processors run and on which messages (see
+                :func:`~contextstore.processors.triggers.plan_firings`); a processor not
+                named does not run. None: every processor runs on the whole view.
+            memo: Reuse, for an incremental independent processor, what it proposed
+                before for a message with the same index and content.
 
         Returns:
             A :class:`PipelineReport`.
         """
         working = _WorkingView(view, overlays)
         steps: list[ProcessorStep] = []
-        for batch in self._batches(parallel):
+        active = [
+            _Given(p, None if firings is None else firings[p.name], self._memo if memo else None)
+            for p in self.ordered
+            if firings is None or p.name in firings
+        ]
+        for batch in self._batches(active, parallel):
             steps.extend(self._run_batch(batch, working))
         updates = tuple(update for step in steps for update in step.accepted)
         return PipelineReport(updates, tuple(steps), tuple(working.items))
 
-    def _batches(self, parallel: bool) -> list[list[Processor]]:
-        """Group processors: consecutive independent ones share a batch when parallel."""
-        batches: list[tuple[list[Processor], bool]] = []
-        for processor in self.processors:
+    @staticmethod
+    def _batches(active: list[_Given], parallel: bool) -> list[list[_Given]]:
+        """Group processors: consecutive independent ones share a batch when parallel,
+        unless one depends on another of the batch."""
+        batches: list[tuple[list[_Given], bool]] = []
+        for given in active:
+            processor = given.processor
             independent = parallel and bool(getattr(processor, "independent", False))
-            if independent and batches and batches[-1][1]:
-                batches[-1][0].append(processor)
+            if (
+                independent
+                and batches
+                and batches[-1][1]
+                and not set(depends_of(processor)) & {g.processor.name for g in batches[-1][0]}
+            ):
+                batches[-1][0].append(given)
             else:
-                batches.append(([processor], independent))
+                batches.append(([given], independent))
         return [batch for batch, _ in batches]
 
     @staticmethod
-    def _run_batch(batch: list[Processor], working: _WorkingView) -> list[ProcessorStep]:
+    def _step(
+        working: _WorkingView, given: _Given, proposals: list[BlockUpdate], counts: dict[str, Any]
+    ) -> ProcessorStep:
+        step = working.accept(given.processor.name, proposals)
+        seen = given.firing.seen_through if given.firing is not None else -1
+        return dataclasses.replace(step, trigger=given.trigger, seen_through=seen, **counts)
+
+    @classmethod
+    def _run_batch(cls, batch: list[_Given], working: _WorkingView) -> list[ProcessorStep]:
         if len(batch) == 1:
-            return [working.accept(batch[0].name, batch[0].propose(tuple(working.items)))]
-        snapshot = tuple(working.items)
+            return [cls._step(working, batch[0], *_guarded(batch[0], list(working.items)))]
+        snapshot = list(working.items)
         with ThreadPoolExecutor(max_workers=len(batch)) as pool:
-            futures = [pool.submit(processor.propose, snapshot) for processor in batch]
+            futures = [pool.submit(_guarded, given, snapshot) for given in batch]
         results = [future.result() for future in futures]
         steps: list[ProcessorStep] = []
         changed = False
-        for processor, proposals in zip(batch, results, strict=True):
+        for given, (proposals, counts) in zip(batch, results, strict=True):
             if changed:
-                proposals = processor.propose(tuple(working.items))
-            step = working.accept(processor.name, proposals)
+                proposals, counts = _guarded(given, list(working.items))
+            step = cls._step(working, given, proposals, counts)
             changed = changed or bool(step.accepted)
             steps.append(step)
         return steps
+
+
+def _guarded(
+    given: _Given, items: list[tuple[int, Message]]
+) -> tuple[list[BlockUpdate], dict[str, Any]]:
+    """``given.propose(items)``; an exception leaves naming the processor that raised it
+    (``failed_processor`` on the exception), so a recorded run can say which one failed."""
+    try:
+        return given.propose(items)
+    except Exception as exc:
+        if getattr(exc, "failed_processor", None) is None:
+            exc.failed_processor = given.processor.name  # type: ignore[attr-defined]
+        raise
 
 
 def default_pipeline() -> Pipeline:

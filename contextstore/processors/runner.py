@@ -9,7 +9,8 @@ auditor sees both the original and what the model saw.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from contextstore.core.overlays import (
@@ -21,7 +22,8 @@ from contextstore.core.overlays import (
 )
 from contextstore.core.state import ConversationState
 from contextstore.core.view import IndexedView, cut, provider_safe, repair_indexed
-from contextstore.processors.pipeline import Pipeline, drop_stale
+from contextstore.processors.pipeline import Pipeline, ProcessorStep, drop_stale
+from contextstore.processors.triggers import plan_firings
 
 
 def collapse(updates: Sequence[BlockUpdate]) -> list[BlockUpdate]:
@@ -44,27 +46,85 @@ def collapse(updates: Sequence[BlockUpdate]) -> list[BlockUpdate]:
     ]
 
 
+@dataclass(frozen=True)
+class RunContext:
+    """What the store knows about a conversation's earlier processor runs.
+
+    Attributes:
+        seen: Newest message index each processor handled, by its
+            :func:`~contextstore.processors.triggers.processor_key` (absent: none).
+        tokens: Stored token count per message index (only read when a trigger needs it).
+        demand: Names of on-demand processors this run asks for.
+        memo: Reuse per-message results of incremental processors for unchanged messages.
+    """
+
+    seen: Mapping[str, int] = field(default_factory=dict)
+    tokens: Mapping[int, int] | None = None
+    demand: frozenset[str] = frozenset()
+    memo: bool = True
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The pipeline's rewrites (stale ones dropped, one per block), the repaired view with
+    them applied, and each fired processor's step."""
+
+    proposals: list[BlockUpdate]
+    view: list[dict[str, Any]]
+    steps: tuple[ProcessorStep, ...]
+
+
 def propose(pipeline: Pipeline | None, state: ConversationState) -> list[BlockUpdate]:
     """The pipeline's rewrites for the current view, stale ones dropped, one per block."""
-    return _proposed(pipeline, state, cut(state.messages, state.deleted_range, state.overlays))
+    indexed = cut(state.messages, state.deleted_range, state.overlays)
+    return _proposed(pipeline, state, indexed, None)[0]
 
 
 def _proposed(
-    pipeline: Pipeline | None, state: ConversationState, indexed: IndexedView
-) -> list[BlockUpdate]:
+    pipeline: Pipeline | None,
+    state: ConversationState,
+    indexed: IndexedView,
+    context: RunContext | None,
+) -> tuple[list[BlockUpdate], tuple[ProcessorStep, ...]]:
     if pipeline is None or not pipeline.processors:
-        return []
-    updates = pipeline.run(indexed, parallel=pipeline.parallel, overlays=state.overlays)
-    return collapse(drop_stale(updates, indexed)) if updates else []
+        return [], ()
+    firings = None
+    if context is not None:
+        firings = plan_firings(
+            pipeline.ordered,
+            [i for i, _ in indexed],
+            context.seen,
+            tokens=context.tokens,
+            demand=context.demand,
+        )
+    report = pipeline.run_report(
+        indexed,
+        parallel=pipeline.parallel,
+        overlays=state.overlays,
+        firings=firings,
+        memo=context is not None and context.memo,
+    )
+    updates = list(report.updates)
+    return (collapse(drop_stale(updates, indexed)) if updates else []), report.steps
 
 
 def propose_and_view(
-    pipeline: Pipeline | None, state: ConversationState
+    pipeline: Pipeline | None, state: ConversationState, context: RunContext | None = None
 ) -> tuple[list[BlockUpdate], list[dict[str, Any]]]:
     """The pipeline's rewrites and the repaired view with them applied, from one cut: the
     messages the rewrites touch are overlaid again, the others are reused as cut."""
+    result = run(pipeline, state, context)
+    return result.proposals, result.view
+
+
+def run(
+    pipeline: Pipeline | None, state: ConversationState, context: RunContext | None = None
+) -> RunResult:
+    """Run ``pipeline`` on ``state``'s view. With ``context``, each processor runs only when
+    its trigger fires and is given only what it fired for; without, every processor reads
+    the whole view."""
     indexed = cut(state.messages, state.deleted_range, state.overlays)
-    proposals = _proposed(pipeline, state, indexed)
+    proposals, steps = _proposed(pipeline, state, indexed, context)
     if proposals:
         merged = dict(state.overlays)
         merged.update({u.address: u for u in proposals})
@@ -73,7 +133,7 @@ def propose_and_view(
             (i, apply_overlays(state.messages[i], i, merged) if i in touched else message)
             for i, message in indexed
         ]
-    return proposals, provider_safe(repair_indexed(indexed))
+    return RunResult(proposals, provider_safe(repair_indexed(indexed)), steps)
 
 
 def view_with(state: ConversationState, proposals: Sequence[BlockUpdate]) -> list[dict[str, Any]]:

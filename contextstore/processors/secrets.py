@@ -36,6 +36,7 @@ from contextstore.processors.secret_patterns import (
     is_placeholder,
     looks_generic,
 )
+from contextstore.processors.triggers import Trigger
 
 
 @dataclass(frozen=True)
@@ -345,6 +346,10 @@ class SecretMasker:
     """
 
     independent = True
+    trigger: Trigger = Trigger.new_message()
+    """Runs on each new message, given only the new messages (set another
+    :class:`~contextstore.processors.triggers.Trigger` on the instance to change it)."""
+    depends_on: tuple[str, ...] = ()
 
     def __init__(
         self,

@@ -14,6 +14,7 @@ from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import Block, BlockUpdate, Message
 from contextstore.core.view import IndexedView
 from contextstore.processors.base import shrink_texts
+from contextstore.processors.triggers import Trigger
 
 DEFAULT_MAX_CHARS = 40_000
 """Default size limit of one text, in characters (Gemini CLI's tool-output threshold)."""
@@ -99,6 +100,10 @@ class OutputTrimmer:
     """
 
     independent = True
+    trigger: Trigger = Trigger.new_message()
+    """Runs on each new message, given only the new messages (set another
+    :class:`~contextstore.processors.triggers.Trigger` on the instance to change it)."""
+    depends_on: tuple[str, ...] = ()
 
     def __init__(
         self,

@@ -33,6 +33,9 @@ EXCLUDED: dict[str, str] = {
     # The importers' bulk path: rows are Python dataclasses, written by 'contextstore import'.
     "import_timeline": "an importer's bulk write of Python row objects (use 'contextstore import')",
     "discard_imported_rows": "an importer replacing its own rows (use 'contextstore import')",
+    # Lineage walks take NodeRef values; served clients read lineage_edges or the table.
+    "lineage": "takes a Python NodeRef; use lineage_edges, or the lineage table through audit",
+    "add_lineage": "takes Python NodeRef values; a local caller's way to link its own rows",
 }
 """Public store methods that are not served, and why."""
 

@@ -18,7 +18,9 @@ from contextstore.storage.tables import (
     context_updates,
     conversations,
     deleted_ranges,
+    lineage,
     messages,
+    processor_runs,
     rollbacks,
     source_records,
 )
@@ -157,6 +159,8 @@ OWNED_TABLES = (
     api_requests,
     checkpoints,
     source_records,
+    lineage,
+    processor_runs,
     rollbacks,
     archived_rows,
 )

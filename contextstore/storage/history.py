@@ -20,6 +20,7 @@ from contextstore.core.nodes import NodeRow
 from contextstore.core.overlays import BlockAddress, BlockUpdate, Message
 from contextstore.core.state import HIDDEN, ConversationState
 from contextstore.core.truncation import DeletedRange, visible_start
+from contextstore.storage import lineage
 from contextstore.storage.codec import (
     EXACT_KEY,
     NUL,
@@ -366,6 +367,8 @@ def insert_range(
             "summary": column_text(summary),
         },
     ).close()
+    if summary is not None:
+        lineage.record_range_lineage(connection, conversation_id, ts)
 
 
 # Context updates -------------------------------------------------------------------------
@@ -462,6 +465,8 @@ def insert_updates(
             for u in updates
         ],
     )
+    if updates:
+        lineage.record_update_lineage(connection, conversation_id, ts)
 
 
 def _update_metadata(update: BlockUpdate) -> dict[str, Any]:
@@ -520,3 +525,18 @@ def load_state(
     loaded, _stamps, size = load_messages(connection, conversation_id, as_of, hidden_through=hidden)
     overlays = load_overlays(connection, conversation_id, as_of, hidden_through=hidden)
     return ConversationState(loaded, deleted_range, overlays, size, last_ts)
+
+
+_TOKEN_COUNTS = Statement(
+    lambda: select(_m.idx, _m.token_count).where(
+        _m.conversation_id == bindparam("cid"), _m.ts <= bindparam("as_of")
+    )
+)
+
+
+def token_counts(
+    connection: Connection, conversation_id: str, as_of: int = NO_LIMIT
+) -> dict[int, int]:
+    """The stored token count of each message with ``ts <= as_of``, by index."""
+    rows = _TOKEN_COUNTS.rows(connection, {"cid": conversation_id, "as_of": as_of})
+    return {int(idx): int(count) for idx, count in rows}

@@ -285,7 +285,78 @@ source_records = Table(
 Cline's UI messages (``ui_messages.json``) and Gemini CLI's session records. They are never
 sent to a model; exports write them back, and a rollback removes and archives them."""
 
+lineage = Table(
+    "lineage",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column(
+        "conversation_id",
+        String(64),
+        ForeignKey("conversations.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("ts", BigInteger, nullable=False),
+    Column("derived_kind", String(16), nullable=False),
+    Column("derived_message_idx", Integer),
+    Column("derived_block_idx", Integer),
+    Column("relation", String(16), nullable=False),
+    Column("source_kind", String(16), nullable=False),
+    Column("source_ts", BigInteger, nullable=False),
+    Column("source_message_idx", Integer),
+    Column("source_block_idx", Integer),
+    CheckConstraint("derived_kind IN ('update', 'range')", name="derived_kind"),
+    CheckConstraint("source_kind IN ('block', 'update', 'range')", name="source_kind"),
+    CheckConstraint("relation IN ('replaces', 'abstracts')", name="relation"),
+    CheckConstraint("source_ts < ts", name="source_older"),
+    Index("ix_lineage_derived", "conversation_id", "ts"),
+    Index("ix_lineage_source", "conversation_id", "source_ts"),
+)
+"""Edges from a derived node to a node it was made from, on the timeline.
+
+A node is named by its kind and the ``ts`` of its row: a stored block by
+``(message ts, message_idx, block_idx)``, a context update by ``(ts, message_idx,
+block_idx)`` (unique per conversation), a deleted range by its ``ts``. The edge's ``ts``
+is the derived node's, so it goes with that row in a rollback, and ``source_ts < ts``
+(a constraint) makes every path strictly older: lineage is acyclic by construction.
+Names by ``ts`` rather than row ids survive a fork, which copies rows under new ids."""
+
+processor_runs = Table(
+    "processor_runs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column(
+        "conversation_id",
+        String(64),
+        ForeignKey("conversations.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("ts", BigInteger, nullable=False),
+    Column("processor", String(MAX_NAME_LENGTH), nullable=False),
+    Column("config_sha256", String(64), nullable=False),
+    Column("trigger", String(32), nullable=False),
+    Column("nodes_given", Integer, nullable=False),
+    Column("first_message_idx", Integer),
+    Column("last_message_idx", Integer),
+    Column("seen_through", Integer, nullable=False),
+    Column("outcome", String(16), nullable=False),
+    Column("reason", Text),
+    Column("proposed", Integer, nullable=False),
+    Column("applied", Integer, nullable=False),
+    Column("dropped", Integer, nullable=False),
+    Column("result", JSON, nullable=False),
+    CheckConstraint(
+        "outcome IN ('applied', 'dropped_stale', 'no_change', 'failed')", name="outcome"
+    ),
+    Index("ix_processor_runs_processor", "conversation_id", "processor", "ts"),
+)
+"""One row per processor whose trigger fired in a recorded run (``prepare_request``,
+``run_processors``): what it was given, what it returned, and whether its proposals were
+applied or dropped as stale (with why). ``seen_through`` is the newest message index the
+processor has handled: its next run is given only what its trigger fired for since."""
+
 TIMELINE_TABLES: tuple[Table, ...] = (
+    lineage,
+    processor_runs,
     context_updates,
     deleted_ranges,
     api_requests,

@@ -41,7 +41,9 @@ from contextstore.storage.tables import (
     checkpoints,
     context_updates,
     deleted_ranges,
+    lineage,
     messages,
+    processor_runs,
     rollbacks,
     source_records,
 )
@@ -56,6 +58,8 @@ RESTORE_ORDER: tuple[Table, ...] = (
     api_requests,
     checkpoints,
     source_records,
+    lineage,
+    processor_runs,
 )
 """Tables in the order archived rows go back (blocks need their messages first)."""
 

@@ -225,7 +225,7 @@ def test_rollback_asks_on_a_terminal(seeded: Seeded, monkeypatch: pytest.MonkeyP
     before = counts(seeded)
     declined = run("--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label, input="n\n")
     assert declined.code == 1
-    assert "Remove 8 rows (3 messages, 4 blocks, 1 api_requests)" in declined.err
+    assert "Remove 9 rows (3 messages, 4 blocks, 1 api_requests, 1 processor_runs)" in declined.err
     assert counts(seeded) == before
     accepted = run("--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label, input="y\n")
     assert accepted.code == 0 and counts(seeded)["messages"] == 5

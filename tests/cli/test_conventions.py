@@ -295,7 +295,7 @@ def test_rollback_asks_a_real_terminal_and_obeys_the_answer(seeded: Seeded) -> N
     try:
         deadline = time.monotonic() + 60
         prompt = _read_until(master, b"[y/n]", deadline)
-        assert b"Remove 8 rows" in prompt
+        assert b"Remove 9 rows" in prompt
         os.write(master, b"y\n")
         rest = _read_until(master, b"undo with: contextstore restore", deadline)
         assert b"rows removed" in prompt + rest

@@ -292,6 +292,9 @@ SPECS: dict[str, Spec] = {
     },
     "deleted_range": {"conversation_id": (st.just(CID), bad_id), "as_of": (None, bad_ts)},
     "context_updates": {"conversation_id": (st.just(CID), bad_id), "as_of": (None, bad_ts)},
+    "lineage_edges": {"conversation_id": (st.just(CID), bad_id), "as_of": (None, bad_ts)},
+    "processor_runs": {"conversation_id": (st.just(CID), bad_id), "as_of": (None, bad_ts)},
+    "run_processors": {"conversation_id": (st.just(CID), bad_id)},
     "requests": {"conversation_id": (st.just(CID), bad_id), "as_of": (None, bad_ts)},
     "get_conversation": {"conversation_id": (st.just(CID), bad_id)},
     "checkpoints": {"conversation_id": (st.just(CID), bad_id)},
@@ -400,6 +403,8 @@ NOT_FUZZED = {
     "close": "takes no argument",
     "list_conversations": "takes no argument",
     "transaction": "takes no argument (a context manager around other calls)",
+    "lineage": "its node arguments are tested in tests/store/test_lineage.py",
+    "add_lineage": "its node arguments are tested in tests/store/test_lineage.py",
 }
 
 

@@ -20,6 +20,7 @@ from sqlalchemy import inspect
 
 from contextstore import ContextStore, ContextStoreError, ReadOnlyError
 from contextstore.cli import cli
+from contextstore.core.lineage import NodeRef
 from contextstore.core.rows import MessageRow
 from tests.conftest import assistant, public_names, text, tool_result, tool_use, user
 
@@ -184,6 +185,10 @@ WRITES: dict[str, Callable[[ContextStore], Any]] = {
     "prepare_request": lambda s: s.prepare_request("c"),
     "truncate": lambda s: s.truncate("c", "half"),
     "fork": lambda s: s.fork("c"),
+    "run_processors": lambda s: s.run_processors("c"),
+    "add_lineage": lambda s: s.add_lineage(
+        "c", NodeRef.update(s.add_context_update("c", 0, 0, "y"), 0, 0), (0, 0)
+    ),
 }
 READS: dict[str, Callable[[ContextStore], Any]] = {
     "rollback (dry run)": lambda s: s.rollback("c", "cp", dry_run=True),
@@ -209,6 +214,9 @@ READS: dict[str, Callable[[ContextStore], Any]] = {
     "message_timestamps": lambda s: s.message_timestamps("c"),
     "source_records": lambda s: s.source_records("c"),
     "removed_source_records": lambda s: s.removed_source_records("c"),
+    "lineage": lambda s: s.lineage("c", (0, 0)),
+    "lineage_edges": lambda s: s.lineage_edges("c"),
+    "processor_runs": lambda s: s.processor_runs("c"),
 }
 LIFECYCLE = {"open", "close", "database", "path"}
 PUBLIC_NAME = {"rollback (dry run)": "rollback"}

@@ -149,6 +149,8 @@ READS = {
     "message_timestamps": {},
     "timeline": {},
     "viewed_messages": {},
+    "lineage_edges": {},
+    "processor_runs": {},
 }
 
 
@@ -322,8 +324,19 @@ def _truncate(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
         assert list(store.deleted_range(state["cid"]) or ()) == decision["deleted_range"]
 
 
+def _run_processors(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    runs = rpc.result("run_processors", conversation_id=state["cid"])
+    assert runs == []  # prepare_request already ran the store's pipeline on every message
+    rpc.result("append", conversation_id=state["cid"], role="assistant", content="done")
+    (run,) = rpc.result("run_processors", conversation_id=state["cid"])
+    assert run["processor"] == "secret_mask" and run["first_message_idx"] == 5
+    with ContextStore.open(db) as store:
+        assert to_json(store.processor_runs(state["cid"])[-1]) == run
+
+
 CASES: dict[str, Case] = {
     **{name: _read_case(name) for name in READS},
+    "run_processors": _run_processors,
     "add_context_update": _add_context_update,
     "append": _append,
     "append_many": _append_many,

@@ -57,6 +57,8 @@ def test_rollback_removes_later_rows_archives_them_and_reports_counts(store: Con
         "api_requests": 1,
         "checkpoints": 1,
         "source_records": 0,
+        "lineage": 1,
+        "processor_runs": 0,
         "blocks": 3,
         "messages": 2,
     }
@@ -74,7 +76,7 @@ def test_rollback_removes_later_rows_archives_them_and_reports_counts(store: Con
             .all()
         )
     assert sorted(archived) == sorted(
-        ["context_updates", "deleted_ranges", "api_requests", "checkpoints"]
+        ["context_updates", "deleted_ranges", "api_requests", "checkpoints", "lineage"]
         + ["blocks"] * 3
         + ["messages"] * 2
     )

@@ -1,0 +1,203 @@
+"""Processor runs: running the pipeline on demand, recording what each processor did, and
+the state its triggers resume from.
+
+Where runs are recorded: :meth:`prepare_request` and :meth:`run_processors` write one
+``processor_runs`` row per processor whose trigger fired, in the transaction that writes
+its rewrites. A plain :meth:`render` is a read: it runs the processors in memory from the
+recorded state (so it too does work only for what changed since the last recorded run, and
+reuses per-message results for unchanged messages) and writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from contextstore.core.errors import InvalidInputError
+from contextstore.core.runs import Outcome, ProcessorRun
+from contextstore.core.state import ConversationState
+from contextstore.core.validate import check_id
+from contextstore.core.view import cut
+from contextstore.facade.base import Snapshot, StoreBase
+from contextstore.processors.pipeline import Pipeline, ProcessorStep
+from contextstore.processors.runner import RunContext, RunResult, run
+from contextstore.processors.triggers import plan_firings, processor_key, trigger_of
+from contextstore.storage import history, processor_runs
+from contextstore.storage.clock import last_ts
+from contextstore.storage.engine import Connection
+from contextstore.storage.history import NO_LIMIT
+
+
+def _spans(indices: Sequence[int]) -> list[list[int]]:
+    """Sorted indices as ``[first, last]`` runs of consecutive values."""
+    spans: list[list[int]] = []
+    for idx in sorted(indices):
+        if spans and idx == spans[-1][1] + 1:
+            spans[-1][1] = idx
+        else:
+            spans.append([idx, idx])
+    return spans
+
+
+def run_row(pipeline: Pipeline, step: ProcessorStep) -> dict[str, Any]:
+    """The ``processor_runs`` values of one step (without conversation and ts)."""
+    processor = next(p for p in pipeline.ordered if p.name == step.name)
+    reasons = list(dict.fromkeys(step.reasons))
+    return {
+        "processor": step.name,
+        "config_sha256": processor_key(processor, trigger_of(processor)),
+        "trigger": step.trigger,
+        "nodes_given": step.nodes_given,
+        "first_message_idx": min(step.given) if step.given else None,
+        "last_message_idx": max(step.given) if step.given else None,
+        "seen_through": step.seen_through,
+        "outcome": step.outcome,
+        "reason": "; ".join(reasons) if reasons else None,
+        "proposed": step.proposed,
+        "applied": len(step.accepted),
+        "dropped": len(step.dropped),
+        "result": {
+            "applied": [[u.message_idx, u.block_idx] for u in step.accepted],
+            "dropped": [
+                {"node": [u.message_idx, u.block_idx], "reason": reason}
+                for u, reason in zip(step.dropped, step.reasons, strict=False)
+            ],
+            "given": _spans(step.given),
+            "reused": step.reused,
+        },
+    }
+
+
+@dataclass(frozen=True)
+class _Decided:
+    """A run decided outside any transaction: its result, or the failure to record."""
+
+    result: RunResult | None
+    failure: dict[str, Any] | None = None
+    error: BaseException | None = None
+
+    @property
+    def ticks(self) -> int:
+        if self.failure is not None:
+            return 1
+        return 1 if self.result is not None and self.result.steps else 0
+
+
+class ProcessorsMixin(StoreBase):
+    """Processor runs: running the pipeline on demand, recording what each processor did,
+    and the state its triggers resume from."""
+
+    def run_processors(
+        self,
+        conversation_id: str,
+        *,
+        pipeline: Pipeline | None = None,
+        demand: Sequence[str] = (),
+    ) -> list[ProcessorRun]:
+        """Run the pipeline (the store's, or ``pipeline``) now, write its rewrites as
+        ``context_updates`` rows and record a ``processor_runs`` row per processor whose
+        trigger fired; returns those rows.
+
+        Each processor is given only what its trigger fired for since its last recorded
+        run. ``demand`` names on-demand processors to run this time. A processor that
+        raises is recorded with outcome ``failed`` (and the exception is raised again);
+        nothing else of the run is written.
+
+        Raises:
+            InvalidInputError: ``demand`` names a processor the pipeline does not have.
+        """
+        check_id(conversation_id)
+        active = self.pipeline if pipeline is None else pipeline
+        wanted = frozenset(demand)
+        names = {p.name for p in active.processors} if active is not None else set()
+        if isinstance(demand, str) or not wanted <= names:
+            raise InvalidInputError(
+                f"demand must list processor names of the pipeline ({sorted(names)}), got "
+                f"{demand!r:.80}."
+            )
+
+        def decide(snapshot: Snapshot) -> _Decided:
+            with self._db.read() as connection:
+                context = self._run_context(connection, conversation_id, active, NO_LIMIT, wanted)
+            try:
+                return _Decided(run(active, snapshot.state, context))
+            except Exception as exc:
+                name = getattr(exc, "failed_processor", None)
+                if name is None or active is None or context is None:
+                    raise
+                return _Decided(None, _failure_row(active, snapshot.state, context, name, exc), exc)
+
+        def write(connection: Connection, decided: _Decided, stamps: list[int]) -> int:
+            if decided.failure is not None:
+                processor_runs.insert_runs(
+                    connection, conversation_id, stamps[0], [decided.failure]
+                )
+                return stamps[0]
+            assert decided.result is not None and active is not None
+            if decided.result.proposals:
+                history.insert_updates(
+                    connection, conversation_id, stamps[0], decided.result.proposals
+                )
+            rows = [run_row(active, step) for step in decided.result.steps]
+            processor_runs.insert_runs(connection, conversation_id, stamps[0], rows)
+            return stamps[0]
+
+        decided, stamp = self._planned_write(conversation_id, decide, lambda d: d.ticks, write)
+        if decided.error is not None:
+            raise decided.error
+        if stamp is None:
+            return []
+        with self._db.read() as connection:
+            return [
+                r
+                for r in processor_runs.list_runs(connection, conversation_id, stamp)
+                if r.ts == stamp
+            ]
+
+    def processor_runs(
+        self, conversation_id: str, *, as_of: int | None = None
+    ) -> list[ProcessorRun]:
+        """The conversation's recorded processor runs (``ts <= as_of``), oldest first."""
+        check_id(conversation_id)
+        limit = self._as_of(as_of)
+        with self._db.read() as connection:
+            last_ts(connection, conversation_id)
+            return processor_runs.list_runs(connection, conversation_id, limit)
+
+
+def _failure_row(
+    pipeline: Pipeline,
+    state: ConversationState,
+    context: RunContext,
+    name: str,
+    exc: BaseException,
+) -> dict[str, Any]:
+    """The ``failed`` row of processor ``name``: what it was to be given, and why it failed."""
+    processor = next(p for p in pipeline.ordered if p.name == name)
+    trigger = trigger_of(processor)
+    key = processor_key(processor, trigger)
+    indexed = cut(state.messages, state.deleted_range, state.overlays)
+    firing = plan_firings(
+        [processor],
+        [i for i, _ in indexed],
+        context.seen,
+        tokens=context.tokens,
+        demand=context.demand,
+    ).get(name)
+    given = firing.messages if firing is not None else ()
+    return {
+        "processor": name,
+        "config_sha256": key,
+        "trigger": firing.trigger if firing is not None else trigger.label,
+        "nodes_given": 0,
+        "first_message_idx": min(given) if given else None,
+        "last_message_idx": max(given) if given else None,
+        "seen_through": context.seen.get(key, -1),
+        "outcome": Outcome.FAILED,
+        "reason": f"{type(exc).__name__}: {exc}"[:2000],
+        "proposed": 0,
+        "applied": 0,
+        "dropped": 0,
+        "result": {"applied": [], "dropped": [], "given": _spans(given), "reused": 0},
+    }
