@@ -13,6 +13,7 @@ from contextstore.core.errors import (
     ContentTooLargeError,
     ContextStoreError,
     ConversationNotFoundError,
+    CorruptDatabaseError,
     CorruptRowError,
     DatabaseBusyError,
     IntegrityViolationError,
@@ -22,14 +23,17 @@ from contextstore.core.errors import (
     NotFoundError,
     PayloadMismatchError,
     ReadOnlyError,
+    ReadOnlyLocationError,
     RequestNotFoundError,
     RollbackNotFoundError,
     SchemaError,
     SchemaOutdatedError,
+    StorageFullError,
     TimelineError,
 )
 from contextstore.core.file_reads import FileReadOptimization, optimize_file_reads
 from contextstore.core.hardening import harden_history
+from contextstore.core.health import BackupResult, CheckProblem, CheckReport, RecoveryReport
 from contextstore.core.overlays import BlockUpdate, UpdateKind, UpdateMode, text_hash
 from contextstore.core.records import (
     AppendedMessage,
@@ -63,7 +67,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AppendedMessage",
+    "BackupResult",
     "BlockUpdate",
+    "CheckProblem",
+    "CheckReport",
     "Checkpoint",
     "CheckpointNotFoundError",
     "ConcurrentChangeError",
@@ -73,6 +80,7 @@ __all__ = [
     "ContextWindowInfo",
     "Conversation",
     "ConversationNotFoundError",
+    "CorruptDatabaseError",
     "CorruptRowError",
     "DatabaseBusyError",
     "FileReadOptimization",
@@ -84,6 +92,8 @@ __all__ = [
     "PayloadMismatchError",
     "PreparedRequest",
     "ReadOnlyError",
+    "ReadOnlyLocationError",
+    "RecoveryReport",
     "RequestNotFoundError",
     "RequestRecord",
     "RestoreReport",
@@ -91,6 +101,7 @@ __all__ = [
     "RollbackReport",
     "SchemaError",
     "SchemaOutdatedError",
+    "StorageFullError",
     "TimelineError",
     "TruncationDecision",
     "UpdateKind",
