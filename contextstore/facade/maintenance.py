@@ -36,7 +36,7 @@ class MaintenanceMixin(HistoryMixin):
         """Look for damage: the engine's page check, then the store's invariants.
 
         On SQLite, ``PRAGMA quick_check`` (``full``: ``PRAGMA integrity_check``, which also
-        compares every index with its table; slower) and ``PRAGMA foreign_key_check``; on
+        compares every index with its table; slower) and ``PRAGMA foreign_key_check`` (all conversations only); on
         PostgreSQL there is no page check to run (the server checksums pages itself, when
         initialised with ``--data-checksums``), so the invariants run alone. The invariants,
         for one conversation or all: ``message_count`` matches the rows, indices 0..n-1 with
@@ -70,11 +70,9 @@ class MaintenanceMixin(HistoryMixin):
                 problems += unreadable
             if is_sqlite:
                 integrity = "integrity_check" if full else "quick_check"
-                problems += [
-                    CheckProblem("integrity", line)
-                    for line in health.sqlite_page_check(connection, full=full)
-                ]
-                problems += health.foreign_key_problems(connection)
+                problems += health.page_problems(connection, full=full)
+                if conversation_id is None:
+                    problems += health.foreign_key_problems(connection)
             else:
                 integrity = "skipped"
             problems += health.invariant_problems(connection, conversation_id, is_sqlite=is_sqlite)
@@ -85,7 +83,8 @@ class MaintenanceMixin(HistoryMixin):
             integrity=integrity,
             conversations_checked=len(ids),
             checks=(
-                *(("integrity", "foreign_keys") if is_sqlite else ()),
+                *(("integrity",) if is_sqlite else ()),
+                *(("foreign_keys",) if is_sqlite and conversation_id is None else ()),
                 *health.invariant_names(is_sqlite=is_sqlite),
                 "render",
             ),

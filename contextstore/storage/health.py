@@ -48,7 +48,16 @@ def _unreadable(check: str, exc: DBAPIError) -> list[CheckProblem]:
     if not isinstance(classify_database_error(exc), CorruptDatabaseError):
         raise exc
     reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
-    return [CheckProblem("integrity", f"the {check} check could not read its rows: {reason}")]
+    return [CheckProblem("integrity", f"the {check} check stopped at damaged pages ({reason})")]
+
+
+def page_problems(connection: Connection, *, full: bool) -> list[CheckProblem]:
+    """:func:`sqlite_page_check` as problems (a check that cannot even run is one too)."""
+    try:
+        lines = sqlite_page_check(connection, full=full)
+    except DBAPIError as exc:
+        return _unreadable("integrity" if full else "quick", exc)
+    return [CheckProblem("integrity", line) for line in lines]
 
 
 def foreign_key_problems(connection: Connection) -> list[CheckProblem]:

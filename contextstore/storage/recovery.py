@@ -177,7 +177,7 @@ def scan_table(connection: sqlite3.Connection, table: str, columns: list[str]) -
     quoted = ", ".join(f'"{c}"' for c in columns)
     select = f'SELECT rowid, {quoted} FROM "{table}"'
     scan = Scan()
-    last = -MAX_ROWID - 1
+    last = -1  # rowids SQLite assigns start at 1; no table here stores others
     while True:
         try:
             for row in connection.execute(f"{select} WHERE rowid > ? ORDER BY rowid", (last,)):
