@@ -34,8 +34,8 @@ from contextstore.storage.engine import (
     resolve_target,
 )
 from contextstore.storage.migrate import ensure_schema
-from contextstore.storage.recovery import salvage
 from contextstore.storage.paths import default_database_path, default_location
+from contextstore.storage.recovery import salvage
 
 
 class ContextStore(

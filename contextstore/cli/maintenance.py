@@ -26,7 +26,9 @@ def migrate(ctx: click.Context) -> None:
 @click.command()
 @click.argument("conversation_id", metavar="[CID]", required=False)
 @click.option(
-    "--full", is_flag=True, help="SQLite's integrity_check (also every index) instead of quick_check."
+    "--full",
+    is_flag=True,
+    help="SQLite's integrity_check (also every index) instead of quick_check.",
 )
 @json_option
 @click.pass_context

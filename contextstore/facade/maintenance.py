@@ -36,9 +36,10 @@ class MaintenanceMixin(HistoryMixin):
         """Look for damage: the engine's page check, then the store's invariants.
 
         On SQLite, ``PRAGMA quick_check`` (``full``: ``PRAGMA integrity_check``, which also
-        compares every index with its table; slower) and ``PRAGMA foreign_key_check`` (all conversations only); on
-        PostgreSQL there is no page check to run (the server checksums pages itself, when
-        initialised with ``--data-checksums``), so the invariants run alone. The invariants,
+        compares every index with its table; slower) and, for all conversations,
+        ``PRAGMA foreign_key_check``; on PostgreSQL there is no page check to run (the
+        server checksums pages itself, when initialised with ``--data-checksums``), so the
+        invariants run alone. The invariants,
         for one conversation or all: ``message_count`` matches the rows, indices 0..n-1 with
         strictly increasing ``ts``, no row after the clock, blocks belong to messages and are
         numbered without gaps, updates address existing blocks, ranges end on messages that

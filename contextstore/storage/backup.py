@@ -70,7 +70,10 @@ def backup_sqlite(engine: Engine, dest: Path, *, force: bool) -> BackupResult:
                 ) from exc
         _sync_directory(dest.parent)
     finally:
-        for leftover in (temporary, *(temporary.with_name(temporary.name + s) for s in ("-wal", "-shm", "-journal"))):
+        for leftover in (
+            temporary,
+            *(temporary.with_name(temporary.name + s) for s in ("-wal", "-shm", "-journal")),
+        ):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
     return BackupResult(

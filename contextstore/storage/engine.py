@@ -280,8 +280,7 @@ def classify_database_error(exc: BaseException) -> ContextStoreError | None:
     reason = str(driver).strip().splitlines()[0] if str(driver).strip() else type(driver).__name__
     if code.startswith(_SQLITE_CORRUPT) or state in _POSTGRES_CORRUPT:
         return CorruptDatabaseError(
-            f"the database is damaged ({reason}); 'contextstore check' shows where; "
-            f"{RECOVER_HINT}."
+            f"the database is damaged ({reason}); 'contextstore check' shows where; {RECOVER_HINT}."
         )
     if code.startswith("SQLITE_FULL") or state in _POSTGRES_FULL:
         return StorageFullError(

@@ -102,8 +102,18 @@ def _invariant(
     return Invariant(name, description, sql, detail, sqlite_only, owner)
 
 
-_TIMELINE = ("messages", "deleted_ranges", "context_updates", "api_requests", "checkpoints",
-             "source_records")
+def _clock_detail(table: str) -> Callable[[tuple[object, ...]], str]:
+    return lambda r: f"a {table} row has ts {r[1]}, after last_ts {r[2]}"
+
+
+_TIMELINE = (
+    "messages",
+    "deleted_ranges",
+    "context_updates",
+    "api_requests",
+    "checkpoints",
+    "source_records",
+)
 
 INVARIANTS: tuple[Invariant, ...] = (
     _invariant(
@@ -138,8 +148,8 @@ INVARIANTS: tuple[Invariant, ...] = (
             "no row is later than its conversation's clock (last_ts)",
             f"""SELECT x.conversation_id, MAX(x.ts), c.last_ts FROM {table} x
                 JOIN conversations c ON c.id = x.conversation_id WHERE 1 = 1 {{where}}
-                GROUP BY x.conversation_id, c.last_ts HAVING MAX(x.ts) > c.last_ts""",
-            lambda r, table=table: f"a {table} row has ts {r[1]}, after last_ts {r[2]}",
+                GROUP BY x.conversation_id, c.last_ts HAVING MAX(x.ts) > c.last_ts""",  # noqa: S608 (schema names only)
+            _clock_detail(table),
         )
         for table in _TIMELINE
     ),
@@ -201,7 +211,7 @@ INVARIANTS: tuple[Invariant, ...] = (
         " UNION ALL ".join(
             f"""SELECT x.conversation_id, '{table}', COUNT(*) FROM {table} x
                 WHERE NOT EXISTS (SELECT 1 FROM conversations c WHERE c.id = x.conversation_id)
-                {{where}} GROUP BY x.conversation_id"""
+                {{where}} GROUP BY x.conversation_id"""  # noqa: S608 (schema names only)
             for table in (*_TIMELINE, "blocks", "rollbacks", "archived_rows")
         ),
         lambda r: f"{r[2]} {r[1]} row(s) of a conversation that does not exist",
@@ -231,7 +241,7 @@ INVARIANTS: tuple[Invariant, ...] = (
             "every JSON column holds valid JSON",
             f"""SELECT x.{owner}, '{table}.{column}', COUNT(*) FROM {table} x
                 WHERE x.{column} IS NOT NULL AND json_valid(x.{column}) = 0
-                {{where}} GROUP BY x.{owner}""",
+                {{where}} GROUP BY x.{owner}""",  # noqa: S608 (schema names only)
             lambda r: f"{r[2]} row(s) of {r[1]} hold invalid JSON",
             sqlite_only=True,
             owner=f"x.{owner}",

@@ -152,9 +152,7 @@ class Scan:
     """The scan could not get past a damaged page and the end of the table is unknown."""
 
 
-def _fetch_from(
-    connection: sqlite3.Connection, select: str, start: int
-) -> tuple[Any, ...] | None:
+def _fetch_from(connection: sqlite3.Connection, select: str, start: int) -> tuple[Any, ...] | None:
     """The first row with rowid >= ``start`` (raises where the pages are damaged)."""
     row = connection.execute(
         f"{select} WHERE rowid >= ? ORDER BY rowid LIMIT 1", (start,)
@@ -175,7 +173,7 @@ def _readable_from(connection: sqlite3.Connection, select: str, start: int) -> b
 def scan_table(connection: sqlite3.Connection, table: str, columns: list[str]) -> Scan:
     """Every row of ``table`` that can be read, in rowid order, skipping damaged pages."""
     quoted = ", ".join(f'"{c}"' for c in columns)
-    select = f'SELECT rowid, {quoted} FROM "{table}"'
+    select = f'SELECT rowid, {quoted} FROM "{table}"'  # noqa: S608
     scan = Scan()
     last = -1  # rowids SQLite assigns start at 1; no table here stores others
     while True:
@@ -226,10 +224,11 @@ def scan_table(connection: sqlite3.Connection, table: str, columns: list[str]) -
 def orphan_conversations(connection: sqlite3.Connection) -> list[tuple[str, int, int]]:
     """Conversations that own rows but whose own row is missing: (id, first ts, last ts)."""
     parts = " UNION ALL ".join(
-        f'SELECT conversation_id AS cid, {_ts_column(t)} AS ts FROM "{t}"' for t in OWNED
+        f'SELECT conversation_id AS cid, {_ts_column(t)} AS ts FROM "{t}"'  # noqa: S608
+        for t in OWNED
     )
     rows = connection.execute(
-        f"SELECT cid, MIN(ts), MAX(ts) FROM ({parts}) WHERE cid NOT IN "
+        f"SELECT cid, MIN(ts), MAX(ts) FROM ({parts}) WHERE cid NOT IN "  # noqa: S608
         "(SELECT id FROM conversations) GROUP BY cid"
     ).fetchall()
     return [(str(r[0]), int(r[1] or 0), int(r[2] or 0)) for r in rows if r[0] is not None]
@@ -298,7 +297,8 @@ def delete_from(
         extra = " OR idx >= ?" if table == "messages" else ""
         params = (conversation_id, ts, idx) if extra else (conversation_id, ts)
         cursor = connection.execute(
-            f'DELETE FROM "{table}" WHERE conversation_id = ? AND (ts >= ?{extra})', params
+            f'DELETE FROM "{table}" WHERE conversation_id = ? AND (ts >= ?{extra})',  # noqa: S608
+            params,
         )
         removed[table] = cursor.rowcount
     return removed
@@ -323,8 +323,8 @@ REPAIRS: tuple[tuple[str, str], ...] = (
     ),
     (
         "api_requests",
-        "DELETE FROM api_requests WHERE (details IS NOT NULL AND json_valid(details) = 0) OR tokens_in < 0 OR "
-        "tokens_out < 0 OR cache_writes < 0 OR cache_reads < 0 OR cost < 0",
+        "DELETE FROM api_requests WHERE (details IS NOT NULL AND json_valid(details) = 0) "
+        "OR tokens_in < 0 OR tokens_out < 0 OR cache_writes < 0 OR cache_reads < 0 OR cost < 0",
     ),
     ("request_options", "DELETE FROM request_options WHERE json_valid(data) = 0"),
     ("source_records", "DELETE FROM source_records WHERE json_valid(data) = 0"),
@@ -347,9 +347,9 @@ FIXES: tuple[str, ...] = (
     "parent_id NOT IN (SELECT id FROM conversations)",
     "UPDATE conversations SET message_count = (SELECT COUNT(*) FROM messages m WHERE "
     "m.conversation_id = conversations.id)",
-    "UPDATE conversations SET last_ts = MAX(last_ts, created_ts, "
+    "UPDATE conversations SET last_ts = MAX(last_ts, created_ts, "  # noqa: S608
     + ", ".join(
-        f'COALESCE((SELECT MAX(ts) FROM "{t}" x WHERE x.conversation_id = conversations.id), 0)'
+        f'COALESCE((SELECT MAX(ts) FROM "{t}" x WHERE x.conversation_id = conversations.id), 0)'  # noqa: S608
         for t in TIMELINE
     )
     + ")",
@@ -401,7 +401,10 @@ def salvage(source: Path, destination: Path) -> RecoveryReport:
         return report
     finally:
         for base in (copy, building):
-            for leftover in (base, *(base.with_name(base.name + s) for s in ("-wal", "-shm", "-journal"))):
+            for leftover in (
+                base,
+                *(base.with_name(base.name + s) for s in ("-wal", "-shm", "-journal")),
+            ):
                 with contextlib.suppress(FileNotFoundError):
                     leftover.unlink()
 
@@ -459,7 +462,7 @@ def _rebuild(
         marks = ", ".join("?" for _ in columns)
         before = new.total_changes
         new.executemany(
-            f'INSERT OR IGNORE INTO "{table}" ({quoted}) VALUES ({marks})',
+            f'INSERT OR IGNORE INTO "{table}" ({quoted}) VALUES ({marks})',  # noqa: S608
             (row[1:] for row in scan.rows),
         )
         written[table] = new.total_changes - before
@@ -498,8 +501,10 @@ def _rebuild(
     tables = []
     for table, (scan, _columns) in scans.items():
         if scan.tail_lost:
-            notes.append(f"{table}: the rows after rowid {scan.rows[-1][0] if scan.rows else 0} "
-                         "could not be reached")
+            notes.append(
+                f"{table}: the rows after rowid {scan.rows[-1][0] if scan.rows else 0} "
+                "could not be reached"
+            )
         read = len(scan.rows)
         tables.append(
             TableRecovery(

@@ -179,6 +179,9 @@ def create_database_file(path: Path, page_size: int) -> None:
             with contextlib.suppress(FileExistsError):
                 os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     finally:
-        for leftover in (temporary, *(temporary.with_name(temporary.name + s) for s in ("-wal", "-shm"))):
+        for leftover in (
+            temporary,
+            *(temporary.with_name(temporary.name + s) for s in ("-wal", "-shm")),
+        ):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()

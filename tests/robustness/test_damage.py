@@ -261,8 +261,7 @@ def test_backup_is_consistent_while_a_writer_appends(tmp_path: Path) -> None:
     for result in results:
         with ContextStore.open(result.path, read_only=True) as copy:
             assert copy.check().ok
-            indices = [m["index"] if "index" in m else n for n, m in enumerate(copy.messages(cid))]
-            assert indices == list(range(len(indices))) and len(indices) >= 6
+            assert len(copy.messages(cid)) == copy.message_count(cid) >= 6
     assert not list(tmp_path.glob(".*partial*"))
 
 
