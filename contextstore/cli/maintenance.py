@@ -54,7 +54,8 @@ def check(ctx: click.Context, conversation_id: str | None, full: bool, as_json: 
         )
     elif report.ok:
         what = conversation_id or f"{report.conversations_checked} conversation(s)"
-        terminal.out(f"{what}: ok ({report.integrity}, {len(report.checks)} checks)")
+        terminal.out(f"{what}: ok")
+        terminal.note(f"ran {', '.join(report.checks)} (page check: {report.integrity}).")
     else:
         terminal.table(
             ("check", "conversation", "problem"),

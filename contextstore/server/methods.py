@@ -33,6 +33,9 @@ EXCLUDED: dict[str, str] = {
     # The importers' bulk path: rows are Python dataclasses, written by 'contextstore import'.
     "import_timeline": "an importer's bulk write of Python row objects (use 'contextstore import')",
     "discard_imported_rows": "an importer replacing its own rows (use 'contextstore import')",
+    # Files on the server's machine, named by a client: run them where the files are.
+    "backup": "writes a file on the server's machine (use 'contextstore backup')",
+    "recover": "reads and writes files on the server's machine (use 'contextstore recover')",
 }
 """Public store methods that are not served, and why."""
 

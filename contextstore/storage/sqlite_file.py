@@ -69,7 +69,7 @@ def inspect_database_file(path: Path) -> None:
     except OSError as exc:
         raise CorruptDatabaseError(f"cannot read {path}: {exc.strerror}.") from exc
     if path.is_dir():
-        raise CorruptDatabaseError(f"{path} is a directory, not a database file; name a file.")
+        return  # not damage but a wrong path: SQLite's refusal says so
     if size == 0:
         raise CorruptDatabaseError(
             f"{path} is an empty (zero-length) file, not a contextstore database: a database "
