@@ -33,7 +33,13 @@ from contextstore.core.errors import (
 )
 from contextstore.core.file_reads import FileReadOptimization, optimize_file_reads
 from contextstore.core.hardening import harden_history
-from contextstore.core.health import BackupResult, CheckProblem, CheckReport, RecoveryReport
+from contextstore.core.health import (
+    BackupResult,
+    CheckProblem,
+    CheckReport,
+    RecoveryReport,
+    TableRecovery,
+)
 from contextstore.core.overlays import BlockUpdate, UpdateKind, UpdateMode, text_hash
 from contextstore.core.records import (
     AppendedMessage,
@@ -102,6 +108,7 @@ __all__ = [
     "SchemaError",
     "SchemaOutdatedError",
     "StorageFullError",
+    "TableRecovery",
     "TimelineError",
     "TruncationDecision",
     "UpdateKind",

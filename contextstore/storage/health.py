@@ -181,13 +181,13 @@ INVARIANTS: tuple[Invariant, ...] = (
     ),
     _invariant(
         "range_bounds",
-        "every deleted range ends on a message that existed when it was written",
+        "every deleted range ends on an existing message",
         """SELECT x.conversation_id, x.id, x.end_idx, (SELECT COUNT(*) FROM messages m
-               WHERE m.conversation_id = x.conversation_id AND m.ts <= x.ts)
+               WHERE m.conversation_id = x.conversation_id)
            FROM deleted_ranges x WHERE 1 = 1 {where}
            AND x.end_idx >= (SELECT COUNT(*) FROM messages m
-               WHERE m.conversation_id = x.conversation_id AND m.ts <= x.ts)""",
-        lambda r: f"deleted range {r[1]} ends at message {r[2]} but only {r[3]} existed then",
+               WHERE m.conversation_id = x.conversation_id)""",
+        lambda r: f"deleted range {r[1]} ends at message {r[2]} but only {r[3]} exist",
     ),
     _invariant(
         "request_options",

@@ -319,7 +319,7 @@ REPAIRS: tuple[tuple[str, str], ...] = (
     (
         "deleted_ranges",
         "DELETE FROM deleted_ranges WHERE end_idx >= (SELECT COUNT(*) FROM messages m WHERE "
-        "m.conversation_id = deleted_ranges.conversation_id AND m.ts <= deleted_ranges.ts)",
+        "m.conversation_id = deleted_ranges.conversation_id)",
     ),
     (
         "api_requests",

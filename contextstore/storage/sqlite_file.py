@@ -57,7 +57,7 @@ def inspect_database_file(path: Path) -> None:
     would silently make it a new, empty store, hiding that a database was lost), a file
     without SQLite's header (a text file, an overwritten header), and a truncated file
     (smaller than its header says, or not a whole number of pages), unless a write-ahead
-    log beside it may still hold the missing pages.
+    log or rollback journal beside it may still hold the missing pages.
 
     Raises:
         CorruptDatabaseError: naming what is wrong and what to do.
@@ -100,11 +100,15 @@ def inspect_database_file(path: Path) -> None:
 
 
 def _wal_may_hold_pages(path: Path) -> bool:
-    wal = path.with_name(path.name + "-wal")
-    try:
-        return wal.stat().st_size > 0
-    except OSError:
-        return False
+    """A write-ahead log (or a hot rollback journal) beside the file that SQLite will use to
+    bring it whole: its size is then no sign of damage."""
+    for suffix in ("-wal", "-journal"):
+        try:
+            if path.with_name(path.name + suffix).stat().st_size > 0:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def writable_location(path: Path) -> bool:
