@@ -42,8 +42,8 @@ class MaintenanceMixin(HistoryMixin):
         invariants run alone. The invariants,
         for one conversation or all: ``message_count`` matches the rows, indices 0..n-1 with
         strictly increasing ``ts``, no row after the clock, blocks belong to messages and are
-        numbered without gaps, updates address existing blocks, ranges end on existing
-        messages, requests' options exist, archived rows belong to their rollbacks, token
+        numbered without gaps, updates address existing blocks, ranges never
+        shrink, requests' options exist, archived rows belong to their rollbacks, token
         counts and costs are not negative, JSON columns hold JSON (SQLite), and every
         conversation renders with every tool call paired. The page check covers the whole
         file even for one conversation.

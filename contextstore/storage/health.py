@@ -181,13 +181,14 @@ INVARIANTS: tuple[Invariant, ...] = (
     ),
     _invariant(
         "range_bounds",
-        "every deleted range ends on an existing message",
-        """SELECT x.conversation_id, x.id, x.end_idx, (SELECT COUNT(*) FROM messages m
-               WHERE m.conversation_id = x.conversation_id)
-           FROM deleted_ranges x WHERE 1 = 1 {where}
-           AND x.end_idx >= (SELECT COUNT(*) FROM messages m
-               WHERE m.conversation_id = x.conversation_id)""",
-        lambda r: f"deleted range {r[1]} ends at message {r[2]} but only {r[3]} exist",
+        "a deleted range never shrinks (no range ends before an earlier one)",
+        """SELECT x.conversation_id, x.id, x.end_idx, MAX(y.end_idx) FROM deleted_ranges x
+           JOIN deleted_ranges y ON y.conversation_id = x.conversation_id AND y.ts < x.ts
+           WHERE y.end_idx > x.end_idx {where}
+           GROUP BY x.conversation_id, x.id, x.end_idx""",
+        lambda r: (
+            f"deleted range {r[1]} ends at message {r[2]}, before an earlier range's end {r[3]}"
+        ),
     ),
     _invariant(
         "request_options",

@@ -14,7 +14,7 @@ at the damaged file's schema revision, then made consistent:
   there on is dropped, as a rollback to just before the loss would, so what remains is a
   history that existed;
 - rows that depend on lost rows are dropped (blocks of lost messages, rewrites of lost
-  blocks, ranges past the surviving messages, archived rows of lost rollbacks); a request
+  blocks, archived rows of lost rollbacks); a request
   whose stored options were lost keeps its usage but can no longer be rebuilt;
 - counters are recomputed (``message_count``, the clock).
 
@@ -315,11 +315,6 @@ REPAIRS: tuple[tuple[str, str], ...] = (
         "DELETE FROM context_updates WHERE json_valid(metadata) = 0 OR NOT EXISTS (SELECT 1 "
         "FROM blocks b WHERE b.conversation_id = context_updates.conversation_id AND "
         "b.message_idx = context_updates.message_idx AND b.block_idx = context_updates.block_idx)",
-    ),
-    (
-        "deleted_ranges",
-        "DELETE FROM deleted_ranges WHERE end_idx >= (SELECT COUNT(*) FROM messages m WHERE "
-        "m.conversation_id = deleted_ranges.conversation_id)",
     ),
     (
         "api_requests",

@@ -387,6 +387,8 @@ NOT_FUZZED = {
     "close": "takes no argument",
     "list_conversations": "takes no argument",
     "transaction": "takes no argument (a context manager around other calls)",
+    "backup": "a file path and a flag; refusals (existing file, PostgreSQL) in test_damage.py",
+    "recover": "a classmethod on two file paths; refusals and damaged files in test_damage.py",
 }
 
 

@@ -151,7 +151,9 @@ BREAKS: dict[str, str] = {
     "VALUES (:c, 900, 0, 'text', '{}')",
     "block_idx": "UPDATE blocks SET block_idx = 3 WHERE conversation_id = :c AND message_idx = 7",
     "update_target": "UPDATE context_updates SET block_idx = 9 WHERE conversation_id = :c",
-    "range_bounds": "UPDATE deleted_ranges SET end_idx = 900 WHERE conversation_id = :c",
+    "range_bounds": "UPDATE conversations SET last_ts = last_ts + 1 WHERE id = :c; "
+    "INSERT INTO deleted_ranges (conversation_id, ts, start_idx, end_idx, keep, reason) "
+    "SELECT :c, last_ts, 2, 1, 'none', 'shrunk' FROM conversations WHERE id = :c",
     "request_options": "UPDATE api_requests SET options_sha256 = 'ff' WHERE conversation_id = :c "
     "AND options_sha256 IS NOT NULL",
     "archive_rollback": "UPDATE archived_rows SET rollback_id = 900 WHERE conversation_id = :c",
