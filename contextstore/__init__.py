@@ -13,6 +13,7 @@ from contextstore.core.errors import (
     ContentTooLargeError,
     ContextStoreError,
     ConversationNotFoundError,
+    CorruptDatabaseError,
     CorruptRowError,
     DatabaseBusyError,
     IntegrityViolationError,
@@ -23,14 +24,23 @@ from contextstore.core.errors import (
     NotFoundError,
     PayloadMismatchError,
     ReadOnlyError,
+    ReadOnlyLocationError,
     RequestNotFoundError,
     RollbackNotFoundError,
     SchemaError,
     SchemaOutdatedError,
+    StorageFullError,
     TimelineError,
 )
 from contextstore.core.file_reads import FileReadOptimization, optimize_file_reads
 from contextstore.core.hardening import harden_history
+from contextstore.core.health import (
+    BackupResult,
+    CheckProblem,
+    CheckReport,
+    RecoveryReport,
+    TableRecovery,
+)
 from contextstore.core.overlays import BlockUpdate, UpdateKind, UpdateMode, text_hash
 from contextstore.core.records import (
     AppendedMessage,
@@ -64,7 +74,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AppendedMessage",
+    "BackupResult",
     "BlockUpdate",
+    "CheckProblem",
+    "CheckReport",
     "Checkpoint",
     "CheckpointNotFoundError",
     "ConcurrentChangeError",
@@ -74,6 +87,7 @@ __all__ = [
     "ContextWindowInfo",
     "Conversation",
     "ConversationNotFoundError",
+    "CorruptDatabaseError",
     "CorruptRowError",
     "DatabaseBusyError",
     "FileReadOptimization",
@@ -86,6 +100,8 @@ __all__ = [
     "PayloadMismatchError",
     "PreparedRequest",
     "ReadOnlyError",
+    "ReadOnlyLocationError",
+    "RecoveryReport",
     "RequestNotFoundError",
     "RequestRecord",
     "RestoreReport",
@@ -93,6 +109,8 @@ __all__ = [
     "RollbackReport",
     "SchemaError",
     "SchemaOutdatedError",
+    "StorageFullError",
+    "TableRecovery",
     "TimelineError",
     "TruncationDecision",
     "UpdateKind",

@@ -7,10 +7,13 @@ writes stamp every row with the conversation's clock.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
 
+from contextstore.core.errors import InvalidInputError
+from contextstore.core.health import RecoveryReport
 from contextstore.core.tokens import TokenCounter
 from contextstore.core.validate import (
     MAX_MESSAGE_BYTES,
@@ -20,16 +23,25 @@ from contextstore.facade.conversations import ConversationsMixin
 from contextstore.facade.history import HistoryMixin
 from contextstore.facade.interop import InteropMixin
 from contextstore.facade.lineage import LineageMixin
+from contextstore.facade.maintenance import MaintenanceMixin
 from contextstore.facade.processors import ProcessorsMixin
 from contextstore.facade.requests import RequestsMixin
 from contextstore.facade.timeline import TimelineMixin
 from contextstore.processors.pipeline import Pipeline
-from contextstore.storage.engine import Database, Durability, make_engine, resolve_target
+from contextstore.storage.engine import (
+    Database,
+    Durability,
+    classified_errors,
+    make_engine,
+    resolve_target,
+)
 from contextstore.storage.migrate import ensure_schema
 from contextstore.storage.paths import default_database_path, default_location
+from contextstore.storage.recovery import salvage
 
 
 class ContextStore(
+    MaintenanceMixin,
     AuditMixin,
     ConversationsMixin,
     HistoryMixin,
@@ -71,7 +83,14 @@ class ContextStore(
                 write survives power loss) or ``"normal"`` (faster; in WAL mode the last
                 transactions may be lost on power loss, never on a process crash).
             read_only: open without the ability to write (SQLite files open in read-only
-                mode; every write raises :class:`ReadOnlyError`).
+                mode, ``immutable`` on a read-only medium; every write raises
+                :class:`ReadOnlyError`).
+
+        Raises:
+            CorruptDatabaseError: the file is not a SQLite database, is truncated, or is an
+                existing zero-length file (a missing file is created).
+            ReadOnlyLocationError: opened for writing where nothing can be written.
+            StorageFullError: a new store's schema did not fit on the disk.
             token_counter: counts tokens at append; tiktoken ``cl100k_base`` by default.
             mask_secrets_on_write: mask secrets in message content before it is stored.
             max_message_bytes: largest accepted message (JSON size).
@@ -81,9 +100,10 @@ class ContextStore(
         """
         text_location = default_location() if location is None else os.fspath(location)
         target = resolve_target(text_location, default_database_path())
-        engine = make_engine(
-            target, durability=durability, read_only=read_only, engine_kwargs=engine_kwargs
-        )
+        with classified_errors():
+            engine = make_engine(
+                target, durability=durability, read_only=read_only, engine_kwargs=engine_kwargs
+            )
         database = Database(
             engine,
             is_sqlite=target.is_sqlite,
@@ -91,9 +111,12 @@ class ContextStore(
             serialize_reads=target.in_memory,
         )
         try:
-            ensure_schema(
-                engine, auto_migrate=auto_migrate and not read_only, is_sqlite=target.is_sqlite
-            )
+            with classified_errors():
+                ensure_schema(
+                    engine,
+                    auto_migrate=auto_migrate and not read_only,
+                    is_sqlite=target.is_sqlite,
+                )
         except BaseException:
             engine.dispose()
             raise
@@ -104,6 +127,39 @@ class ContextStore(
             mask_secrets_on_write=mask_secrets_on_write,
             max_message_bytes=max_message_bytes,
             pipeline=pipeline,
+        )
+
+    @classmethod
+    def recover(
+        cls, source: str | os.PathLike[str], destination: str | os.PathLike[str]
+    ) -> RecoveryReport:
+        """Salvage what a damaged SQLite store still holds into a new store.
+
+        ``source`` is never written (a copy is read). Each table is read in rowid order,
+        skipping pages that cannot be read; a header that was overwritten is rebuilt. Each
+        conversation keeps its history up to its first lost message (later rows are
+        dropped, as a rollback would, so what remains is a history that existed); rows whose
+        dependencies were lost are dropped, a conversation whose own row was lost is rebuilt
+        from its rows. The new store is at the current schema and passes :meth:`check`
+        (a problem it still finds is listed in the report's ``notes``).
+
+        Returns what was recovered and lost, per table and per conversation.
+
+        Raises:
+            InvalidInputError: ``source`` is missing, or ``destination`` already exists.
+            CorruptDatabaseError: nothing can be read (the file's table list is destroyed).
+        """
+        for name, value in (("source", source), ("destination", destination)):
+            if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+                raise InvalidInputError(f"{name} must be a file path.")
+        report = salvage(Path(source).expanduser(), Path(destination).expanduser())
+        with cls.open(report.destination, auto_migrate=False) as recovered:
+            found = recovered.check(raise_on_problems=False)
+        if found.ok:
+            return report
+        return dataclasses.replace(
+            report,
+            notes=(*report.notes, *(f"check: {p.check}: {p.detail}" for p in found.problems)),
         )
 
     @property

@@ -3,8 +3,9 @@ turning errors into one line on stderr and a documented exit code.
 
 Exit codes: 0 success; 1 a contextstore error without a more specific code, or a question
 answered no; 2 bad input or usage (``InvalidInputError``, a click usage error, a refusal to
-act without ``--yes``); 3 not found; 4 schema; 5 integrity; 6 read-only; 7 busy; 70 an
-internal error (one line, and the full traceback written to a file).
+act without ``--yes``); 3 not found; 4 schema; 5 integrity or a damaged database file;
+6 read-only store; 7 busy; 8 storage full; 9 read-only location; 70 an internal error (one
+line, and the full traceback written to a file).
 """
 
 from __future__ import annotations
@@ -99,6 +100,18 @@ class ContextStoreGroup(click.Group):
         super().add_command(cmd, name)
 
 
+READ_ONLY_HELP = (
+    "Open the database read-only (a file on a read-only medium or in a read-only directory); "
+    "commands that write are refused. Accepted before or after the command name."
+)
+
+
+def _set_read_only(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.ensure_object(dict)
+        ctx.obj["read_only"] = True
+
+
 def _set_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
     if value is not None:
         ctx.ensure_object(dict)
@@ -116,6 +129,16 @@ def add_db_option(cmd: click.Command) -> None:
                 expose_value=False,
                 callback=_set_db,
                 help=DB_HELP,
+            )
+        )
+    if not any(isinstance(p, click.Option) and "--read-only" in p.opts for p in cmd.params):
+        cmd.params.append(
+            click.Option(
+                ["--read-only"],
+                is_flag=True,
+                expose_value=False,
+                callback=_set_read_only,
+                help=READ_ONLY_HELP,
             )
         )
     if isinstance(cmd, click.Group):
@@ -142,6 +165,8 @@ def open_store(ctx: click.Context, **kwargs: Any) -> ContextStore:
     """Open the store named by ``--db`` (or the default); closed when the command ends."""
     obj = ctx.find_root().obj or {}
     location = obj.get("db")
+    if obj.get("read_only"):
+        kwargs["read_only"] = True
     try:
         store = ContextStore.open(location, **kwargs)
     except DBAPIError as exc:

@@ -16,23 +16,28 @@ from contextstore.cli import (
     serve,
     timeline,
 )
-from contextstore.cli.common import DB_HELP, ContextStoreGroup, add_db_option
+from contextstore.cli.common import DB_HELP, READ_ONLY_HELP, ContextStoreGroup, add_db_option
 
 
 @click.group(cls=ContextStoreGroup)
 @click.option("--db", metavar="PATH_OR_URL", envvar="CONTEXTSTORE_DB", help=DB_HELP)
+@click.option("--read-only", is_flag=True, help=READ_ONLY_HELP)
 @click.version_option(package_name="contextstore")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None) -> None:
+def cli(ctx: click.Context, db: str | None, read_only: bool) -> None:
     """contextstore: durable, auditable conversation history for LLM agents."""
     ctx.ensure_object(dict)
     ctx.obj["db"] = db
+    if read_only:
+        ctx.obj["read_only"] = True
 
 
 for _command in (
     demo.demo,
     maintenance.migrate,
     maintenance.check,
+    maintenance.backup,
+    maintenance.recover,
     maintenance.delete,
     history.list_conversations,
     history.show,

@@ -1,12 +1,18 @@
-"""Keeping a database healthy: schema upgrades, invariant checks, deleting a conversation."""
+"""Keeping a database healthy: schema upgrades, checks for damage, backup and recovery,
+deleting a conversation."""
 
 from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
 
 import click
 
 from contextstore.cli import terminal
 from contextstore.cli.common import confirm_or_refuse, json_option, open_store, yes_option
 from contextstore.cli.output import ordered_counts
+from contextstore.core.errors import CorruptDatabaseError
+from contextstore.store import ContextStore
 
 
 @click.command()
@@ -18,17 +24,107 @@ def migrate(ctx: click.Context) -> None:
 
 
 @click.command()
-@click.argument("conversation_id", metavar="CID")
+@click.argument("conversation_id", metavar="[CID]", required=False)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="SQLite's integrity_check (also every index) instead of quick_check.",
+)
 @json_option
 @click.pass_context
-def check(ctx: click.Context, conversation_id: str, as_json: bool) -> None:
-    """Verify a conversation's invariants (indices, timeline, decodable rows, pairing)."""
-    store = open_store(ctx, auto_migrate=False)
-    store.check(conversation_id)
+def check(ctx: click.Context, conversation_id: str | None, full: bool, as_json: bool) -> None:
+    """Look for damage: SQLite's page check, then the store's invariants, for one
+    conversation or all. Exits 5 when anything is found."""
+    store = open_store(ctx, auto_migrate=False, read_only=True)
+    report = store.check(conversation_id, full=full, raise_on_problems=False)
     if as_json:
-        terminal.print_json({"conversation_id": conversation_id, "ok": True})
+        terminal.print_json(
+            {
+                "conversation_id": conversation_id,
+                "ok": report.ok,
+                "backend": report.backend,
+                "integrity": report.integrity,
+                "conversations_checked": report.conversations_checked,
+                "checks": list(report.checks),
+                "problems": [
+                    {"check": p.check, "conversation_id": p.conversation_id, "detail": p.detail}
+                    for p in report.problems
+                ],
+            }
+        )
+    elif report.ok:
+        what = conversation_id or f"{report.conversations_checked} conversation(s)"
+        terminal.out(f"{what}: ok")
+        terminal.note(f"ran {', '.join(report.checks)} (page check: {report.integrity}).")
+    else:
+        terminal.table(
+            ("check", "conversation", "problem"),
+            [(p.check, p.conversation_id or "", p.detail) for p in report.problems],
+            title=f"{len(report.problems)} problem(s) found",
+            wrap=("problem",),
+        )
+    if not report.ok:
+        terminal.error(
+            "the database file is damaged; salvage it with 'contextstore recover SRC DEST' or "
+            "restore a backup."
+            if report.corrupt
+            else "stored rows break the store's invariants; restore a backup or roll back."
+        )
+        ctx.exit(CorruptDatabaseError.exit_code)
+
+
+@click.command()
+@click.argument("destination", metavar="DEST", type=click.Path(dir_okay=True, path_type=Path))
+@click.option("--force", is_flag=True, help="Replace DEST if it is an existing file.")
+@json_option
+@click.pass_context
+def backup(ctx: click.Context, destination: Path, force: bool, as_json: bool) -> None:
+    """Copy the store (SQLite) to DEST, a new file or a directory, while it stays in use."""
+    store = open_store(ctx, auto_migrate=False, read_only=True)
+    result = store.backup(destination, force=force)
+    if as_json:
+        terminal.print_json(dataclasses.asdict(result))
         return
-    terminal.out(f"{conversation_id}: ok")
+    terminal.out(result.path)
+    terminal.note(
+        f"backed up {result.conversations} conversation(s), {result.bytes} bytes; "
+        f"restore by opening it (--db {result.path}) or copying it over the store."
+    )
+
+
+@click.command()
+@click.argument("source", metavar="SRC", type=click.Path(path_type=Path))
+@click.argument("destination", metavar="DEST", type=click.Path(path_type=Path))
+@json_option
+def recover(source: Path, destination: Path, as_json: bool) -> None:
+    """Salvage what a damaged SQLite store SRC still holds into a new store DEST; SRC is
+    never changed. Prints what was recovered and what was lost, per table."""
+    report = ContextStore.recover(source, destination)
+    if as_json:
+        data = dataclasses.asdict(report)
+        data["lost_rows"] = report.lost_rows
+        data["complete"] = report.complete
+        terminal.print_json(data)
+        return
+    terminal.table(
+        ("table", "recovered", "unreadable", "dropped"),
+        [
+            (t.table, t.recovered, "unknown" if t.unreadable < 0 else t.unreadable, t.dropped)
+            for t in report.tables
+        ],
+        title=f"recovered {source} into {destination}",
+    )
+    if report.header_repaired:
+        terminal.note("the file's header was overwritten; it was rebuilt to read the rest.")
+    for cid in report.damaged_conversations:
+        terminal.note(f"conversation {cid} lost rows; its history ends before the loss.")
+    for cid in report.recreated_conversations:
+        terminal.note(f"conversation {cid} lost its own row; it was rebuilt from its rows.")
+    for note in report.notes:
+        terminal.note(note)
+    terminal.note(
+        "nothing was lost." if report.complete else f"check {destination} and keep {source}."
+    )
 
 
 @click.command()

@@ -24,6 +24,9 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"pass overwrite to replace", "pass --force to replace them"),
     (r"import again with replace=True", "import again with --replace"),
     (r"pass a larger max_file_bytes", "pass a larger --max-file-bytes"),
+    (r"read_only=True \(--read-only on the command line\)", "--read-only"),
+    (r"pass force=True \(--force\)", "pass --force"),
+    (r" \(ContextStore\.recover\)", ""),
 )
 """``(library phrase as a regular expression, CLI phrase)`` pairs, applied in order."""
 

@@ -86,10 +86,48 @@ class PayloadMismatchError(IntegrityViolationError):
     """A request payload rebuilt from rows does not match the hash stored when it was sent."""
 
 
+class CorruptDatabaseError(IntegrityViolationError):
+    """The database file itself is damaged: not a SQLite database (a text file, an
+    overwritten header), truncated, an existing zero-length file, or pages SQLite reports as
+    malformed (PostgreSQL: ``XX001``/``XX002``).
+
+    Raised when a store is opened (the file's header and size are checked, not every page),
+    when a read or write reaches a damaged page, and by :meth:`ContextStore.check`. What to
+    do: run ``contextstore check`` to see the damage, then ``contextstore recover SRC DEST``
+    to salvage what is readable into a new store, or restore a backup.
+    """
+
+
 class ReadOnlyError(ContextStoreError):
-    """A write was attempted through a store opened read-only."""
+    """A write was attempted through a store opened read-only (``read_only=True``, the
+    CLI's read commands, or a read-only SQL statement that tried to write).
+
+    What to do: open the store without ``read_only=True`` to write.
+    """
 
     exit_code = 6
+
+
+class ReadOnlyLocationError(ReadOnlyError):
+    """The store lives where nothing can be written (a read-only directory, file, medium or
+    PostgreSQL standby) and was opened for writing, or a write reached such a file.
+
+    What to do: open it with ``read_only=True`` (the CLI's read commands already do), or
+    move the file somewhere writable. Nothing was written.
+    """
+
+    exit_code = 9
+
+
+class StorageFullError(ContextStoreError):
+    """The disk or quota is full (SQLite ``SQLITE_FULL``, PostgreSQL ``53100 disk_full``).
+
+    The write was rolled back whole: the store stays consistent and readable, and writes
+    succeed again once space is freed. What to do: free disk space (or raise the quota)
+    and retry the call.
+    """
+
+    exit_code = 8
 
 
 class DatabaseBusyError(ContextStoreError):

@@ -30,7 +30,7 @@ from contextstore.core.validate import (
     check_json_object,
     check_text,
 )
-from contextstore.core.view import ensure_tool_results_follow_tool_use, pending_calls
+from contextstore.core.view import pending_calls
 from contextstore.facade.base import Snapshot
 from contextstore.facade.nodes import NodesMixin
 from contextstore.processors.pipeline import Pipeline
@@ -441,19 +441,3 @@ class HistoryMixin(NodesMixin):
         with self._db.read() as connection:
             last_ts(connection, conversation_id)
             return history.update_rows(connection, conversation_id, limit)
-
-    def check(self, conversation_id: str) -> None:
-        """Verify a conversation's stored invariants; raise if one is broken.
-
-        Checks that message indices are 0..n-1 with strictly increasing ``ts``, that every
-        stored value decodes, and that the rendered view pairs every tool call.
-
-        Raises:
-            IntegrityViolationError: naming the first broken invariant.
-        """
-        check_id(conversation_id)
-        view = self.render(conversation_id)
-        if ensure_tool_results_follow_tool_use(view) != view:
-            raise IntegrityViolationError(
-                f"conversation {conversation_id!r} renders with an unpaired tool call."
-            )

@@ -36,6 +36,9 @@ EXCLUDED: dict[str, str] = {
     # Lineage walks take NodeRef values; served clients read lineage_edges or the table.
     "lineage": "takes a Python NodeRef; use lineage_edges, or the lineage table through audit",
     "add_lineage": "takes Python NodeRef values; a local caller's way to link its own rows",
+    # Files on the server's machine, named by a client: run them where the files are.
+    "backup": "writes a file on the server's machine (use 'contextstore backup')",
+    "recover": "reads and writes files on the server's machine (use 'contextstore recover')",
 }
 """Public store methods that are not served, and why."""
 

@@ -31,13 +31,24 @@ from sqlalchemy.pool import StaticPool
 
 from contextstore.core.errors import (
     ConcurrentChangeError,
+    ContextStoreError,
+    CorruptDatabaseError,
     DatabaseBusyError,
     IntegrityViolationError,
     InvalidInputError,
     ReadOnlyError,
+    ReadOnlyLocationError,
+    StorageFullError,
 )
 from contextstore.core.validate import check_choice
 from contextstore.storage.sql import pipelined
+from contextstore.storage.sqlite_file import (
+    RECOVER_HINT,
+    create_database_file,
+    inspect_database_file,
+    read_only_uri,
+    writable_location,
+)
 
 T = TypeVar("T")
 Durability = Literal["full", "normal"]
@@ -93,22 +104,6 @@ def resolve_target(location: str | os.PathLike[str] | None, default: Path) -> Da
     return DatabaseTarget(f"sqlite:///{path}", path, False)
 
 
-def create_private_file(path: Path) -> None:
-    """Create ``path`` (and its directory) readable by its owner only, if it is missing.
-
-    Several processes may open a new database at the same instant: whoever loses the race
-    to create the file simply uses the winner's (``O_EXCL`` makes the creation atomic).
-    """
-    if path.exists():
-        return
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    except FileExistsError:
-        return
-    os.close(fd)
-
-
 def make_engine(
     target: DatabaseTarget,
     *,
@@ -128,16 +123,7 @@ def make_engine(
         )
     elif target.is_sqlite:
         assert target.sqlite_path is not None
-        if read_only:
-            if not target.sqlite_path.exists():
-                raise InvalidInputError(
-                    f"{target.sqlite_path} does not exist; a read-only store needs an "
-                    "existing database."
-                )
-            url = f"sqlite:///file:{target.sqlite_path}?mode=ro&uri=true"
-        else:
-            create_private_file(target.sqlite_path)
-            url = target.url
+        url = _sqlite_file_url(target, read_only=read_only)
         kwargs.setdefault("max_overflow", -1)
         engine = create_engine(url, connect_args={"check_same_thread": False}, **kwargs)
     else:
@@ -150,6 +136,35 @@ def make_engine(
     return engine
 
 
+def _sqlite_file_url(target: DatabaseTarget, *, read_only: bool) -> str:
+    """Check the file before SQLite sees it, create a new one, and choose how to open it.
+
+    Raises:
+        InvalidInputError: a read-only store was asked for a file that does not exist.
+        CorruptDatabaseError: the file is not a whole SQLite database (an existing
+            zero-length file included).
+        ReadOnlyLocationError: the store was opened for writing where nothing can be written.
+    """
+    path = target.sqlite_path
+    assert path is not None
+    if read_only:
+        if not path.exists():
+            raise InvalidInputError(
+                f"{path} does not exist; a read-only store needs an existing database."
+            )
+        inspect_database_file(path)
+        return f"sqlite:///{read_only_uri(path)}&uri=true"
+    if not writable_location(path):
+        raise ReadOnlyLocationError(
+            f"{path} is in a location that cannot be written (a read-only file, directory or "
+            "medium); open it with read_only=True (--read-only on the command line) to read "
+            "it, or copy it somewhere writable."
+        )
+    inspect_database_file(path)
+    create_database_file(path, PAGE_SIZE)
+    return target.url
+
+
 def _configure_sqlite(engine: Engine, durability: str, *, in_memory: bool, read_only: bool) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -160,11 +175,14 @@ def _configure_sqlite(engine: Engine, durability: str, *, in_memory: bool, read_
             cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             cursor.execute("PRAGMA foreign_keys = ON")
             if read_only:
+                # Nothing that writes or needs the file's lock: the file may be on a
+                # read-only medium (and durability is moot without writes).
                 cursor.execute("PRAGMA query_only = ON")
-            elif not in_memory:
-                cursor.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-                _enable_wal(cursor)
-            cursor.execute(f"PRAGMA synchronous = {durability.upper()}")
+            else:
+                if not in_memory:
+                    cursor.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+                    _enable_wal(cursor)
+                cursor.execute(f"PRAGMA synchronous = {durability.upper()}")
         finally:
             cursor.close()
 
@@ -233,6 +251,63 @@ def _is_read_only(driver: BaseException) -> bool:
     return isinstance(driver, sqlite3.OperationalError) and "readonly" in str(
         driver
     ).lower().replace("-", "").replace(" ", "")
+
+
+_SQLITE_CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+_POSTGRES_CORRUPT = ("XX001", "XX002")
+_POSTGRES_FULL = ("53100",)
+_POSTGRES_READ_ONLY = ("25006",)
+
+
+def _sqlite_code(driver: BaseException) -> str:
+    name = getattr(driver, "sqlite_errorname", None)
+    return name if isinstance(name, str) else ""
+
+
+def classify_database_error(exc: BaseException) -> ContextStoreError | None:
+    """The store's error for a damaged, full or read-only database behind ``exc``, or None.
+
+    SQLite's result codes (``SQLITE_CORRUPT``, ``SQLITE_NOTADB``, ``SQLITE_FULL``,
+    ``SQLITE_READONLY``) and PostgreSQL's SQLSTATEs (``XX001``/``XX002`` data or index
+    corrupted, ``53100`` disk full, ``25006`` a read-only server) are recognised; other
+    errors are left to the caller.
+    """
+    driver = _driver_error(exc)
+    if driver is None:
+        return None
+    code = _sqlite_code(driver)
+    state = getattr(driver, "sqlstate", None)
+    reason = str(driver).strip().splitlines()[0] if str(driver).strip() else type(driver).__name__
+    if code.startswith(_SQLITE_CORRUPT) or state in _POSTGRES_CORRUPT:
+        return CorruptDatabaseError(
+            f"the database is damaged ({reason}); 'contextstore check' shows where; {RECOVER_HINT}."
+        )
+    if code.startswith("SQLITE_FULL") or state in _POSTGRES_FULL:
+        return StorageFullError(
+            f"the disk or quota is full ({reason}); the write was rolled back, so the store is "
+            "unchanged and still readable. Free space and retry."
+        )
+    if code.startswith("SQLITE_READONLY") or state in _POSTGRES_READ_ONLY:
+        return ReadOnlyLocationError(
+            f"the database cannot be written there ({reason}); check the file's and its "
+            "directory's permissions, or open the store with read_only=True (--read-only on "
+            "the command line). Nothing was written."
+        )
+    return None
+
+
+@contextmanager
+def classified_errors() -> Iterator[None]:
+    """Damaged, full and read-only databases raised as the store's errors (for opening)."""
+    try:
+        yield
+    except ContextStoreError:
+        raise
+    except Exception as exc:
+        classified = classify_database_error(exc)
+        if classified is None:
+            raise
+        raise classified from exc
 
 
 def _is_unstorable(driver: BaseException) -> bool:
@@ -343,11 +418,16 @@ class Database:
             yield joined
             return
         with self._local_writer if self.serialize_reads else _nothing():
-            connection = self._held()
-            _begin(connection, self.is_sqlite, write=False)
-            with _rolled_back_on_error(connection), self._joined(connection, "read"):
+            with classified_errors():
+                connection = self._held()
+                _begin(connection, self.is_sqlite, write=False)
+            with (
+                classified_errors(),
+                _rolled_back_on_error(connection),
+                self._joined(connection, "read"),
+            ):
                 yield connection
-                _commit(connection)
+                _end_read(connection)
 
     def write(self, work: Callable[[Connection], T], *, pipeline: bool = False) -> T:
         """Run ``work`` in one write transaction, retrying it while the database is busy.
@@ -484,6 +564,19 @@ def _commit(connection: Connection) -> None:
         _driver(connection).commit()
 
 
+def _end_read(connection: Connection) -> None:
+    """End a read transaction. Its rows were read already and it changed nothing, so when
+    SQLite refuses the commit after a statement met damaged pages, it is rolled back."""
+    try:
+        _commit(connection)
+    except Exception as exc:
+        if not isinstance(classify_database_error(exc), CorruptDatabaseError):
+            raise
+        connection.rollback()
+        if _driver(connection).in_transaction:
+            _driver(connection).rollback()
+
+
 @contextmanager
 def _rolled_back_on_error(connection: Connection) -> Iterator[None]:
     """Leave the held connection idle whatever happens inside (no transaction left open)."""
@@ -526,9 +619,13 @@ def _translated_errors() -> Iterator[None]:
                 f"the write broke a database constraint and was rolled back ({driver}); "
                 "nothing was written. If another process created the same row, retry."
             ) from exc
+        classified = classify_database_error(driver)
+        if classified is not None:
+            raise classified from exc
         if _is_read_only(driver):
-            raise ReadOnlyError(
-                "the database file is read-only; check its permissions or open the store read-only."
+            raise ReadOnlyLocationError(
+                "the database file is read-only; check its permissions or open the store "
+                "with read_only=True (--read-only on the command line)."
             ) from exc
         if _is_busy(driver):
             raise DatabaseBusyError(

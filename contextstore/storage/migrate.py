@@ -18,7 +18,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, text
 
 from contextstore.core.errors import MigrationError, SchemaOutdatedError
-from contextstore.storage.engine import make_engine, resolve_target
+from contextstore.storage.engine import classify_database_error, make_engine, resolve_target
 
 _ADVISORY_LOCK_KEY = 0x636F6E7478  # "contx": serialises concurrent migrations on PostgreSQL
 
@@ -133,6 +133,9 @@ def _migrate(engine: Engine, *, is_sqlite: bool, action: str, revision: str) -> 
         except (MigrationError, SchemaOutdatedError):
             raise
         except Exception as exc:
+            classified = classify_database_error(exc)
+            if classified is not None:
+                raise classified from exc
             raise MigrationError(
                 f"the {action} to {revision} failed and was rolled back, so the database is "
                 f"unchanged: {exc}"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -73,7 +75,8 @@ def test_user_mistakes_are_one_line_errors_with_exit_codes(
 
 def test_a_stale_database_tells_which_command_upgrades_it(tmp_path: Path) -> None:
     db = tmp_path / "stale.db"
-    db.touch()
+    with contextlib.closing(sqlite3.connect(db)) as connection:  # a database, no schema yet
+        connection.execute("PRAGMA user_version = 1")
     code, _, err = _run("--db", str(db), "conversations")
     assert code == 4 and "contextstore migrate" in err
     assert _run("--db", str(db), "migrate")[0] == 0

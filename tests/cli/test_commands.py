@@ -455,10 +455,9 @@ def test_datasette_metadata_is_keyed_by_the_database_name(seeded: Seeded) -> Non
 
 def test_check_and_migrate(seeded: Seeded) -> None:
     assert run("--db", seeded.db, "check", seeded.cid).out == f"{seeded.cid}: ok\n"
-    assert run("--db", seeded.db, "check", seeded.cid, "--json").json() == {
-        "conversation_id": seeded.cid,
-        "ok": True,
-    }
+    answer = run("--db", seeded.db, "check", seeded.cid, "--json").json()
+    assert answer["conversation_id"] == seeded.cid and answer["ok"] is True
+    assert answer["problems"] == [] and answer["conversations_checked"] == 1
     assert run("--db", seeded.db, "migrate").out.endswith("schema is up to date\n")
 
 

@@ -4,10 +4,12 @@ one module writing to the terminal."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import re
 import select
+import sqlite3
 import subprocess
 import sys
 import time
@@ -208,7 +210,8 @@ def test_library_messages_reach_the_user_in_cli_terms(
     if mistake == "conversation":
         got = run("--db", seeded.db, "checkpoints", "nope")
     elif mistake == "stale":
-        (tmp_path / "stale.db").touch()
+        with contextlib.closing(sqlite3.connect(tmp_path / "stale.db")) as connection:
+            connection.execute("PRAGMA user_version = 1")  # a database without the schema
         got = run("--db", str(tmp_path / "stale.db"), "conversations")
         assert "contextstore migrate" in got.err
     elif mistake == "request":

@@ -405,6 +405,8 @@ NOT_FUZZED = {
     "transaction": "takes no argument (a context manager around other calls)",
     "lineage": "its node arguments are tested in tests/store/test_lineage.py",
     "add_lineage": "its node arguments are tested in tests/store/test_lineage.py",
+    "backup": "a file path and a flag; refusals (existing file, PostgreSQL) in test_damage.py",
+    "recover": "a classmethod on two file paths; refusals and damaged files in test_damage.py",
 }
 
 

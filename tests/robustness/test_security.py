@@ -10,6 +10,7 @@ import hashlib
 import os
 import sqlite3
 import stat
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -203,6 +204,7 @@ READS: dict[str, Callable[[ContextStore], Any]] = {
     "request_payload": lambda s: s.request_payload("c", s.requests("c")[0].id),
     "checkpoints": lambda s: s.checkpoints("c"),
     "check": lambda s: s.check("c"),
+    "backup": lambda s: s.backup(tempfile.mkdtemp()),
     "row_counts": lambda s: s.row_counts("c"),
     "audit": lambda s: s.audit("c"),
     "timeline": lambda s: s.timeline("c"),
@@ -218,7 +220,7 @@ READS: dict[str, Callable[[ContextStore], Any]] = {
     "lineage_edges": lambda s: s.lineage_edges("c"),
     "processor_runs": lambda s: s.processor_runs("c"),
 }
-LIFECYCLE = {"open", "close", "database", "path"}
+LIFECYCLE = {"open", "close", "database", "path", "recover"}
 PUBLIC_NAME = {"rollback (dry run)": "rollback"}
 """Entries above that exercise a mode of a method classified elsewhere."""
 
@@ -228,7 +230,8 @@ def _append_in_a_transaction(store: ContextStore) -> None:
         store.append("c", "assistant", "x")
 
 
-"""Opening and closing, and the handles beneath the store: neither reads nor writes rows."""
+"""Opening and closing, the handles beneath the store, and ``recover`` (a classmethod on files,
+never on an open store): neither reads nor writes its rows."""
 
 
 def test_every_public_name_of_the_store_is_classified() -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import subprocess
 import sys
 import uuid
@@ -59,7 +61,8 @@ def test_open_creates_every_table_and_view_in_an_empty_file(tmp_path: Path) -> N
 
 def test_a_stale_database_is_refused_without_auto_migrate(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    path.touch()
+    with contextlib.closing(sqlite3.connect(path)) as connection:  # a database, no schema yet
+        connection.execute("PRAGMA user_version = 1")
     with pytest.raises(SchemaOutdatedError, match="contextstore migrate"):
         ContextStore.open(path, auto_migrate=False)
     with ContextStore.open(path, auto_migrate=True) as store:

@@ -1,0 +1,121 @@
+"""Online backup of a SQLite store through SQLite's backup API.
+
+The copy is taken in one step of ``sqlite3.Connection.backup``: one read transaction on the
+source, so the copy is the database as of one commit, while other connections go on writing
+(in WAL mode a reader never blocks a writer). It is written beside its destination under a
+temporary name, checked with ``PRAGMA quick_check``, synced, and only then put in place, so a
+failed backup (a full disk) leaves no half-written file at the destination.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import sqlite3
+import time
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from contextstore.core.errors import CorruptDatabaseError, InvalidInputError, StorageFullError
+from contextstore.core.health import BackupResult
+
+
+def backup_destination(dest: Path, source: Path | None) -> Path:
+    """The file a backup to ``dest`` writes: ``dest`` itself, or inside a directory a new
+    timestamped name (``<source stem>-YYYYmmdd-HHMMSS.db``, ``-2``, ``-3``... when taken)."""
+    if not dest.is_dir():
+        return dest
+    stem = source.stem if source is not None else "contextstore"
+    base = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    candidate = dest / f"{base}.db"
+    number = 2
+    while candidate.exists():
+        candidate = dest / f"{base}-{number}.db"
+        number += 1
+    return candidate
+
+
+def backup_sqlite(engine: Engine, dest: Path, *, force: bool) -> BackupResult:
+    """Copy the database behind ``engine`` to the new file ``dest`` (``force``: replace an
+    existing file). Returns what was written.
+
+    Raises:
+        InvalidInputError: ``dest`` exists (without ``force``) or its directory does not.
+        StorageFullError: the copy did not fit; nothing is left at ``dest``.
+        CorruptDatabaseError: the copy fails SQLite's check (the source is damaged).
+    """
+    if dest.exists() and not force:
+        raise InvalidInputError(
+            f"{dest} already exists; name a new file or a directory, or pass force=True "
+            "(--force) to replace it."
+        )
+    if not dest.parent.is_dir():
+        raise InvalidInputError(f"the directory {dest.parent} does not exist; create it first.")
+    temporary = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.partial")
+    os.close(os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    try:
+        pages, conversations = _copy(engine, temporary)
+        with temporary.open("rb+") as handle:
+            os.fsync(handle.fileno())
+        if force:
+            os.replace(temporary, dest)
+        else:
+            try:
+                os.link(temporary, dest)
+            except FileExistsError as exc:
+                raise InvalidInputError(
+                    f"{dest} was created by someone else during the backup; name a new file."
+                ) from exc
+        _sync_directory(dest.parent)
+    finally:
+        for leftover in (
+            temporary,
+            *(temporary.with_name(temporary.name + s) for s in ("-wal", "-shm", "-journal")),
+        ):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+    return BackupResult(
+        path=str(dest), bytes=dest.stat().st_size, pages=pages, conversations=conversations
+    )
+
+
+def _copy(engine: Engine, temporary: Path) -> tuple[int, int]:
+    raw = engine.raw_connection()
+    try:
+        source = raw.driver_connection
+        assert isinstance(source, sqlite3.Connection)
+        target = sqlite3.connect(temporary)
+        try:
+            try:
+                source.backup(target)
+            except sqlite3.OperationalError as exc:
+                if getattr(exc, "sqlite_errorname", "").startswith("SQLITE_FULL"):
+                    raise StorageFullError(
+                        f"the backup did not fit on the disk ({exc}); nothing was written to "
+                        "the destination. Free space and retry."
+                    ) from exc
+                raise
+            target.execute("PRAGMA journal_mode = DELETE").fetchall()
+            if target.execute("PRAGMA quick_check").fetchall() != [("ok",)]:
+                raise CorruptDatabaseError(
+                    "the backup copy fails SQLite's check, so the store itself is damaged; "
+                    "run 'contextstore check', then 'contextstore recover SRC DEST'."
+                )
+            pages = int(target.execute("PRAGMA page_count").fetchone()[0])
+            conversations = int(target.execute("SELECT COUNT(*) FROM conversations").fetchone()[0])
+        finally:
+            target.close()
+    finally:
+        raw.close()
+    return pages, conversations
+
+
+def _sync_directory(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

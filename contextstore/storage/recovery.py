@@ -1,0 +1,521 @@
+"""Salvaging a damaged SQLite store into a new one.
+
+The damaged file is never written: it is copied (with its write-ahead log) beside the
+destination, and the copy is read. A header that is missing or overwritten is rebuilt from
+what the rest of the file shows (its page size is the one whose page starts look like
+b-tree pages). Each table is read in rowid order; when a read meets a damaged page the
+scan skips ahead to the next rowid that can be read (found by doubling, then bisecting),
+so what lies beyond one damaged page is still read. The rows are written to a new store
+at the damaged file's schema revision, then made consistent:
+
+- a conversation whose own row was lost is rebuilt from its other rows;
+- a conversation's history ends before its first lost or unreadable message (a gap in
+  its indices, a message without its blocks, undecodable JSON): every timeline row from
+  there on is dropped, as a rollback to just before the loss would, so what remains is a
+  history that existed;
+- rows that depend on lost rows are dropped (blocks of lost messages, rewrites of lost
+  blocks, archived rows of lost rollbacks); a request
+  whose stored options were lost keeps its usage but can no longer be rebuilt;
+- counters are recomputed (``message_count``, the clock).
+
+Then the new store is upgraded to the current schema. Every statement here runs on
+``sqlite3`` connections to files this module made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contextstore.core.errors import CorruptDatabaseError, InvalidInputError
+from contextstore.core.health import RecoveryReport, TableRecovery
+from contextstore.storage.engine import DatabaseTarget, make_engine
+from contextstore.storage.migrate import head_revision, upgrade
+from contextstore.storage.sqlite_file import HEADER_BYTES, MAGIC, parse_header
+
+PAGE_SIZES = (8192, 4096, 16384, 32768, 65536, 1024, 2048, 512)
+"""Page sizes tried, most likely first, when a header must be rebuilt."""
+BTREE_PAGE_TYPES = {2, 5, 10, 13}
+"""First byte of a b-tree page (interior/leaf, index/table)."""
+MAX_ROWID = 2**63 - 1
+
+TIMELINE = (
+    "messages",
+    "deleted_ranges",
+    "context_updates",
+    "api_requests",
+    "checkpoints",
+    "source_records",
+)
+"""Tables whose rows sit on a conversation's timeline (``ts``)."""
+OWNED = (*TIMELINE, "blocks", "rollbacks", "archived_rows")
+"""Tables whose rows belong to a conversation (``conversation_id``)."""
+
+
+# -- the damaged file's copy -------------------------------------------------------------
+
+
+def guess_page_size(data: bytes) -> int:
+    """The page size under which the most page starts (after page 1) are b-tree pages."""
+
+    def score(size: int) -> float:
+        starts = range(size, len(data), size)
+        if not starts:
+            return 0.0
+        return sum(data[i] in BTREE_PAGE_TYPES for i in starts) / len(starts)
+
+    candidates = [s for s in PAGE_SIZES if len(data) >= 2 * s] or [PAGE_SIZES[0]]
+    return max(candidates, key=lambda s: (score(s), -PAGE_SIZES.index(s)))
+
+
+def rebuilt_header(page_size: int, page_count: int) -> bytes:
+    """A valid 100-byte header for a UTF-8 database of ``page_count`` pages (rollback
+    journal, no free-list: enough for SQLite to read the pages after it)."""
+    header = bytearray(HEADER_BYTES)
+    header[0:16] = MAGIC
+    header[16:18] = (1 if page_size == 65_536 else page_size).to_bytes(2, "big")
+    header[18], header[19], header[20] = 1, 1, 0
+    header[21], header[22], header[23] = 64, 32, 32
+    header[24:28] = (1).to_bytes(4, "big")
+    header[28:32] = page_count.to_bytes(4, "big")
+    header[40:44] = (1).to_bytes(4, "big")
+    header[44:48] = (4).to_bytes(4, "big")
+    header[56:60] = (1).to_bytes(4, "big")
+    header[92:96] = (1).to_bytes(4, "big")
+    major, minor, patch = sqlite3.sqlite_version_info
+    header[96:100] = (major * 1_000_000 + minor * 1000 + patch).to_bytes(4, "big")
+    return bytes(header)
+
+
+def readable_copy(source: Path, copy: Path) -> bool:
+    """Copy ``source`` (and its write-ahead log) to ``copy``, whole pages, with a header
+    SQLite accepts; returns True when the header had to be rebuilt."""
+    data = bytearray(source.read_bytes())
+    repaired = False
+    header = parse_header(bytes(data[:HEADER_BYTES]))
+    page_size = header.page_size if header is not None else guess_page_size(bytes(data))
+    if len(data) % page_size:
+        data += bytes(page_size - len(data) % page_size)
+    if header is not None and header.page_count is not None:
+        # SQLite refuses a file shorter than its header says: the lost pages read as zeros.
+        data += bytes(max(0, header.page_count * page_size - len(data)))
+    if header is None:
+        data[:HEADER_BYTES] = rebuilt_header(page_size, len(data) // page_size)
+        repaired = True
+    copy.write_bytes(bytes(data))
+    wal = source.with_name(source.name + "-wal")
+    if wal.exists() and not repaired:
+        shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+    return repaired
+
+
+# -- reading what can be read ------------------------------------------------------------
+
+
+def table_names(connection: sqlite3.Connection) -> list[str]:
+    """The damaged file's tables (SQLite's own and Alembic's left out)."""
+    rows = connection.execute(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def column_names(connection: sqlite3.Connection, table: str) -> list[str]:
+    """A table's columns, in order."""
+    return [str(r[1]) for r in connection.execute(f'PRAGMA table_info("{table}")').fetchall()]
+
+
+def stored_revision(connection: sqlite3.Connection) -> str | None:
+    """The Alembic revision the damaged file was at, when it can still be read."""
+    try:
+        row = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+    except sqlite3.DatabaseError:
+        return None
+    return None if row is None else str(row[0])
+
+
+@dataclass
+class Scan:
+    """What a tolerant scan of one table read."""
+
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    skipped: int = 0
+    """Rowids jumped over because the pages holding them could not be read."""
+    tail_lost: bool = False
+    """The scan could not get past a damaged page and the end of the table is unknown."""
+
+
+def _fetch_from(connection: sqlite3.Connection, select: str, start: int) -> tuple[Any, ...] | None:
+    """The first row with rowid >= ``start`` (raises where the pages are damaged)."""
+    row = connection.execute(
+        f"{select} WHERE rowid >= ? ORDER BY rowid LIMIT 1", (start,)
+    ).fetchone()
+    if row is not None and (not isinstance(row[0], int) or row[0] < start):
+        raise sqlite3.DatabaseError("a damaged page answered with a row out of order")
+    return None if row is None else tuple(row)
+
+
+def _readable_from(connection: sqlite3.Connection, select: str, start: int) -> bool:
+    try:
+        _fetch_from(connection, select, start)
+    except sqlite3.DatabaseError:
+        return False
+    return True
+
+
+def scan_table(connection: sqlite3.Connection, table: str, columns: list[str]) -> Scan:
+    """Every row of ``table`` that can be read, in rowid order, skipping damaged pages."""
+    quoted = ", ".join(f'"{c}"' for c in columns)
+    select = f'SELECT rowid, {quoted} FROM "{table}"'  # noqa: S608
+    scan = Scan()
+    last = -1  # rowids SQLite assigns start at 1; no table here stores others
+    while True:
+        try:
+            for row in connection.execute(f"{select} WHERE rowid > ? ORDER BY rowid", (last,)):
+                if not isinstance(row[0], int) or row[0] <= last:
+                    # Damaged pages can yield a row out of order before the error.
+                    raise sqlite3.DatabaseError("a damaged page yielded a row out of order")
+                scan.rows.append(tuple(row))
+                last = int(row[0])
+            return scan
+        except sqlite3.DatabaseError:
+            pass
+        # Find the next rowid from which reading works: double the step, then bisect.
+        step, good = 1, None
+        while last + step <= MAX_ROWID:
+            if _readable_from(connection, select, last + step):
+                good = last + step
+                break
+            step *= 2
+        if good is None:
+            scan.tail_lost = True
+            return scan
+        low = max(last + step // 2, last + 1)
+        while low < good:
+            middle = (low + good) // 2
+            if _readable_from(connection, select, middle):
+                good = middle
+            else:
+                low = middle + 1
+        following = _fetch_from(connection, select, good)
+        if following is None:
+            scan.tail_lost = True
+            return scan
+        if int(following[0]) < good:
+            # Damaged pages can answer a seek with a row before it: skip past the seek.
+            scan.skipped += good - last
+            last = good
+            continue
+        scan.skipped += int(following[0]) - last - 1
+        scan.rows.append(following)
+        last = int(following[0])
+
+
+# -- making the new store consistent -------------------------------------------------------
+
+
+def orphan_conversations(connection: sqlite3.Connection) -> list[tuple[str, int, int]]:
+    """Conversations that own rows but whose own row is missing: (id, first ts, last ts)."""
+    parts = " UNION ALL ".join(
+        f'SELECT conversation_id AS cid, {_ts_column(t)} AS ts FROM "{t}"'  # noqa: S608
+        for t in OWNED
+    )
+    rows = connection.execute(
+        f"SELECT cid, MIN(ts), MAX(ts) FROM ({parts}) WHERE cid NOT IN "  # noqa: S608
+        "(SELECT id FROM conversations) GROUP BY cid"
+    ).fetchall()
+    return [(str(r[0]), int(r[1] or 0), int(r[2] or 0)) for r in rows if r[0] is not None]
+
+
+def _ts_column(table: str) -> str:
+    return {"blocks": "NULL", "rollbacks": "cutoff_ts"}.get(table, "ts")
+
+
+def insert_stub_conversation(
+    connection: sqlite3.Connection, conversation_id: str, created_ts: int, last_ts: int
+) -> None:
+    """A conversation row rebuilt for rows whose conversation's own row was lost."""
+    connection.execute(
+        "INSERT INTO conversations (id, created_ts, last_ts, message_count, title, metadata) "
+        "VALUES (?, ?, ?, 0, ?, '{}')",
+        (conversation_id, created_ts, last_ts, "(recovered: the conversation's row was lost)"),
+    )
+
+
+def message_rows(connection: sqlite3.Connection) -> dict[str, list[tuple[int, int, bool]]]:
+    """Per conversation, its messages as (idx, ts, sound) in index order; a message is
+    sound when its meta is JSON, its token count is not negative and its blocks are
+    numbered 0..k-1 (k >= 1) and hold JSON."""
+    rows = connection.execute(
+        """SELECT m.conversation_id, m.idx, m.ts,
+                  json_valid(m.meta) = 1 AND m.token_count >= 0
+                  AND (SELECT COUNT(*) FROM blocks b WHERE b.conversation_id = m.conversation_id
+                       AND b.message_idx = m.idx) > 0
+                  AND (SELECT MAX(b.block_idx) - COUNT(*) + 1 FROM blocks b
+                       WHERE b.conversation_id = m.conversation_id
+                       AND b.message_idx = m.idx) = 0
+                  AND (SELECT MIN(b.block_idx) FROM blocks b WHERE b.conversation_id =
+                       m.conversation_id AND b.message_idx = m.idx) = 0
+                  AND NOT EXISTS (SELECT 1 FROM blocks b WHERE b.conversation_id =
+                       m.conversation_id AND b.message_idx = m.idx AND json_valid(b.data) = 0)
+           FROM messages m ORDER BY m.conversation_id, m.idx"""
+    ).fetchall()
+    found: dict[str, list[tuple[int, int, bool]]] = {}
+    for cid, idx, ts, sound in rows:
+        found.setdefault(str(cid), []).append((int(idx), int(ts), bool(sound)))
+    return found
+
+
+def first_loss(messages: list[tuple[int, int, bool]]) -> tuple[int, int] | None:
+    """Where a conversation's history stops being trustworthy, as (``ts``, message index):
+    the first message after a gap in the indices, or the first unsound or out-of-order
+    message; None when every message is sound."""
+    previous_ts: int | None = None
+    for position, (idx, ts, sound) in enumerate(messages):
+        out_of_order = previous_ts is not None and ts <= previous_ts
+        if idx != position or not sound or out_of_order:
+            cut = previous_ts + 1 if out_of_order and previous_ts is not None else ts
+            return cut, position
+        previous_ts = ts
+    return None
+
+
+def delete_from(
+    connection: sqlite3.Connection, conversation_id: str, ts: int, idx: int
+) -> dict[str, int]:
+    """Remove a conversation's timeline rows from ``ts`` on, and its messages from index
+    ``idx`` on (their blocks go with the blocks repair); returns rows removed per table."""
+    removed: dict[str, int] = {}
+    for table in TIMELINE:
+        extra = " OR idx >= ?" if table == "messages" else ""
+        params = (conversation_id, ts, idx) if extra else (conversation_id, ts)
+        cursor = connection.execute(
+            f'DELETE FROM "{table}" WHERE conversation_id = ? AND (ts >= ?{extra})',  # noqa: S608
+            params,
+        )
+        removed[table] = cursor.rowcount
+    return removed
+
+
+REPAIRS: tuple[tuple[str, str], ...] = (
+    (
+        "blocks",
+        "DELETE FROM blocks WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE "
+        "m.conversation_id = blocks.conversation_id AND m.idx = blocks.message_idx)",
+    ),
+    (
+        "context_updates",
+        "DELETE FROM context_updates WHERE json_valid(metadata) = 0 OR NOT EXISTS (SELECT 1 "
+        "FROM blocks b WHERE b.conversation_id = context_updates.conversation_id AND "
+        "b.message_idx = context_updates.message_idx AND b.block_idx = context_updates.block_idx)",
+    ),
+    (
+        "api_requests",
+        "DELETE FROM api_requests WHERE (details IS NOT NULL AND json_valid(details) = 0) "
+        "OR tokens_in < 0 OR tokens_out < 0 OR cache_writes < 0 OR cache_reads < 0 OR cost < 0",
+    ),
+    ("request_options", "DELETE FROM request_options WHERE json_valid(data) = 0"),
+    ("source_records", "DELETE FROM source_records WHERE json_valid(data) = 0"),
+    ("rollbacks", "DELETE FROM rollbacks WHERE json_valid(counts) = 0"),
+    (
+        "archived_rows",
+        "DELETE FROM archived_rows WHERE json_valid(data) = 0 OR NOT EXISTS (SELECT 1 FROM "
+        "rollbacks r WHERE r.id = archived_rows.rollback_id AND "
+        "r.conversation_id = archived_rows.conversation_id)",
+    ),
+)
+"""Rows removed because what they depend on was lost or they cannot be decoded, as
+(table, statement), run in order."""
+
+FIXES: tuple[str, ...] = (
+    "UPDATE api_requests SET options_sha256 = NULL WHERE options_sha256 IS NOT NULL AND "
+    "options_sha256 NOT IN (SELECT sha256 FROM request_options)",
+    "UPDATE conversations SET metadata = '{}' WHERE json_valid(metadata) = 0",
+    "UPDATE conversations SET parent_id = NULL WHERE parent_id IS NOT NULL AND "
+    "parent_id NOT IN (SELECT id FROM conversations)",
+    "UPDATE conversations SET message_count = (SELECT COUNT(*) FROM messages m WHERE "
+    "m.conversation_id = conversations.id)",
+    "UPDATE conversations SET last_ts = MAX(last_ts, created_ts, "  # noqa: S608
+    + ", ".join(
+        f'COALESCE((SELECT MAX(ts) FROM "{t}" x WHERE x.conversation_id = conversations.id), 0)'  # noqa: S608
+        for t in TIMELINE
+    )
+    + ")",
+)
+"""Counters and references set right once the rows are final."""
+
+
+# -- the whole recovery --------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _closing(connection: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
+def salvage(source: Path, destination: Path) -> RecoveryReport:
+    """Read what ``source`` still holds into a new store at ``destination``.
+
+    Raises:
+        InvalidInputError: ``source`` is missing, or ``destination`` exists.
+        CorruptDatabaseError: nothing can be read (the file's table list is destroyed).
+    """
+    if not source.is_file():
+        raise InvalidInputError(f"{source} does not exist or is not a file; name the damaged file.")
+    if destination.exists():
+        raise InvalidInputError(
+            f"{destination} already exists; recover into a new file (the damaged file is "
+            "never changed)."
+        )
+    if not destination.parent.is_dir():
+        raise InvalidInputError(
+            f"the directory {destination.parent} does not exist; create it first."
+        )
+    token = secrets.token_hex(4)
+    copy = destination.with_name(f".{destination.name}.{token}.damaged")
+    building = destination.with_name(f".{destination.name}.{token}.recovering")
+    try:
+        repaired = readable_copy(source, copy)
+        report = _salvage_copy(copy, building, source, destination, header_repaired=repaired)
+        engine = make_engine(DatabaseTarget(f"sqlite:///{building}", building, False))
+        try:
+            upgrade(engine, is_sqlite=True)
+        finally:
+            engine.dispose()
+        os.link(building, destination)
+        return report
+    finally:
+        for base in (copy, building):
+            for leftover in (
+                base,
+                *(base.with_name(base.name + s) for s in ("-wal", "-shm", "-journal")),
+            ):
+                with contextlib.suppress(FileNotFoundError):
+                    leftover.unlink()
+
+
+def _salvage_copy(
+    copy: Path, building: Path, source: Path, destination: Path, *, header_repaired: bool
+) -> RecoveryReport:
+    notes: list[str] = []
+    with _closing(sqlite3.connect(copy)) as damaged:
+        try:
+            tables = table_names(damaged)
+        except sqlite3.DatabaseError as exc:
+            raise CorruptDatabaseError(
+                f"nothing can be recovered from {source}: SQLite cannot read its list of tables "
+                f"({exc}); restore a backup."
+            ) from exc
+        revision = stored_revision(damaged)
+        if revision is None:
+            notes.append("the schema revision could not be read; assumed the current one")
+            revision = head_revision()
+        engine = make_engine(DatabaseTarget(f"sqlite:///{building}", building, False))
+        try:
+            upgrade(engine, is_sqlite=True, revision=revision)
+        finally:
+            engine.dispose()
+        scans: dict[str, tuple[Scan, list[str]]] = {}
+        with _closing(sqlite3.connect(building, isolation_level=None)) as new:
+            wanted = [t for t in table_names(new) if t != "alembic_version"]
+            for table in wanted:
+                if table not in tables:
+                    notes.append(f"table {table} is missing from the damaged file")
+                    continue
+                try:
+                    theirs = set(column_names(damaged, table))
+                except sqlite3.DatabaseError:
+                    theirs = set()
+                columns = [c for c in column_names(new, table) if c in theirs]
+                scans[table] = (scan_table(damaged, table, columns), columns)
+            return _rebuild(new, scans, source, destination, header_repaired, notes)
+
+
+def _rebuild(
+    new: sqlite3.Connection,
+    scans: dict[str, tuple[Scan, list[str]]],
+    source: Path,
+    destination: Path,
+    header_repaired: bool,
+    notes: list[str],
+) -> RecoveryReport:
+    new.execute("PRAGMA foreign_keys = OFF")
+    new.execute("BEGIN IMMEDIATE")
+    written: dict[str, int] = {}
+    for table, (scan, columns) in scans.items():
+        quoted = ", ".join(f'"{c}"' for c in columns)
+        marks = ", ".join("?" for _ in columns)
+        before = new.total_changes
+        new.executemany(
+            f'INSERT OR IGNORE INTO "{table}" ({quoted}) VALUES ({marks})',  # noqa: S608
+            (row[1:] for row in scan.rows),
+        )
+        written[table] = new.total_changes - before
+    recreated = []
+    for cid, first, last in orphan_conversations(new):
+        insert_stub_conversation(new, cid, first, last)
+        recreated.append(cid)
+    dropped: dict[str, int] = {t: 0 for t in scans}
+    damaged = set(recreated)
+    expected = dict(new.execute("SELECT id, message_count FROM conversations").fetchall())
+    cursor = new.execute(REPAIRS[0][1])
+    dropped["blocks"] = dropped.get("blocks", 0) + cursor.rowcount
+    histories = message_rows(new)
+    for cid in expected:
+        history = histories.get(cid, [])
+        loss = first_loss(history)
+        if loss is not None:
+            damaged.add(cid)
+            for table, n in delete_from(new, cid, *loss).items():
+                dropped[table] = dropped.get(table, 0) + n
+        elif expected.get(cid) not in (None, len(history)):
+            damaged.add(cid)
+    for table, statement in REPAIRS:
+        dropped[table] = dropped.get(table, 0) + new.execute(statement).rowcount
+    for statement in FIXES:
+        new.execute(statement)
+    problems = new.execute("PRAGMA foreign_key_check").fetchall()
+    if problems:
+        new.execute("ROLLBACK")
+        raise CorruptDatabaseError(
+            f"the recovered rows still break {len(problems)} references; nothing was written "
+            f"to {destination}. Please report this."
+        )
+    new.execute("COMMIT")
+    conversations = int(new.execute("SELECT COUNT(*) FROM conversations").fetchone()[0])
+    tables = []
+    for table, (scan, _columns) in scans.items():
+        if scan.tail_lost:
+            notes.append(
+                f"{table}: the rows after rowid {scan.rows[-1][0] if scan.rows else 0} "
+                "could not be reached"
+            )
+        read = len(scan.rows)
+        tables.append(
+            TableRecovery(
+                table=table,
+                recovered=written.get(table, 0) - dropped.get(table, 0),
+                unreadable=-1 if scan.tail_lost else scan.skipped,
+                dropped=dropped.get(table, 0) + read - written.get(table, 0),
+            )
+        )
+    return RecoveryReport(
+        source=str(source),
+        destination=str(destination),
+        header_repaired=header_repaired,
+        tables=tuple(tables),
+        conversations=conversations,
+        damaged_conversations=tuple(sorted(damaged)),
+        recreated_conversations=tuple(sorted(recreated)),
+        notes=tuple(notes),
+    )

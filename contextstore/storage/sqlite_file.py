@@ -1,0 +1,191 @@
+"""A SQLite file as a file: creating a new one atomically, and telling a database from
+damage before SQLite is asked to open it.
+
+The checks here read the 100-byte header and the file's size only (microseconds, whatever
+the file's size); damage inside the file is found by ``PRAGMA quick_check`` (``contextstore
+check``) or when a read reaches it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from contextstore.core.errors import CorruptDatabaseError, ReadOnlyLocationError
+
+MAGIC = b"SQLite format 3\x00"
+HEADER_BYTES = 100
+
+RECOVER_HINT = (
+    "salvage what is still readable into a new file with 'contextstore recover SRC DEST' "
+    "(ContextStore.recover), or restore a backup"
+)
+"""What to do about a damaged file, in every message that reports one."""
+
+
+@dataclass(frozen=True)
+class Header:
+    """The fields of a SQLite header that tell whether the file is whole."""
+
+    page_size: int
+    page_count: int | None
+    """Pages the header says the file has (None when the header's count is stale)."""
+
+
+def parse_header(data: bytes) -> Header | None:
+    """The header's page size and count, or None when ``data`` is not a SQLite header."""
+    if len(data) < HEADER_BYTES or not data.startswith(MAGIC):
+        return None
+    raw = int.from_bytes(data[16:18], "big")
+    page_size = 65_536 if raw == 1 else raw
+    if page_size < 512 or page_size > 65_536 or page_size & (page_size - 1):
+        return None
+    change_counter = int.from_bytes(data[24:28], "big")
+    valid_for = int.from_bytes(data[92:96], "big")
+    count = int.from_bytes(data[28:32], "big")
+    return Header(page_size, count if count and valid_for == change_counter else None)
+
+
+def inspect_database_file(path: Path) -> None:
+    """Refuse a file that is plainly not a whole SQLite database.
+
+    A missing file is fine (it will be created). Refused: an existing zero-length file (SQLite
+    would silently make it a new, empty store, hiding that a database was lost), a file
+    without SQLite's header (a text file, an overwritten header), and a truncated file
+    (smaller than its header says, or not a whole number of pages), unless a write-ahead
+    log or rollback journal beside it may still hold the missing pages.
+
+    Raises:
+        CorruptDatabaseError: naming what is wrong and what to do.
+    """
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise CorruptDatabaseError(f"cannot read {path}: {exc.strerror}.") from exc
+    if path.is_dir():
+        return  # not damage but a wrong path: SQLite's refusal says so
+    if size == 0:
+        raise CorruptDatabaseError(
+            f"{path} is an empty (zero-length) file, not a contextstore database: a database "
+            "that lost its contents, or a file made by something else. If it should hold a "
+            "store, restore a backup; to start a new store there, delete the empty file "
+            "first (contextstore creates new files itself)."
+        )
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(HEADER_BYTES)
+    except OSError as exc:
+        raise CorruptDatabaseError(f"cannot read {path}: {exc.strerror}.") from exc
+    header = parse_header(data)
+    if header is None:
+        raise CorruptDatabaseError(
+            f"{path} is not a SQLite database (its header is missing or overwritten; "
+            f"{size} bytes); {RECOVER_HINT}."
+        )
+    if _wal_may_hold_pages(path):
+        return
+    expected = None if header.page_count is None else header.page_count * header.page_size
+    if size % header.page_size or (expected is not None and size < expected):
+        raise CorruptDatabaseError(
+            f"{path} is truncated: {size} bytes where its header says "
+            f"{expected if expected is not None else 'whole pages of ' + str(header.page_size)}"
+            f" bytes; {RECOVER_HINT}."
+        )
+
+
+def _wal_may_hold_pages(path: Path) -> bool:
+    """A write-ahead log (or a hot rollback journal) beside the file that SQLite will use to
+    bring it whole: its size is then no sign of damage."""
+    for suffix in ("-wal", "-journal"):
+        try:
+            if path.with_name(path.name + suffix).stat().st_size > 0:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def writable_location(path: Path) -> bool:
+    """Whether a store at ``path`` could be written: the file (if it exists) and its
+    directory (SQLite writes its write-ahead log and shared-memory files beside it)."""
+    directory = _existing_ancestor(path.parent)
+    if not os.access(directory, os.W_OK):
+        return False
+    return not path.exists() or os.access(path, os.W_OK)
+
+
+def _existing_ancestor(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def read_only_uri(path: Path) -> str:
+    """The SQLite URI a read-only store opens ``path`` with.
+
+    ``mode=ro`` normally: the store sees other processes' commits. Where the directory
+    cannot be written and no shared-memory file exists (a read-only medium, a directory
+    without write permission), SQLite cannot open a WAL database that way, so the file is
+    opened ``immutable=1``: nobody can be writing it there.
+    """
+    quoted = str(path).replace("?", "%3f").replace("#", "%23")
+    shm = path.with_name(path.name + "-shm")
+    if not os.access(path.parent, os.W_OK) and not shm.exists():
+        return f"file:{quoted}?mode=ro&immutable=1"
+    return f"file:{quoted}?mode=ro"
+
+
+def create_database_file(path: Path, page_size: int) -> None:
+    """Create a new SQLite database at ``path`` if nothing is there, atomically.
+
+    The file is made beside ``path`` (owner-only permissions, in a 0700 directory when the
+    directory is new), given its page size and WAL mode, and linked into place: ``path``
+    never exists as a zero-length file, so a zero-length file found there is damage, not a
+    store being born. When several processes create the same database at once, the first
+    link wins and the others use its file.
+
+    Raises:
+        ReadOnlyLocationError: the directory cannot be written.
+    """
+    if path.exists():
+        return
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.close(os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except OSError as exc:
+        if isinstance(exc, (PermissionError,)) or exc.errno == 30:  # EROFS
+            raise ReadOnlyLocationError(
+                f"cannot create a database at {path}: {exc.strerror}; pick a writable "
+                "location (or open an existing store there with read_only=True, "
+                "--read-only on the command line)."
+            ) from exc
+        raise
+    try:
+        connection = sqlite3.connect(temporary)
+        try:
+            connection.execute(f"PRAGMA page_size = {int(page_size)}")
+            connection.execute("PRAGMA journal_mode = WAL")
+        finally:
+            connection.close()
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass  # another process created it first: use theirs
+        except OSError:
+            # No hard links here (some network and FAT file systems): create in place.
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    finally:
+        for leftover in (
+            temporary,
+            *(temporary.with_name(temporary.name + s) for s in ("-wal", "-shm")),
+        ):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()

@@ -1,0 +1,368 @@
+"""Damaged files are named, checked, backed up from and recovered (README "Guarantees")."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from contextstore import ContextStore
+from contextstore.core.errors import (
+    ConversationNotFoundError,
+    CorruptDatabaseError,
+    IntegrityViolationError,
+    InvalidInputError,
+)
+from tests.cli.conftest import run
+from tests.robustness.damage import (
+    overwrite_header,
+    overwrite_middle_page,
+    seed_store,
+    seeded_file,
+    truncate,
+)
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _engine_damage(path: Path) -> list[str]:
+    connection = sqlite3.connect(path)
+    try:
+        return [row[0] for row in connection.execute("PRAGMA integrity_check").fetchall()]
+    except sqlite3.DatabaseError as exc:
+        return [str(exc)]
+    finally:
+        connection.close()
+
+
+# -- open ---------------------------------------------------------------------------------
+
+
+def _text_file(path: Path) -> None:
+    path.write_text("name,value\nnot,a database\n" * 50)
+
+
+def _zero_length(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+DAMAGE: dict[str, Callable[[Path], object]] = {
+    "text file": _text_file,
+    "overwritten header": overwrite_header,
+    "truncated": truncate,
+    "zero-length": _zero_length,
+}
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+@pytest.mark.parametrize("kind", sorted(DAMAGE))
+def test_open_names_a_damaged_file_and_leaves_it_alone(
+    tmp_path: Path, kind: str, read_only: bool
+) -> None:
+    path = tmp_path / "store.db"
+    if kind != "text file":
+        seeded_file(path, conversations=1, messages=30)
+    DAMAGE[kind](path)
+    before = _digest(path)
+    with pytest.raises(CorruptDatabaseError) as caught:
+        ContextStore.open(path, read_only=read_only)
+    message = str(caught.value)
+    assert str(path) in message
+    assert ("zero-length" in message) if kind == "zero-length" else ("recover" in message)
+    assert caught.value.exit_code == 5
+    assert _digest(path) == before
+    assert not path.with_name("store.db-wal").exists()
+
+
+@pytest.mark.parametrize("kind", sorted(DAMAGE))
+def test_the_cli_exits_5_with_what_to_do(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "store.db"
+    if kind != "text file":
+        seeded_file(path, conversations=1, messages=30)
+    DAMAGE[kind](path)
+    got = run("--db", str(path), "conversations")
+    assert got.code == 5, got.err
+    assert got.err.startswith("error: ") and got.err.count("\n") == 1
+    assert "contextstore recover" in got.err or "zero-length" in got.err
+    assert "ContextStore.recover" not in got.err
+
+
+def test_a_missing_path_becomes_a_store_and_never_exists_empty(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "store.db"
+    with ContextStore.open(path) as store:
+        assert path.stat().st_size > 0
+        store.create_conversation()
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in path.parent.iterdir() if not p.name.startswith("store.db")) == []
+    with ContextStore.open(path) as store:
+        assert len(store.list_conversations()) == 1
+
+
+def test_a_page_overwritten_in_the_middle_opens_but_check_finds_it(tmp_path: Path) -> None:
+    seeded = seeded_file(tmp_path / "store.db")
+    overwrite_middle_page(seeded.path)
+    assert _engine_damage(seeded.path) != ["ok"]  # SQLite itself sees the damage
+    with ContextStore.open(seeded.path) as store:  # open does not read every page
+        report = store.check(raise_on_problems=False)
+        assert not report.ok and report.corrupt and report.integrity == "quick_check"
+        assert store.check(full=True, raise_on_problems=False).integrity == "integrity_check"
+        with pytest.raises(CorruptDatabaseError, match="contextstore recover"):
+            store.check()
+    got = run("--db", str(seeded.path), "check")
+    assert got.code == 5 and "integrity" in got.out and "recover" in got.err
+    got = run("--db", str(seeded.path), "check", "--json", "--full")
+    assert got.code == 5
+    answer = json.loads(got.out)
+    assert answer["ok"] is False and answer["integrity"] == "integrity_check"
+    assert any(p["check"] == "integrity" for p in answer["problems"])
+
+
+def test_reads_that_reach_a_damaged_page_raise_corrupt_database_error(tmp_path: Path) -> None:
+    seeded = seeded_file(tmp_path / "store.db")
+    overwrite_middle_page(seeded.path)
+    with ContextStore.open(seeded.path) as store:
+        failed = 0
+        for cid in seeded.conversations:
+            try:
+                store.render(cid)
+                store.messages(cid)
+            except CorruptDatabaseError:
+                failed += 1
+        assert failed >= 1
+        store.create_conversation()  # the store goes on working where it can
+
+
+# -- check: the store's invariants ---------------------------------------------------------
+
+BREAKS: dict[str, str] = {
+    "message_count": "UPDATE conversations SET message_count = message_count + 1 WHERE id = :c",
+    "message_idx": "DELETE FROM blocks WHERE conversation_id = :c AND message_idx = 5; "
+    "DELETE FROM messages WHERE conversation_id = :c AND idx = 5",
+    "message_ts": "UPDATE messages SET ts = 3 WHERE conversation_id = :c AND idx = 4",
+    "clock": "UPDATE conversations SET last_ts = created_ts WHERE id = :c",
+    "block_owner": "INSERT INTO blocks (conversation_id, message_idx, block_idx, type, data) "
+    "VALUES (:c, 900, 0, 'text', '{}')",
+    "block_idx": "UPDATE blocks SET block_idx = 3 WHERE conversation_id = :c AND message_idx = 7",
+    "update_target": "UPDATE context_updates SET block_idx = 9 WHERE conversation_id = :c",
+    "range_bounds": "UPDATE conversations SET last_ts = last_ts + 1 WHERE id = :c; "
+    "INSERT INTO deleted_ranges (conversation_id, ts, start_idx, end_idx, keep, reason) "
+    "SELECT :c, last_ts, 2, 1, 'none', 'shrunk' FROM conversations WHERE id = :c",
+    "request_options": "UPDATE api_requests SET options_sha256 = 'ff' WHERE conversation_id = :c "
+    "AND options_sha256 IS NOT NULL",
+    "archive_rollback": "UPDATE archived_rows SET rollback_id = 900 WHERE conversation_id = :c",
+    "owner": "INSERT INTO checkpoints (conversation_id, ts, label) VALUES ('ghost', 1, 'x')",
+    "parent": "UPDATE conversations SET parent_id = 'ghost' WHERE id = :c",
+    "token_counts": "UPDATE messages SET token_count = -1 WHERE conversation_id = :c AND idx = 0",
+    "json": "UPDATE messages SET meta = 'not json' WHERE conversation_id = :c AND idx = 0",
+    "render": "UPDATE blocks SET data = '[1, 2' WHERE conversation_id = :c AND message_idx = 0",
+}
+
+
+def _break(path: Path, sql: str, cid: str) -> None:
+    connection = sqlite3.connect(path)  # foreign keys off: damage a careless tool could do
+    try:
+        for statement in sql.split("; "):
+            connection.execute(statement.replace(":c", "?"), (cid,) * statement.count(":c"))
+        connection.commit()
+    finally:
+        connection.close()
+
+
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return seeded_file(tmp_path_factory.mktemp("healthy") / "store.db", messages=20).path
+
+
+@pytest.mark.parametrize("invariant", sorted(BREAKS))
+def test_check_names_each_broken_invariant(healthy: Path, tmp_path: Path, invariant: str) -> None:
+    path = tmp_path / "store.db"
+    path.write_bytes(healthy.read_bytes())
+    with ContextStore.open(path) as store:
+        first, second = [c.id for c in store.list_conversations()][:2]
+        assert store.check().ok
+    _break(path, BREAKS[invariant], first)
+    with ContextStore.open(path, read_only=True) as store:
+        assert invariant in store.check(raise_on_problems=False).checks
+        found = store.check(raise_on_problems=False).problems
+        assert invariant in {p.check for p in found}, found
+        assert not any(p.check == "integrity" for p in found)
+        with pytest.raises(IntegrityViolationError) as caught:
+            store.check()
+        assert not isinstance(caught.value, CorruptDatabaseError)
+        if invariant != "owner":
+            assert first in {p.conversation_id for p in found}
+            assert store.check(second).ok
+            assert not store.check(first, raise_on_problems=False).ok
+    got = run("--db", str(path), "check", "--json")
+    assert got.code == 5 and invariant in {p["check"] for p in got.json()["problems"]}
+
+
+def test_check_is_ok_on_every_backend_and_scoped_to_a_conversation(store: ContextStore) -> None:
+    ids = seed_store(store, conversations=2, messages=8)
+    report = store.check()
+    assert report.ok and report.conversations_checked == 2
+    assert report.integrity == ("skipped" if report.backend == "postgresql" else "quick_check")
+    assert {"message_count", "message_idx", "range_bounds", "render"} <= set(report.checks)
+    assert store.check(ids[0]).conversations_checked == 1
+    with pytest.raises(ConversationNotFoundError):
+        store.check("no-such-conversation")
+
+
+def test_check_finds_broken_counts_on_postgresql_too(store: ContextStore) -> None:
+    if store.database.is_sqlite:
+        pytest.skip("the SQLite cases are above; this one edits rows through the engine")
+    from sqlalchemy import text
+
+    (cid,) = seed_store(store, conversations=1, messages=6)
+    with store.database.engine.begin() as connection:
+        connection.execute(
+            text("UPDATE conversations SET message_count = 99 WHERE id = :c"), {"c": cid}
+        )
+        connection.execute(
+            text("UPDATE messages SET token_count = -5 WHERE conversation_id = :c AND idx = 1"),
+            {"c": cid},
+        )
+    found = {p.check for p in store.check(raise_on_problems=False).problems}
+    assert {"message_count", "token_counts"} <= found
+    with pytest.raises(IntegrityViolationError, match="message_count"):
+        store.check(cid)
+
+
+# -- backup ---------------------------------------------------------------------------------
+
+
+def test_backup_is_consistent_while_a_writer_appends(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    stop = threading.Event()
+    with ContextStore.open(path) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "first")
+        written: list[int] = []
+
+        def writer() -> None:
+            with ContextStore.open(path) as other:
+                while not stop.is_set():
+                    written.append(other.append(cid, "assistant", "x " * 2_000).index)
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        try:
+            while len(written) < 5:
+                stop.wait(0.01)
+            results = [store.backup(tmp_path / f"copy-{n}.db") for n in range(3)]
+        finally:
+            stop.set()
+            thread.join()
+    for result in results:
+        with ContextStore.open(result.path, read_only=True) as copy:
+            assert copy.check().ok
+            assert len(copy.messages(cid)) == copy.message_count(cid) >= 6
+    assert not list(tmp_path.glob(".*partial*"))
+
+
+def test_backup_to_a_directory_names_a_new_file_and_never_overwrites(tmp_path: Path) -> None:
+    seeded = seeded_file(tmp_path / "store.db", conversations=1, messages=6)
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    with ContextStore.open(seeded.path) as store:
+        first = store.backup(folder)
+        second = store.backup(folder)
+        assert Path(first.path).parent == folder and first.path != second.path
+        assert Path(first.path).name.startswith("store-") and first.conversations == 1
+        existing = tmp_path / "existing.db"
+        existing.write_bytes(b"keep me")
+        with pytest.raises(InvalidInputError, match="force"):
+            store.backup(existing)
+        assert existing.read_bytes() == b"keep me"
+        replaced = store.backup(existing, force=True)
+        with pytest.raises(InvalidInputError, match="own file"):
+            store.backup(seeded.path, force=True)
+    with ContextStore.open(replaced.path, read_only=True) as copy:
+        assert copy.messages(seeded.conversations[0]) == seeded.views[seeded.conversations[0]]
+    got = run("--db", str(seeded.path), "backup", str(existing))
+    assert got.code == 2 and "--force" in got.err
+    got = run("--db", str(seeded.path), "backup", str(folder), "--json")
+    assert got.code == 0 and Path(got.json()["path"]).exists()
+
+
+def test_backup_of_a_memory_store_and_refusal_on_postgresql(
+    store: ContextStore, tmp_path: Path
+) -> None:
+    seed_store(store, conversations=1, messages=4)
+    if store.database.is_sqlite:
+        result = store.backup(tmp_path / "copy.db")
+        with ContextStore.open(result.path) as copy:
+            assert copy.check().ok and len(copy.list_conversations()) == 1
+    else:
+        with pytest.raises(InvalidInputError, match="pg_dump"):
+            store.backup(tmp_path / "copy.db")
+        assert not (tmp_path / "copy.db").exists()
+
+
+# -- recover --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["middle page", "truncated", "overwritten header"])
+def test_recover_salvages_what_is_readable_into_a_store_that_passes_check(
+    tmp_path: Path, kind: str
+) -> None:
+    seeded = seeded_file(tmp_path / "store.db", conversations=4, messages=40)
+    damage = {
+        "middle page": overwrite_middle_page,
+        "truncated": truncate,
+        "overwritten header": overwrite_header,
+    }[kind]
+    damage(seeded.path)
+    before = _digest(seeded.path)
+    report = ContextStore.recover(seeded.path, tmp_path / "recovered.db")
+    assert _digest(seeded.path) == before  # the damaged file is never written
+    assert report.notes == () or all(not n.startswith("check:") for n in report.notes)
+    with ContextStore.open(tmp_path / "recovered.db") as store:
+        assert store.check(full=True).ok
+        recovered = {c.id: store.messages(c.id) for c in store.list_conversations()}
+        store.append(seeded.conversations[0], "user", "life goes on")  # a working store
+    kept = 0
+    for cid, original in seeded.views.items():
+        got = recovered.get(cid, [])
+        assert got == original[: len(got)]  # a prefix of what was there: a history that existed
+        kept += len(got)
+        if cid not in report.damaged_conversations:
+            assert got == original
+    total = sum(len(v) for v in seeded.views.values())
+    if kind == "overwritten header":
+        assert report.header_repaired and report.complete and kept == total
+    else:
+        assert not report.complete and report.damaged_conversations and 0 < kept < total
+        assert report.lost_rows > 0 or any(t.unreadable < 0 for t in report.tables)
+
+
+def test_recover_refuses_an_existing_destination_and_a_missing_source(tmp_path: Path) -> None:
+    seeded = seeded_file(tmp_path / "store.db", conversations=1, messages=4)
+    (tmp_path / "taken.db").write_bytes(b"mine")
+    with pytest.raises(InvalidInputError, match="already exists"):
+        ContextStore.recover(seeded.path, tmp_path / "taken.db")
+    assert (tmp_path / "taken.db").read_bytes() == b"mine"
+    with pytest.raises(InvalidInputError, match="does not exist"):
+        ContextStore.recover(tmp_path / "missing.db", tmp_path / "new.db")
+    assert not (tmp_path / "new.db").exists()
+
+
+def test_recover_on_the_command_line_reports_per_table(tmp_path: Path) -> None:
+    seeded = seeded_file(tmp_path / "store.db", conversations=4, messages=40)
+    overwrite_middle_page(seeded.path)
+    got = run("recover", str(seeded.path), str(tmp_path / "new.db"), "--json")
+    assert got.code == 0, got.err
+    answer = got.json()
+    assert answer["complete"] is False and answer["lost_rows"] > 0
+    assert {t["table"] for t in answer["tables"]} >= {"conversations", "messages", "blocks"}
+    got = run("--db", str(tmp_path / "new.db"), "check")
+    assert got.code == 0 and "ok" in got.out
+    got = run("recover", str(seeded.path), str(tmp_path / "other.db"))
+    assert got.code == 0 and "messages" in got.out and "lost rows" in got.err

@@ -1,0 +1,128 @@
+"""A full disk is StorageFullError; the store stays consistent and readable, and writes
+resume when space returns (README "Guarantees")."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from contextstore import ContextStore
+from contextstore.core.errors import StorageFullError
+from contextstore.storage.engine import _translated_errors, classify_database_error
+
+BIG = "tool output line\n" * 2_000
+
+
+def _fill(store: ContextStore, cid: str, *, limit: int = 10_000) -> int:
+    """Append until the disk is full; returns how many appends succeeded."""
+    for written in range(limit):
+        try:
+            store.append(cid, "user" if written % 2 == 0 else "assistant", BIG)
+        except StorageFullError as exc:
+            assert "Free space and retry" in str(exc)
+            return written
+    raise AssertionError("the disk never filled")
+
+
+def _assert_consistent(store: ContextStore, cid: str, appended: int) -> None:
+    assert store.check().ok
+    assert store.message_count(cid) == appended + 1
+    assert len(store.render(cid)) == appended + 1
+
+
+def test_a_size_limited_file_fills_stays_consistent_and_resumes(tmp_path: Path) -> None:
+    """SQLite's ``max_page_count`` makes a file that cannot grow: a full disk, no root needed."""
+    limit: dict[str, int | None] = {"pages": None}
+    with ContextStore.open(tmp_path / "store.db") as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "first")
+
+        def cap(dbapi_connection: Any, _record: Any) -> None:
+            if limit["pages"] is not None:
+                dbapi_connection.execute(f"PRAGMA max_page_count = {limit['pages']}")
+
+        event.listen(store.database.engine, "connect", cap)
+        with contextlib.closing(sqlite3.connect(tmp_path / "store.db")) as raw:
+            pages = int(raw.execute("PRAGMA page_count").fetchone()[0])
+        limit["pages"] = pages + 60
+        store.database.close()  # new connections, with the cap
+        appended = _fill(store, cid)
+        assert appended > 0
+        _assert_consistent(store, cid, appended)
+        with pytest.raises(StorageFullError):  # still full: refused again, nothing written
+            store.append(cid, "user", BIG * 10)
+        _assert_consistent(store, cid, appended)
+        limit["pages"] = None
+        store.database.close()
+        store.append(cid, "user", BIG)  # space is back
+        _assert_consistent(store, cid, appended + 1)
+
+
+@contextlib.contextmanager
+def _small_tmpfs(where: Path, size: str) -> Iterator[Path]:
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root and mount(8)")
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"this machine does not allow a tmpfs mount: {mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_full_tmpfs_is_storage_full_and_writes_resume_when_space_is_freed(
+    tmp_path: Path,
+) -> None:
+    with _small_tmpfs(tmp_path / "disk", "3m") as disk:
+        with ContextStore.open(disk / "store.db") as store:
+            cid = store.create_conversation().id
+            store.append(cid, "user", "first")
+            ballast = disk / "ballast"
+            ballast.write_bytes(b"\0" * 512 * 1024)
+            appended = _fill(store, cid)
+            _assert_consistent(store, cid, appended)
+            ballast.unlink()
+            store.append(cid, "user", BIG)
+            _assert_consistent(store, cid, appended + 1)
+        with ContextStore.open(disk / "store.db", read_only=True) as again:
+            assert again.check().ok and again.message_count(cid) == appended + 2
+
+
+def test_a_full_disk_during_a_backup_leaves_nothing_at_the_destination(tmp_path: Path) -> None:
+    with ContextStore.open(tmp_path / "store.db") as store:
+        cid = store.create_conversation().id
+        for _ in range(40):
+            store.append(cid, "user", BIG)
+        with _small_tmpfs(tmp_path / "disk", "256k") as disk:
+            with pytest.raises(StorageFullError, match="nothing was written"):
+                store.backup(disk / "copy.db")
+            assert list(disk.iterdir()) == []
+
+
+def test_postgresql_disk_full_is_storage_full_error() -> None:
+    """SQLSTATE 53100 (disk_full) maps to StorageFullError, in a write and on its own."""
+    psycopg = pytest.importorskip("psycopg")
+    failure = psycopg.errors.DiskFull("could not extend file: No space left on device")
+    assert isinstance(classify_database_error(failure), StorageFullError)
+    with pytest.raises(StorageFullError, match="rolled back"), _translated_errors():
+        raise failure  # as a write's statement would
+    assert classify_database_error(psycopg.errors.DataCorrupted("bad page")).exit_code == 5
+    read_only = classify_database_error(psycopg.errors.ReadOnlySqlTransaction("standby"))
+    assert read_only is not None and read_only.exit_code == 9
+    assert classify_database_error(psycopg.errors.UndefinedTable("x")) is None
