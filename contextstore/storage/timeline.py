@@ -23,6 +23,7 @@ from sqlalchemy import (
     func,
     insert,
     literal_column,
+    null,
     select,
     text,
     update,
@@ -297,6 +298,7 @@ def _archive_statement(table: Table, dialect: str) -> Any:
             literal_column(f"'{table.name}'"),
             ts_value,
             func.to_jsonb(literal_column(gone.name)),
+            gone.c.id if "id" in table.c else null(),
         ).select_from(gone)
     else:
         rows = select(
@@ -305,9 +307,10 @@ def _archive_statement(table: Table, dialect: str) -> Any:
             literal_column(f"'{table.name}'"),
             ts,
             _sqlite_object(table),
+            table.c.id if "id" in table.c else null(),
         ).where(_removed(table))
     return insert(archived_rows).from_select(
-        ["rollback_id", "conversation_id", "table_name", "ts", "data"], rows
+        ["rollback_id", "conversation_id", "table_name", "ts", "data", "row_id"], rows
     )
 
 
