@@ -47,8 +47,10 @@ def cut(
 
 
 def _tool_use_ids(message: Message) -> list[str]:
+    if message.get("role") != "assistant":
+        return []
     content = message.get("content")
-    if message.get("role") != "assistant" or not isinstance(content, list):
+    if not isinstance(content, list):
         return []
     return [
         block["id"]
@@ -357,7 +359,45 @@ def build_view(
 ) -> list[Message]:
     """The store's view: cut, rewrites, orphan filter, pairing repair, provider safety
     (by the view rules of version ``rules``)."""
-    return provider_safe(repair_indexed(cut(messages, deleted_range, overlays), rules=rules))
+    return finish_view(cut(messages, deleted_range, overlays), rules=rules)
+
+
+def finish_view(view: IndexedView, *, rules: int = VIEW_RULES) -> list[Message]:
+    """``provider_safe(repair_indexed(view, rules=rules))``: the last view steps on a cut
+    and rewritten view.
+
+    A stored conversation is nearly always already well formed (every call answered first
+    thing in the next user message, no stray result, no empty message), and then every
+    repair step returns its input unchanged. One scan checks for that, asking of each
+    message only what those steps ask (each tool call list is read once); only a view that
+    needs a repair goes through the steps one by one. The result is the same either way.
+    """
+    filtered = drop_orphan_results(view)
+    messages = [message for _, message in filtered]
+    if _well_formed(messages):
+        return messages
+    return provider_safe(repair_indexed(filtered, rules=rules))
+
+
+def _well_formed(messages: Sequence[Message]) -> bool:
+    """True when the pairing repair, the text-result adoption and :func:`provider_safe`
+    would all leave ``messages`` as they are."""
+    calls: list[str] = []
+    for message in messages:
+        role = message.get("role")
+        content = message.get("content")
+        if content == []:
+            return False  # provider_safe would fill it
+        if calls:
+            # The previous message called tools: this one must answer them, in order.
+            if role != "user" or not _already_paired(content, calls):
+                return False
+        elif role == "user" and isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    return False  # a result after no call: provider_safe drops it
+        calls = _tool_use_ids(message) if role == "assistant" else []
+    return True
 
 
 def repair_indexed(view: IndexedView, *, rules: int = VIEW_RULES) -> list[Message]:

@@ -20,7 +20,7 @@ from contextstore.core.overlays import (
     apply_overlays,
 )
 from contextstore.core.state import ConversationState
-from contextstore.core.view import IndexedView, cut, provider_safe, repair_indexed
+from contextstore.core.view import IndexedView, cut, finish_view
 from contextstore.processors.pipeline import Pipeline, drop_stale
 
 
@@ -73,7 +73,7 @@ def propose_and_view(
             (i, apply_overlays(state.messages[i], i, merged) if i in touched else message)
             for i, message in indexed
         ]
-    return proposals, provider_safe(repair_indexed(indexed))
+    return proposals, finish_view(indexed)
 
 
 def view_with(state: ConversationState, proposals: Sequence[BlockUpdate]) -> list[dict[str, Any]]:
@@ -83,4 +83,4 @@ def view_with(state: ConversationState, proposals: Sequence[BlockUpdate]) -> lis
         merged = dict(state.overlays)
         merged.update({u.address: u for u in proposals})
         overlays = merged
-    return provider_safe(repair_indexed(cut(state.messages, state.deleted_range, overlays)))
+    return finish_view(cut(state.messages, state.deleted_range, overlays))

@@ -45,6 +45,9 @@ _BLOCK_FIELDS: dict[str, frozenset[str]] = {
 _FOREIGN_FIELDS = frozenset({"call_id", "reasoning_details"})
 """Fields agents add to blocks of any type; removed from block types not listed above."""
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+"""Immutable JSON values, shared between a block and its copy."""
+
 
 def check_messages(messages: Sequence[Mapping[str, Any]]) -> None:
     """Refuse input that is not a sequence of Anthropic-style messages.
@@ -118,10 +121,19 @@ def _clean_block(block: Block) -> Block | None:
     if kind == "text" and _blank(block.get("text")):
         return None
     allowed = _BLOCK_FIELDS.get(str(kind))
+    # Strings and numbers are immutable: only containers need copying.
     if allowed is None:
-        cleaned = {k: json_copy(v) for k, v in block.items() if k not in _FOREIGN_FIELDS}
+        cleaned = {
+            k: v if v.__class__ in _SCALARS else json_copy(v)
+            for k, v in block.items()
+            if k not in _FOREIGN_FIELDS
+        }
     else:
-        cleaned = {k: json_copy(v) for k, v in block.items() if k in allowed}
+        cleaned = {
+            k: v if v.__class__ in _SCALARS else json_copy(v)
+            for k, v in block.items()
+            if k in allowed
+        }
     if kind == "tool_result" and isinstance(cleaned.get("content"), list):
         cleaned["content"] = _clean_blocks(cleaned["content"])
     return cleaned

@@ -50,6 +50,7 @@ def test_a_request_built_by_older_rules_is_rebuilt_by_them(
         # what a store running the version 1 rules prepared
         patched.setattr(requests_facade, "VIEW_RULES", 1)
         patched.setattr(view_rules.repair_indexed, "__kwdefaults__", {"rules": 1})
+        patched.setattr(view_rules.finish_view, "__kwdefaults__", {"rules": 1})
         old = store.prepare_request(conv.id)
     assert old.request_id is not None
     (placeholder,) = _result_blocks(old.payload)
