@@ -252,8 +252,8 @@ def violations(messages: Sequence[Any]) -> list[str]:
             problems.append(f"messages[{position}] is not a dict")
             calls = []
             continue
-        problems.extend(_shape_problems(position, message))
         blocks = content_blocks(message)
+        problems.extend(_shape_problems(position, message, blocks))
         if message.get("role") == "user":
             problems.extend(_result_problems(position, blocks, calls))
         elif calls:
@@ -266,7 +266,9 @@ def violations(messages: Sequence[Any]) -> list[str]:
     return problems
 
 
-def _shape_problems(position: int, message: Mapping[str, Any]) -> list[str]:
+def _shape_problems(
+    position: int, message: Mapping[str, Any], blocks: Sequence[Block]
+) -> list[str]:
     problems: list[str] = []
     role = message.get("role")
     expected = "user" if position % 2 == 0 else "assistant"
@@ -274,9 +276,7 @@ def _shape_problems(position: int, message: Mapping[str, Any]) -> list[str]:
         problems.append(f"messages[{position}] has role {role!r}, expected {expected!r}")
     if not message.get("content"):
         problems.append(f"messages[{position}] has empty content")
-    blank = [
-        b for b in content_blocks(message) if b.get("type") == "text" and _blank(b.get("text"))
-    ]
+    blank = [b for b in blocks if b.get("type") == "text" and _blank(b.get("text"))]
     if blank:
         problems.append(f"messages[{position}] has {len(blank)} blank text block(s)")
     return problems

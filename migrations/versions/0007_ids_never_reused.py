@@ -21,6 +21,8 @@ them.
 - Both backends: ``archived_rows.row_id`` (new, integer, nullable): the id the archived
   row had in its table (null for messages and blocks, whose key is their conversation and
   index), filled from the archived data for rows archived before this revision.
+- PostgreSQL: ``archived_rows.data`` is compressed with lz4 where the server has it (a
+  rollback builds every archived value anew, and pglz compression was most of its time).
 
 The downgrade rebuilds the tables without ``AUTOINCREMENT`` and drops ``row_id`` (each
 archived row's data still holds its id). No data is lost either way.
@@ -115,6 +117,22 @@ def _seed_sqlite_sequence() -> None:
         )
 
 
+def _lz4_available() -> bool:
+    """Whether this PostgreSQL server compresses with lz4 (version 14 and later, when built
+    with it)."""
+    found = (
+        op.get_bind()
+        .execute(
+            sa.text(
+                "SELECT 'lz4' = ANY(enumvals) FROM pg_settings "
+                "WHERE name = 'default_toast_compression'"
+            )
+        )
+        .scalar()
+    )
+    return bool(found)
+
+
 def upgrade() -> None:
     bind = op.get_bind()
     op.add_column("archived_rows", sa.Column("row_id", sa.Integer(), nullable=True))
@@ -123,6 +141,8 @@ def upgrade() -> None:
             "UPDATE archived_rows SET row_id = (data ->> 'id')::integer "
             "WHERE table_name NOT IN ('messages', 'blocks')"
         )
+        if _lz4_available():
+            op.execute("ALTER TABLE archived_rows ALTER COLUMN data SET COMPRESSION lz4")
         return
     op.execute(
         "UPDATE archived_rows SET row_id = json_extract(data, '$.id') "
@@ -136,6 +156,8 @@ def upgrade() -> None:
 def downgrade() -> None:
     bind = op.get_bind()
     if bind.dialect.name == "postgresql":
+        if _lz4_available():
+            op.execute("ALTER TABLE archived_rows ALTER COLUMN data SET COMPRESSION default")
         op.drop_column("archived_rows", "row_id")
         return
     _rebuild_sqlite("down")

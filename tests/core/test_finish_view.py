@@ -6,10 +6,18 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextstore.core.view import VIEW_RULES, finish_view, provider_safe, repair_indexed
+from contextstore.core import view as view_module
+from contextstore.core.view import (
+    ORPHANS_DROPPED,
+    VIEW_RULES,
+    finish_view,
+    provider_safe,
+    repair_indexed,
+)
 
 _IDS = st.sampled_from(["a", "b", "c", ""])
 _BLOCKS = st.one_of(
@@ -69,3 +77,34 @@ def test_a_view_needing_a_repair_is_repaired() -> None:
     finished = finish_view(view)
     assert finished == provider_safe(repair_indexed(view))
     assert finished[2]["content"][0]["content"] == "result missing"
+
+
+def _no_slow_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_: Any, **__: Any) -> None:
+        raise AssertionError("the repair steps ran one by one")
+
+    monkeypatch.setattr(view_module, "repair_indexed", refuse)
+
+
+def test_the_message_after_a_cut_is_repaired_on_the_fast_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    view = _exchange(4)
+    cut_view = [*view[:2], *view[4:]]  # message 4 answers a hidden call, not message 1's
+    expected = provider_safe(repair_indexed(cut_view))
+    _no_slow_path(monkeypatch)
+    finished = finish_view(cut_view)
+    assert finished == expected
+    assert finished[2]["content"][0]["content"] == "result missing"
+    assert [id(m) for m in finished[3:]] == [id(m) for _, m in cut_view[3:]]
+
+
+def test_a_message_left_empty_gets_the_notice_on_the_fast_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    view = [(0, {"role": "user", "content": "task"}), (1, {"role": "assistant", "content": []})]
+    expected = provider_safe(repair_indexed(view))
+    _no_slow_path(monkeypatch)
+    finished = finish_view(view)
+    assert finished == expected
+    assert finished[1]["content"] == [{"type": "text", "text": ORPHANS_DROPPED}]
