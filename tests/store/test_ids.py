@@ -14,7 +14,7 @@ from contextstore import ContextStore
 from contextstore.storage import migrate
 from contextstore.storage.engine import make_engine, resolve_target
 from contextstore.storage.tables import ID_TABLES, archived_rows
-from tests.conftest import session
+from tests.conftest import open_backend, session
 
 WRITTEN = ("api_requests", "checkpoints", "deleted_ranges", "context_updates")
 
@@ -148,3 +148,27 @@ def test_the_migration_starts_ids_past_the_archived_ones_in_an_existing_store(
         assert store.render("c")
         with store.database.read() as connection:
             assert connection.execute(select(func.count()).select_from(archived_rows)).scalar()
+
+
+def test_the_migration_names_the_archived_ids_on_postgresql(tmp_path: Path) -> None:
+    """Rows archived before 0007 get their ``row_id`` from their data, and a rollback does
+    not move PostgreSQL's sequences back."""
+    store, cleanup = open_backend("postgres", tmp_path)
+    try:
+        conv = store.create_conversation()
+        store.append(conv.id, session(1))
+        store.checkpoint(conv.id, "start")
+        _write_one_of_each(store, conv.id)
+        store.rollback(conv.id, "start")
+        archived = _archived_ids(store)
+        engine = store.database.engine
+        store.database.close()
+        migrate.downgrade(engine, is_sqlite=False, revision="0006")
+        migrate.upgrade(engine, is_sqlite=False)
+        assert _archived_ids(store) == archived
+        _write_one_of_each(store, conv.id)
+        live = _live_ids(store)
+        for name in WRITTEN:
+            assert max(live[name]) > max(archived[name]), name
+    finally:
+        cleanup()
