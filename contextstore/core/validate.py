@@ -79,10 +79,16 @@ def json_copy(value: Any) -> Any:
     """A deep copy of JSON-shaped data (dicts, lists, scalars), several times faster than
     :func:`copy.deepcopy`, which the render cache would otherwise spend most of its hit on."""
     if isinstance(value, dict):
-        return {key: json_copy(item) for key, item in value.items()}
+        return {
+            key: item if item.__class__ in _JSON_SCALARS else json_copy(item)
+            for key, item in value.items()
+        }
     if isinstance(value, list):
-        return [json_copy(item) for item in value]
+        return [item if item.__class__ in _JSON_SCALARS else json_copy(item) for item in value]
     return value
+
+
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def check_int(

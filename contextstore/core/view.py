@@ -47,8 +47,10 @@ def cut(
 
 
 def _tool_use_ids(message: Message) -> list[str]:
+    if message.get("role") != "assistant":
+        return []
     content = message.get("content")
-    if message.get("role") != "assistant" or not isinstance(content, list):
+    if not isinstance(content, list):
         return []
     return [
         block["id"]
@@ -357,7 +359,56 @@ def build_view(
 ) -> list[Message]:
     """The store's view: cut, rewrites, orphan filter, pairing repair, provider safety
     (by the view rules of version ``rules``)."""
-    return provider_safe(repair_indexed(cut(messages, deleted_range, overlays), rules=rules))
+    return finish_view(cut(messages, deleted_range, overlays), rules=rules)
+
+
+def finish_view(view: IndexedView, *, rules: int = VIEW_RULES) -> list[Message]:
+    """``provider_safe(repair_indexed(view, rules=rules))``: the last view steps on a cut
+    and rewritten view.
+
+    A stored conversation is nearly always well formed (every call answered first thing in
+    the next user message, no stray result), and then the repair steps change at most the
+    message after a cut. One scan checks for that, asking of each
+    message only what those steps ask (each tool call list is read once); only a view that
+    needs a repair goes through the steps one by one. The result is the same either way.
+    """
+    filtered = drop_orphan_results(view)
+    finished = _finished_in_one_scan(filtered, rules)
+    if finished is None:
+        return provider_safe(repair_indexed(filtered, rules=rules))
+    return finished
+
+
+def _finished_in_one_scan(view: IndexedView, rules: int) -> list[Message] | None:
+    """What the repair steps and :func:`provider_safe` make of ``view`` (orphans already
+    dropped), when they would change it only in the two places a cut leaves: the message
+    after the cut answering calls of message 1 that it no longer holds (the pairing repair
+    rebuilds it) and a message left empty (it gets the notice). None for anything else:
+    then the steps run one by one."""
+    out: list[Message] = []
+    calls: list[str] = []
+    previous_idx = -2
+    for idx, message in view:
+        role = message.get("role")
+        content = message.get("content")
+        if calls:
+            # The previous message called tools: this one must answer them, in order.
+            if role != "user":
+                return None
+            if not _already_paired(content, calls):
+                if rules >= 2 and idx == previous_idx + 1:
+                    return None  # text results may be adopted first
+                message = _paired_user_message(message, calls) or message
+        elif content == []:
+            message = {**message, "content": [{"type": "text", "text": ORPHANS_DROPPED}]}
+        elif role == "user" and isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    return None  # a result after no call: provider_safe drops it
+        out.append(message)
+        calls = _tool_use_ids(message) if role == "assistant" else []
+        previous_idx = idx
+    return out
 
 
 def repair_indexed(view: IndexedView, *, rules: int = VIEW_RULES) -> list[Message]:

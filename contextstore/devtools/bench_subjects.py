@@ -300,8 +300,18 @@ class SQLiteSessionSubject:
 
         self.path = path
         self.session = SQLiteSession("bench", str(path))
+        # add_items runs on worker threads, each with a connection of its own (opened on
+        # first use, in whichever thread of the executor runs the call): make every one of
+        # them durable, not only the one a single configuring call happens to reach.
+        configure_connection = self.session._configure_connection
+
+        def durable(connection: sqlite3.Connection) -> Any:
+            found = configure_connection(connection)
+            connection.execute("PRAGMA synchronous=FULL")
+            return found
+
+        self.session._configure_connection = durable
         self.loop = asyncio.new_event_loop()
-        # add_items runs on a worker thread with a connection of its own: make each durable.
         self.loop.run_until_complete(self._configure())
 
     async def _configure(self) -> None:

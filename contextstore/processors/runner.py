@@ -21,7 +21,7 @@ from contextstore.core.overlays import (
     apply_overlays,
 )
 from contextstore.core.state import ConversationState
-from contextstore.core.view import IndexedView, cut, provider_safe, repair_indexed
+from contextstore.core.view import IndexedView, cut, finish_view
 from contextstore.processors.pipeline import Pipeline, ProcessorStep, drop_stale
 from contextstore.processors.triggers import plan_firings
 
@@ -133,7 +133,7 @@ def run(
             (i, apply_overlays(state.messages[i], i, merged) if i in touched else message)
             for i, message in indexed
         ]
-    return RunResult(proposals, provider_safe(repair_indexed(indexed)), steps)
+    return RunResult(proposals, finish_view(indexed), steps)
 
 
 def view_with(state: ConversationState, proposals: Sequence[BlockUpdate]) -> list[dict[str, Any]]:
@@ -143,4 +143,4 @@ def view_with(state: ConversationState, proposals: Sequence[BlockUpdate]) -> lis
         merged = dict(state.overlays)
         merged.update({u.address: u for u in proposals})
         overlays = merged
-    return provider_safe(repair_indexed(cut(state.messages, state.deleted_range, overlays)))
+    return finish_view(cut(state.messages, state.deleted_range, overlays))

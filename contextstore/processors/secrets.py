@@ -94,6 +94,10 @@ def _next_match(
     return None
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+"""``json.dumps(value, ensure_ascii=False)`` without building an encoder per call."""
+
+
 @dataclass(frozen=True)
 class _Prefilter:
     """Every hint of a pattern set in one Aho-Corasick automaton: a text is scanned once
@@ -387,7 +391,7 @@ class SecretMasker:
         no pattern's hint in its JSON, and no key named like a password (or, at medium
         confidence, like a secret). The walk over the value is then skipped."""
         try:
-            dumped = json.dumps(value, ensure_ascii=False)
+            dumped = _ENCODE(value)
         except (TypeError, ValueError):
             return True
         levels = _levels(self.confidence)

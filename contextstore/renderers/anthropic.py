@@ -45,6 +45,9 @@ _BLOCK_FIELDS: dict[str, frozenset[str]] = {
 _FOREIGN_FIELDS = frozenset({"call_id", "reasoning_details"})
 """Fields agents add to blocks of any type; removed from block types not listed above."""
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+"""Immutable JSON values, shared between a block and its copy."""
+
 
 def check_messages(messages: Sequence[Mapping[str, Any]]) -> None:
     """Refuse input that is not a sequence of Anthropic-style messages.
@@ -118,10 +121,19 @@ def _clean_block(block: Block) -> Block | None:
     if kind == "text" and _blank(block.get("text")):
         return None
     allowed = _BLOCK_FIELDS.get(str(kind))
+    # Strings and numbers are immutable: only containers need copying.
     if allowed is None:
-        cleaned = {k: json_copy(v) for k, v in block.items() if k not in _FOREIGN_FIELDS}
+        cleaned = {
+            k: v if v.__class__ in _SCALARS else json_copy(v)
+            for k, v in block.items()
+            if k not in _FOREIGN_FIELDS
+        }
     else:
-        cleaned = {k: json_copy(v) for k, v in block.items() if k in allowed}
+        cleaned = {
+            k: v if v.__class__ in _SCALARS else json_copy(v)
+            for k, v in block.items()
+            if k in allowed
+        }
     if kind == "tool_result" and isinstance(cleaned.get("content"), list):
         cleaned["content"] = _clean_blocks(cleaned["content"])
     return cleaned
@@ -240,8 +252,8 @@ def violations(messages: Sequence[Any]) -> list[str]:
             problems.append(f"messages[{position}] is not a dict")
             calls = []
             continue
-        problems.extend(_shape_problems(position, message))
         blocks = content_blocks(message)
+        problems.extend(_shape_problems(position, message, blocks))
         if message.get("role") == "user":
             problems.extend(_result_problems(position, blocks, calls))
         elif calls:
@@ -254,7 +266,9 @@ def violations(messages: Sequence[Any]) -> list[str]:
     return problems
 
 
-def _shape_problems(position: int, message: Mapping[str, Any]) -> list[str]:
+def _shape_problems(
+    position: int, message: Mapping[str, Any], blocks: Sequence[Block]
+) -> list[str]:
     problems: list[str] = []
     role = message.get("role")
     expected = "user" if position % 2 == 0 else "assistant"
@@ -262,9 +276,7 @@ def _shape_problems(position: int, message: Mapping[str, Any]) -> list[str]:
         problems.append(f"messages[{position}] has role {role!r}, expected {expected!r}")
     if not message.get("content"):
         problems.append(f"messages[{position}] has empty content")
-    blank = [
-        b for b in content_blocks(message) if b.get("type") == "text" and _blank(b.get("text"))
-    ]
+    blank = [b for b in blocks if b.get("type") == "text" and _blank(b.get("text"))]
     if blank:
         problems.append(f"messages[{position}] has {len(blank)} blank text block(s)")
     return problems

@@ -180,7 +180,14 @@ def decode_block(
     if data.__class__ is str and data in _EMPTY_OBJECT:
         stored: dict[str, Any] = {}
     else:
-        decoded = decode_json(data, f"block {message_idx}.{block_idx}")
+        if data.__class__ is str:
+            # The label is formatted only for a damaged row, never per block read.
+            try:
+                decoded = json.loads(data)
+            except ValueError as exc:
+                raise corrupt(f"block {message_idx}.{block_idx}") from exc
+        else:
+            decoded = data
         if not isinstance(decoded, dict):
             raise CorruptRowError(
                 f"block {message_idx}.{block_idx} does not hold a content block object."

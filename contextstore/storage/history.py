@@ -412,7 +412,10 @@ def load_overlays(
     rows = _OVERLAYS.rows(connection, {"cid": conversation_id, "as_of": as_of}, hidden_through)
     effective: dict[BlockAddress, BlockUpdate] = {}
     for update_id, message_idx, block_idx, kind, mode, text, raw, source, base_hash in rows:
-        metadata = decode_object(raw, f"context update {update_id} metadata")
+        if raw.__class__ is dict or raw == "{}":
+            metadata = {} if raw == "{}" else raw  # the label below is formatted only if needed
+        else:
+            metadata = decode_object(raw, f"context update {update_id} metadata")
         if EXACT_KEY in metadata or "_exact_text" in metadata:
             metadata = dict(metadata)
             text = exact_text(metadata, text)

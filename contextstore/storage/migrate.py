@@ -120,8 +120,10 @@ def downgrade(engine: Engine, *, is_sqlite: bool, revision: str) -> None:
 
 def _migrate(engine: Engine, *, is_sqlite: bool, action: str, revision: str) -> None:
     with engine.connect() as connection:
+        enforced = False
         if is_sqlite:
             connection = connection.execution_options(contextstore_begin="IMMEDIATE")
+            enforced = _foreign_keys(connection, None)
         try:
             with connection.begin():
                 _lock_for_migration(connection)
@@ -130,6 +132,8 @@ def _migrate(engine: Engine, *, is_sqlite: bool, action: str, revision: str) -> 
                     command.upgrade(config, revision)
                 else:
                     command.downgrade(config, revision)
+                if is_sqlite:
+                    _check_foreign_keys(connection)
         except (MigrationError, SchemaOutdatedError):
             raise
         except Exception as exc:
@@ -140,6 +144,33 @@ def _migrate(engine: Engine, *, is_sqlite: bool, action: str, revision: str) -> 
                 f"the {action} to {revision} failed and was rolled back, so the database is "
                 f"unchanged: {exc}"
             ) from exc
+        finally:
+            if enforced:
+                _foreign_keys(connection, True)
+
+
+def _foreign_keys(connection: Connection, on: bool | None) -> bool:
+    """Whether SQLite enforced foreign keys on ``connection``; turns them off (``on`` None)
+    or back on, outside any transaction.
+
+    A migration that rebuilds a table (SQLite's create, copy, drop, rename) must run with
+    foreign keys off, or dropping the old table would cascade into the tables referring to
+    it; :func:`_check_foreign_keys` then checks every reference before the commit.
+    """
+    raw = connection.connection.driver_connection
+    assert raw is not None
+    was = bool(raw.execute("PRAGMA foreign_keys").fetchone()[0])
+    raw.execute(f"PRAGMA foreign_keys = {'ON' if on else 'OFF'}")
+    return was
+
+
+def _check_foreign_keys(connection: Connection) -> None:
+    broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+    if broken:
+        raise MigrationError(
+            f"the migration left {len(broken)} rows referring to missing rows (first: "
+            f"{tuple(broken[0])}); it was rolled back, so the database is unchanged."
+        )
 
 
 def engine_for_cli(url: str | None) -> Engine:

@@ -139,6 +139,7 @@ deleted_ranges = Table(
     CheckConstraint("start_idx = 2", name="start_is_two"),
     CheckConstraint("end_idx >= 1", name="end_at_least_one"),
     UniqueConstraint("conversation_id", "ts"),
+    sqlite_autoincrement=True,
 )
 
 context_updates = Table(
@@ -162,6 +163,7 @@ context_updates = Table(
     Column("base_hash", String(64)),
     Index("ix_context_updates_block", "conversation_id", "message_idx", "block_idx", "ts"),
     UniqueConstraint("conversation_id", "ts", "message_idx", "block_idx"),
+    sqlite_autoincrement=True,
 )
 
 api_requests = Table(
@@ -190,6 +192,7 @@ api_requests = Table(
     Column("failure", String(MAX_NAME_LENGTH)),
     Column("details", JSON),
     UniqueConstraint("conversation_id", "ts"),
+    sqlite_autoincrement=True,
 )
 
 request_options = Table(
@@ -229,6 +232,7 @@ checkpoints = Table(
     Column("note", Text),
     UniqueConstraint("conversation_id", "ts"),
     Index("ix_checkpoints_label", "conversation_id", "label"),
+    sqlite_autoincrement=True,
 )
 
 rollbacks = Table(
@@ -247,6 +251,7 @@ rollbacks = Table(
     Column("purged", Boolean, nullable=False, default=False),
     Column("counts", JSON, nullable=False),
     Column("restored_ts", BigInteger),
+    sqlite_autoincrement=True,
 )
 
 archived_rows = Table(
@@ -258,11 +263,15 @@ archived_rows = Table(
     Column("table_name", String(32), nullable=False),
     Column("ts", BigInteger, nullable=False),
     Column("data", JSON, nullable=False),
+    Column("row_id", Integer),
     Index("ix_archived_rows_conversation", "conversation_id", "ts"),
     Index("ix_archived_rows_rollback", "rollback_id", "table_name", "id"),
+    sqlite_autoincrement=True,
 )
 """Rows a rollback removed, each as a JSON object of its columns (its original ``id``
-included), so that :meth:`ContextStore.restore` can put it back exactly."""
+included), so that :meth:`ContextStore.restore` can put it back exactly. ``row_id`` is the
+id the row had in its table (None for messages and blocks, keyed by their index)."""
+
 
 source_records = Table(
     "source_records",
@@ -280,6 +289,7 @@ source_records = Table(
     Column("source_ts", BigInteger),
     Column("data", JSON, nullable=False),
     UniqueConstraint("conversation_id", "ts"),
+    sqlite_autoincrement=True,
 )
 """Records another agent wrote beside the model history, kept verbatim on the timeline:
 Cline's UI messages (``ui_messages.json``) and Gemini CLI's session records. They are never
@@ -365,3 +375,15 @@ TIMELINE_TABLES: tuple[Table, ...] = (
     messages,
 )
 """Tables whose rows a rollback removes (blocks go with their messages)."""
+
+ID_TABLES: tuple[Table, ...] = (
+    deleted_ranges,
+    context_updates,
+    api_requests,
+    checkpoints,
+    rollbacks,
+    source_records,
+    archived_rows,
+)
+"""Tables whose rows have an ``id`` of their own. Ids are never reused (``AUTOINCREMENT``
+on SQLite, sequences on PostgreSQL): a rollback's archived rows keep theirs."""

@@ -2,7 +2,8 @@
 restores, and the copy a fork makes.
 
 Rows move inside the database: a rollback archives what it removes with ``INSERT ...
-SELECT`` (on PostgreSQL one ``DELETE ... RETURNING`` per table feeds the archive), a
+SELECT`` (on PostgreSQL one statement, in one round trip, whose ``DELETE ... RETURNING``
+per table feeds the archive), a
 restore puts archived rows back the same way, and a fork copies with ``INSERT ... SELECT``.
 No removed row travels through Python. Each archived row is a JSON object of its columns,
 its original ``id`` included, so a restore gives it back the id it had.
@@ -23,6 +24,7 @@ from sqlalchemy import (
     func,
     insert,
     literal_column,
+    null,
     select,
     text,
     update,
@@ -290,28 +292,19 @@ def _removed(table: Table) -> ColumnElement[bool]:
     return _after(table)
 
 
-def _archive_statement(table: Table, dialect: str) -> Any:
-    ts = table.c.ts if "ts" in table.c else bindparam("cutoff")
-    if dialect == "postgresql":
-        gone = delete(table).where(_removed(table)).returning(*table.c).cte(f"gone_{table.name}")
-        ts_value = gone.c.ts if "ts" in table.c else bindparam("cutoff")
-        rows: Any = select(
-            bindparam("rid"),
-            gone.c.conversation_id,
-            literal_column(f"'{table.name}'"),
-            ts_value,
-            func.to_jsonb(literal_column(gone.name)),
-        ).select_from(gone)
-    else:
-        rows = select(
-            bindparam("rid"),
-            table.c.conversation_id,
-            literal_column(f"'{table.name}'"),
-            ts,
-            _sqlite_object(table),
-        ).where(_removed(table))
+def _archive_statement(table: Table) -> Any:
+    """SQLite: copy the rows a rollback removes from ``table`` into the archive, each as
+    a JSON object of its columns (PostgreSQL does it in :func:`_removal_on_postgres`)."""
+    rows = select(
+        bindparam("rid"),
+        table.c.conversation_id,
+        literal_column(f"'{table.name}'"),
+        table.c.ts if "ts" in table.c else bindparam("cutoff"),
+        _sqlite_object(table),
+        table.c.id if "id" in table.c else null(),
+    ).where(_removed(table))
     return insert(archived_rows).from_select(
-        ["rollback_id", "conversation_id", "table_name", "ts", "data"], rows
+        ["rollback_id", "conversation_id", "table_name", "ts", "data", "row_id"], rows
     )
 
 
@@ -341,7 +334,9 @@ def _delete_removed(table: Table) -> Any:
     return delete(table).where(_removed(table))
 
 
-_ARCHIVE = {t.name: _ByDialect(t, _archive_statement) for t in (*TIMELINE_TABLES, blocks)}
+_ARCHIVE = {
+    t.name: Statement(functools.partial(_archive_statement, t)) for t in (*TIMELINE_TABLES, blocks)
+}
 _DELETE = {
     t.name: Statement(functools.partial(_delete_removed, t)) for t in (*TIMELINE_TABLES, blocks)
 }
@@ -361,18 +356,59 @@ def remove_after(
     conversation's new message count), or None when no message was removed.
     """
     params = {"cid": conversation_id, "cutoff": cutoff, "rid": archive_into}
+    if connection.dialect.name == "postgresql":
+        # One statement, one round trip: every table's DELETE ... RETURNING feeds the
+        # archive inside the server.
+        statement = _REMOVE_PG_ARCHIVED if archive_into is not None else _REMOVE_PG
+        row = statement.first(connection, params)
+        assert row is not None
+        first, *removed = row
+        counts = {table.name: int(n) for table, n in zip(REMOVAL_ORDER, removed, strict=True)}
+        return counts, None if first is None else int(first)
     first = _FIRST_REMOVED.scalar(connection, params)
     params["first"] = NO_MESSAGE if first is None else int(first)
-    postgres = connection.dialect.name == "postgresql"
-    counts: dict[str, int] = {}
-    for table in (*TIMELINE_TABLES[:-1], blocks, messages):
+    counts = {}
+    for table in REMOVAL_ORDER:
         if archive_into is not None:
-            archived = _ARCHIVE[table.name].get(connection).count(connection, params)
-            if postgres:
-                counts[table.name] = archived
-                continue
+            _ARCHIVE[table.name].count(connection, params)
         counts[table.name] = _DELETE[table.name].count(connection, params)
     return counts, None if first is None else int(first)
+
+
+REMOVAL_ORDER: tuple[Table, ...] = (*TIMELINE_TABLES[:-1], blocks, messages)
+"""The tables a rollback removes rows from, in order (blocks before their messages)."""
+
+
+def _removal_on_postgres(archive: bool) -> Any:
+    """A rollback's whole removal on PostgreSQL as one statement over
+    :data:`REMOVAL_ORDER`: a ``DELETE ... RETURNING`` per table (blocks from the first
+    removed message on), each feeding an ``INSERT INTO archived_rows`` when ``archive``;
+    it returns the first removed message index, then the rows removed per table."""
+    after = "conversation_id = :cid AND ts > :cutoff"
+    parts = [f"first_removed AS (SELECT min(idx) AS idx FROM messages WHERE {after})"]  # noqa: S608
+    for table in REMOVAL_ORDER:
+        first = f"(SELECT coalesce(idx, {NO_MESSAGE}) FROM first_removed)"  # noqa: S608
+        where = f"conversation_id = :cid AND message_idx >= {first}" if table is blocks else after
+        gone = f"gone_{table.name} AS (DELETE FROM {table.name} WHERE {where} RETURNING *)"  # noqa: S608
+        parts.append(gone)
+        if archive:
+            ts = "ts" if "ts" in table.c else "CAST(:cutoff AS BIGINT)"
+            row_id = "id" if "id" in table.c else "NULL"
+            columns = f"CAST(:rid AS INTEGER), conversation_id, '{table.name}', {ts}"
+            kept = (
+                f"kept_{table.name} AS (INSERT INTO archived_rows "  # noqa: S608
+                "(rollback_id, conversation_id, table_name, ts, data, row_id) "
+                f"SELECT {columns}, to_jsonb(gone_{table.name}), {row_id} FROM gone_{table.name})"
+            )
+            parts.append(kept)
+    counts = ", ".join(f"(SELECT count(*) FROM gone_{t.name})" for t in REMOVAL_ORDER)  # noqa: S608
+    return text(
+        f"WITH {', '.join(parts)} SELECT (SELECT idx FROM first_removed), {counts}"  # noqa: S608
+    )
+
+
+_REMOVE_PG = Statement(lambda: _removal_on_postgres(archive=False))
+_REMOVE_PG_ARCHIVED = Statement(lambda: _removal_on_postgres(archive=True))
 
 
 def _restore_statement(table: Table, dialect: str) -> Any:

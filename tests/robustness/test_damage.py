@@ -147,8 +147,8 @@ BREAKS: dict[str, str] = {
     "DELETE FROM messages WHERE conversation_id = :c AND idx = 5",
     "message_ts": "UPDATE messages SET ts = 3 WHERE conversation_id = :c AND idx = 4",
     "clock": "UPDATE conversations SET last_ts = created_ts WHERE id = :c",
-    "block_owner": "INSERT INTO blocks (conversation_id, message_idx, block_idx, type, data) "
-    "VALUES (:c, 900, 0, 'text', '{}')",
+    "block_owner": "INSERT INTO blocks (conversation_id, message_idx, block_idx, type, data, "
+    "node_type, token_count) VALUES (:c, 900, 0, 'text', '{}', 'user_prompt', 1)",
     "block_idx": "UPDATE blocks SET block_idx = 3 WHERE conversation_id = :c AND message_idx = 7",
     "update_target": "UPDATE context_updates SET block_idx = 9 WHERE conversation_id = :c",
     "range_bounds": "UPDATE conversations SET last_ts = last_ts + 1 WHERE id = :c; "

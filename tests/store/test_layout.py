@@ -14,7 +14,7 @@ from sqlalchemy import create_engine, event, text
 from contextstore import ContextStore
 from contextstore.facade.render_cache import RenderCache
 from contextstore.processors.pipeline import Pipeline
-from contextstore.storage import migrate
+from contextstore.storage import migrate, timeline
 from contextstore.storage.codec import decode_block, encode_block
 from tests.conftest import assistant, session, tool_result, tool_use, user
 
@@ -196,3 +196,33 @@ def test_revision_0006_slims_old_block_rows_and_keeps_what_they_decode_to(
         assert store.get_conversation(conv.id).id == conv.id
         store.append(conv.id, "assistant", "after the round trip")
         assert len(store.messages(conv.id)) == 4
+
+
+def test_a_rollback_on_postgresql_removes_and_archives_in_one_statement(
+    store: ContextStore,
+) -> None:
+    """Every table's rows leave and reach the archive inside the server, in one round trip
+    (on SQLite one statement per table; either way the same at any size)."""
+    conv = store.create_conversation()
+    store.append(conv.id, session(3))
+    store.checkpoint(conv.id, "cp")
+    store.append(conv.id, session(10)[1:])
+    store.record_request(conv.id, tokens_in=1)
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(args[2])
+
+    event.listen(store.database.engine, "before_cursor_execute", count)
+    try:
+        report = store.rollback(conv.id, "cp")
+    finally:
+        event.remove(store.database.engine, "before_cursor_execute", count)
+    assert report.removed["messages"] == 20 and report.removed["api_requests"] == 1
+    removing = [s for s in statements if "DELETE" in s]
+    if store.database.engine.dialect.name == "postgresql":
+        assert len(removing) == 1, removing
+        assert removing[0].count("INSERT INTO archived_rows") == len(timeline.REMOVAL_ORDER)
+    else:
+        assert len(removing) == len(timeline.REMOVAL_ORDER), removing
+    assert store.restore(conv.id, report.rollback_id or 0).restored["messages"] == 20

@@ -53,7 +53,7 @@ def test_a_request_built_by_older_rules_is_rebuilt_by_them(
         patched.setattr(requests_facade, "VIEW_RULES", 1)
         # (through the module attribute, not the function's defaults, which a mutation
         # run's wrapper functions do not carry)
-        patched.setattr(runner, "repair_indexed", partial(view_rules.repair_indexed, rules=1))
+        patched.setattr(runner, "finish_view", partial(view_rules.finish_view, rules=1))
         old = store.prepare_request(conv.id)
     assert old.request_id is not None
     (placeholder,) = _result_blocks(old.payload)
