@@ -39,6 +39,7 @@ from contextstore.core.health import RecoveryReport, TableRecovery
 from contextstore.storage.engine import DatabaseTarget, make_engine
 from contextstore.storage.migrate import head_revision, upgrade
 from contextstore.storage.sqlite_file import HEADER_BYTES, MAGIC, parse_header
+from contextstore.storage.tables import TIMELINE_TABLES
 
 PAGE_SIZES = (8192, 4096, 16384, 32768, 65536, 1024, 2048, 512)
 """Page sizes tried, most likely first, when a header must be rebuilt."""
@@ -46,14 +47,7 @@ BTREE_PAGE_TYPES = {2, 5, 10, 13}
 """First byte of a b-tree page (interior/leaf, index/table)."""
 MAX_ROWID = 2**63 - 1
 
-TIMELINE = (
-    "messages",
-    "deleted_ranges",
-    "context_updates",
-    "api_requests",
-    "checkpoints",
-    "source_records",
-)
+TIMELINE = tuple(table.name for table in TIMELINE_TABLES)
 """Tables whose rows sit on a conversation's timeline (``ts``)."""
 OWNED = (*TIMELINE, "blocks", "rollbacks", "archived_rows")
 """Tables whose rows belong to a conversation (``conversation_id``)."""

@@ -320,6 +320,7 @@ lineage = Table(
     CheckConstraint("source_ts < ts", name="source_older"),
     Index("ix_lineage_derived", "conversation_id", "ts"),
     Index("ix_lineage_source", "conversation_id", "source_ts"),
+    sqlite_autoincrement=True,
 )
 """Edges from a derived node to a node it was made from, on the timeline.
 
@@ -358,6 +359,7 @@ processor_runs = Table(
         "outcome IN ('applied', 'dropped_stale', 'no_change', 'failed')", name="outcome"
     ),
     Index("ix_processor_runs_processor", "conversation_id", "processor", "ts"),
+    sqlite_autoincrement=True,
 )
 """One row per processor whose trigger fired in a recorded run (``prepare_request``,
 ``run_processors``): what it was given, what it returned, and whether its proposals were
@@ -384,6 +386,8 @@ ID_TABLES: tuple[Table, ...] = (
     rollbacks,
     source_records,
     archived_rows,
+    lineage,
+    processor_runs,
 )
 """Tables whose rows have an ``id`` of their own. Ids are never reused (``AUTOINCREMENT``
 on SQLite, sequences on PostgreSQL): a rollback's archived rows keep theirs."""

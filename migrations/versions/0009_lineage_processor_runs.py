@@ -124,6 +124,7 @@ def upgrade() -> None:
             ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_lineage")),
+        sqlite_autoincrement=True,
     )
     op.create_index("ix_lineage_derived", "lineage", ["conversation_id", "ts"])
     op.create_index("ix_lineage_source", "lineage", ["conversation_id", "source_ts"])
@@ -156,6 +157,7 @@ def upgrade() -> None:
             ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_processor_runs")),
+        sqlite_autoincrement=True,
     )
     op.create_index(
         "ix_processor_runs_processor", "processor_runs", ["conversation_id", "processor", "ts"]
