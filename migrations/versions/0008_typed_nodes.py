@@ -29,6 +29,7 @@ are untouched (the node fields are derived from them, and the upgrade derives th
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -343,18 +344,73 @@ def upgrade() -> None:
         op.execute(f"CREATE VIEW {name} AS {query}")
 
 
+PROMPT_REFERENCES = re.compile(
+    r", system_sha256 VARCHAR\(64\) CONSTRAINT fk_api_requests_system_sha256_context_nodes "
+    r"REFERENCES context_nodes \(sha256\), tools_sha256 VARCHAR\(64\) CONSTRAINT "
+    r"fk_api_requests_tools_sha256_context_nodes REFERENCES context_nodes \(sha256\)"
+)
+"""The two columns :func:`_add_prompt_references` appended to SQLite's table text."""
+
+
+def _drop_prompt_references_sqlite() -> None:
+    """SQLite: ``api_requests`` rebuilt from its own text without the two columns.
+
+    Built from the stored text rather than by a batch rebuild, so the table keeps its
+    ``AUTOINCREMENT`` id (revision 0007), its constraints in their order and its sequence
+    value (which may be past the live ids when archived requests hold higher ones).
+    """
+    bind = op.get_bind()
+    (create,) = bind.execute(
+        sa.text("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'api_requests'")
+    ).one()
+    indexes = [
+        sql
+        for (sql,) in bind.execute(
+            sa.text(
+                "SELECT sql FROM sqlite_master WHERE type = 'index' "
+                "AND tbl_name = 'api_requests' AND sql IS NOT NULL"
+            )
+        )
+    ]
+    sequence = bind.execute(
+        sa.text("SELECT seq FROM sqlite_sequence WHERE name = 'api_requests'")
+    ).scalar()
+    stripped, found = PROMPT_REFERENCES.subn("", create, count=1)
+    if found != 1:
+        raise RuntimeError(f"api_requests does not have the columns 0008 added: {create}")
+    columns = [
+        row[1]
+        for row in bind.execute(sa.text("PRAGMA table_info(api_requests)"))
+        if row[1] not in ("system_sha256", "tools_sha256")
+    ]
+    listed = ", ".join(columns)
+    op.execute(stripped.replace('CREATE TABLE "api_requests"', "CREATE TABLE _0008_requests", 1))
+    op.execute(f"INSERT INTO _0008_requests ({listed}) SELECT {listed} FROM api_requests")
+    op.execute("DROP TABLE api_requests")
+    op.execute("ALTER TABLE _0008_requests RENAME TO api_requests")
+    for sql in indexes:
+        op.execute(sql)
+    if sequence is not None:
+        op.execute(
+            sa.text(
+                "UPDATE sqlite_sequence SET seq = MAX(seq, :seq) WHERE name = 'api_requests'"
+            ).bindparams(seq=int(sequence))
+        )
+
+
 def downgrade() -> None:
     for name in NODE_VIEWS:
         op.execute(f"DROP VIEW {name}")
     with _views_set_aside():
-        with op.batch_alter_table("api_requests", schema=None) as batch_op:
-            if not _sqlite():
-                # SQLite's rebuild drops the references with their columns.
+        if _sqlite():
+            _drop_prompt_references_sqlite()
+        else:
+            with op.batch_alter_table("api_requests", schema=None) as batch_op:
                 for column in ("tools_sha256", "system_sha256"):
                     name = f"fk_api_requests_{column}_context_nodes"
                     batch_op.drop_constraint(name, type_="foreignkey")
-            batch_op.drop_column("tools_sha256")
-            batch_op.drop_column("system_sha256")
+                batch_op.drop_column("tools_sha256")
+                batch_op.drop_column("system_sha256")
         with op.batch_alter_table("blocks", schema=None) as batch_op:
             batch_op.drop_index(
                 "ix_blocks_path",

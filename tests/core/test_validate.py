@@ -247,12 +247,20 @@ def test_check_id_refuses_none() -> None:
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_check_json_object_refuses_non_finite_numbers_saying_so(bad: float) -> None:
-    with pytest.raises(InvalidInputError, match=r"^metadata must be JSON-serialisable: .+\.$"):
+    with pytest.raises(
+        InvalidInputError,
+        match=r"^metadata\.score\[1\]\.x is -?(nan|inf), which JSON cannot hold; NaN and "
+        r"Infinity are refused on every backend \(store None or a string instead\)\.$",
+    ):
         check_json_object("metadata", {"score": [1, {"x": bad}]})
 
 
 def test_check_json_object_refuses_values_json_cannot_hold_saying_so() -> None:
-    with pytest.raises(InvalidInputError, match=r"^metadata must be JSON-serialisable: .+\.$"):
+    with pytest.raises(
+        InvalidInputError,
+        match=r"^metadata\.when is a object, which JSON cannot hold; use strings, numbers, "
+        r"booleans, None, lists and dicts \(base64-encode bytes, list a set\)\.$",
+    ):
         check_json_object("metadata", {"when": object()})
 
 
