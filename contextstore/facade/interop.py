@@ -159,6 +159,9 @@ class InteropMixin(StoreBase):
             storage.insert_checkpoints(connection, conversation_id, batch.checkpoints)
             storage.insert_ranges(connection, conversation_id, batch.ranges)
             storage.insert_updates_at(connection, conversation_id, batch.updates)
+            storage.record_imported_lineage(
+                connection, conversation_id, batch.ranges, batch.updates
+            )
             storage.advance_clock(connection, conversation_id, rows[-1].ts)
             return batch.counts()
 

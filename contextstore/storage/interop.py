@@ -27,6 +27,7 @@ from sqlalchemy import (
 
 from contextstore.core.content import NormalizedMessage
 from contextstore.core.nodes import NodeRow
+from contextstore.storage import lineage
 from contextstore.storage.codec import column_text, decode_block, decode_json
 from contextstore.storage.history import NO_LIMIT, insert_message_rows
 from contextstore.storage.tables import (
@@ -138,6 +139,20 @@ def insert_updates_at(
                 for r in rows
             ],
         )
+
+
+def record_imported_lineage(
+    connection: Connection,
+    conversation_id: str,
+    ranges: Sequence[Mapping[str, Any]],
+    updates: Sequence[Mapping[str, Any]],
+) -> None:
+    """Lineage rows for imported context updates and summarised ranges, once all of them are
+    written: the edges each would have recorded had it been written on its own."""
+    for ts in sorted({u["ts"] for u in updates}):
+        lineage.record_update_lineage(connection, conversation_id, ts)
+    for ts in sorted(r["ts"] for r in ranges if r.get("summary") is not None):
+        lineage.record_range_lineage(connection, conversation_id, ts)
 
 
 def advance_clock(connection: Connection, conversation_id: str, ts: int) -> None:

@@ -642,3 +642,28 @@ def test_the_exported_history_item_is_the_imported_one(
     export_cline(memory_store, cid, tmp_path / "out")
     (item,) = _load(tmp_path / "out" / "taskHistory.json")
     assert item == _load(storage / "state" / "taskHistory.json")[1]
+
+
+def test_imported_overlay_updates_record_the_node_each_replaces(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    task = story(8)
+    task.context_history = dedupe_history(task, at_request=-1)
+    folder = task.write(tmp_path / "tasks" / "1760000000000")
+    cid = import_cline(memory_store, folder).conversation_id
+    updates = sorted(memory_store.context_updates(cid), key=lambda u: u["ts"])
+    assert updates
+    block_ts = {(n.message_idx, n.block_idx): n.ts for n in memory_store.nodes(cid)}
+    expected = set()
+    previous: dict[tuple[int, int], int] = {}
+    for u in updates:
+        address = (u["message_idx"], u["block_idx"])
+        if address in previous:
+            source = ("update", previous[address], *address)
+        else:
+            source = ("block", block_ts[address], *address)
+        expected.add((("update", u["ts"], *address), "replaces", source))
+        previous[address] = u["ts"]
+    edges = memory_store.lineage_edges(cid)
+    assert {(e.derived.key, e.relation, e.source.key) for e in edges} == expected
+    assert len(edges) == len(updates)

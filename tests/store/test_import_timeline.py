@@ -165,7 +165,8 @@ def test_source_records_roll_back_archive_restore_fork_and_delete(store: Context
 
 def test_imported_rows_can_be_replaced_until_a_rollback(store: ContextStore) -> None:
     cid = _imported(store)
-    assert store.discard_imported_rows(cid, after=START + 8) == 3
+    # the range, the update and the lineage edge it recorded, the completion record
+    assert store.discard_imported_rows(cid, after=START + 8) == 4
     assert store.get_conversation(cid).last_ts == START + 8
     assert store.deleted_range(cid) is None
     store.import_timeline(cid, [SourceRecordRow(START + 9, "cline", "k", {"new": 1})])
