@@ -12,11 +12,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from contextstore.core.errors import InvalidInputError
 from contextstore.core.health import RecoveryReport
 from contextstore.core.tokens import TokenCounter
 from contextstore.core.validate import (
     MAX_MESSAGE_BYTES,
+    check_path,
 )
 from contextstore.facade.audit import AuditMixin
 from contextstore.facade.conversations import ConversationsMixin
@@ -149,10 +149,9 @@ class ContextStore(
             InvalidInputError: ``source`` is missing, or ``destination`` already exists.
             CorruptDatabaseError: nothing can be read (the file's table list is destroyed).
         """
-        for name, value in (("source", source), ("destination", destination)):
-            if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
-                raise InvalidInputError(f"{name} must be a file path.")
-        report = salvage(Path(source).expanduser(), Path(destination).expanduser())
+        source_path = check_path("source", source)
+        destination_path = check_path("destination", destination)
+        report = salvage(Path(source_path).expanduser(), Path(destination_path).expanduser())
         with cls.open(report.destination, auto_migrate=False) as recovered:
             found = recovered.check(raise_on_problems=False)
         if found.ok:

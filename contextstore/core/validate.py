@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import reprlib
 from collections.abc import Mapping
 from typing import Any, Final
@@ -152,6 +153,40 @@ def text_bytes(name: str, value: str) -> int:
         return len(value.encode("utf-8"))
     except UnicodeEncodeError as exc:
         raise InvalidInputError(f"{name} is not valid Unicode text: {exc.reason}.") from exc
+
+
+MAX_PATH_BYTES: Final = 4096
+"""Longest file path accepted (Linux's PATH_MAX), in bytes of its file-system encoding."""
+MAX_PATH_COMPONENT_BYTES: Final = 255
+"""Longest single file or directory name accepted (NAME_MAX on common file systems)."""
+
+
+def check_path(name: str, value: Any) -> str:
+    """A caller's file path as text: a non-empty ``str`` or ``os.PathLike`` the file system
+    can name (no NUL, encodable, within :data:`MAX_PATH_BYTES` and, per name,
+    :data:`MAX_PATH_COMPONENT_BYTES`).
+
+    Raises:
+        InvalidInputError: the value is not such a path.
+    """
+    text = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+    if not isinstance(text, str) or not text:
+        raise InvalidInputError(f"{name} must be a file path, got {shown(value)}.")
+    if NUL in text:
+        raise InvalidInputError(f"{name} must not contain NUL characters.")
+    try:
+        encoded = os.fsencode(text)
+    except UnicodeEncodeError:
+        raise InvalidInputError(
+            f"{name} cannot be named on this file system (it holds a lone surrogate)."
+        ) from None
+    longest = max((len(part) for part in encoded.split(b"/")), default=0)
+    if len(encoded) > MAX_PATH_BYTES or longest > MAX_PATH_COMPONENT_BYTES:
+        raise InvalidInputError(
+            f"{name} is too long for a file path ({len(encoded)} bytes, a name of {longest}; "
+            f"at most {MAX_PATH_BYTES} and {MAX_PATH_COMPONENT_BYTES})."
+        )
+    return text
 
 
 def check_free_text(

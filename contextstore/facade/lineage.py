@@ -6,7 +6,7 @@ from typing import Any
 
 from contextstore.core.errors import IntegrityViolationError, InvalidInputError
 from contextstore.core.lineage import Lineage, LineageEdge, NodeKind, NodeRef, Relation
-from contextstore.core.validate import check_choice, check_id, check_int, check_ts
+from contextstore.core.validate import check_choice, check_id, check_int, check_ts, shown
 from contextstore.facade.base import StoreBase
 from contextstore.storage import lineage
 from contextstore.storage.clock import last_ts
@@ -26,7 +26,7 @@ def as_node(value: Any, name: str = "node") -> NodeRef:
     else:
         raise InvalidInputError(
             f"{name} must be a NodeRef (NodeRef.block(m, b), NodeRef.update(ts, m, b), "
-            f"NodeRef.range(ts)) or a (message_idx, block_idx) pair, got {value!r:.60}."
+            f"NodeRef.range(ts)) or a (message_idx, block_idx) pair, got {shown(value, 60)}."
         )
     check_choice(f"{name} kind", node.kind, NodeKind.ALL)
     if node.kind == NodeKind.RANGE:

@@ -11,7 +11,7 @@ from contextstore.core.errors import (
     InvalidInputError,
 )
 from contextstore.core.health import BackupResult, CheckProblem, CheckReport
-from contextstore.core.validate import check_id
+from contextstore.core.validate import check_id, check_path
 from contextstore.core.view import ensure_tool_results_follow_tool_use
 from contextstore.facade.history import HistoryMixin
 from contextstore.storage import backup as backup_files
@@ -129,8 +129,7 @@ class MaintenanceMixin(HistoryMixin):
                 "backup copies SQLite stores; back up a PostgreSQL database with its own tools "
                 "(pg_dump -Fc DATABASE_URL > backup.dump, pg_restore to bring it back)."
             )
-        if not isinstance(destination, (str, os.PathLike)) or not os.fspath(destination):
-            raise InvalidInputError("destination must be a file or directory path.")
+        destination = check_path("destination", destination)
         if not isinstance(force, bool):
             raise InvalidInputError("force must be True or False.")
         source = resolve_target(self.location, default_database_path()).sqlite_path

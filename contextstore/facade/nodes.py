@@ -19,7 +19,7 @@ from contextstore.core.nodes import (
 )
 from contextstore.core.overlays import UpdateKind
 from contextstore.core.truncation import visible_start
-from contextstore.core.validate import check_id
+from contextstore.core.validate import check_id, shown
 from contextstore.facade.base import StoreBase
 from contextstore.processors.runner import propose
 from contextstore.storage import history, nodes
@@ -116,7 +116,7 @@ class NodesMixin(StoreBase):
         """
         check_id(conversation_id)
         if view not in VIEWS:
-            raise InvalidInputError(f"view must be one of {', '.join(VIEWS)}, got {view!r}.")
+            raise InvalidInputError(f"view must be one of {', '.join(VIEWS)}, got {shown(view)}.")
         limit = self._as_of(as_of)
         with self._db.read() as connection:
             last_ts(connection, conversation_id)

@@ -17,7 +17,7 @@ from typing import Any
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.runs import Outcome, ProcessorRun
 from contextstore.core.state import ConversationState
-from contextstore.core.validate import check_id
+from contextstore.core.validate import check_id, shown
 from contextstore.core.view import cut
 from contextstore.facade.base import Snapshot, StoreBase
 from contextstore.processors.pipeline import Pipeline, ProcessorStep
@@ -108,14 +108,19 @@ class ProcessorsMixin(StoreBase):
             InvalidInputError: ``demand`` names a processor the pipeline does not have.
         """
         check_id(conversation_id)
-        active = self.pipeline if pipeline is None else pipeline
-        wanted = frozenset(demand)
+        active = self._active(pipeline)
         names = {p.name for p in active.processors} if active is not None else set()
-        if isinstance(demand, str) or not wanted <= names:
+        listed = (
+            isinstance(demand, Sequence)
+            and not isinstance(demand, str)
+            and all(isinstance(name, str) for name in demand)
+        )
+        if not listed or not frozenset(demand) <= names:
             raise InvalidInputError(
                 f"demand must list processor names of the pipeline ({sorted(names)}), got "
-                f"{demand!r:.80}."
+                f"{shown(demand)}."
             )
+        wanted = frozenset(demand)
 
         def decide(snapshot: Snapshot) -> _Decided:
             with self._db.read() as connection:
