@@ -37,6 +37,13 @@ MUTATION_SCOPES: dict[str, tuple[str, ...]] = {
         "tests/robustness/test_bad_input.py",
         "tests/robustness/test_security.py",
     ),
+    "all": (
+        "tests/core/",
+        "tests/processors/",
+        "tests/store/",
+        "tests/robustness/test_bad_input.py",
+        "tests/robustness/test_security.py",
+    ),
 }
 """The tests a mutation run of each package uses (``CONTEXTSTORE_MUTATION_SCOPE``; see the
 README's Development section): the ones that exercise that package directly and fast."""
