@@ -18,6 +18,7 @@ import pytest
 from hypothesis import settings
 
 from contextstore import ContextStore
+from contextstore.storage.sql import Statement
 
 # CI runs the property tests with fixed examples, so a submission's result is repeatable;
 # locally they explore new examples on every run.
@@ -79,6 +80,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+@pytest.fixture(autouse=True)
+def _statements_built_per_test_under_mutation() -> None:
+    """Under a mutation run, each test builds the SQL statements afresh: a statement built
+    once per process would keep the first test's (unmutated) form, and mutmut would credit
+    only that test with running the code that builds it."""
+    if os.environ.get("CONTEXTSTORE_MUTATION_SCOPE"):
+        Statement.forget_compiled()
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,6 @@ update also locks the row until commit, which is what serialises a conversation'
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Connection, Update, bindparam, case, select, update
@@ -58,39 +57,35 @@ def last_ts(connection: Connection, conversation_id: str, *, lock: bool = False)
     return int(value)
 
 
-def _advanced(count_messages: bool, *, if_unchanged: bool = False) -> Callable[[], Update]:
+def _advanced(count_messages: bool, *, if_unchanged: bool = False) -> Update:
     """``UPDATE conversations`` moving the clock ``extra + 1`` ticks on from
     ``max(now, last + 1)`` (or from the caller's ``at``), and ``message_count`` by
     ``messages``; with ``if_unchanged``, only while ``last_ts`` is still ``seen``."""
-
-    def build() -> Update:
-        first = case(
-            (bindparam("at", type_=_c.last_ts.type).is_not(None), bindparam("at")),
-            (bindparam("now", type_=_c.last_ts.type) > _c.last_ts, bindparam("now")),
-            else_=_c.last_ts + 1,
+    first = case(
+        (bindparam("at", type_=_c.last_ts.type).is_not(None), bindparam("at")),
+        (bindparam("now", type_=_c.last_ts.type) > _c.last_ts, bindparam("now")),
+        else_=_c.last_ts + 1,
+    )
+    values: dict[str, Any] = {"last_ts": first + bindparam("extra", type_=_c.last_ts.type)}
+    returning: list[Any] = [_c.last_ts]
+    if count_messages:
+        values["message_count"] = _c.message_count + bindparam(
+            "messages", type_=_c.message_count.type
         )
-        values: dict[str, Any] = {"last_ts": first + bindparam("extra", type_=_c.last_ts.type)}
-        returning: list[Any] = [_c.last_ts]
-        if count_messages:
-            values["message_count"] = _c.message_count + bindparam(
-                "messages", type_=_c.message_count.type
-            )
-            returning.append(_c.message_count)
-        query = update(conversations).where(
-            _c.id == bindparam("cid"),
-            (bindparam("at", type_=_c.last_ts.type).is_(None))
-            | (_c.last_ts < bindparam("at", type_=_c.last_ts.type)),
-        )
-        if if_unchanged:
-            query = query.where(_c.last_ts == bindparam("seen", type_=_c.last_ts.type))
-        return query.values(**values).returning(*returning)
-
-    return build
+        returning.append(_c.message_count)
+    query = update(conversations).where(
+        _c.id == bindparam("cid"),
+        (bindparam("at", type_=_c.last_ts.type).is_(None))
+        | (_c.last_ts < bindparam("at", type_=_c.last_ts.type)),
+    )
+    if if_unchanged:
+        query = query.where(_c.last_ts == bindparam("seen", type_=_c.last_ts.type))
+    return query.values(**values).returning(*returning)
 
 
-_TICK = Statement(_advanced(False))
-_TICK_MESSAGES = Statement(_advanced(True))
-_TICK_IF_UNCHANGED = Statement(_advanced(False, if_unchanged=True))
+_TICK = Statement(lambda: _advanced(False))
+_TICK_MESSAGES = Statement(lambda: _advanced(True))
+_TICK_IF_UNCHANGED = Statement(lambda: _advanced(False, if_unchanged=True))
 
 
 def _check_at(at: object) -> None:

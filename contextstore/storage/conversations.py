@@ -167,19 +167,19 @@ OWNED_TABLES = (
 """Every table holding rows of a conversation, as :func:`count_rows` reports them."""
 
 
-def _counter(table: Any, per_conversation: bool) -> Statement:
-    def build() -> Any:
-        query = select(func.count()).select_from(table)
-        if per_conversation:
-            column = table.c.id if table is conversations else table.c.conversation_id
-            query = query.where(column == bindparam("cid"))
-        return query
-
-    return Statement(build)
+def _counter(table: Any, per_conversation: bool) -> Any:
+    """``SELECT count(*)`` of ``table``, of one conversation's rows or of all of them."""
+    query = select(func.count()).select_from(table)
+    if per_conversation:
+        column = table.c.id if table is conversations else table.c.conversation_id
+        query = query.where(column == bindparam("cid"))
+    return query
 
 
 _COUNTS = {
-    (table.name, scoped): _counter(table, scoped)
+    (table.name, scoped): Statement(
+        lambda table=table, scoped=scoped: _counter(table, scoped)  # type: ignore[misc]
+    )
     for table in OWNED_TABLES
     for scoped in (True, False)
 }

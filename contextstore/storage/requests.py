@@ -91,14 +91,15 @@ def find_request(
     return None if row is None else _record(row)
 
 
-def _set_column(name: str) -> Statement:
-    def build() -> Any:
-        return update(api_requests).where(_a.id == bindparam("id")).values({name: bindparam(name)})
-
-    return Statement(build)
+def _set_column(name: str) -> Any:
+    """``UPDATE api_requests`` setting one column of one request."""
+    return update(api_requests).where(_a.id == bindparam("id")).values({name: bindparam(name)})
 
 
-_SET_USAGE = {name: _set_column(name) for name in (*USAGE_FIELDS, "model_id")}
+_SET_USAGE = {
+    name: Statement(lambda name=name: _set_column(name))  # type: ignore[misc]
+    for name in (*USAGE_FIELDS, "model_id")
+}
 
 
 def set_usage(connection: Connection, request_id: int, values: Mapping[str, Any]) -> None:

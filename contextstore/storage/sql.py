@@ -16,6 +16,7 @@ statement, so instrumentation and the tests that count statements keep working.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -53,10 +54,24 @@ class Statement:
     ``bindparam(name)``, and calls pass values by those names.
     """
 
+    _every: weakref.WeakSet[Statement] = weakref.WeakSet()
+
     def __init__(self, build: Callable[[], ClauseElement]) -> None:
         self._build = build
         self._compiled: dict[str, _Compiled] = {}
         self._lock = threading.Lock()
+        Statement._every.add(self)
+
+    @classmethod
+    def forget_compiled(cls) -> None:
+        """Drop every statement's compiled forms, so that each is built again on next use.
+
+        A process builds each statement once; a mutation run, which changes the code that
+        builds them between tests, calls this before each test so that every test runs the
+        statements its own code builds."""
+        for statement in list(cls._every):
+            with statement._lock:
+                statement._compiled.clear()
 
     def compiled(self, connection: Connection) -> _Compiled:
         """The statement as compiled for ``connection``'s dialect (built on first use)."""
