@@ -42,12 +42,22 @@ MUTATION_SCOPES: dict[str, tuple[str, ...]] = {
         "tests/core/",
         "tests/processors/",
         "tests/store/",
+        "tests/interop/test_cline.py",
+        "tests/interop/test_gemini.py",
+        "tests/interop/test_cline_real.py",
+        "tests/interop/test_gemini_real.py",
+        "tests/interop/test_nodes_real.py",
         "tests/robustness/test_bad_input.py",
         "tests/robustness/test_security.py",
+        "tests/robustness/test_damage.py",
+        "tests/robustness/test_limits.py",
     ),
 }
 """The tests a mutation run of each package uses (``CONTEXTSTORE_MUTATION_SCOPE``; see the
-README's Development section): the ones that exercise that package directly and fast."""
+README's Development section): the ones that exercise that package directly and fast;
+``all`` is every package's tests together (one statistics run for a sample drawn across the
+packages), without those that run the library in a child process, where mutmut's switch does
+not reach."""
 
 
 def public_names(cls: type) -> set[str]:

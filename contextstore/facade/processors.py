@@ -182,7 +182,7 @@ def _failure_row(
     processor = next(p for p in pipeline.ordered if p.name == name)
     trigger = trigger_of(processor)
     key = processor_key(processor, trigger)
-    indexed = cut(state.messages, state.deleted_range, state.overlays)
+    indexed = cut(state.messages, state.deleted_range)  # the indices only: no rewrites
     firing = plan_firings(
         [processor],
         [i for i, _ in indexed],

@@ -241,6 +241,7 @@ def test_a_failing_processor_is_recorded_and_nothing_else_is_written(store: Cont
         and run.outcome == "failed"
         and "hook is down" in (run.reason or "")
     )
+    assert (run.first_message_idx, run.last_message_idx, run.nodes_given) == (0, 3, 0)
     assert store.context_updates(cid) == []
 
 

@@ -366,3 +366,13 @@ def test_recover_on_the_command_line_reports_per_table(tmp_path: Path) -> None:
     assert got.code == 0 and "ok" in got.out
     got = run("recover", str(seeded.path), str(tmp_path / "other.db"))
     assert got.code == 0 and "messages" in got.out and "lost rows" in got.err
+
+
+def test_a_backup_of_a_memory_store_into_a_directory_is_named_contextstore(
+    tmp_path: Path,
+) -> None:
+    with ContextStore.open(":memory:") as store:
+        store.create_conversation()
+        made = store.backup(tmp_path)
+    assert Path(made.path).parent == tmp_path
+    assert Path(made.path).name.startswith("contextstore-") and made.conversations == 1

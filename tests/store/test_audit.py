@@ -12,6 +12,7 @@ import pytest
 
 from contextstore import ContextStore, context_window_info
 from contextstore.core.errors import InvalidInputError, ReadOnlyError
+from contextstore.facade.audit import snippet
 from contextstore.processors.secrets import find_secrets
 from tests.conftest import BACKENDS, assistant, open_backend, session, text, tool_use, user
 
@@ -250,6 +251,32 @@ def test_viewed_messages_mark_the_hidden_range_and_rewrites(store: ContextStore)
     block = viewed[1].blocks[0]
     assert (block.original_text, block.effective_text, block.rewrite_source) == ("b", "B", "test")
     assert not viewed[0].blocks[0].rewritten
+    assert [b.type for m in viewed for b in m.blocks] == ["text"] * 5
+
+
+def test_audit_tells_prepared_requests_from_recorded_ones(store: ContextStore) -> None:
+    cid = store.create_conversation().id
+    store.append(cid, "user", "hi")
+    store.prepare_request(cid)
+    store.record_request(cid, tokens_in=10)
+    prepared, recorded = store.audit(cid).requests
+    assert prepared.prepared is True and recorded.prepared is False
+
+
+@pytest.mark.parametrize(
+    ("haystack", "needle", "expected"),
+    [
+        ("abcdefghij", "ef", "...cdefgh..."),
+        ("abcdefghij", "AB", "abcd..."),
+        ("abcdefghij", "ij", "...ghij"),
+        ("abcdefghij", "zz", "abcd..."),
+        ("ab \n\t cd", "b", "ab..."),
+    ],
+)
+def test_a_snippet_is_the_match_with_context_either_side(
+    haystack: str, needle: str, expected: str
+) -> None:
+    assert snippet(haystack, needle, context=2) == expected
 
 
 # -- read-only SQL -----------------------------------------------------------------------
@@ -304,6 +331,22 @@ def test_a_sqlite_file_is_unchanged_by_refused_writes_and_attach(tmp_path: Path)
         assert store.query("PRAGMA query_only").rows == [(1,)]
         assert dump(path) == before
     assert not (tmp_path / "x.db").exists()
+
+
+def test_a_sqlite_file_refuses_each_write_as_read_only(tmp_path: Path) -> None:
+    with ContextStore.open(tmp_path / "ro.db") as store:
+        store.create_conversation()
+        for statement in WRITES:
+            with pytest.raises(ReadOnlyError, match="queries are read-only"):
+                store.query(statement)
+        with pytest.raises(InvalidInputError, match=r"the query failed: .*no such table"):
+            store.query("SELECT * FROM no_such_table")
+
+
+def test_the_default_database_answers_queries() -> None:
+    with ContextStore.open() as store:
+        store.create_conversation()
+        assert store.query("SELECT COUNT(*) FROM conversations").rows == [(1,)]
 
 
 def dump(path: Path) -> list[str]:

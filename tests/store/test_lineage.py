@@ -147,3 +147,15 @@ def test_the_readme_recursive_query_walks_what_the_store_walks(store: ContextSto
         for e in store.lineage(cid, last).ancestors
     }
     assert walked == expected and len(expected) >= 6
+
+
+@pytest.mark.parametrize(
+    "node",
+    [NodeRef("range", None), NodeRef("update", None, 0, 0), NodeRef("range", 5, 0, None)],
+    ids=["range without ts", "update without ts", "range with a message"],
+)
+def test_a_node_missing_its_identity_is_refused(store: ContextStore, node: NodeRef) -> None:
+    cid = store.create_conversation().id
+    store.append(cid, [user("a"), assistant("b")])
+    with pytest.raises(InvalidInputError, match=r"^node"):
+        store.lineage(cid, node)

@@ -196,6 +196,19 @@ def test_subagents_compact_at_three_quarters_with_quarter_and_stop_without_progr
     assert last.decision.action == "none" and "no progress" in last.decision.reason
 
 
+def test_a_subagent_s_settings_are_checked_by_name(store: ContextStore) -> None:
+    parent = store.create_conversation(context_window=100_000).id
+    for kwargs, name in [
+        ({"model_id": "m" * 201}, "model_id"),
+        ({"context_window": 0}, "context_window"),
+        ({"title": ""}, "title"),
+    ]:
+        with pytest.raises(InvalidInputError, match=f"^{name} must"):
+            store.create_subagent(parent, **kwargs)
+    assert [c.id for c in store.list_conversations()] == [parent]
+    assert store.create_subagent(parent, model_id="m" * 200).model_id == "m" * 200
+
+
 def test_request_payload_is_rebuilt_from_rows_and_verified(store: ContextStore) -> None:
     conv = store.create_conversation(context_window=64_000)
     store.append(conv.id, session(6))

@@ -9,10 +9,13 @@ import pytest
 from contextstore import (
     ContextStore,
     ConversationNotFoundError,
+    IntegrityViolationError,
     InvalidInputError,
     ReadOnlyError,
+    StorageFullError,
     TimelineError,
 )
+from contextstore.storage.engine import _translated_errors, classify_database_error
 from tests.conftest import assistant, session, user
 
 
@@ -160,3 +163,23 @@ def test_a_transaction_holds_a_whole_import_sized_batch(store: ContextStore) -> 
             store.append(conv.id, [message], ts=100 + i)
     assert len(store.messages(conv.id)) == 101
     assert [m["role"] for m in store.messages(conv.id, as_of=101)] == ["user", "assistant"]
+
+
+def test_postgresql_constraint_violations_are_integrity_errors() -> None:
+    """Any SQLSTATE of class 23 (integrity constraint violation) is IntegrityViolationError;
+    others are not."""
+    psycopg = pytest.importorskip("psycopg")
+    for failure in (
+        psycopg.errors.UniqueViolation("duplicate key"),
+        psycopg.errors.ForeignKeyViolation("no such conversation"),
+    ):
+        with pytest.raises(IntegrityViolationError, match="rolled back"), _translated_errors():
+            raise failure
+    with pytest.raises(psycopg.errors.UndefinedTable), _translated_errors():
+        raise psycopg.errors.UndefinedTable("x")
+
+
+def test_a_driver_error_without_a_message_is_named_by_its_class() -> None:
+    psycopg = pytest.importorskip("psycopg")
+    full = classify_database_error(psycopg.errors.DiskFull(""))
+    assert isinstance(full, StorageFullError) and "(DiskFull)" in str(full)
