@@ -80,7 +80,10 @@ def sample(
     names: Iterable[str], per_package: int, seed: int, packages: Sequence[str] = PACKAGES
 ) -> list[str]:
     """Up to ``per_package`` names drawn at random from each package, the same ones for the
-    same names, size and seed; a package with fewer mutants gives all of them."""
+    same names, size and seed; a package with fewer mutants gives all of them.
+
+    Each package's mutants are shuffled once per seed and the sample is the front of that
+    order, so a larger sample holds every mutant of a smaller one (their results are reused)."""
     if per_package < 1:
         raise MutationToolError(f"--per-package must be at least 1, not {per_package}")
     by_package: dict[str, list[str]] = {package: [] for package in packages}
@@ -91,8 +94,8 @@ def sample(
     chosen: list[str] = []
     for package in packages:
         pool = sorted(by_package[package])
-        rng = random.Random(f"{seed}:{package}")
-        chosen.extend(sorted(rng.sample(pool, min(per_package, len(pool)))))
+        random.Random(f"{seed}:{package}").shuffle(pool)
+        chosen.extend(sorted(pool[:per_package]))
     return chosen
 
 

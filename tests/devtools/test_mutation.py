@@ -31,6 +31,11 @@ def test_a_sample_is_the_same_for_the_same_seed_and_differs_for_another() -> Non
     assert first != mutation.sample(names, 10, seed=8)
 
 
+def test_a_larger_sample_holds_every_mutant_of_a_smaller_one() -> None:
+    names = _names("core", "view", 80) + _names("facade", "base", 80)
+    assert set(mutation.sample(names, 10, seed=3)) < set(mutation.sample(names, 25, seed=3))
+
+
 def test_each_package_gets_its_share_and_a_small_one_gives_all() -> None:
     names = (
         _names("core", "view", 50) + _names("storage", "codec", 3) + _names("facade", "base", 11)
