@@ -24,7 +24,7 @@ from contextstore.facade.base import StoreBase
 from contextstore.processors.runner import propose
 from contextstore.storage import history, nodes
 from contextstore.storage.clock import last_ts
-from contextstore.storage.engine import Connection
+from contextstore.storage.database import Connection
 
 CALL_MEMORY = 4_096
 """Tool calls a store remembers from its own appends, to type their results without a

@@ -16,7 +16,8 @@ from sqlalchemy import Connection, Engine, Text, and_, cast, func, or_, select, 
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from contextstore.core.errors import InvalidInputError, ReadOnlyError
-from contextstore.storage.engine import Database, DatabaseTarget, make_engine
+from contextstore.storage.database import Database
+from contextstore.storage.engine import DatabaseTarget, make_engine
 from contextstore.storage.tables import blocks, conversations, messages
 
 Rows = list[dict[str, Any]]
