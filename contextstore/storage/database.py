@@ -176,27 +176,20 @@ class Database:
             # A write from inside a read (a caller's hook reading the store, say) gets a
             # connection of its own, as it would on another thread.
             return self._write_apart(work)
-        delay = 0.02
-        for attempt in range(WRITE_ATTEMPTS):
-            try:
-                with translated_errors(), self._local_writer:
-                    connection = self._begin_write()
-                    with (
-                        _rolled_back_on_error(connection),
-                        self._joined(connection, "write"),
-                        pipelined(connection) if pipeline else _nothing(),
-                    ):
-                        result = work(connection)
-                        _commit(connection)
-                        return result
-            except ConcurrentChangeError:
-                raise
-            except DatabaseBusyError:
-                if attempt == WRITE_ATTEMPTS - 1:
-                    raise
-                time.sleep(delay * (1 + random.random()))
-                delay = min(delay * 2, 1.0)
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        def attempt() -> T:
+            with translated_errors(), self._local_writer:
+                connection = self._begin_write()
+                with (
+                    _rolled_back_on_error(connection),
+                    self._joined(connection, "write"),
+                    pipelined(connection) if pipeline else _nothing(),
+                ):
+                    result = work(connection)
+                    _commit(connection)
+                    return result
+
+        return _retried_while_busy(attempt)
 
     def _write_apart(self, work: Callable[[Connection], T]) -> T:
         with translated_errors(), self.engine.connect() as connection:
@@ -236,17 +229,11 @@ class Database:
                 _commit(connection)
 
     def _begin_with_retry(self) -> Connection:
-        delay = 0.02
-        for attempt in range(WRITE_ATTEMPTS):
-            try:
-                with translated_errors():
-                    return self._begin_write()
-            except DatabaseBusyError:
-                if attempt == WRITE_ATTEMPTS - 1:
-                    raise
-                time.sleep(delay * (1 + random.random()))
-                delay = min(delay * 2, 1.0)
-        raise AssertionError("unreachable")  # pragma: no cover
+        def attempt() -> Connection:
+            with translated_errors():
+                return self._begin_write()
+
+        return _retried_while_busy(attempt)
 
     def check_writable(self) -> None:
         """Refuse a write on a store opened read-only (before any hook runs).
@@ -258,6 +245,27 @@ class Database:
             raise ReadOnlyError(
                 "this store was opened read-only; open it without read_only=True to write."
             )
+
+
+def _retried_while_busy(attempt: Callable[[], T]) -> T:
+    """Run ``attempt`` until the database is not busy, at most :data:`WRITE_ATTEMPTS` times,
+    sleeping a jittered, doubling delay (20 ms up to 1 s) between tries.
+
+    A :class:`ConcurrentChangeError` is raised at once: the same work would meet the same
+    change again; the caller has to plan anew.
+    """
+    delay = 0.02
+    for number in range(WRITE_ATTEMPTS):
+        try:
+            return attempt()
+        except ConcurrentChangeError:
+            raise
+        except DatabaseBusyError:
+            if number == WRITE_ATTEMPTS - 1:
+                raise
+            time.sleep(delay * (1 + random.random()))
+            delay = min(delay * 2, 1.0)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 @contextmanager
