@@ -67,6 +67,12 @@ _POSTGRES_FULL = ("53100",)
 _POSTGRES_READ_ONLY = ("25006",)
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an error's text (drivers append context lines), or its class name
+    when it has no text: what a message quotes of the database's own words."""
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
 def _sqlite_code(driver: BaseException) -> str:
     name = getattr(driver, "sqlite_errorname", None)
     return name if isinstance(name, str) else ""
@@ -85,7 +91,7 @@ def classify_database_error(exc: BaseException) -> ContextStoreError | None:
         return None
     code = _sqlite_code(driver)
     state = getattr(driver, "sqlstate", None)
-    reason = str(driver).strip().splitlines()[0] if str(driver).strip() else type(driver).__name__
+    reason = first_line(driver)
     if code.startswith(_SQLITE_CORRUPT) or state in _POSTGRES_CORRUPT:
         return CorruptDatabaseError(
             f"the database is damaged ({reason}); 'contextstore check' shows where; {RECOVER_HINT}."
