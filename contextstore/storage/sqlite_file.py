@@ -1,5 +1,5 @@
 """A SQLite file as a file: creating a new one atomically, and telling a database from
-damage before SQLite is asked to open it.
+damage (and a place a store cannot be written) before SQLite is asked to open it.
 
 The checks here read the 100-byte header and the file's size only (microseconds, whatever
 the file's size); damage inside the file is found by ``PRAGMA quick_check`` (``contextstore
