@@ -9,7 +9,7 @@ always ends.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Connection, bindparam, insert, select, text
 
@@ -226,19 +226,22 @@ def insert_edge(
 
 # Walks -----------------------------------------------------------------------------------
 
-_ENDS = {
+_End = Literal["derived", "source"]
+"""An end of a lineage edge: the node made (``derived``) or what it was made from."""
+
+_ENDS: dict[_End, tuple[str, str, str, str]] = {
     "derived": ("derived_kind", "ts", "derived_message_idx", "derived_block_idx"),
     "source": ("source_kind", "source_ts", "source_message_idx", "source_block_idx"),
 }
 """The columns of ``lineage`` addressing each end of an edge (kind, ts, message, block)."""
-_WALK_ENDS = {
+_WALK_ENDS: dict[_End, tuple[str, str, str, str]] = {
     "derived": ("derived_kind", "derived_ts", "derived_message_idx", "derived_block_idx"),
     "source": _ENDS["source"],
 }
 """The same, as the ``walk`` below names them."""
 
 
-def _walk_sql(start: str, reached: str, *, bounded: bool, order_by: str) -> str:
+def _walk_sql(start: _End, reached: _End, *, bounded: bool, order_by: str) -> str:
     """The recursive walk over ``lineage`` from one node: first the edges whose ``start``
     end (``"derived"`` or ``"source"``) is that node, then, step by step, the edges whose
     ``start`` end is the ``reached`` end of an edge already walked. Ancestors start at
