@@ -28,13 +28,9 @@ from contextstore.facade.processors import ProcessorsMixin
 from contextstore.facade.requests import RequestsMixin
 from contextstore.facade.timeline import TimelineMixin
 from contextstore.processors.pipeline import Pipeline
-from contextstore.storage.engine import (
-    Database,
-    Durability,
-    classified_errors,
-    make_engine,
-    resolve_target,
-)
+from contextstore.storage.database import Database
+from contextstore.storage.driver_errors import classified_errors
+from contextstore.storage.engine import Durability, make_engine, resolve_target
 from contextstore.storage.migrate import ensure_schema
 from contextstore.storage.paths import default_database_path, default_location
 from contextstore.storage.recovery import salvage

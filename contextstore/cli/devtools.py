@@ -66,7 +66,7 @@ def _sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[in
 
 
 def _workloads(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[str, ...]:
-    from contextstore.devtools.bench import WORKLOADS
+    from contextstore.devtools.bench_runner import WORKLOADS
 
     if value is None:
         return WORKLOADS
@@ -147,10 +147,11 @@ def bench(
     import json
 
     from contextstore.devtools import bench as benchmarks
+    from contextstore.devtools.bench_runner import Settings
 
     if large and 100_000 not in sizes:
         sizes = (*sizes, 100_000)
-    settings = benchmarks.Settings(
+    settings = Settings(
         sizes=sizes,
         rounds=rounds,
         chunk=chunk,
@@ -185,7 +186,7 @@ BENCH_COLUMNS = ("workload", "size", "backend", "subject", "median", "min-max", 
 
 def bench_table(report: Any) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
     """The report as one table: medians with min-max, and each ratio in its workload's sense."""
-    from contextstore.devtools.bench import SENSE
+    from contextstore.devtools.bench_runner import SENSE
 
     rows: list[tuple[Any, ...]] = []
     for m in report.measurements:

@@ -26,7 +26,7 @@ from contextstore.processors.runner import RunContext
 from contextstore.processors.secrets import mask_value
 from contextstore.storage import conversations, history, processor_runs, requests
 from contextstore.storage.clock import tick_if_unchanged
-from contextstore.storage.engine import Connection, Database
+from contextstore.storage.database import Connection, Database
 from contextstore.storage.history import NO_LIMIT
 
 P = TypeVar("P")

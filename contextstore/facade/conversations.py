@@ -22,7 +22,7 @@ from contextstore.core.validate import (
 from contextstore.facade.base import StoreBase
 from contextstore.storage import conversations
 from contextstore.storage.clock import last_ts, now_ms
-from contextstore.storage.engine import Connection
+from contextstore.storage.database import Connection
 
 
 class ConversationsMixin(StoreBase):

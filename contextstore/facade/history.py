@@ -39,7 +39,7 @@ from contextstore.processors.secrets import mask_message
 from contextstore.renderers import registry
 from contextstore.storage import conversations, history
 from contextstore.storage.clock import last_ts, reserve_messages, tick
-from contextstore.storage.engine import Connection
+from contextstore.storage.database import Connection
 
 PROPOSAL_OVERHEAD = 200
 """Bytes a cached proposal costs beyond its text (the update value and its key)."""

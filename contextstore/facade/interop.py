@@ -47,7 +47,7 @@ from contextstore.storage import conversations, history
 from contextstore.storage import interop as storage
 from contextstore.storage.clock import last_ts
 from contextstore.storage.codec import EXACT_KEY, exact_pieces
-from contextstore.storage.engine import Connection
+from contextstore.storage.database import Connection
 from contextstore.storage.interop import MessageInsert
 
 MAX_ORIGIN_LENGTH = 32

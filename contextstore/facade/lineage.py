@@ -10,7 +10,7 @@ from contextstore.core.validate import check_choice, check_id, check_int, check_
 from contextstore.facade.base import StoreBase
 from contextstore.storage import lineage
 from contextstore.storage.clock import last_ts
-from contextstore.storage.engine import Connection
+from contextstore.storage.database import Connection
 
 
 def as_node(value: Any, name: str = "node") -> NodeRef:

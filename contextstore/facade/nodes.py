@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Literal
 
 from contextstore.core.errors import InvalidInputError
@@ -14,7 +15,6 @@ from contextstore.core.nodes import (
     CountedMessage,
     Node,
     NodeRow,
-    node_id,
     typed_nodes,
 )
 from contextstore.core.overlays import UpdateKind
@@ -24,7 +24,7 @@ from contextstore.facade.base import StoreBase
 from contextstore.processors.runner import propose
 from contextstore.storage import history, nodes
 from contextstore.storage.clock import last_ts
-from contextstore.storage.engine import Connection
+from contextstore.storage.database import Connection
 
 CALL_MEMORY = 4_096
 """Tool calls a store remembers from its own appends, to type their results without a
@@ -120,11 +120,10 @@ class NodesMixin(StoreBase):
         limit = self._as_of(as_of)
         with self._db.read() as connection:
             last_ts(connection, conversation_id)
-            rows = nodes.load_nodes(connection, conversation_id, limit)
+            pristine = nodes.load_nodes(connection, conversation_id, limit)
             state = (
                 history.load_state(connection, conversation_id, limit) if view == "active" else None
             )
-        pristine = [Node(node_id(r.message_idx, r.block_idx), *r) for r in rows]
         if state is None:
             return pristine
         start = visible_start(state.deleted_range)
@@ -140,23 +139,13 @@ class NodesMixin(StoreBase):
                 continue
             kind = MEMORY_SUMMARY if update.kind == UpdateKind.TRUNCATION_NOTICE else node.node_type
             active.append(
-                Node(
-                    node.id,
-                    node.message_idx,
-                    node.block_idx,
-                    node.ts,
-                    node.role,
-                    node.block_type,
-                    kind,
-                    node.path,
-                    node.line_start,
-                    node.line_end,
-                    self.token_counter.count(update.text),
-                    node.tool_use_id,
-                    node.tool_name,
-                    update.text,
-                    update.kind,
-                    update.source,
+                replace(
+                    node,
+                    node_type=kind,
+                    token_count=self.token_counter.count(update.text),
+                    text=update.text,
+                    rewritten_by=update.kind,
+                    rewrite_source=update.source,
                 )
             )
         return active

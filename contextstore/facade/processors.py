@@ -25,7 +25,7 @@ from contextstore.processors.runner import RunContext, RunResult, run
 from contextstore.processors.triggers import plan_firings, processor_key, trigger_of
 from contextstore.storage import history, processor_runs
 from contextstore.storage.clock import last_ts
-from contextstore.storage.engine import Connection
+from contextstore.storage.database import Connection
 from contextstore.storage.history import NO_LIMIT
 
 

@@ -49,7 +49,7 @@ from contextstore.processors.runner import run
 from contextstore.renderers import registry
 from contextstore.storage import history, nodes, processor_runs, requests
 from contextstore.storage.clock import last_ts, tick
-from contextstore.storage.engine import Connection
+from contextstore.storage.database import Connection
 from contextstore.storage.history import NO_LIMIT
 
 

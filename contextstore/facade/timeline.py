@@ -29,7 +29,7 @@ from contextstore.core.validate import (
 from contextstore.facade.base import StoreBase
 from contextstore.storage import conversations, timeline
 from contextstore.storage.clock import now_ms, set_message_count, tick
-from contextstore.storage.engine import Connection
+from contextstore.storage.database import Connection
 
 
 class TimelineMixin(StoreBase):

@@ -16,7 +16,9 @@ from sqlalchemy import Connection, Engine, Text, and_, cast, func, or_, select, 
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from contextstore.core.errors import InvalidInputError, ReadOnlyError
-from contextstore.storage.engine import Database, DatabaseTarget, make_engine
+from contextstore.storage.database import Database
+from contextstore.storage.driver_errors import first_line
+from contextstore.storage.engine import DatabaseTarget, make_engine
 from contextstore.storage.tables import blocks, conversations, messages
 
 Rows = list[dict[str, Any]]
@@ -170,7 +172,7 @@ def _deny_attach(action: int, *_args: Any) -> int:
 def _refusal(exc: BaseException) -> Exception:
     """The error to raise for a failed caller query: a refused write, or bad SQL."""
     orig = getattr(exc, "orig", exc)
-    message = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+    message = first_line(orig)
     lowered = message.lower()
     if (
         getattr(orig, "sqlstate", None) == "25006"

@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError
 
 from contextstore.core.errors import CorruptDatabaseError
 from contextstore.core.health import CheckProblem
-from contextstore.storage.engine import classify_database_error
+from contextstore.storage.driver_errors import classify_database_error
 
 MAX_ENGINE_MESSAGES = 100
 """At most this many lines of ``PRAGMA integrity_check`` are reported."""

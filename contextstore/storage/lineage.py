@@ -9,7 +9,7 @@ always ends.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Connection, bindparam, insert, select, text
 
@@ -226,57 +226,76 @@ def insert_edge(
 
 # Walks -----------------------------------------------------------------------------------
 
-ANCESTORS_SQL = """
+_End = Literal["derived", "source"]
+"""An end of a lineage edge: the node made (``derived``) or what it was made from."""
+
+_ENDS: dict[_End, tuple[str, str, str, str]] = {
+    "derived": ("derived_kind", "ts", "derived_message_idx", "derived_block_idx"),
+    "source": ("source_kind", "source_ts", "source_message_idx", "source_block_idx"),
+}
+"""The columns of ``lineage`` addressing each end of an edge (kind, ts, message, block)."""
+_WALK_ENDS: dict[_End, tuple[str, str, str, str]] = {
+    "derived": ("derived_kind", "derived_ts", "derived_message_idx", "derived_block_idx"),
+    "source": _ENDS["source"],
+}
+"""The same, as the ``walk`` below names them."""
+
+
+def _walk_sql(start: _End, reached: _End, *, bounded: bool, order_by: str) -> str:
+    """The recursive walk over ``lineage`` from one node: first the edges whose ``start``
+    end (``"derived"`` or ``"source"``) is that node, then, step by step, the edges whose
+    ``start`` end is the ``reached`` end of an edge already walked. Ancestors start at
+    ``derived`` and reach ``source``; descendants go the other way.
+
+    Parameters: ``cid``, the node's ``kind``, ``ts``, ``message_idx`` and ``block_idx``
+    (-1 for a range), and ``as_of`` when ``bounded`` (only edges with ``ts <= as_of``).
+    The two walks' SQL differs only in these columns, the bound and ``order_by``.
+    """
+    kind, ts, message, block = _ENDS[start]
+    w_kind, w_ts, w_message, w_block = _WALK_ENDS[reached]
+    anchor_bound = " AND ts <= :as_of" if bounded else ""
+    step_bound = "\n   AND l.ts <= :as_of" if bounded else ""
+    return f"""
 WITH RECURSIVE walk (depth, derived_kind, derived_ts, derived_message_idx,
                      derived_block_idx, relation, source_kind, source_ts,
                      source_message_idx, source_block_idx) AS (
   SELECT 1, derived_kind, ts, derived_message_idx, derived_block_idx, relation,
          source_kind, source_ts, source_message_idx, source_block_idx
   FROM lineage
-  WHERE conversation_id = :cid AND derived_kind = :kind AND ts = :ts
-    AND COALESCE(derived_message_idx, -1) = :message_idx
-    AND COALESCE(derived_block_idx, -1) = :block_idx
+  WHERE conversation_id = :cid AND {kind} = :kind AND {ts} = :ts
+    AND COALESCE({message}, -1) = :message_idx
+    AND COALESCE({block}, -1) = :block_idx{anchor_bound}
   UNION
   SELECT w.depth + 1, l.derived_kind, l.ts, l.derived_message_idx, l.derived_block_idx,
          l.relation, l.source_kind, l.source_ts, l.source_message_idx, l.source_block_idx
   FROM lineage l
   JOIN walk w
-    ON l.conversation_id = :cid AND l.derived_kind = w.source_kind
-   AND l.ts = w.source_ts
-   AND COALESCE(l.derived_message_idx, -1) = COALESCE(w.source_message_idx, -1)
-   AND COALESCE(l.derived_block_idx, -1) = COALESCE(w.source_block_idx, -1)
+    ON l.conversation_id = :cid AND l.{kind} = w.{w_kind}
+   AND l.{ts} = w.{w_ts}
+   AND COALESCE(l.{message}, -1) = COALESCE(w.{w_message}, -1)
+   AND COALESCE(l.{block}, -1) = COALESCE(w.{w_block}, -1){step_bound}
 )
 SELECT * FROM walk
-ORDER BY depth, derived_ts DESC, source_ts DESC, source_message_idx, source_block_idx
-""".strip()
+ORDER BY {order_by}
+""".strip()  # noqa: S608 (column names from _ENDS, no caller data)
+
+
+ANCESTORS_SQL = _walk_sql(
+    "derived",
+    "source",
+    bounded=False,
+    order_by="depth, derived_ts DESC, source_ts DESC, source_message_idx, source_block_idx",
+)
 """Every edge from a node back to what it was made from, nearest first. Parameters:
 ``cid``, the node's ``kind``, ``ts``, ``message_idx`` and ``block_idx`` (-1 for a range).
 The README quotes this text."""
 
-DESCENDANTS_SQL = """
-WITH RECURSIVE walk (depth, derived_kind, derived_ts, derived_message_idx,
-                     derived_block_idx, relation, source_kind, source_ts,
-                     source_message_idx, source_block_idx) AS (
-  SELECT 1, derived_kind, ts, derived_message_idx, derived_block_idx, relation,
-         source_kind, source_ts, source_message_idx, source_block_idx
-  FROM lineage
-  WHERE conversation_id = :cid AND source_kind = :kind AND source_ts = :ts
-    AND COALESCE(source_message_idx, -1) = :message_idx
-    AND COALESCE(source_block_idx, -1) = :block_idx AND ts <= :as_of
-  UNION
-  SELECT w.depth + 1, l.derived_kind, l.ts, l.derived_message_idx, l.derived_block_idx,
-         l.relation, l.source_kind, l.source_ts, l.source_message_idx, l.source_block_idx
-  FROM lineage l
-  JOIN walk w
-    ON l.conversation_id = :cid AND l.source_kind = w.derived_kind
-   AND l.source_ts = w.derived_ts
-   AND COALESCE(l.source_message_idx, -1) = COALESCE(w.derived_message_idx, -1)
-   AND COALESCE(l.source_block_idx, -1) = COALESCE(w.derived_block_idx, -1)
-   AND l.ts <= :as_of
+DESCENDANTS_SQL = _walk_sql(
+    "source",
+    "derived",
+    bounded=True,
+    order_by="depth, derived_ts, derived_message_idx, derived_block_idx",
 )
-SELECT * FROM walk
-ORDER BY depth, derived_ts, derived_message_idx, derived_block_idx
-""".strip()
 """Every edge from a node forward to what was made from it, as of ``as_of``."""
 
 _ANCESTORS = Statement(lambda: text(ANCESTORS_SQL))

@@ -18,7 +18,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, text
 
 from contextstore.core.errors import MigrationError, SchemaOutdatedError
-from contextstore.storage.engine import classify_database_error, make_engine, resolve_target
+from contextstore.storage.driver_errors import classify_database_error
+from contextstore.storage.engine import make_engine, resolve_target
 
 _ADVISORY_LOCK_KEY = 0x636F6E7478  # "contx": serialises concurrent migrations on PostgreSQL
 

@@ -8,11 +8,11 @@ The node columns of a block are written with the block itself
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, insert, select
 
-from contextstore.core.nodes import CallInfo, PromptNode
+from contextstore.core.nodes import CallInfo, Node, PromptNode, node_id
 from contextstore.storage.codec import column_text
 from contextstore.storage.history import NO_LIMIT
 from contextstore.storage.sql import Statement
@@ -52,24 +52,6 @@ def find_calls(
     return found
 
 
-class NodeRowRead(NamedTuple):
-    """A stored block as a node: its address, message, node columns and stored text."""
-
-    message_idx: int
-    block_idx: int
-    ts: int
-    role: str
-    block_type: str
-    node_type: str
-    path: str | None
-    line_start: int | None
-    line_end: int | None
-    token_count: int
-    tool_use_id: str | None
-    tool_name: str | None
-    text: str | None
-
-
 _NODES = Statement(
     lambda: (
         select(
@@ -92,14 +74,15 @@ _NODES = Statement(
         .order_by(_b.message_idx, _b.block_idx)
     )
 )
+"""A conversation's blocks with their message's ``ts`` and role, in the order of
+:class:`~contextstore.core.nodes.Node`'s fields after its id."""
 
 
-def load_nodes(
-    connection: Connection, conversation_id: str, as_of: int = NO_LIMIT
-) -> list[NodeRowRead]:
-    """Every block of the messages with ``ts <= as_of`` as a node, in order."""
+def load_nodes(connection: Connection, conversation_id: str, as_of: int = NO_LIMIT) -> list[Node]:
+    """Every block of the messages with ``ts <= as_of`` as a node of the pristine view
+    (as stored), in order."""
     return [
-        NodeRowRead(*row)
+        Node(node_id(row[0], row[1]), *row)
         for row in _NODES.rows(connection, {"cid": conversation_id, "as_of": as_of})
     ]
 

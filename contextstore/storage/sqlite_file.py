@@ -1,5 +1,5 @@
 """A SQLite file as a file: creating a new one atomically, and telling a database from
-damage before SQLite is asked to open it.
+damage (and a place a store cannot be written) before SQLite is asked to open it.
 
 The checks here read the 100-byte header and the file's size only (microseconds, whatever
 the file's size); damage inside the file is found by ``PRAGMA quick_check`` (``contextstore
@@ -15,7 +15,11 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from contextstore.core.errors import CorruptDatabaseError, ReadOnlyLocationError
+from contextstore.core.errors import (
+    CorruptDatabaseError,
+    InvalidInputError,
+    ReadOnlyLocationError,
+)
 
 MAGIC = b"SQLite format 3\x00"
 HEADER_BYTES = 100
@@ -48,6 +52,33 @@ def parse_header(data: bytes) -> Header | None:
     valid_for = int.from_bytes(data[92:96], "big")
     count = int.from_bytes(data[28:32], "big")
     return Header(page_size, count if count and valid_for == change_counter else None)
+
+
+def check_before_open(path: Path, *, read_only: bool) -> None:
+    """Refuse to open ``path`` when SQLite would fail on it later, or succeed wrongly.
+
+    A read-only store needs an existing file; a writable one needs a location it can write
+    (the file and its directory). Either way the file, if present, must look whole
+    (:func:`inspect_database_file`).
+
+    Raises:
+        InvalidInputError: a read-only store was asked for a file that does not exist.
+        CorruptDatabaseError: the file is not a whole SQLite database (an existing
+            zero-length file included).
+        ReadOnlyLocationError: the store was opened for writing where nothing can be written.
+    """
+    if read_only:
+        if not path.exists():
+            raise InvalidInputError(
+                f"{path} does not exist; a read-only store needs an existing database."
+            )
+    elif not writable_location(path):
+        raise ReadOnlyLocationError(
+            f"{path} is in a location that cannot be written (a read-only file, directory or "
+            "medium); open it with read_only=True (--read-only on the command line) to read "
+            "it, or copy it somewhere writable."
+        )
+    inspect_database_file(path)
 
 
 def inspect_database_file(path: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from contextstore.cli import cli
-from contextstore.devtools import bench
+from contextstore.devtools import bench_runner
 from contextstore.devtools.bench_subjects import PEERS, peer_available
 
 
@@ -39,17 +39,17 @@ def test_bench_measures_every_workload_and_writes_json(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     measured = {m["workload"] for m in report["measurements"]}
-    assert measured == set(bench.WORKLOADS)
+    assert measured == set(bench_runner.WORKLOADS)
     for m in report["measurements"]:
         assert m["samples"] and m["min"] <= m["median"] <= m["max"]
         assert m["ratio"] is None or m["ratio"] > 0
-        assert m["sense"] == bench.SENSE[m["workload"]]
+        assert m["sense"] == bench_runner.SENSE[m["workload"]]
     append = {m["subject"] for m in report["measurements"] if m["workload"] == "append"}
     installed = {name for name, dist, _ in PEERS if peer_available(dist) is None}
     assert append == {"raw sqlite3", "contextstore"} | installed
     assert len(installed) + len(report["skipped"]) >= len(PEERS)
     assert report["environment"]["sqlite"] and report["settings"]["sizes"] == [6]
-    for workload in bench.WORKLOADS:
+    for workload in bench_runner.WORKLOADS:
         assert workload in result.output
     assert "x floor" in result.output
 
@@ -57,10 +57,10 @@ def test_bench_measures_every_workload_and_writes_json(tmp_path: Path) -> None:
 def test_interleaved_rounds_rotate_the_order_and_drop_the_warm_up() -> None:
     calls: list[str] = []
 
-    def lane(name: str) -> bench.Lane:
-        return bench.Lane(name, lambda: (calls.append(name), 2)[1])
+    def lane(name: str) -> bench_runner.Lane:
+        return bench_runner.Lane(name, lambda: (calls.append(name), 2)[1])
 
-    samples = bench.interleave([lane("a"), lane("b"), lane("c")], rounds=3)
+    samples = bench_runner.interleave([lane("a"), lane("b"), lane("c")], rounds=3)
     assert calls == ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"]
     assert [len(s) for s in samples] == [3, 3, 3]
 

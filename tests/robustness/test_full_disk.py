@@ -17,7 +17,7 @@ from sqlalchemy import event
 
 from contextstore import ContextStore
 from contextstore.core.errors import StorageFullError
-from contextstore.storage.engine import _translated_errors, classify_database_error
+from contextstore.storage.driver_errors import classify_database_error, translated_errors
 
 BIG = "tool output line\n" * 2_000
 
@@ -120,7 +120,7 @@ def test_postgresql_disk_full_is_storage_full_error() -> None:
     psycopg = pytest.importorskip("psycopg")
     failure = psycopg.errors.DiskFull("could not extend file: No space left on device")
     assert isinstance(classify_database_error(failure), StorageFullError)
-    with pytest.raises(StorageFullError, match="rolled back"), _translated_errors():
+    with pytest.raises(StorageFullError, match="rolled back"), translated_errors():
         raise failure  # as a write's statement would
     assert classify_database_error(psycopg.errors.DataCorrupted("bad page")).exit_code == 5
     read_only = classify_database_error(psycopg.errors.ReadOnlySqlTransaction("standby"))

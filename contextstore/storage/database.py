@@ -1,0 +1,335 @@
+"""Transactions: one held connection per thread, reads on one snapshot, writes retried on busy.
+
+:class:`Database` is what the storage functions run inside: a read is a plain ``BEGIN``
+seeing one snapshot; a write takes SQLite's write lock at ``BEGIN IMMEDIATE`` (so two
+writers never deadlock upgrading a read lock) and is retried, within a bound, while other
+writers hold it; on PostgreSQL writers serialise per conversation by locking its row.
+Transactions are begun on the driver itself (cheaper than SQLAlchemy's begin); driver
+errors leave as the store's (:mod:`.driver_errors`). The engine comes from :mod:`.engine`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection as Connection
+from sqlalchemy import Engine
+
+from contextstore.core.errors import (
+    ConcurrentChangeError,
+    CorruptDatabaseError,
+    DatabaseBusyError,
+    ReadOnlyError,
+)
+from contextstore.storage.driver_errors import (
+    classified_errors,
+    classify_database_error,
+    translated_errors,
+)
+from contextstore.storage.engine import BEGIN_STATEMENTS, WRITE_ATTEMPTS
+from contextstore.storage.sql import pipelined
+
+T = TypeVar("T")
+
+
+class _Held:
+    """A connection kept open for one thread, closed when the thread's state goes away."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.pid = os.getpid()
+
+    def usable(self) -> bool:
+        return (
+            self.pid == os.getpid()
+            and not self.connection.closed
+            and not self.connection.invalidated
+        )
+
+    def close(self) -> None:
+        if self.pid == os.getpid() and not self.connection.closed:
+            self.connection.close()
+
+    def __del__(self) -> None:
+        # At interpreter shutdown or on a dead connection, closing may fail: nothing to do.
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+class _ThreadState(threading.local):
+    """What one thread has open: its held connection, and the transaction calls join."""
+
+    held: _Held | None = None
+    joined: Connection | None = None
+    kind: str | None = None
+    """``"read"``, ``"write"`` or ``"transaction"`` while ``joined`` is set."""
+
+
+class Database:
+    """An engine plus the two kinds of transaction contextstore runs.
+
+    Each thread keeps one connection open for its reads and writes (no pool checkout, no
+    ping per call); it is closed when the thread ends or the database is closed. Calls made
+    while a transaction is open on the thread join it: reads see its rows; writes run in a
+    savepoint, so a refused call leaves nothing behind. A write transaction may also be
+    opened explicitly with :meth:`transaction`; it commits or rolls back as a whole.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        is_sqlite: bool,
+        read_only: bool = False,
+        serialize_reads: bool = False,
+    ) -> None:
+        self.engine = engine
+        self.serialize_reads = serialize_reads
+        self.is_sqlite = is_sqlite
+        self.read_only = read_only
+        self._local_writer = threading.RLock()
+        self._thread = _ThreadState()
+        self._shared: _Held | None = None
+
+    @property
+    def in_transaction(self) -> bool:
+        """True inside :meth:`transaction` on the calling thread."""
+        return self._thread.kind == "transaction"
+
+    def _held(self) -> Connection:
+        """The calling thread's connection (the shared one for an in-memory database)."""
+        if self.serialize_reads:
+            if self._shared is None or not self._shared.usable():
+                self._shared = _Held(self.engine.connect())
+            return self._shared.connection
+        held = self._thread.held
+        if held is None or not held.usable():
+            if held is not None:
+                held.close()
+            held = _Held(self.engine.connect())
+            self._thread.held = held
+        return held.connection
+
+    def close(self) -> None:
+        """Close the calling thread's connection and every pooled one."""
+        for held in (self._thread.held, self._shared):
+            if held is not None:
+                held.close()
+        self._thread.held = None
+        self._shared = None
+        self.engine.dispose()
+
+    @contextmanager
+    def _joined(self, connection: Connection, kind: str) -> Iterator[Connection]:
+        self._thread.joined, self._thread.kind = connection, kind
+        try:
+            yield connection
+        finally:
+            self._thread.joined, self._thread.kind = None, None
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A read transaction: every query inside sees the same snapshot."""
+        joined = self._thread.joined
+        if joined is not None:
+            yield joined
+            return
+        with self._local_writer if self.serialize_reads else _nothing():
+            with classified_errors():
+                connection = self._held()
+                _begin(connection, self.is_sqlite, write=False)
+            with (
+                classified_errors(),
+                _rolled_back_on_error(connection),
+                self._joined(connection, "read"),
+            ):
+                yield connection
+                _end_read(connection)
+
+    def write(self, work: Callable[[Connection], T], *, pipeline: bool = False) -> T:
+        """Run ``work`` in one write transaction, retrying it while the database is busy.
+
+        ``work`` may run more than once, so it must not change anything but the database.
+        Inside an open write transaction, ``work`` runs once in a savepoint of it. With
+        ``pipeline`` (for work made of :class:`~contextstore.storage.sql.Statement` calls
+        only), PostgreSQL gets the transaction in psycopg's pipeline mode: ``BEGIN`` goes out
+        with the first statement and ``COMMIT`` with the last writes, so an append is two
+        round trips. SQLAlchemy statements cannot run inside (their results arrive late).
+
+        Raises:
+            ReadOnlyError: the store was opened read-only.
+            DatabaseBusyError: other writers held the lock through every attempt.
+        """
+        self.check_writable()
+        joined = self._thread.joined
+        if joined is not None and self._thread.kind != "read":
+            with translated_errors(), joined.begin_nested():
+                return work(joined)
+        if joined is not None:
+            # A write from inside a read (a caller's hook reading the store, say) gets a
+            # connection of its own, as it would on another thread.
+            return self._write_apart(work)
+
+        def attempt() -> T:
+            with translated_errors(), self._local_writer:
+                connection = self._begin_write()
+                with (
+                    _rolled_back_on_error(connection),
+                    self._joined(connection, "write"),
+                    pipelined(connection) if pipeline else _nothing(),
+                ):
+                    result = work(connection)
+                    _commit(connection)
+                    return result
+
+        return _retried_while_busy(attempt)
+
+    def _write_apart(self, work: Callable[[Connection], T]) -> T:
+        with translated_errors(), self.engine.connect() as connection:
+            if self.is_sqlite:
+                connection = connection.execution_options(contextstore_begin="IMMEDIATE")
+            with connection.begin():
+                return work(connection)
+
+    def _begin_write(self) -> Connection:
+        connection = self._held()
+        _begin(connection, self.is_sqlite, write=True)
+        return connection
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction around everything the calling thread does inside it.
+
+        The write lock is taken at the start (retried while other writers hold it), so
+        the body runs once. Nested use joins the outer transaction.
+
+        Raises:
+            ReadOnlyError: the store was opened read-only.
+            DatabaseBusyError: other writers held the lock through every attempt.
+        """
+        self.check_writable()
+        if self._thread.kind in ("write", "transaction"):
+            yield
+            return
+        with self._local_writer:
+            connection = self._begin_with_retry()
+            with (
+                _rolled_back_on_error(connection),
+                self._joined(connection, "transaction"),
+                translated_errors(),
+            ):
+                yield
+                _commit(connection)
+
+    def _begin_with_retry(self) -> Connection:
+        def attempt() -> Connection:
+            with translated_errors():
+                return self._begin_write()
+
+        return _retried_while_busy(attempt)
+
+    def check_writable(self) -> None:
+        """Refuse a write on a store opened read-only (before any hook runs).
+
+        Raises:
+            ReadOnlyError: the store was opened read-only.
+        """
+        if self.read_only:
+            raise ReadOnlyError(
+                "this store was opened read-only; open it without read_only=True to write."
+            )
+
+
+def _retried_while_busy(attempt: Callable[[], T]) -> T:
+    """Run ``attempt`` until the database is not busy, at most :data:`WRITE_ATTEMPTS` times,
+    sleeping a jittered, doubling delay (20 ms up to 1 s) between tries.
+
+    A :class:`ConcurrentChangeError` is raised at once: the same work would meet the same
+    change again; the caller has to plan anew.
+    """
+    delay = 0.02
+    for number in range(WRITE_ATTEMPTS):
+        try:
+            return attempt()
+        except ConcurrentChangeError:
+            raise
+        except DatabaseBusyError:
+            if number == WRITE_ATTEMPTS - 1:
+                raise
+            time.sleep(delay * (1 + random.random()))
+            delay = min(delay * 2, 1.0)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def _driver(connection: Connection) -> Any:
+    return connection.connection.driver_connection
+
+
+def _begin(connection: Connection, is_sqlite: bool, *, write: bool) -> None:
+    """Open a transaction on the driver itself (SQLAlchemy's begin costs more than SQLite
+    takes to run it): ``BEGIN IMMEDIATE`` for a SQLite write, so the write lock is taken
+    up front; on PostgreSQL psycopg begins with the first statement, at the isolation level
+    set here. Statements run through SQLAlchemy inside join this transaction."""
+    if is_sqlite:
+        _driver(connection).execute(BEGIN_STATEMENTS["IMMEDIATE" if write else "DEFERRED"])
+    else:
+        _postgres_isolation(connection, None if write else "REPEATABLE READ")
+
+
+def _commit(connection: Connection) -> None:
+    """Commit, through SQLAlchemy when code inside used it (it then tracks the transaction)."""
+    if connection.in_transaction():
+        connection.commit()
+    else:
+        _driver(connection).commit()
+
+
+def _end_read(connection: Connection) -> None:
+    """End a read transaction. Its rows were read already and it changed nothing, so when
+    SQLite refuses the commit after a statement met damaged pages, it is rolled back."""
+    try:
+        _commit(connection)
+    except Exception as exc:
+        if not isinstance(classify_database_error(exc), CorruptDatabaseError):
+            raise
+        connection.rollback()
+        if _driver(connection).in_transaction:
+            _driver(connection).rollback()
+
+
+@contextmanager
+def _rolled_back_on_error(connection: Connection) -> Iterator[None]:
+    """Leave the held connection idle whatever happens inside (no transaction left open)."""
+    try:
+        yield
+    except BaseException:
+        try:
+            if connection.in_transaction():
+                connection.rollback()
+            else:
+                _driver(connection).rollback()
+        except Exception:
+            connection.invalidate()
+        raise
+
+
+def _postgres_isolation(connection: Connection, level: str | None) -> None:
+    """Set the isolation level psycopg will put on its next ``BEGIN`` (None: the default)."""
+    raw = connection.connection.driver_connection
+    import psycopg
+
+    wanted = None if level is None else psycopg.IsolationLevel.REPEATABLE_READ
+    if raw.isolation_level != wanted:  # type: ignore[union-attr]
+        raw.isolation_level = wanted  # type: ignore[union-attr]

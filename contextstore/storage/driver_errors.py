@@ -1,0 +1,166 @@
+"""Driver errors as the store's own: what a database error means, named once for both backends.
+
+SQLAlchemy wraps the driver's exceptions; statements run on the driver itself (see
+:mod:`.sql`) raise them bare. Either way the driver's exception decides: SQLite's result
+codes and message texts, PostgreSQL's SQLSTATEs. :func:`classify_database_error` names a
+damaged, full or read-only database (for opening, checking and reading);
+:func:`translated_errors` adds what a write can meet besides (a broken constraint, a lock
+held by other writers, a value PostgreSQL cannot store).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy.exc import DBAPIError
+
+from contextstore.core.errors import (
+    ContextStoreError,
+    CorruptDatabaseError,
+    DatabaseBusyError,
+    IntegrityViolationError,
+    InvalidInputError,
+    ReadOnlyLocationError,
+    StorageFullError,
+)
+from contextstore.storage.engine import WRITE_ATTEMPTS
+from contextstore.storage.sqlite_file import RECOVER_HINT
+
+
+def _driver_error(exc: BaseException) -> BaseException | None:
+    """The driver's own exception behind ``exc`` (SQLAlchemy wraps them; statements run on
+    the driver raise them directly), or None when ``exc`` is not a database error."""
+    if isinstance(exc, DBAPIError):
+        return exc.orig if isinstance(exc.orig, BaseException) else exc
+    if isinstance(exc, sqlite3.Error):
+        return exc
+    if type(exc).__module__.startswith("psycopg"):
+        return exc
+    return None
+
+
+def _is_integrity(driver: BaseException) -> bool:
+    if isinstance(driver, sqlite3.IntegrityError):
+        return True
+    code = getattr(driver, "sqlstate", None)
+    return isinstance(code, str) and code.startswith("23")
+
+
+def _is_busy(driver: BaseException) -> bool:
+    if isinstance(driver, sqlite3.OperationalError):
+        text = str(driver).lower()
+        return "locked" in text or "busy" in text
+    return getattr(driver, "sqlstate", None) in ("40001", "40P01", "55P03")
+
+
+def _is_read_only(driver: BaseException) -> bool:
+    return isinstance(driver, sqlite3.OperationalError) and "readonly" in str(
+        driver
+    ).lower().replace("-", "").replace(" ", "")
+
+
+_SQLITE_CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+_POSTGRES_CORRUPT = ("XX001", "XX002")
+_POSTGRES_FULL = ("53100",)
+_POSTGRES_READ_ONLY = ("25006",)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an error's text (drivers append context lines), or its class name
+    when it has no text: what a message quotes of the database's own words."""
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _sqlite_code(driver: BaseException) -> str:
+    name = getattr(driver, "sqlite_errorname", None)
+    return name if isinstance(name, str) else ""
+
+
+def classify_database_error(exc: BaseException) -> ContextStoreError | None:
+    """The store's error for a damaged, full or read-only database behind ``exc``, or None.
+
+    SQLite's result codes (``SQLITE_CORRUPT``, ``SQLITE_NOTADB``, ``SQLITE_FULL``,
+    ``SQLITE_READONLY``) and PostgreSQL's SQLSTATEs (``XX001``/``XX002`` data or index
+    corrupted, ``53100`` disk full, ``25006`` a read-only server) are recognised; other
+    errors are left to the caller.
+    """
+    driver = _driver_error(exc)
+    if driver is None:
+        return None
+    code = _sqlite_code(driver)
+    state = getattr(driver, "sqlstate", None)
+    reason = first_line(driver)
+    if code.startswith(_SQLITE_CORRUPT) or state in _POSTGRES_CORRUPT:
+        return CorruptDatabaseError(
+            f"the database is damaged ({reason}); 'contextstore check' shows where; {RECOVER_HINT}."
+        )
+    if code.startswith("SQLITE_FULL") or state in _POSTGRES_FULL:
+        return StorageFullError(
+            f"the disk or quota is full ({reason}); the write was rolled back, so the store is "
+            "unchanged and still readable. Free space and retry."
+        )
+    if code.startswith("SQLITE_READONLY") or state in _POSTGRES_READ_ONLY:
+        return ReadOnlyLocationError(
+            f"the database cannot be written there ({reason}); check the file's and its "
+            "directory's permissions, or open the store with read_only=True (--read-only on "
+            "the command line). Nothing was written."
+        )
+    return None
+
+
+@contextmanager
+def classified_errors() -> Iterator[None]:
+    """Damaged, full and read-only databases raised as the store's errors (for opening)."""
+    try:
+        yield
+    except ContextStoreError:
+        raise
+    except Exception as exc:
+        classified = classify_database_error(exc)
+        if classified is None:
+            raise
+        raise classified from exc
+
+
+def _is_unstorable(driver: BaseException) -> bool:
+    """A value PostgreSQL cannot hold (NUL in text or jsonb, an unencodable character)."""
+    return getattr(driver, "sqlstate", None) in ("22P05", "22021")
+
+
+@contextmanager
+def translated_errors() -> Iterator[None]:
+    """Driver errors raised by a write, as the store's own errors."""
+    try:
+        yield
+    except Exception as exc:
+        driver = _driver_error(exc)
+        if driver is None:
+            raise
+        if _is_integrity(driver):
+            # A concurrent writer got there first (two creators of one conversation id on
+            # PostgreSQL), or a row broke a constraint: the transaction rolled back whole.
+            raise IntegrityViolationError(
+                f"the write broke a database constraint and was rolled back ({driver}); "
+                "nothing was written. If another process created the same row, retry."
+            ) from exc
+        classified = classify_database_error(driver)
+        if classified is not None:
+            raise classified from exc
+        if _is_read_only(driver):
+            raise ReadOnlyLocationError(
+                "the database file is read-only; check its permissions or open the store "
+                "with read_only=True (--read-only on the command line)."
+            ) from exc
+        if _is_busy(driver):
+            raise DatabaseBusyError(
+                f"the database stayed locked by other writers for {WRITE_ATTEMPTS} attempts; "
+                "retry later or reduce concurrent writers."
+            ) from exc
+        if _is_unstorable(driver):
+            raise InvalidInputError(
+                f"PostgreSQL cannot store a value of this write ({driver}); its text and JSON "
+                "cannot hold NUL characters. Nothing was written."
+            ) from exc
+        raise
