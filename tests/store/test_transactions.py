@@ -15,7 +15,7 @@ from contextstore import (
     StorageFullError,
     TimelineError,
 )
-from contextstore.storage.engine import _translated_errors, classify_database_error
+from contextstore.storage.driver_errors import classify_database_error, translated_errors
 from tests.conftest import assistant, session, user
 
 
@@ -173,9 +173,9 @@ def test_postgresql_constraint_violations_are_integrity_errors() -> None:
         psycopg.errors.UniqueViolation("duplicate key"),
         psycopg.errors.ForeignKeyViolation("no such conversation"),
     ):
-        with pytest.raises(IntegrityViolationError, match="rolled back"), _translated_errors():
+        with pytest.raises(IntegrityViolationError, match="rolled back"), translated_errors():
             raise failure
-    with pytest.raises(psycopg.errors.UndefinedTable), _translated_errors():
+    with pytest.raises(psycopg.errors.UndefinedTable), translated_errors():
         raise psycopg.errors.UndefinedTable("x")
 
 
