@@ -129,10 +129,9 @@ def _migrate(engine: Engine, *, is_sqlite: bool, action: str, revision: str) -> 
             with connection.begin():
                 _lock_for_migration(connection)
                 config = alembic_config(connection)
-                if action == "upgrade":
-                    command.upgrade(config, revision)
-                else:
-                    command.downgrade(config, revision)
+                {"upgrade": command.upgrade, "downgrade": command.downgrade}[action](
+                    config, revision
+                )
                 if is_sqlite:
                     _check_foreign_keys(connection)
         except (MigrationError, SchemaOutdatedError):

@@ -24,17 +24,19 @@ _b, _m, _n = blocks.c, messages.c, context_nodes.c
 _CALLS_CHUNK = 16
 
 
-def _calls_statement(size: int) -> Statement:
-    return Statement(
-        lambda: select(_b.tool_use_id, _b.tool_name, _b.path, _b.line_start, _b.line_end).where(
-            _b.conversation_id == bindparam("cid"),
-            _b.tool_use_id.in_([bindparam(f"id{n}") for n in range(size)]),
-            _b.type == "tool_use",
-        )
+def _calls_query(size: int) -> Any:
+    """The tool calls of one conversation among ``size`` ids: name, path and lines."""
+    return select(_b.tool_use_id, _b.tool_name, _b.path, _b.line_start, _b.line_end).where(
+        _b.conversation_id == bindparam("cid"),
+        _b.tool_use_id.in_([bindparam(f"id{n}") for n in range(size)]),
+        _b.type == "tool_use",
     )
 
 
-_CALLS = {size: _calls_statement(size) for size in range(1, _CALLS_CHUNK + 1)}
+_CALLS = {
+    size: Statement(lambda size=size: _calls_query(size))  # type: ignore[misc]
+    for size in range(1, _CALLS_CHUNK + 1)
+}
 
 
 def find_calls(

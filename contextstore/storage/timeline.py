@@ -156,11 +156,15 @@ def _after(table: Table) -> ColumnElement[bool]:
     return (table.c.conversation_id == bindparam("cid")) & (table.c.ts > bindparam("cutoff"))
 
 
-def _count_after(table: Table) -> Statement:
-    return Statement(lambda: select(func.count()).select_from(table).where(_after(table)))
+def _count_after(table: Table) -> Any:
+    """``SELECT count(*)`` of ``table``'s rows newer than the cutoff."""
+    return select(func.count()).select_from(table).where(_after(table))
 
 
-_COUNT_AFTER = {table.name: _count_after(table) for table in TIMELINE_TABLES}
+_COUNT_AFTER = {
+    table.name: Statement(lambda table=table: _count_after(table))  # type: ignore[misc]
+    for table in TIMELINE_TABLES
+}
 _COUNT_BLOCKS_AFTER = Statement(
     lambda: (
         select(func.count())

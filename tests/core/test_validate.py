@@ -386,3 +386,10 @@ def test_a_message_s_size_counts_its_blocks_and_its_fields() -> None:
     with_fields = normalize_message("user", "hi", {"id": "m-1"})
     assert bare.json_size() == len('[{"text":"hi","type":"text"}]') + len("{}")
     assert with_fields.json_size() == bare.json_size() - len("{}") + len('{"id":"m-1"}')
+
+
+def test_check_json_object_names_where_a_nul_or_a_lone_surrogate_sits() -> None:
+    with pytest.raises(InvalidInputError, match=r"^metadata\.notes\[0\] contains a NUL"):
+        check_json_object("metadata", {"notes": ["a\x00b"]})
+    with pytest.raises(InvalidInputError, match=r"^metadata\.x is not valid Unicode text"):
+        check_json_object("metadata", {"x": "\ud800"})

@@ -132,6 +132,26 @@ def test_explicit_truncations_apply_both_notices(
     assert store.messages(conv.id)[0]["content"][0]["text"] == "<task>fix the bug</task>"
 
 
+def test_an_explicit_truncation_reports_the_range_before_it_and_the_last_total(
+    store: ContextStore,
+) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, [*session(10), assistant("done")])
+    _overflow(store, conv.id, 42_000)
+    first = store.truncate(conv.id, keep="half", summary="first")
+    assert (first.action, first.previous_range, first.deleted_range) == ("truncate", None, (2, 11))
+    assert first.tokens_total == 42_000
+    second = store.truncate(conv.id, keep="half", summary="second")
+    assert (second.previous_range, second.deleted_range) == ((2, 11), (2, 15))
+    assert "second" in store.render(conv.id)[1]["content"][0]["text"]
+    assert "first" not in store.render(conv.id)[1]["content"][0]["text"]
+    last = store.truncate(conv.id, keep="none")
+    stuck = store.truncate(conv.id, keep="none")
+    assert (stuck.action, stuck.keep, stuck.tokens_total) == ("none", "none", 42_000)
+    assert stuck.deleted_range == stuck.previous_range == last.deleted_range
+    assert stuck.reason.endswith("; nothing more can be hidden")
+
+
 def test_a_summarizer_sees_the_messages_being_hidden(store: ContextStore) -> None:
     conv = store.create_conversation()
     store.append(conv.id, session(4))
@@ -170,9 +190,21 @@ def test_auto_condense_threshold_and_the_summary_guard(store: ContextStore) -> N
     _overflow(store, conv.id, 100_000)
     ctx = store.prepare_request(conv.id, summarizer=lambda hidden: "summary")
     assert ctx.decision.keep == "last_two" and ctx.deleted_range == (2, 19)
+    assert (ctx.decision.action, ctx.decision.previous_range, ctx.decision.tokens_total) == (
+        "truncate",
+        None,
+        100_000,
+    )
+    assert ctx.decision.reason.endswith("; condensed with a summary")
     _overflow(store, conv.id, 150_000)
     guarded = store.prepare_request(conv.id, summarizer=lambda hidden: "summary of a summary")
     assert guarded.decision.action == "none" and "summarising a summary" in guarded.decision.reason
+    assert (
+        guarded.decision.keep,
+        guarded.decision.deleted_range,
+        guarded.decision.previous_range,
+        guarded.decision.tokens_total,
+    ) == (None, (2, 19), (2, 19), 150_000)
     with pytest.raises(InvalidInputError):
         store.set_auto_condense(conv.id, 1.5)
 
