@@ -124,6 +124,12 @@ def _workloads(_ctx: click.Context, _param: click.Parameter, value: str | None) 
 )
 @click.option("--no-peers", is_flag=True, help="Skip the peer stores.")
 @click.option(
+    "--cline-tasks",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="'pages' also stores the API histories of the Cline task folders in this folder.",
+)
+@click.option(
     "--json-out",
     type=click.Path(dir_okay=False, writable=True),
     default=None,
@@ -140,6 +146,7 @@ def bench(
     processes: int,
     process_messages: int,
     no_peers: bool,
+    cline_tasks: str | None,
     json_out: str | None,
 ) -> None:
     """Measure contextstore against the floor (raw sqlite3, raw psycopg with --url) and the
@@ -160,6 +167,7 @@ def bench(
         processes=processes,
         process_messages=process_messages,
         peers=not no_peers,
+        cline_tasks=cline_tasks,
     )
     report = benchmarks.run(settings, progress=lambda text: terminal.note(f"  {text}"))
     terminal.table(*bench_table(report), wrap=("note",))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from pathlib import Path
 
 from contextstore.core.overlays import Message
 
@@ -137,3 +138,15 @@ def mixed_sizes(count: int, *, seed: int = 1) -> list[Message]:
         role = "user" if number % 2 == 0 else "assistant"
         out.append({"role": role, "content": [{"type": "text", "text": _text(rng, size, number)}]})
     return out
+
+
+def cline_histories(folder: Path) -> list[list[Message]]:
+    """The API histories (``api_conversation_history.json``) of the Cline task folders in
+    ``folder``, read in place, in the order of the folders' names; tasks without one are
+    left out."""
+    histories = []
+    for task in sorted(p for p in folder.iterdir() if p.is_dir()):
+        history = task / "api_conversation_history.json"
+        if history.is_file():
+            histories.append(json.loads(history.read_text(encoding="utf-8")))
+    return histories

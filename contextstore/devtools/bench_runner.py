@@ -80,6 +80,8 @@ class Settings:
     processes: int = 4
     process_messages: int = 60
     peers: bool = True
+    cline_tasks: str | None = None
+    """A folder of Cline task folders whose API histories the ``pages`` workload also stores."""
 
 
 @dataclass

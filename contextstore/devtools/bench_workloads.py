@@ -379,27 +379,35 @@ PAGE_SIZES = (4_096, 8_192, 16_384)
 
 def pages_workload(context: Context) -> None:
     """contextstore's file over its content under each page size, for the benchmark's
-    2 KB tool results and for texts of log-uniform size from 100 B to 20 KB."""
+    2 KB tool results, for texts of log-uniform size from 100 B to 20 KB and, given
+    ``Settings.cline_tasks``, for real Cline histories (all tasks in one file)."""
     sizes = context.settings.sizes
     count = max(4, min(max(sizes), 10_000))
     datasets = {
-        "2 KB tool results": bench_data.conversation(count),
-        "100 B-20 KB texts": bench_data.mixed_sizes(max(4, count // 2)),
+        "2 KB tool results": [bench_data.conversation(count)],
+        "100 B-20 KB texts": [bench_data.mixed_sizes(max(4, count // 2))],
     }
+    if context.settings.cline_tasks:
+        histories = bench_data.cline_histories(Path(context.settings.cline_tasks))
+        datasets[f"{len(histories)} real Cline histories"] = histories
     original = engine.PAGE_SIZE
     try:
-        for label, messages in datasets.items():
-            content = bench_data.content_bytes(messages)
+        for label, conversations in datasets.items():
+            content = sum(bench_data.content_bytes(messages) for messages in conversations)
+            measured = sum(len(messages) for messages in conversations)
             for page_size in PAGE_SIZES:
                 engine.PAGE_SIZE = page_size
                 folder = context.scratch(f"pages-{page_size}")
                 subject = ContextStoreSubject(folder / "contextstore.db")
-                subject.load(messages)
+                for number, messages in enumerate(conversations):
+                    if number:
+                        subject.conversation_id = subject.store.create_conversation().id
+                    subject.load(messages)
                 stored = subject.file_bytes()
                 subject.close()
                 found = Measurement(
                     "pages",
-                    count,
+                    measured,
                     "sqlite",
                     f"{page_size // 1024} KiB pages",
                     "bytes",

@@ -37,13 +37,22 @@ DURABILITIES: tuple[Durability, ...] = ("full", "normal")
 """SQLite ``synchronous`` levels a store may be opened with (``full`` is the default)."""
 
 BUSY_TIMEOUT_MS = 5_000
+PAGE_SIZE_MEASURED: dict[int, tuple[float, float, float]] = {
+    4_096: (2.07, 1.19, 1.59),
+    8_192: (1.48, 1.25, 1.83),
+    16_384: (1.38, 1.33, 2.28),
+}
+"""File size over content by page size, for the benchmark's 10,000 messages with 2 KB tool
+results / 5,000 texts log-uniform from 100 B to 20 KB / the two real Cline histories (166
+messages, 0.58 MB), from ``contextstore bench --workloads pages --sizes 10000 --no-peers
+--cline-tasks ../shared/real/cline`` on 2026-12-01 (README "Performance", "Disk")."""
 PAGE_SIZE = 8_192
-"""Chosen by measurement (``contextstore bench --workloads pages``, README "Performance"):
-file size over content for 2 KB tool results / sizes log-uniform from 100 B to 20 KB /
-real Cline histories was 2.13 / 1.20 / 1.32 with 4 KiB pages, 1.55 / 1.26 / 1.34 with
-8 KiB and 1.42 / 1.37 / 1.37 with 16 KiB. 4 KiB pages hold one 2 KB row each (half the
-file empty); 16 KiB pages waste half a page on every long text's last overflow page.
-Applies to new files only (SQLite fixes the page size when the first table is made)."""
+"""8 KiB: the page size with the least file over content across the three measurements of
+:data:`PAGE_SIZE_MEASURED` (a test checks it is their best). 4 KiB pages hold one 2 KB row
+each (half the file empty); 16 KiB pages leave half a page free after long texts, and every
+table and index of an empty store takes one page (36 of them: 0.34 MB at 8 KiB, 0.66 MB at
+16 KiB), which is most of a small history's file. Applies to new files only (SQLite fixes
+the page size when the first table is made; an existing file keeps its own until VACUUM)."""
 WRITE_ATTEMPTS = 8
 """Attempts a write transaction gets while other writers hold the lock (see :mod:`.database`)."""
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, insert, select
+from sqlalchemy import Connection, and_, bindparam, insert, select, text
 
 from contextstore.core.nodes import CallInfo, Node, PromptNode, node_id
 from contextstore.storage.codec import column_text
 from contextstore.storage.history import NO_LIMIT
 from contextstore.storage.sql import Statement
-from contextstore.storage.tables import blocks, context_nodes, messages
+from contextstore.storage.tables import TOOL_CALLS_ONLY, blocks, context_nodes, messages
 
 _b, _m, _n = blocks.c, messages.c, context_nodes.c
 
@@ -29,7 +29,7 @@ def _calls_query(size: int) -> Any:
     return select(_b.tool_use_id, _b.tool_name, _b.path, _b.line_start, _b.line_end).where(
         _b.conversation_id == bindparam("cid"),
         _b.tool_use_id.in_([bindparam(f"id{n}") for n in range(size)]),
-        _b.type == "tool_use",
+        text(TOOL_CALLS_ONLY),
     )
 
 

@@ -44,6 +44,10 @@ NAMING_CONVENTION = {
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
+TOOL_CALLS_ONLY = "type = 'tool_use'"
+"""The rows ``ix_blocks_tool_use_id`` covers; a query must say this condition in these words
+(a literal, not a bound value) for SQLite and PostgreSQL to use the partial index."""
+
 conversations = Table(
     "conversations",
     metadata,
@@ -105,19 +109,16 @@ blocks = Table(
         "ix_blocks_tool_use_id",
         "conversation_id",
         "tool_use_id",
-        sqlite_where=text("tool_use_id IS NOT NULL"),
-        postgresql_where=text("tool_use_id IS NOT NULL"),
-    ),
-    Index(
-        "ix_blocks_path",
-        "conversation_id",
-        "path",
-        sqlite_where=text("path IS NOT NULL"),
-        postgresql_where=text("path IS NOT NULL"),
+        sqlite_where=text(TOOL_CALLS_ONLY),
+        postgresql_where=text(TOOL_CALLS_ONLY),
     ),
 )
 """One row per content block; every block is a typed node (``node_type``, see
-:mod:`contextstore.core.nodes`) with its token count and, for file contents, the file."""
+:mod:`contextstore.core.nodes`) with its token count and, for file contents, the file.
+
+Besides the primary key, one index: tool calls by id (:func:`contextstore.storage.nodes.find_calls`
+types a tool result by the call it answers). Results and texts take no entry, and no index
+covers ``path`` (no statement looks blocks up by file); revision 0010 measured both."""
 
 deleted_ranges = Table(
     "deleted_ranges",

@@ -11,7 +11,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from contextstore.cli import cli
-from contextstore.devtools import bench_runner
+from contextstore.devtools import bench_runner, bench_workloads
 from contextstore.devtools.bench_subjects import PEERS, peer_available
 
 
@@ -70,3 +70,33 @@ def test_a_bad_size_is_refused_as_a_cli_error() -> None:
     assert result.exit_code == 2 and "sizes" in result.output
     result = CliRunner().invoke(cli, ["bench", "--workloads", "append,nope"], obj={})
     assert result.exit_code == 2 and "choose from" in result.output
+
+
+def test_pages_also_measures_cline_histories_from_a_folder(tmp_path: Path) -> None:
+    """``--cline-tasks`` adds one row per page size for the tasks' API histories (tasks
+    without one are left out); the content is the histories' compact JSON."""
+    history = [
+        {"role": "user", "content": [{"type": "text", "text": "<task>fix it</task>"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Done."}]},
+    ]
+    for name in ("task-1", "task-2"):
+        (tmp_path / "tasks" / name).mkdir(parents=True)
+        (tmp_path / "tasks" / name / "api_conversation_history.json").write_text(
+            json.dumps(history)
+        )
+    (tmp_path / "tasks" / "ui-only").mkdir()
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(
+        cli,
+        [
+            *("bench", "--workloads", "pages", "--sizes", "6", "--no-peers"),
+            *("--cline-tasks", str(tmp_path / "tasks"), "--json-out", str(out)),
+        ],
+        obj={},
+    )
+    assert result.exit_code == 0, result.output
+    rows = [m for m in json.loads(out.read_text())["measurements"] if "real Cline" in m["note"]]
+    assert [(m["subject"], m["size"]) for m in rows] == [
+        (f"{size // 1024} KiB pages", 4) for size in bench_workloads.PAGE_SIZES
+    ]
+    assert all(m["note"].startswith("2 real Cline histories") for m in rows)
