@@ -18,6 +18,7 @@ from contextstore.core.errors import (
     IntegrityViolationError,
     InvalidInputError,
 )
+from contextstore.facade.maintenance import MAX_REPORTED_PROBLEMS
 from tests.cli.conftest import run
 from tests.robustness.damage import (
     overwrite_header,
@@ -196,6 +197,9 @@ def test_check_names_each_broken_invariant(healthy: Path, tmp_path: Path, invari
         with pytest.raises(IntegrityViolationError) as caught:
             store.check()
         assert not isinstance(caught.value, CorruptDatabaseError)
+        message = str(caught.value)
+        assert message.startswith(f"{len(found)} broken invariant(s): ") and "None" not in message
+        assert ("more)" in message) == (len(found) > MAX_REPORTED_PROBLEMS)
         if invariant != "owner":
             assert first in {p.conversation_id for p in found}
             assert store.check(second).ok

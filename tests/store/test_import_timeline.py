@@ -114,6 +114,7 @@ def test_rows_that_break_the_timeline_are_refused_and_nothing_is_written(
         (CheckpointRow(START + 9, git_hash="x" * 65), "git_hash must be"),
         (SourceRecordRow(START + 9, "", "k", {}), "origin must be"),
         (SourceRecordRow(START + 9, "cline", "k", {"x": object()}), "which JSON cannot hold"),
+        (SourceRecordRow(START + 9, "cline", "k", [1, 2]), "data must be a mapping"),  # type: ignore[arg-type]
     ],
 )
 def test_each_row_is_checked_as_its_own_method_would(
@@ -172,6 +173,8 @@ def test_imported_rows_can_be_replaced_until_a_rollback(store: ContextStore) -> 
     store.import_timeline(cid, [SourceRecordRow(START + 9, "cline", "k", {"new": 1})])
     with pytest.raises(InvalidInputError, match="later than"):
         store.discard_imported_rows(cid, after=START + 100)
+    with pytest.raises(InvalidInputError, match=r"^after must be"):
+        store.discard_imported_rows(cid, after=None)  # type: ignore[arg-type]
     store.rollback(cid, to=START + 5)
     with pytest.raises(InvalidInputError, match="a rollback or restore ran after"):
         store.discard_imported_rows(cid, after=START + 4)

@@ -241,6 +241,24 @@ def test_a_subagent_s_settings_are_checked_by_name(store: ContextStore) -> None:
     assert store.create_subagent(parent, model_id="m" * 200).model_id == "m" * 200
 
 
+def test_request_options_are_checked_and_rebuilt_into_the_payload(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, session(2))
+    for bad in ("a\x00b", "x" * (store.max_message_bytes + 1)):
+        with pytest.raises(InvalidInputError, match=r"^system "):
+            store.prepare_request(conv.id, system=bad)
+    assert store.requests(conv.id) == []
+    prepared = store.prepare_request(conv.id, system="Be brief.", model="m-1", max_tokens=1_024)
+    assert prepared.request_id is not None
+    payload = store.request_payload(conv.id, prepared.request_id)
+    assert payload == prepared.payload
+    assert (payload["system"], payload["model"], payload["max_tokens"]) == (
+        "Be brief.",
+        "m-1",
+        1_024,
+    )
+
+
 def test_request_payload_is_rebuilt_from_rows_and_verified(store: ContextStore) -> None:
     conv = store.create_conversation(context_window=64_000)
     store.append(conv.id, session(6))
