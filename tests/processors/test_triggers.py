@@ -264,3 +264,22 @@ def test_rollback_takes_processor_state_back(store: ContextStore) -> None:
     store.rollback(cid, cp.ts)
     store.run_processors(cid, pipeline=pipeline)
     assert counting.given == [0, 1, 2, 3]
+
+
+def test_a_failed_run_records_how_far_the_last_good_run_had_seen(store: ContextStore) -> None:
+    class FailsSecond(Counting):
+        def propose(self, view: IndexedView) -> list[BlockUpdate]:
+            if self.calls:
+                raise ContextStoreError("second call fails")
+            return super().propose(view)
+
+    flaky = FailsSecond("flaky", "say", Trigger.new_message())
+    cid = _conversation(store, 4)
+    store.run_processors(cid, pipeline=Pipeline([flaky]))
+    store.append(cid, [user("say 4"), assistant("ok 5")])
+    with pytest.raises(ContextStoreError, match="second call fails"):
+        store.run_processors(cid, pipeline=Pipeline([flaky]))
+    good, failed = sorted(store.processor_runs(cid), key=lambda run: run.id)
+    assert good.outcome != "failed" and failed.outcome == "failed"
+    assert failed.seen_through == good.seen_through == 3
+    assert (failed.first_message_idx, failed.last_message_idx) == (4, 5)

@@ -239,6 +239,8 @@ def test_search_matches_text_and_tool_input_literally(store: ContextStore) -> No
     assert [h.conversation_id for h in store.search("coverage", conversation_id=two)] == [two]
     with pytest.raises(InvalidInputError):
         store.search("")
+    with pytest.raises(InvalidInputError, match=r"^the search text must not contain a NUL"):
+        store.search("cover\x00age")
 
 
 def test_viewed_messages_mark_the_hidden_range_and_rewrites(store: ContextStore) -> None:
@@ -252,6 +254,10 @@ def test_viewed_messages_mark_the_hidden_range_and_rewrites(store: ContextStore)
     assert (block.original_text, block.effective_text, block.rewrite_source) == ("b", "B", "test")
     assert not viewed[0].blocks[0].rewritten
     assert [b.type for m in viewed for b in m.blocks] == ["text"] * 5
+    plain = store.create_conversation().id
+    store.append(plain, "user", "a plain string")
+    (only,) = store.viewed_messages(plain)[0].blocks
+    assert (only.type, only.original_text, only.block_idx) == ("text", "a plain string", 0)
 
 
 def test_audit_tells_prepared_requests_from_recorded_ones(store: ContextStore) -> None:
@@ -267,6 +273,7 @@ def test_audit_tells_prepared_requests_from_recorded_ones(store: ContextStore) -
     ("haystack", "needle", "expected"),
     [
         ("abcdefghij", "ef", "...cdefgh..."),
+        ("abcdefghij", "d", "...bcdef..."),
         ("abcdefghij", "AB", "abcd..."),
         ("abcdefghij", "ij", "...ghij"),
         ("abcdefghij", "zz", "abcd..."),

@@ -151,11 +151,32 @@ def test_the_readme_recursive_query_walks_what_the_store_walks(store: ContextSto
 
 @pytest.mark.parametrize(
     "node",
-    [NodeRef("range", None), NodeRef("update", None, 0, 0), NodeRef("range", 5, 0, None)],
-    ids=["range without ts", "update without ts", "range with a message"],
+    [
+        NodeRef("range", None),
+        NodeRef("update", None, 0, 0),
+        NodeRef("range", 5, 0, None),
+        NodeRef("block", None, 0, -1),
+        NodeRef("block", None, -1, 0),
+    ],
+    ids=[
+        "range without ts",
+        "update without ts",
+        "range with a message",
+        "negative block",
+        "negative message",
+    ],
 )
 def test_a_node_missing_its_identity_is_refused(store: ContextStore, node: NodeRef) -> None:
     cid = store.create_conversation().id
     store.append(cid, [user("a"), assistant("b")])
     with pytest.raises(InvalidInputError, match=r"^node"):
         store.lineage(cid, node)
+
+
+def test_add_lineage_names_the_end_it_refuses(store: ContextStore) -> None:
+    cid = store.create_conversation().id
+    store.append(cid, [user("a"), assistant("b")])
+    with pytest.raises(InvalidInputError, match=r"^derived must be a NodeRef"):
+        store.add_lineage(cid, "nope", (0, 0))  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match=r"^source must be a NodeRef"):
+        store.add_lineage(cid, NodeRef.range(1), "nope")  # type: ignore[arg-type]

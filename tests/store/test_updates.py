@@ -131,3 +131,15 @@ def test_a_proposal_made_against_text_that_changed_is_not_written(store: Context
     assert _shown(store, cid, pipeline=pipeline) == "edited by hand"
     store.prepare_request(cid, pipeline=pipeline)
     assert [u["source"] for u in store.context_updates(cid)] == ["caller"]
+
+
+def test_an_update_and_a_range_name_the_argument_they_refuse(store: ContextStore) -> None:
+    cid = store.create_conversation().id
+    store.append(cid, [user("a"), assistant("b"), user("c"), assistant("d")])
+    with pytest.raises(InvalidInputError, match=r"^text must be"):
+        store.add_context_update(cid, 1, 0, None, kind="manual", source="test")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match=r"^summary must not contain a NUL"):
+        store.set_deleted_range(cid, 3, summary="a\x00b")
+    with pytest.raises(InvalidInputError, match=r"^reason must not contain a NUL"):
+        store.set_deleted_range(cid, 3, reason="a\x00b")
+    assert store.context_updates(cid) == [] and store.deleted_range(cid) is None

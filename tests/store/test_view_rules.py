@@ -75,3 +75,27 @@ def test_unknown_view_rules_in_a_stored_request_are_a_clear_error(
     assert future.request_id is not None
     with pytest.raises(CorruptRowError, match="view rules 99"):
         store.request_payload(conv.id, future.request_id)
+
+
+def test_a_request_whose_options_name_no_rules_was_built_by_the_first(
+    store: ContextStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests prepared before the options recorded their view rules were built by rules 1."""
+    conv = store.create_conversation()
+    store.append(conv.id, _cline_text_result_history())
+    original = requests_facade.RequestsMixin._request_options
+
+    def without_rules(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        options = dict(original(*args, **kwargs))
+        options.pop("view_rules")
+        return options
+
+    with monkeypatch.context() as patched:
+        patched.setattr(
+            requests_facade.RequestsMixin, "_request_options", staticmethod(without_rules)
+        )
+        patched.setattr(runner, "finish_view", partial(view_rules.finish_view, rules=1))
+        old = store.prepare_request(conv.id)
+    assert old.request_id is not None
+    assert _result_blocks(old.payload)[0]["content"] == "result missing"
+    assert store.request_payload(conv.id, old.request_id) == old.payload
