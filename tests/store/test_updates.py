@@ -143,3 +143,14 @@ def test_an_update_and_a_range_name_the_argument_they_refuse(store: ContextStore
     with pytest.raises(InvalidInputError, match=r"^reason must not contain a NUL"):
         store.set_deleted_range(cid, 3, reason="a\x00b")
     assert store.context_updates(cid) == [] and store.deleted_range(cid) is None
+
+
+def test_a_rewrite_holding_a_nul_reads_back_exactly(store: ContextStore) -> None:
+    """PostgreSQL's text columns cannot hold NUL: the store keeps such a rewrite's exact text
+    aside and reads it back, so every backend shows the same text."""
+    cid = store.create_conversation().id
+    store.append(cid, [user("a"), assistant("b")])
+    store.add_context_update(cid, 1, 0, "before\x00after", kind="manual", source="test")
+    assert store.render(cid)[1]["content"][0]["text"] == "before\x00after"
+    (update,) = store.context_updates(cid)
+    assert update["text"] == "before\x00after"
