@@ -340,11 +340,17 @@ def test_recover_salvages_what_is_readable_into_a_store_that_passes_check(
         if cid not in report.damaged_conversations:
             assert got == original
     total = sum(len(v) for v in seeded.views.values())
+    assert "the schema revision could not be read; assumed the current one" not in report.notes
+    unreadable = sorted({t.unreadable for t in report.tables})
     if kind == "overwritten header":
         assert report.header_repaired and report.complete and kept == total
+        assert unreadable == [0]
     else:
         assert not report.complete and report.damaged_conversations and 0 < kept < total
         assert report.lost_rows > 0 or any(t.unreadable < 0 for t in report.tables)
+        # a lost tail is counted as -1 (unknown), rows skipped inside a table one by one
+        assert unreadable[0] == (-1 if kind == "truncated" else 0) and unreadable[-1] >= 0
+        assert kind == "truncated" or unreadable[-1] > 0
 
 
 def test_recover_refuses_an_existing_destination_and_a_missing_source(tmp_path: Path) -> None:

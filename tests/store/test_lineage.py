@@ -180,3 +180,14 @@ def test_add_lineage_names_the_end_it_refuses(store: ContextStore) -> None:
         store.add_lineage(cid, "nope", (0, 0))  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match=r"^source must be a NodeRef"):
         store.add_lineage(cid, NodeRef.range(1), "nope")  # type: ignore[arg-type]
+
+
+def test_a_node_the_conversation_lacks_is_refused(store: ContextStore) -> None:
+    cid = store.create_conversation().id
+    store.append(cid, [user("a"), assistant("b")])
+    block_ts = store.lineage(cid, (1, 0)).node.ts
+    assert block_ts is not None
+    for missing in [(5, 0), (1, 3), NodeRef("block", block_ts + 1, 1, 0), NodeRef.range(block_ts)]:
+        with pytest.raises(InvalidInputError, match="has no"):
+            store.lineage(cid, missing)
+    assert store.lineage(cid, NodeRef("block", block_ts, 1, 0)).node.ts == block_ts
