@@ -235,6 +235,9 @@ def test_search_matches_text_and_tool_input_literally(store: ContextStore) -> No
     assert {h.conversation_id for h in store.search("COVERAGE")} == {one, two}
     assert [h.type for h in store.search("weird_name")] == ["tool_use"]
     assert store.search("d_n") != [] and store.search("d%n") == []
+    store.append(two, "user", "saved in C:\\temp\\new and C:temp")
+    assert [h.message_idx for h in store.search("C:\\temp", conversation_id=two)] == [1]
+    assert store.search("C:\\tem\\", conversation_id=two) == []
     assert len(store.search("coverage", limit=1)) == 1
     assert [h.conversation_id for h in store.search("coverage", conversation_id=two)] == [two]
     with pytest.raises(InvalidInputError):
@@ -313,6 +316,8 @@ def test_query_refuses_several_statements(store: ContextStore) -> None:
     for sql in ("SELECT 1; DELETE FROM conversations", "COMMIT; DELETE FROM conversations"):
         with pytest.raises((InvalidInputError, ReadOnlyError)):
             store.query(sql)
+    with pytest.raises(InvalidInputError):
+        store.query("SELECT 1; SELECT 2")
     assert [c.title for c in store.list_conversations()] == ["kept"]
 
 

@@ -164,6 +164,22 @@ def test_source_records_roll_back_archive_restore_fork_and_delete(store: Context
     assert store.source_records(fork.id)[0].conversation_id == fork.id
 
 
+def test_removed_source_records_are_listed_in_rollback_order(store: ContextStore) -> None:
+    cid = _imported(store)
+    late = store.rollback(cid, to=START + 10)
+    early = store.rollback(cid, to=START + 5)
+    assert late.removed["source_records"] == 1 and early.removed["source_records"] == 0
+    after = store.get_conversation(cid).last_ts
+    store.import_timeline(cid, [SourceRecordRow(after + 1, "cline", "k", {"again": 1})])
+    last = store.rollback(cid, to=after)
+    listed = store.removed_source_records(cid)
+    assert [r.rollback_id for r in listed] == [late.rollback_id, last.rollback_id]
+    assert [[record.data for record in r.records] for r in listed] == [
+        [{"say": "done"}],
+        [{"again": 1}],
+    ]
+
+
 def test_imported_rows_can_be_replaced_until_a_rollback(store: ContextStore) -> None:
     cid = _imported(store)
     # the range, the update and the lineage edge it recorded, the completion record
