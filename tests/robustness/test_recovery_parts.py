@@ -68,7 +68,7 @@ def test_a_store_whose_conversation_rows_are_gone_comes_back_with_stubs(tmp_path
     with ContextStore.open(tmp_path / "recovered.db") as recovered:
         record = recovered.get_conversation(cid)
         assert (record.created_ts, record.last_ts) == (stamps[0], stamps[-1])
-        assert [m["content"] for m in recovered.messages(cid)][0][0]["text"] == "a"
+        assert recovered.messages(cid)[0]["content"][0]["text"] == "a"
         assert recovered.check().ok
 
 
