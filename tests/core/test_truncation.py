@@ -165,6 +165,11 @@ def test_stale_range_never_shrinks(keep: str) -> None:
     assert next_truncation_range(messages, (2, 9), keep) == (2, 9)
 
 
+@pytest.mark.parametrize("keep", ["none", "last_two", "half", "quarter"])
+def test_a_range_hiding_only_message_two_is_kept(keep: str) -> None:
+    assert next_truncation_range(alternating(3), (2, 2), keep) == (2, 2)
+
+
 @pytest.mark.parametrize("keep", ["none", "last_two"])
 def test_stale_range_is_returned_unchanged_by_none_and_last_two(keep: str) -> None:
     assert next_truncation_range(alternating(5), (2, 9), keep) == (2, 9)

@@ -242,6 +242,7 @@ def test_a_failing_processor_is_recorded_and_nothing_else_is_written(store: Cont
         and "hook is down" in (run.reason or "")
     )
     assert (run.first_message_idx, run.last_message_idx, run.nodes_given) == (0, 3, 0)
+    assert run.seen_through == -1  # it never ran before
     assert store.context_updates(cid) == []
 
 

@@ -234,9 +234,14 @@ def test_search_matches_text_and_tool_input_literally(store: ContextStore) -> No
     assert hits[0].snippet == "Coverage is 100% now" and hits[0].title == "one"
     assert {h.conversation_id for h in store.search("COVERAGE")} == {one, two}
     assert [h.type for h in store.search("weird_name")] == ["tool_use"]
+    store.append(
+        two, [assistant(tool_use("t2", "read_file", path="café/menu.txt")), user(result("t2", "x"))]
+    )
+    (accented,) = store.search("menu.txt")
+    assert accented.type == "tool_use" and "café/menu.txt" in accented.snippet
     assert store.search("d_n") != [] and store.search("d%n") == []
     store.append(two, "user", "saved in C:\\temp\\new and C:temp")
-    assert [h.message_idx for h in store.search("C:\\temp", conversation_id=two)] == [1]
+    assert [h.message_idx for h in store.search("C:\\temp", conversation_id=two)] == [3]
     assert store.search("C:\\tem\\", conversation_id=two) == []
     assert len(store.search("coverage", limit=1)) == 1
     assert [h.conversation_id for h in store.search("coverage", conversation_id=two)] == [two]
@@ -255,6 +260,7 @@ def test_viewed_messages_mark_the_hidden_range_and_rewrites(store: ContextStore)
     assert [m.hidden for m in viewed] == [False, False, True, True, False]
     block = viewed[1].blocks[0]
     assert (block.original_text, block.effective_text, block.rewrite_source) == ("b", "B", "test")
+    assert (block.rewrite_kind, viewed[0].blocks[0].rewrite_kind) == ("manual", None)
     assert not viewed[0].blocks[0].rewritten
     assert [b.type for m in viewed for b in m.blocks] == ["text"] * 5
     plain = store.create_conversation().id

@@ -1,0 +1,114 @@
+"""A refused call names the argument it refuses, first, in the caller's terms: the message is
+the whole interface a caller has to find their mistake (README "Errors")."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from contextstore import ContextStore, InvalidInputError
+from contextstore.core.lineage import NodeRef
+from contextstore.core.rows import MessageRow, RequestRow, UpdateRow
+from tests.conftest import assistant, tool_use, user
+
+START = 1_700_000_000_000
+
+Call = Callable[[ContextStore, str], Any]
+
+CASES: list[tuple[str, Call, str]] = [
+    (
+        "update block_idx",
+        lambda s, c: s.add_context_update(c, 1, "0", "x", kind="manual", source="t"),
+        r"^block_idx must",
+    ),
+    (
+        "range tokens_total",
+        lambda s, c: s.set_deleted_range(c, 2, tokens_total=-1),
+        r"^tokens_total must",
+    ),
+    (
+        "truncate first_user_replacement",
+        lambda s, c: s.truncate(c, first_user_replacement="yes"),
+        r"^first_user_replacement must be True or False\.$",
+    ),
+    (
+        "restore rollback_id",
+        lambda s, c: s.restore(c, None),
+        r"^rollback_id must",
+    ),
+    (
+        "lineage from a block",
+        lambda s, c: s.add_lineage(c, NodeRef.block(0, 0), (1, 0)),
+        r"^derived must be an update or a range node; a stored block is an original\.$",
+    ),
+    (
+        "prepare tools shape",
+        lambda s, c: s.prepare_request(c, tools=[{"description": "no name"}]),
+        r"^tools must be a list of tool definitions like \{'name'",
+    ),
+    (
+        "prepare tools value",
+        lambda s, c: s.prepare_request(c, tools=[{"name": "t", "limit": math.nan}]),
+        r"^tools\[0\]\.limit is nan",
+    ),
+    (
+        "import a foreign row",
+        lambda s, c: s.import_timeline(c, [object()]),
+        r"^row 0 is a object; pass rows from contextstore\.core\.rows\.$",
+    ),
+    (
+        "import request details",
+        lambda s, c: s.import_timeline(c, [RequestRow(START + 100, details=[1])]),
+        r"details must be a mapping",
+    ),
+    (
+        "import tool_input on text",
+        lambda s, c: s.import_timeline(c, [UpdateRow(START + 100, 0, 0, "{}", mode="tool_input")]),
+        r"^row 0 \(context_updates, ts \d+\): mode='tool_input' applies to tool_use blocks only\.$",
+    ),
+]
+
+
+@pytest.fixture
+def conversation(store: ContextStore) -> str:
+    cid = store.create_conversation(created_ts=START).id
+    store.import_timeline(
+        cid,
+        [
+            MessageRow(START + 1, user("task")),
+            MessageRow(START + 2, assistant("reading", tool_use("t1", "read_file", path="a"))),
+            MessageRow(
+                START + 3, user({"type": "tool_result", "tool_use_id": "t1", "content": "x"})
+            ),
+            MessageRow(START + 4, assistant("done")),
+        ],
+    )
+    return cid
+
+
+@pytest.mark.parametrize(("call", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_a_refusal_names_what_it_refuses(
+    store: ContextStore, conversation: str, call: Call, expected: str
+) -> None:
+    before = store.row_counts()
+    with pytest.raises(InvalidInputError, match=expected):
+        call(store, conversation)
+    assert store.row_counts() == before
+
+
+def test_a_tool_input_rewrite_of_a_tool_call_is_imported(
+    store: ContextStore, conversation: str
+) -> None:
+    store.import_timeline(
+        conversation, [UpdateRow(START + 100, 1, 1, '{"path": "b"}', mode="tool_input")]
+    )
+    assert store.render(conversation)[1]["content"][1]["input"] == {"path": "b"}
+
+
+def test_a_range_keeps_the_total_that_triggered_it(store: ContextStore, conversation: str) -> None:
+    store.set_deleted_range(conversation, 2, tokens_total=500, reason="test")
+    (event,) = store.audit(conversation).truncations
+    assert (event.tokens_total, event.end_idx) == (500, 2)
