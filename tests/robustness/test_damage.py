@@ -214,7 +214,10 @@ def test_check_is_ok_on_every_backend_and_scoped_to_a_conversation(store: Contex
     assert report.ok and report.conversations_checked == 2
     assert report.integrity == ("skipped" if report.backend == "postgresql" else "quick_check")
     assert {"message_count", "message_idx", "range_bounds", "render"} <= set(report.checks)
-    assert store.check(ids[0]).conversations_checked == 1
+    assert ("integrity" in report.checks) == (report.backend == "sqlite")
+    assert report.conversation_id is None
+    scoped = store.check(ids[0])
+    assert scoped.conversations_checked == 1 and scoped.conversation_id == ids[0]
     with pytest.raises(ConversationNotFoundError):
         store.check("no-such-conversation")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +34,11 @@ CASES: list[tuple[str, Call, str]] = [
         "truncate first_user_replacement",
         lambda s, c: s.truncate(c, first_user_replacement="yes"),
         r"^first_user_replacement must be True or False\.$",
+    ),
+    (
+        "request cache_writes",
+        lambda s, c: s.record_request(c, cache_writes=-1),
+        r"^cache_writes must",
     ),
     (
         "restore rollback_id",
@@ -112,3 +118,12 @@ def test_a_range_keeps_the_total_that_triggered_it(store: ContextStore, conversa
     store.set_deleted_range(conversation, 2, tokens_total=500, reason="test")
     (event,) = store.audit(conversation).truncations
     assert (event.tokens_total, event.end_idx) == (500, 2)
+
+
+def test_a_read_only_store_needs_an_existing_file(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.db"
+    with pytest.raises(
+        InvalidInputError, match=r"missing\.db does not exist; a read-only store needs an existing"
+    ):
+        ContextStore.open(missing, read_only=True)
+    assert not missing.exists()
