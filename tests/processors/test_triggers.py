@@ -284,3 +284,12 @@ def test_a_failed_run_records_how_far_the_last_good_run_had_seen(store: ContextS
     assert good.outcome != "failed" and failed.outcome == "failed"
     assert failed.seen_through == good.seen_through == 3
     assert (failed.first_message_idx, failed.last_message_idx) == (4, 5)
+
+
+def test_a_token_trigger_in_the_store_reads_the_stored_token_counts(store: ContextStore) -> None:
+    cid = _conversation(store, 4)  # a few tokens per message
+    quiet = Counting("quiet", "say", Trigger.tokens_over(10_000))
+    loud = Counting("loud", "say", Trigger.tokens_over(1))
+    store.run_processors(cid, pipeline=Pipeline([quiet, loud]))
+    assert quiet.calls == [] and loud.calls == ["loud"]
+    assert sorted(set(loud.given)) == [0, 1, 2, 3]
