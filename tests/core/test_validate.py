@@ -393,3 +393,28 @@ def test_check_json_object_names_where_a_nul_or_a_lone_surrogate_sits() -> None:
         check_json_object("metadata", {"notes": ["a\x00b"]})
     with pytest.raises(InvalidInputError, match=r"^metadata\.x is not valid Unicode text"):
         check_json_object("metadata", {"x": "\ud800"})
+
+
+def _result(*items: Any) -> list[dict[str, Any]]:
+    return [{"type": "tool_result", "tool_use_id": "t1", "content": list(items)}]
+
+
+def test_a_result_s_text_items_may_hold_nul_its_other_items_are_checked() -> None:
+    kept = normalize_message("user", _result({"type": "text", "text": "a\x00b"}))
+    assert kept.blocks[0]["content"][0]["text"] == "a\x00b"
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "x"}}
+    with pytest.raises(InvalidInputError, match=r"content\[1\]\.source\.width is nan"):
+        normalize_message(
+            "user",
+            _result(
+                {"type": "text", "text": "a"},
+                {**image, "source": {**image["source"], "width": math.nan}},
+            ),
+        )
+    with pytest.raises(InvalidInputError, match=r"^content\[0\]\.citations contains a NUL"):
+        normalize_message("user", [{"type": "text", "text": "x", "citations": "a\x00"}])
+
+
+def test_a_block_key_holding_a_nul_is_refused_by_name() -> None:
+    with pytest.raises(InvalidInputError, match=r"key contains a NUL"):
+        normalize_message("user", [{"type": "text", "text": "x", "bad\x00key": 1}])
