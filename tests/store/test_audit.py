@@ -240,9 +240,9 @@ def test_search_matches_text_and_tool_input_literally(store: ContextStore) -> No
     (accented,) = store.search("menu.txt")
     assert accented.type == "tool_use" and "café/menu.txt" in accented.snippet
     assert store.search("d_n") != [] and store.search("d%n") == []
-    store.append(two, "user", "saved in C:\\temp\\new and C:temp")
+    store.append(two, [user("saved in C:\\temp\\new"), assistant("not in C:temp")])
     assert [h.message_idx for h in store.search("C:\\temp", conversation_id=two)] == [3]
-    assert store.search("C:\\tem\\", conversation_id=two) == []
+    assert [h.message_idx for h in store.search("C:temp", conversation_id=two)] == [4]
     assert len(store.search("coverage", limit=1)) == 1
     assert [h.conversation_id for h in store.search("coverage", conversation_id=two)] == [two]
     with pytest.raises(InvalidInputError):
