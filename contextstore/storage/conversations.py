@@ -127,18 +127,19 @@ def list_conversations(connection: Connection) -> list[Conversation]:
 
 
 _DELETE = Statement(lambda: delete(conversations).where(_c.id == bindparam("cid")))
-_DELETE_ARCHIVED = tuple(
+_DELETE_UNREFERENCED = tuple(
     Statement(
         lambda table=table: delete(table).where(table.c.conversation_id == bindparam("cid"))  # type: ignore[misc]
     )
-    for table in ARCHIVES.values()
+    for table in (blocks, *ARCHIVES.values())
 )
 
 
 def delete_conversation(connection: Connection, conversation_id: str) -> None:
     """Delete the conversation's row; its rows in every table go with it (cascades), and
-    its rollbacks' archived rows, which have no foreign key, by a statement each."""
-    for statement in _DELETE_ARCHIVED:
+    its blocks and its rollbacks' archived rows, which have no foreign key, by a statement
+    each."""
+    for statement in _DELETE_UNREFERENCED:
         statement.run(connection, {"cid": conversation_id}).close()
     _DELETE.run(connection, {"cid": conversation_id}).close()
 

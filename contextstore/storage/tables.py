@@ -17,7 +17,6 @@ from sqlalchemy import (
     Column,
     Float,
     ForeignKey,
-    ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
@@ -100,11 +99,6 @@ blocks = Table(
     Column("line_start", Integer),
     Column("line_end", Integer),
     Column("token_count", Integer, nullable=False),
-    ForeignKeyConstraint(
-        ["conversation_id", "message_idx"],
-        ["messages.conversation_id", "messages.idx"],
-        ondelete="CASCADE",
-    ),
     Index(
         "ix_blocks_tool_use_id",
         "conversation_id",
@@ -118,7 +112,14 @@ blocks = Table(
 
 Besides the primary key, one index: tool calls by id (:func:`contextstore.storage.nodes.find_calls`
 types a tool result by the call it answers). Results and texts take no entry, and no index
-covers ``path`` (no statement looks blocks up by file); revision 0010 measured both."""
+covers ``path`` (no statement looks blocks up by file); revision 0010 measured both.
+
+No foreign key to ``messages`` (revision 0011): its cascade ran one trigger call per deleted
+message even when the statement had already deleted the blocks, most of a purge's time on
+PostgreSQL. Every statement that deletes messages deletes their blocks itself (a rollback,
+a conversation's deletion, an import's replacement), blocks are written with their message
+in one transaction, and ``contextstore check`` verifies that every block has its message
+(the ``block_owner`` invariant)."""
 
 deleted_ranges = Table(
     "deleted_ranges",

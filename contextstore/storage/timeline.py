@@ -151,7 +151,11 @@ _COUNT_AFTER = {
 _COUNT_BLOCKS_AFTER = Statement(
     lambda: (
         select(func.count())
-        .select_from(blocks.join(messages))
+        .select_from(
+            blocks.join(
+                messages, (_m.conversation_id == _b.conversation_id) & (_m.idx == _b.message_idx)
+            )
+        )
         .where(_b.conversation_id == bindparam("cid"), _m.ts > bindparam("cutoff"))
     )
 )

@@ -1,4 +1,5 @@
-"""Typed archives: a rollback's removed rows go to ``archived_<table>``, not JSON rows.
+"""Typed archives: a rollback's removed rows go to ``archived_<table>``, not JSON rows;
+blocks lose their foreign key to messages.
 
 Revision ID: 0011
 Revises: 0010
@@ -13,6 +14,13 @@ after a ``rollback_id`` (``archived_messages``, ``archived_blocks``, ... one per
 rollback removes rows from), indexed by ``rollback_id`` only, without a foreign key: the rows
 move with ``INSERT ... SELECT`` of the same columns, and are deleted with their rollback
 explicitly (a conversation's deletion deletes them by statement).
+
+The same profile showed the ``blocks -> messages`` cascade (``ON DELETE CASCADE``) running one
+trigger call per deleted message although the statement had deleted the blocks first: half of
+a purge. The foreign key is dropped (PostgreSQL: ``DROP CONSTRAINT``; SQLite: ``blocks`` rebuilt
+without it, its rows, index and the views kept); every statement that deletes messages deletes
+their blocks, and ``contextstore check`` finds a block without its message. The downgrade
+deletes such blocks, if any, and puts the constraint back.
 
 Both backends. The upgrade creates the archives from the columns the tables have at 0010
 (read from the database, so this revision stays frozen), moves every ``archived_rows`` row
@@ -98,6 +106,70 @@ _NEW_ARCHIVED = "({})".format(
 )
 
 
+BLOCKS_FK = (
+    ", \n\tCONSTRAINT fk_blocks_conversation_id_messages FOREIGN KEY(conversation_id, "
+    "message_idx) REFERENCES messages (conversation_id, idx) ON DELETE CASCADE"
+)
+"""The foreign key's clause in SQLite's ``CREATE TABLE blocks`` text at 0010."""
+TEMPORARY = "_0011_blocks"
+
+
+def _rebuild_sqlite_blocks(drop_key: bool) -> None:
+    """Rebuild ``blocks`` on SQLite with (``drop_key`` False) or without its foreign key,
+    keeping its rows, its index and every view (SQLite cannot drop a constraint in place)."""
+    bind = op.get_bind()
+    schema = bind.execute(sa.text("SELECT type, name, tbl_name, sql FROM sqlite_master")).all()
+    views = [(name, sql) for kind, name, _, sql in schema if kind == "view"]
+    (create,) = [sql for kind, name, _, sql in schema if kind == "table" and name == "blocks"]
+    indexes = [
+        sql for kind, _, owner, sql in schema if kind == "index" and owner == "blocks" and sql
+    ]
+    if drop_key:
+        if BLOCKS_FK not in create:
+            raise RuntimeError(f"blocks does not have the expected foreign key: {create}")
+        rebuilt = create.replace(BLOCKS_FK, "", 1)
+    else:
+        if BLOCKS_FK in create or not create.endswith("\n)"):
+            raise RuntimeError(f"blocks is not as revision 0011 made it: {create}")
+        rebuilt = create[: -len("\n)")] + BLOCKS_FK + "\n)"
+    rebuilt = rebuilt.replace('CREATE TABLE "blocks"', f"CREATE TABLE {TEMPORARY}", 1)
+    for name, _ in views:
+        op.execute(f'DROP VIEW "{name}"')
+    op.execute(rebuilt)
+    op.execute(f"INSERT INTO {TEMPORARY} SELECT * FROM blocks")  # noqa: S608 (constants)
+    op.execute("DROP TABLE blocks")
+    op.execute(f'ALTER TABLE {TEMPORARY} RENAME TO "blocks"')
+    for sql in indexes:
+        op.execute(sql)
+    for _, sql in views:
+        op.execute(sql)
+
+
+def _drop_blocks_key(dialect: str) -> None:
+    if dialect == "sqlite":
+        _rebuild_sqlite_blocks(drop_key=True)
+    else:
+        op.drop_constraint("fk_blocks_conversation_id_messages", "blocks", type_="foreignkey")
+
+
+def _restore_blocks_key(dialect: str) -> None:
+    op.execute(
+        "DELETE FROM blocks WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE "
+        "m.conversation_id = blocks.conversation_id AND m.idx = blocks.message_idx)"
+    )
+    if dialect == "sqlite":
+        _rebuild_sqlite_blocks(drop_key=False)
+    else:
+        op.create_foreign_key(
+            "fk_blocks_conversation_id_messages",
+            "blocks",
+            "messages",
+            ["conversation_id", "message_idx"],
+            ["conversation_id", "idx"],
+            ondelete="CASCADE",
+        )
+
+
 def _columns(name: str) -> list[sa.Column[object]]:
     """The columns ``name`` has in the database (names, types, nullability)."""
     reflected = sa.Table(name, sa.MetaData(), autoload_with=op.get_bind())
@@ -133,6 +205,7 @@ def upgrade() -> None:
         )
     op.drop_table("archived_rows")
     op.execute(f"CREATE VIEW audit_rollbacks AS {_audit_rollbacks(dialect, _NEW_ARCHIVED)}")
+    _drop_blocks_key(dialect)
 
 
 def _create_archived_rows(dialect: str) -> None:
@@ -172,6 +245,7 @@ def _create_archived_rows(dialect: str) -> None:
 
 def downgrade() -> None:
     dialect = op.get_bind().dialect.name
+    _restore_blocks_key(dialect)
     op.execute("DROP VIEW IF EXISTS audit_rollbacks")
     _create_archived_rows(dialect)
     for name in ARCHIVED:

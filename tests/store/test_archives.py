@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select, text
+from sqlalchemy import func, inspect, select, text
 
 from contextstore import ContextStore
 from contextstore.storage import migrate
@@ -97,5 +97,38 @@ def test_archived_rows_cross_revision_0011_down_and_up(tmp_path: Path, backend: 
         assert store.render(cid) == view
         assert [c.label for c in store.checkpoints(cid)] == ["start", "later"]
         assert store.check(full=True).ok
+    finally:
+        cleanup()
+
+
+def test_blocks_have_no_foreign_key_and_go_with_their_conversation(store: ContextStore) -> None:
+    """Revision 0011 dropped ``blocks -> messages``: a deletion takes the blocks itself."""
+    assert inspect(store.database.engine).get_foreign_keys("blocks") == []
+    gone = store.create_conversation().id
+    kept = store.create_conversation().id
+    store.append(gone, session(3))
+    store.append(kept, session(3))
+    blocks = store.row_counts(kept)["blocks"]
+    store.delete_conversation(gone)
+    assert store.row_counts(gone)["blocks"] == 0 and store.row_counts()["blocks"] == blocks
+    assert store.check(full=True).ok
+
+
+@pytest.mark.parametrize("backend", ["file", "postgres"])
+def test_the_downgrade_puts_the_blocks_key_back(tmp_path: Path, backend: str) -> None:
+    store, cleanup = open_backend(backend, tmp_path)
+    try:
+        cid = store.create_conversation().id
+        store.append(cid, session(2))
+        before = store.render(cid)
+        engine = store.database.engine
+        is_sqlite = engine.dialect.name == "sqlite"
+        store.database.close()
+        migrate.downgrade(engine, is_sqlite=is_sqlite, revision="0010")
+        (key,) = inspect(engine).get_foreign_keys("blocks")
+        assert key["referred_table"] == "messages" and key["options"]["ondelete"] == "CASCADE"
+        migrate.upgrade(engine, is_sqlite=is_sqlite)
+        assert inspect(engine).get_foreign_keys("blocks") == []
+        assert store.render(cid) == before
     finally:
         cleanup()
