@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import func, inspect, select, text
 
 from contextstore import ContextStore
-from contextstore.storage import migrate
+from contextstore.storage import migrate, timeline
 from contextstore.storage.tables import ARCHIVES
 from tests.conftest import open_backend, session
 
@@ -130,5 +130,40 @@ def test_the_downgrade_puts_the_blocks_key_back(tmp_path: Path, backend: str) ->
         migrate.upgrade(engine, is_sqlite=is_sqlite)
         assert inspect(engine).get_foreign_keys("blocks") == []
         assert store.render(cid) == before
+    finally:
+        cleanup()
+
+
+def _scans(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [plan] if plan.get("Relation Name") == "messages" else []
+    for child in plan.get("Plans", []):
+        found.extend(_scans(child))
+    return found
+
+
+def test_the_first_removed_message_is_found_without_reading_the_history(
+    tmp_path: Path,
+) -> None:
+    """On PostgreSQL the rollback's ``first_removed`` reads the removed messages only, not
+    the conversation from its first message (rows read are counted, not timed)."""
+    store, cleanup = open_backend("postgres", tmp_path)
+    try:
+        cid = store.create_conversation().id
+        store.append(cid, session(100))
+        cp = store.checkpoint(cid, "cp")
+        store.append(cid, session(3)[1:])
+        statement = timeline._removal_on_postgres(archive=False).text
+        with store.database.engine.connect() as connection:
+            connection.exec_driver_sql("SET LOCAL enable_seqscan = off")
+            (plan,) = connection.execute(
+                text(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}"),
+                {"cid": cid, "cutoff": cp.ts},
+            ).scalar_one()
+            connection.rollback()
+        (first,) = [
+            p for p in plan["Plan"]["Plans"] if p.get("Subplan Name") == "CTE first_removed"
+        ]
+        read = sum(s["Actual Rows"] + s.get("Rows Removed by Filter", 0) for s in _scans(first))
+        assert 0 < read <= 10, first
     finally:
         cleanup()
