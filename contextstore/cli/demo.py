@@ -107,7 +107,7 @@ def _demo_rollback(store: ContextStore, run: int) -> str:
     )
     terminal.out(
         f"{report.total_removed} rows were removed in one transaction and kept in "
-        f"archived_rows (rollback {report.rollback_id}: 'contextstore restore {conv.id} "
+        f"the archive tables (rollback {report.rollback_id}: 'contextstore restore {conv.id} "
         f"{report.rollback_id}' would put them back)."
     )
     return conv.id

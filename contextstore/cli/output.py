@@ -66,7 +66,12 @@ TABLE_ORDER = (
     "api_requests",
     "checkpoints",
     "rollbacks",
-    "archived_rows",
+    "archived_messages",
+    "archived_blocks",
+    "archived_deleted_ranges",
+    "archived_context_updates",
+    "archived_api_requests",
+    "archived_checkpoints",
 )
 """The order tables are listed in when a command reports rows per table."""
 

@@ -78,8 +78,8 @@ class RollbackReport:
     """What a rollback removed (or, for a dry run, would remove), per table.
 
     ``rollback_id`` names the ``rollbacks`` row (None for a dry run); ``archived`` says
-    whether the removed rows were kept in ``archived_rows`` (so that :meth:`restore` can
-    put them back).
+    whether the removed rows were kept in the archive tables (``archived_<table>``, so
+    that :meth:`restore` can put them back).
     """
 
     conversation_id: str

@@ -9,6 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from contextstore.storage.tables import ARCHIVED_TABLES
+
+ARCHIVED_NAMES = tuple(table.name for table in ARCHIVED_TABLES)
+"""Tables whose removed rows a rollback keeps in ``archived_<name>``."""
+
 CONVERSATION_ID = "crash-conversation"
 CONTEXT_WINDOW = 8_192
 """Small, so that recorded totals above 6,553 tokens make prepare_request truncate."""
@@ -129,15 +134,21 @@ def check_archives(connection: sqlite3.Connection, conversation_id: str) -> list
     ).fetchall()
     for rid, cutoff, purged, counts_json in rollbacks:
         counts: dict[str, int] = json.loads(counts_json)
-        archived = connection.execute(
-            "SELECT table_name, ts, data FROM archived_rows WHERE rollback_id = ?", (rid,)
-        ).fetchall()
+        archived = [
+            (name, ts)
+            for name in ARCHIVED_NAMES
+            for (ts,) in connection.execute(
+                f"SELECT {'NULL' if name == 'blocks' else 'ts'} FROM archived_{name} "  # noqa: S608
+                "WHERE rollback_id = ?",
+                (rid,),
+            )
+        ]
         expected = 0 if purged else sum(counts.values())
         if len(archived) != expected:
             problems.append(
                 f"rollback {rid}: {len(archived)} archived rows, counts say {expected} ({counts})"
             )
-        for table_name, ts, _data in archived:
+        for table_name, ts in archived:
             if table_name == "blocks":
                 continue
             if ts <= cutoff:

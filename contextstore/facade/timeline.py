@@ -102,8 +102,8 @@ class TimelineMixin(StoreBase):
     ) -> RollbackReport:
         """Remove every row written after a checkpoint (a label) or a ``ts``, in one transaction.
 
-        Removed rows are kept in ``archived_rows`` with the rollback's cutoff and time,
-        unless ``purge`` is True, so :meth:`restore` can put them back. Overlays and
+        Removed rows are kept in the archive tables (``archived_<table>``) under the
+        rollback's id, unless ``purge`` is True, so :meth:`restore` can put them back. Overlays and
         ranges written before the cutoff stay. Returns the number of rows removed per
         table; with ``dry_run`` nothing is written and the report says what would go.
         """

@@ -11,8 +11,8 @@ from contextstore.storage.clock import not_found
 from contextstore.storage.codec import decode_object, encode_json
 from contextstore.storage.sql import Statement
 from contextstore.storage.tables import (
+    ARCHIVES,
     api_requests,
-    archived_rows,
     blocks,
     checkpoints,
     context_updates,
@@ -127,10 +127,20 @@ def list_conversations(connection: Connection) -> list[Conversation]:
 
 
 _DELETE = Statement(lambda: delete(conversations).where(_c.id == bindparam("cid")))
+_DELETE_UNREFERENCED = tuple(
+    Statement(
+        lambda table=table: delete(table).where(table.c.conversation_id == bindparam("cid"))  # type: ignore[misc]
+    )
+    for table in (blocks, *ARCHIVES.values())
+)
 
 
 def delete_conversation(connection: Connection, conversation_id: str) -> None:
-    """Delete the conversation's row; its rows in every table go with it (cascades)."""
+    """Delete the conversation's row; its rows in every table go with it (cascades), and
+    its blocks and its rollbacks' archived rows, which have no foreign key, by a statement
+    each."""
+    for statement in _DELETE_UNREFERENCED:
+        statement.run(connection, {"cid": conversation_id}).close()
     _DELETE.run(connection, {"cid": conversation_id}).close()
 
 
@@ -162,7 +172,7 @@ OWNED_TABLES = (
     lineage,
     processor_runs,
     rollbacks,
-    archived_rows,
+    *ARCHIVES.values(),
 )
 """Every table holding rows of a conversation, as :func:`count_rows` reports them."""
 

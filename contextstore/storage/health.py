@@ -16,6 +16,7 @@ from sqlalchemy.exc import DBAPIError
 from contextstore.core.errors import CorruptDatabaseError
 from contextstore.core.health import CheckProblem
 from contextstore.storage.driver_errors import classify_database_error
+from contextstore.storage.tables import ARCHIVES, JSON
 
 MAX_ENGINE_MESSAGES = 100
 """At most this many lines of ``PRAGMA integrity_check`` are reported."""
@@ -114,6 +115,13 @@ _TIMELINE = (
     "checkpoints",
     "source_records",
 )
+_ARCHIVES = tuple(table.name for table in ARCHIVES.values())
+_ARCHIVED_JSON = tuple(
+    (table.name, column.name, "conversation_id")
+    for table in ARCHIVES.values()
+    for column in table.c
+    if column.type is JSON
+)
 
 INVARIANTS: tuple[Invariant, ...] = (
     _invariant(
@@ -201,10 +209,14 @@ INVARIANTS: tuple[Invariant, ...] = (
     _invariant(
         "archive_rollback",
         "every archived row belongs to a rollback of its conversation",
-        """SELECT x.conversation_id, x.id, x.rollback_id FROM archived_rows x
-           WHERE NOT EXISTS (SELECT 1 FROM rollbacks r WHERE r.id = x.rollback_id
-               AND r.conversation_id = x.conversation_id) {where}""",
-        lambda r: f"archived row {r[1]} names rollback {r[2]}, not one of its conversation",
+        " UNION ALL ".join(
+            f"""SELECT x.conversation_id, '{table}', x.rollback_id, COUNT(*) FROM {table} x
+                WHERE NOT EXISTS (SELECT 1 FROM rollbacks r WHERE r.id = x.rollback_id
+                    AND r.conversation_id = x.conversation_id) {{where}}
+                GROUP BY x.conversation_id, x.rollback_id"""  # noqa: S608 (schema names only)
+            for table in _ARCHIVES
+        ),
+        lambda r: f"{r[3]} row(s) of {r[1]} name rollback {r[2]}, not one of its conversation",
     ),
     _invariant(
         "owner",
@@ -213,7 +225,7 @@ INVARIANTS: tuple[Invariant, ...] = (
             f"""SELECT x.conversation_id, '{table}', COUNT(*) FROM {table} x
                 WHERE NOT EXISTS (SELECT 1 FROM conversations c WHERE c.id = x.conversation_id)
                 {{where}} GROUP BY x.conversation_id"""  # noqa: S608 (schema names only)
-            for table in (*_TIMELINE, "blocks", "rollbacks", "archived_rows")
+            for table in (*_TIMELINE, "blocks", "rollbacks", *_ARCHIVES)
         ),
         lambda r: f"{r[2]} {r[1]} row(s) of a conversation that does not exist",
     ),
@@ -255,7 +267,7 @@ INVARIANTS: tuple[Invariant, ...] = (
             ("api_requests", "details", "conversation_id"),
             ("source_records", "data", "conversation_id"),
             ("rollbacks", "counts", "conversation_id"),
-            ("archived_rows", "data", "conversation_id"),
+            *_ARCHIVED_JSON,
         )
     ),
 )

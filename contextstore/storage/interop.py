@@ -31,9 +31,9 @@ from contextstore.storage import lineage
 from contextstore.storage.codec import column_text, decode_block, decode_json
 from contextstore.storage.history import NO_LIMIT, insert_message_rows
 from contextstore.storage.tables import (
+    ARCHIVES,
     TIMELINE_TABLES,
     api_requests,
-    archived_rows,
     blocks,
     checkpoints,
     context_updates,
@@ -307,6 +307,8 @@ def load_removed_source_records(
     """For each rollback of the conversation not restored since, the source records it
     archived (oldest rollback first); rollbacks that archived none are left out."""
     found: list[RemovedRecords] = []
+    kept = ARCHIVES[source_records.name]
+    columns = [c for c in kept.c if c.name not in ("data", "rollback_id")]
     runs = connection.execute(
         select(rollbacks.c.id, rollbacks.c.cutoff_ts, rollbacks.c.ran_at)
         .where(rollbacks.c.conversation_id == conversation_id, rollbacks.c.restored_ts.is_(None))
@@ -314,18 +316,11 @@ def load_removed_source_records(
     ).all()
     for run in runs:
         archived = connection.execute(
-            select(archived_rows.c.id, type_coerce(archived_rows.c.data, Text).label("data"))
-            .where(
-                archived_rows.c.rollback_id == run.id,
-                archived_rows.c.table_name == source_records.name,
-            )
-            .order_by(archived_rows.c.ts)
+            select(*columns, type_coerce(kept.c.data, Text).label("data"))
+            .where(kept.c.rollback_id == run.id)
+            .order_by(kept.c.ts)
         ).all()
-        records = []
-        for entry in archived:
-            value = decode_json(entry.data, f"archived row {entry.id}")
-            if isinstance(value, dict) and "ts" in value and "data" in value:
-                records.append(_record(value, value["data"]))
+        records = [_record(dict(entry._mapping), entry.data) for entry in archived]
         if records:
             found.append(RemovedRecords(int(run.id), int(run.cutoff_ts), int(run.ran_at), records))
     return found

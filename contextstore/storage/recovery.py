@@ -39,7 +39,7 @@ from contextstore.core.health import RecoveryReport, TableRecovery
 from contextstore.storage.engine import DatabaseTarget, make_engine
 from contextstore.storage.migrate import head_revision, upgrade
 from contextstore.storage.sqlite_file import HEADER_BYTES, MAGIC, parse_header
-from contextstore.storage.tables import TIMELINE_TABLES
+from contextstore.storage.tables import ARCHIVES, TIMELINE_TABLES
 
 PAGE_SIZES = (8192, 4096, 16384, 32768, 65536, 1024, 2048, 512)
 """Page sizes tried, most likely first, when a header must be rebuilt."""
@@ -49,8 +49,11 @@ MAX_ROWID = 2**63 - 1
 
 TIMELINE = tuple(table.name for table in TIMELINE_TABLES)
 """Tables whose rows sit on a conversation's timeline (``ts``)."""
-OWNED = (*TIMELINE, "blocks", "rollbacks", "archived_rows")
-"""Tables whose rows belong to a conversation (``conversation_id``)."""
+ARCHIVE_TABLES = tuple(table.name for table in ARCHIVES.values())
+"""The rollbacks' archive tables (revision 0011 on; ``archived_rows`` before it)."""
+OWNED = (*TIMELINE, "blocks", "rollbacks", *ARCHIVE_TABLES, "archived_rows")
+"""Tables whose rows belong to a conversation (``conversation_id``); a file of an older
+revision lacks some, and only those it has are read."""
 
 
 # -- the damaged file's copy -------------------------------------------------------------
@@ -217,9 +220,11 @@ def scan_table(connection: sqlite3.Connection, table: str, columns: list[str]) -
 
 def orphan_conversations(connection: sqlite3.Connection) -> list[tuple[str, int, int]]:
     """Conversations that own rows but whose own row is missing: (id, first ts, last ts)."""
+    present = set(table_names(connection))
     parts = " UNION ALL ".join(
         f'SELECT conversation_id AS cid, {_ts_column(t)} AS ts FROM "{t}"'  # noqa: S608
         for t in OWNED
+        if t in present
     )
     rows = connection.execute(
         f"SELECT cid, MIN(ts), MAX(ts) FROM ({parts}) WHERE cid NOT IN "  # noqa: S608
@@ -229,7 +234,7 @@ def orphan_conversations(connection: sqlite3.Connection) -> list[tuple[str, int,
 
 
 def _ts_column(table: str) -> str:
-    return {"blocks": "NULL", "rollbacks": "cutoff_ts"}.get(table, "ts")
+    return {"blocks": "NULL", "archived_blocks": "NULL", "rollbacks": "cutoff_ts"}.get(table, "ts")
 
 
 def insert_stub_conversation(
@@ -318,6 +323,14 @@ REPAIRS: tuple[tuple[str, str], ...] = (
     ("request_options", "DELETE FROM request_options WHERE json_valid(data) = 0"),
     ("source_records", "DELETE FROM source_records WHERE json_valid(data) = 0"),
     ("rollbacks", "DELETE FROM rollbacks WHERE json_valid(counts) = 0"),
+    *(
+        (
+            name,
+            f"DELETE FROM {name} WHERE NOT EXISTS (SELECT 1 FROM rollbacks r WHERE "  # noqa: S608
+            f"r.id = {name}.rollback_id AND r.conversation_id = {name}.conversation_id)",
+        )
+        for name in ARCHIVE_TABLES
+    ),
     (
         "archived_rows",
         "DELETE FROM archived_rows WHERE json_valid(data) = 0 OR NOT EXISTS (SELECT 1 FROM "
@@ -326,7 +339,7 @@ REPAIRS: tuple[tuple[str, str], ...] = (
     ),
 )
 """Rows removed because what they depend on was lost or they cannot be decoded, as
-(table, statement), run in order."""
+(table, statement), run in order (each only where the file's revision has its table)."""
 
 FIXES: tuple[str, ...] = (
     "UPDATE api_requests SET options_sha256 = NULL WHERE options_sha256 IS NOT NULL AND "
@@ -474,8 +487,10 @@ def _rebuild(
                 dropped[table] = dropped.get(table, 0) + n
         elif expected.get(cid) not in (None, len(history)):
             damaged.add(cid)
+    present = set(table_names(new))
     for table, statement in REPAIRS:
-        dropped[table] = dropped.get(table, 0) + new.execute(statement).rowcount
+        if table in present:
+            dropped[table] = dropped.get(table, 0) + new.execute(statement).rowcount
     for statement in FIXES:
         new.execute(statement)
     problems = new.execute("PRAGMA foreign_key_check").fetchall()

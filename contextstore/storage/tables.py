@@ -17,7 +17,6 @@ from sqlalchemy import (
     Column,
     Float,
     ForeignKey,
-    ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
@@ -100,11 +99,6 @@ blocks = Table(
     Column("line_start", Integer),
     Column("line_end", Integer),
     Column("token_count", Integer, nullable=False),
-    ForeignKeyConstraint(
-        ["conversation_id", "message_idx"],
-        ["messages.conversation_id", "messages.idx"],
-        ondelete="CASCADE",
-    ),
     Index(
         "ix_blocks_tool_use_id",
         "conversation_id",
@@ -118,7 +112,14 @@ blocks = Table(
 
 Besides the primary key, one index: tool calls by id (:func:`contextstore.storage.nodes.find_calls`
 types a tool result by the call it answers). Results and texts take no entry, and no index
-covers ``path`` (no statement looks blocks up by file); revision 0010 measured both."""
+covers ``path`` (no statement looks blocks up by file); revision 0010 measured both.
+
+No foreign key to ``messages`` (revision 0011): its cascade ran one trigger call per deleted
+message even when the statement had already deleted the blocks, most of a purge's time on
+PostgreSQL. Every statement that deletes messages deletes their blocks itself (a rollback,
+a conversation's deletion, an import's replacement), blocks are written with their message
+in one transaction, and ``contextstore check`` verifies that every block has its message
+(the ``block_owner`` invariant)."""
 
 deleted_ranges = Table(
     "deleted_ranges",
@@ -255,25 +256,6 @@ rollbacks = Table(
     sqlite_autoincrement=True,
 )
 
-archived_rows = Table(
-    "archived_rows",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("rollback_id", Integer, ForeignKey("rollbacks.id", ondelete="CASCADE"), nullable=False),
-    Column("conversation_id", String(64), nullable=False),
-    Column("table_name", String(32), nullable=False),
-    Column("ts", BigInteger, nullable=False),
-    Column("data", JSON, nullable=False),
-    Column("row_id", Integer),
-    Index("ix_archived_rows_conversation", "conversation_id", "ts"),
-    Index("ix_archived_rows_rollback", "rollback_id", "table_name", "id"),
-    sqlite_autoincrement=True,
-)
-"""Rows a rollback removed, each as a JSON object of its columns (its original ``id``
-included), so that :meth:`ContextStore.restore` can put it back exactly. ``row_id`` is the
-id the row had in its table (None for messages and blocks, keyed by their index)."""
-
-
 source_records = Table(
     "source_records",
     metadata,
@@ -386,9 +368,43 @@ ID_TABLES: tuple[Table, ...] = (
     checkpoints,
     rollbacks,
     source_records,
-    archived_rows,
     lineage,
     processor_runs,
 )
 """Tables whose rows have an ``id`` of their own. Ids are never reused (``AUTOINCREMENT``
 on SQLite, sequences on PostgreSQL): a rollback's archived rows keep theirs."""
+
+ARCHIVED_TABLES: tuple[Table, ...] = (
+    messages,
+    blocks,
+    deleted_ranges,
+    context_updates,
+    api_requests,
+    checkpoints,
+    source_records,
+    lineage,
+    processor_runs,
+)
+"""Tables a rollback archives rows of, in the order archived rows go back (blocks after
+their messages)."""
+
+
+def _archive_of(table: Table) -> Table:
+    """The archive of ``table``: its columns (same names and types, no keys, defaults or
+    constraints) after the ``rollback_id`` that archived the row, and one index by rollback."""
+    return Table(
+        f"archived_{table.name}",
+        metadata,
+        Column("rollback_id", Integer, nullable=False),
+        *[Column(column.name, column.type, nullable=column.nullable) for column in table.c],
+        Index(f"ix_archived_{table.name}_rollback", "rollback_id"),
+    )
+
+
+ARCHIVES: dict[str, Table] = {table.name: _archive_of(table) for table in ARCHIVED_TABLES}
+"""``archived_<table>`` per archived table: the rows a rollback removed, exactly as they
+were (ids and ``ts`` included), under the rollback's id, so that :meth:`ContextStore.restore`
+can put them back with one ``INSERT ... SELECT`` per table and a rollback moves them with
+one per table (no row is converted: revision 0011 measured the JSON archive it replaces).
+No foreign key: a rollback's archived rows are deleted with it, explicitly, in the statements
+that delete rollbacks (:func:`contextstore.storage.conversations.delete_conversation`)."""

@@ -5,26 +5,25 @@ Rows move inside the database: a rollback archives what it removes with ``INSERT
 SELECT`` (on PostgreSQL one statement, in one round trip, whose ``DELETE ... RETURNING``
 per table feeds the archive), a
 restore puts archived rows back the same way, and a fork copies with ``INSERT ... SELECT``.
-No removed row travels through Python. Each archived row is a JSON object of its columns,
-its original ``id`` included, so a restore gives it back the id it had.
+No removed row travels through Python. Each table's rows go to its archive table
+(``archived_<table>``, :data:`~contextstore.storage.tables.ARCHIVES`): the same columns,
+original ``id`` included, so a restore gives each row back exactly as it was.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
     Connection,
+    Integer,
     Table,
     bindparam,
     delete,
     exists,
     func,
     insert,
-    literal_column,
-    null,
     select,
     text,
     update,
@@ -35,34 +34,18 @@ from contextstore.core.records import Checkpoint
 from contextstore.storage.codec import decode_object, encode_json
 from contextstore.storage.sql import Statement
 from contextstore.storage.tables import (
-    JSON,
+    ARCHIVED_TABLES,
+    ARCHIVES,
     TIMELINE_TABLES,
-    api_requests,
-    archived_rows,
     blocks,
     checkpoints,
-    context_updates,
-    deleted_ranges,
-    lineage,
     messages,
-    processor_runs,
     rollbacks,
-    source_records,
 )
 
-_k, _x, _m, _b = checkpoints.c, archived_rows.c, messages.c, blocks.c
+_k, _m, _b = checkpoints.c, messages.c, blocks.c
 
-RESTORE_ORDER: tuple[Table, ...] = (
-    messages,
-    blocks,
-    deleted_ranges,
-    context_updates,
-    api_requests,
-    checkpoints,
-    source_records,
-    lineage,
-    processor_runs,
-)
+RESTORE_ORDER: tuple[Table, ...] = ARCHIVED_TABLES
 """Tables in the order archived rows go back (blocks need their messages first)."""
 
 NO_MESSAGE = 2**31 - 1
@@ -168,7 +151,11 @@ _COUNT_AFTER = {
 _COUNT_BLOCKS_AFTER = Statement(
     lambda: (
         select(func.count())
-        .select_from(blocks.join(messages))
+        .select_from(
+            blocks.join(
+                messages, (_m.conversation_id == _b.conversation_id) & (_m.idx == _b.message_idx)
+            )
+        )
         .where(_b.conversation_id == bindparam("cid"), _m.ts > bindparam("cutoff"))
     )
 )
@@ -297,41 +284,11 @@ def _removed(table: Table) -> ColumnElement[bool]:
 
 
 def _archive_statement(table: Table) -> Any:
-    """SQLite: copy the rows a rollback removes from ``table`` into the archive, each as
-    a JSON object of its columns (PostgreSQL does it in :func:`_removal_on_postgres`)."""
-    rows = select(
-        bindparam("rid"),
-        table.c.conversation_id,
-        literal_column(f"'{table.name}'"),
-        table.c.ts if "ts" in table.c else bindparam("cutoff"),
-        _sqlite_object(table),
-        table.c.id if "id" in table.c else null(),
-    ).where(_removed(table))
-    return insert(archived_rows).from_select(
-        ["rollback_id", "conversation_id", "table_name", "ts", "data", "row_id"], rows
-    )
-
-
-def _sqlite_object(table: Table) -> Any:
-    pairs: list[Any] = []
-    for column in table.c:
-        pairs.append(literal_column(f"'{column.name}'"))
-        pairs.append(func.json(column) if column.type is JSON else column)
-    return func.json_object(*pairs)
-
-
-class _ByDialect:
-    """One statement per dialect, where the SQL differs (not only its spelling)."""
-
-    def __init__(self, table: Table, build: Callable[[Table, str], Any]) -> None:
-        self._statements = {
-            dialect: Statement(functools.partial(build, table, dialect))
-            for dialect in ("sqlite", "postgresql")
-        }
-
-    def get(self, connection: Connection) -> Statement:
-        """The statement for ``connection``'s dialect."""
-        return self._statements[connection.dialect.name]
+    """SQLite: copy the rows a rollback removes from ``table`` into its archive table
+    (PostgreSQL does it in :func:`_removal_on_postgres`)."""
+    names = [column.name for column in table.c]
+    rows = select(bindparam("rid", type_=Integer), *table.c).where(_removed(table))
+    return insert(ARCHIVES[table.name]).from_select(["rollback_id", *names], rows)
 
 
 def _delete_removed(table: Table) -> Any:
@@ -386,23 +343,26 @@ REMOVAL_ORDER: tuple[Table, ...] = (*TIMELINE_TABLES[:-1], blocks, messages)
 def _removal_on_postgres(archive: bool) -> Any:
     """A rollback's whole removal on PostgreSQL as one statement over
     :data:`REMOVAL_ORDER`: a ``DELETE ... RETURNING`` per table (blocks from the first
-    removed message on), each feeding an ``INSERT INTO archived_rows`` when ``archive``;
+    removed message on), each feeding an ``INSERT INTO archived_<table>`` when ``archive``;
     it returns the first removed message index, then the rows removed per table."""
     after = "conversation_id = :cid AND ts > :cutoff"
-    parts = [f"first_removed AS (SELECT min(idx) AS idx FROM messages WHERE {after})"]  # noqa: S608
+    # OFFSET 0 keeps the planner from answering min(idx) by walking the primary key from
+    # the conversation's first message (every message read, 10,000 at 10k, when the
+    # statistics do not yet know the new rows); the inner query reads the removed
+    # messages only, through the (conversation_id, ts) index.
+    removed = f"SELECT idx FROM messages WHERE {after} OFFSET 0"  # noqa: S608
+    parts = [f"first_removed AS (SELECT min(idx) AS idx FROM ({removed}) AS removed)"]  # noqa: S608
     for table in REMOVAL_ORDER:
         first = f"(SELECT coalesce(idx, {NO_MESSAGE}) FROM first_removed)"  # noqa: S608
         where = f"conversation_id = :cid AND message_idx >= {first}" if table is blocks else after
         gone = f"gone_{table.name} AS (DELETE FROM {table.name} WHERE {where} RETURNING *)"  # noqa: S608
         parts.append(gone)
         if archive:
-            ts = "ts" if "ts" in table.c else "CAST(:cutoff AS BIGINT)"
-            row_id = "id" if "id" in table.c else "NULL"
-            columns = f"CAST(:rid AS INTEGER), conversation_id, '{table.name}', {ts}"
+            names = ", ".join(column.name for column in table.c)
             kept = (
-                f"kept_{table.name} AS (INSERT INTO archived_rows "  # noqa: S608
-                "(rollback_id, conversation_id, table_name, ts, data, row_id) "
-                f"SELECT {columns}, to_jsonb(gone_{table.name}), {row_id} FROM gone_{table.name})"
+                f"kept_{table.name} AS (INSERT INTO archived_{table.name} "  # noqa: S608
+                f"(rollback_id, {names}) "
+                f"SELECT CAST(:rid AS INTEGER), {names} FROM gone_{table.name})"
             )
             parts.append(kept)
     counts = ", ".join(f"(SELECT count(*) FROM gone_{t.name})" for t in REMOVAL_ORDER)  # noqa: S608
@@ -415,27 +375,22 @@ _REMOVE_PG = Statement(lambda: _removal_on_postgres(archive=False))
 _REMOVE_PG_ARCHIVED = Statement(lambda: _removal_on_postgres(archive=True))
 
 
-def _restore_statement(table: Table, dialect: str) -> Any:
+def _restore_statement(table: Table) -> Any:
+    archive = ARCHIVES[table.name]
     names = [column.name for column in table.c]
-    if dialect == "postgresql":
-        # jsonb_populate_record turns an archived object back into a row of its table.
-        listed = ", ".join(names)
-        picked = ", ".join(f"r.{name}" for name in names)
-        return text(
-            f"INSERT INTO {table.name} ({listed}) SELECT {picked} "  # noqa: S608 (constants)
-            f"FROM archived_rows, jsonb_populate_record(NULL::{table.name}, archived_rows.data) "
-            f"AS r WHERE archived_rows.rollback_id = :rid "
-            f"AND archived_rows.table_name = '{table.name}' ORDER BY archived_rows.id"
-        )
-    where = (_x.rollback_id == bindparam("rid")) & (
-        _x.table_name == literal_column(f"'{table.name}'")
+    rows = select(*[archive.c[name] for name in names]).where(
+        archive.c.rollback_id == bindparam("rid")
     )
-    values = [func.json_extract(_x.data, literal_column(f"'$.{name}'")) for name in names]
-    return insert(table).from_select(names, select(*values).where(where).order_by(_x.id))
+    return insert(table).from_select(names, rows)
 
 
-_RESTORE = {t.name: _ByDialect(t, _restore_statement) for t in RESTORE_ORDER}
-_DROP_ARCHIVE = Statement(lambda: delete(archived_rows).where(_x.rollback_id == bindparam("rid")))
+def _drop_archive(table: Table) -> Any:
+    archive = ARCHIVES[table.name]
+    return delete(archive).where(archive.c.rollback_id == bindparam("rid"))
+
+
+_RESTORE = {t.name: Statement(functools.partial(_restore_statement, t)) for t in RESTORE_ORDER}
+_DROP_ARCHIVE = {t.name: Statement(functools.partial(_drop_archive, t)) for t in RESTORE_ORDER}
 _MESSAGE_TOTAL = Statement(
     lambda: select(func.count()).select_from(messages).where(_m.conversation_id == bindparam("cid"))
 )
@@ -450,11 +405,10 @@ def restore_archived(
     Returns the rows restored per table and the conversation's message count after it.
     """
     params = {"rid": rollback_id, "cid": conversation_id}
-    counts = {
-        table.name: _RESTORE[table.name].get(connection).count(connection, params)
-        for table in RESTORE_ORDER
-    }
-    _DROP_ARCHIVE.run(connection, params).close()
+    counts = {}
+    for table in RESTORE_ORDER:
+        counts[table.name] = _RESTORE[table.name].count(connection, params)
+        _DROP_ARCHIVE[table.name].run(connection, params).close()
     return counts, int(_MESSAGE_TOTAL.scalar(connection, params))
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,16 +53,27 @@ def seeded_file(path: Path, **kwargs: Any) -> Seeded:
 
 
 def overwrite_middle_page(path: Path, *, seed: int = 7) -> int:
-    """Overwrite one whole page in the middle of the file with random bytes; returns it."""
+    """Overwrite one whole page in the middle of the file's block pages (SQLite's ``dbstat``
+    says which pages hold them; the schema's empty tables take pages of their own) with
+    random bytes; returns it."""
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        pages = [
+            row[0]
+            for row in connection.execute(
+                "SELECT pageno FROM dbstat WHERE name = 'blocks' AND pagetype = 'leaf' "
+                "ORDER BY pageno"
+            )
+        ]
+    page = pages[len(pages) // 2] - 1
     data = bytearray(path.read_bytes())
-    page = len(data) // PAGE // 2
     data[page * PAGE : (page + 1) * PAGE] = random.Random(seed).randbytes(PAGE)
     path.write_bytes(bytes(data))
     return page
 
 
-def truncate(path: Path, fraction: float = 0.9) -> None:
-    """Cut the file after ``fraction`` of it (not on a page boundary)."""
+def truncate(path: Path, fraction: float = 0.95) -> None:
+    """Cut the file after ``fraction`` of it (not on a page boundary): the last block pages
+    go, and with them the messages they belong to."""
     data = path.read_bytes()
     path.write_bytes(data[: int(len(data) * fraction) // PAGE * PAGE + 123])
 

@@ -157,7 +157,7 @@ BREAKS: dict[str, str] = {
     "SELECT :c, last_ts, 2, 1, 'none', 'shrunk' FROM conversations WHERE id = :c",
     "request_options": "UPDATE api_requests SET options_sha256 = 'ff' WHERE conversation_id = :c "
     "AND options_sha256 IS NOT NULL",
-    "archive_rollback": "UPDATE archived_rows SET rollback_id = 900 WHERE conversation_id = :c",
+    "archive_rollback": "UPDATE archived_messages SET rollback_id = 900 WHERE conversation_id = :c",
     "owner": "INSERT INTO checkpoints (conversation_id, ts, label) VALUES ('ghost', 1, 'x')",
     "parent": "UPDATE conversations SET parent_id = 'ghost' WHERE id = :c",
     "token_counts": "UPDATE messages SET token_count = -1 WHERE conversation_id = :c AND idx = 0",

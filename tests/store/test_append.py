@@ -216,7 +216,11 @@ def test_delete_conversation_removes_every_row_it_owns(store: ContextStore) -> N
     store.add_context_update(conv.id, 0, 0, "x")
     child = store.fork(conv.id)
     removed = store.delete_conversation(conv.id)
-    assert removed["messages"] == 4 and removed["archived_rows"] >= 2 and removed["rollbacks"] == 1
+    assert (
+        removed["messages"] == 4
+        and sum(n for t, n in removed.items() if t.startswith("archived_")) >= 2
+        and removed["rollbacks"] == 1
+    )
     assert store.row_counts(conv.id) == dict.fromkeys(removed, 0)
     assert store.get_conversation(child.id).parent_id is None
     assert store.render(other.id)[0]["content"] == "stays"

@@ -40,8 +40,10 @@ def test_open_creates_every_table_and_view_in_an_empty_file(tmp_path: Path) -> N
         "api_requests",
         "checkpoints",
         "rollbacks",
-        "archived_rows",
+        "archived_messages",
+        "archived_blocks",
     } <= names
+    assert "archived_rows" not in names
     assert views == {
         "effective_blocks",
         "visible_messages",
@@ -215,7 +217,7 @@ def test_postgresql_gets_every_table_and_view_without_drift(
     expected_tables = set(inspect(sqlite).get_table_names())
     expected_views = set(inspect(sqlite).get_view_names())
     sqlite.dispose()
-    assert {"conversations", "messages", "blocks", "archived_rows"} <= expected_tables
+    assert {"conversations", "messages", "blocks", "archived_blocks"} <= expected_tables
     assert {"effective_blocks", "visible_messages", "request_usage"} <= expected_views
     assert set(inspect(postgres_engine).get_table_names()) == expected_tables
     assert set(inspect(postgres_engine).get_view_names()) == expected_views
