@@ -22,6 +22,11 @@ from contextstore.storage import history, requests
 from contextstore.storage.database import Connection
 from contextstore.storage.history import Fingerprint
 
+OBJECT_BYTES = 2048
+"""What the objects of one kept message take besides its text, about (measured with
+``tracemalloc`` on the benchmark's conversation: 18.8 MB held for 5,002 visible messages
+of which 6.9 MB text and JSON)."""
+
 RenderedPieces = dict[int, tuple[Message, RenderedMessage]]
 """Rendered messages by the ``id`` of the view message they were rendered from (kept, so
 the ``id`` stays that message's)."""
@@ -55,8 +60,14 @@ class PrepareMemo:
 
     @property
     def size(self) -> int:
-        """Bytes it holds, roughly: the state's stored bytes and the rendered JSON."""
-        return self.state.stored_bytes + sum(len(p.canonical) for _, p in self.pieces.values())
+        """Bytes it holds, roughly: the state's stored bytes, the rendered JSON, and the
+        Python objects of each visible message (its dicts and lists, twice: as read and as
+        rendered)."""
+        state = self.state
+        hidden = 0 if state.deleted_range is None else visible_start(state.deleted_range) - 2
+        visible = max(0, len(state.messages) - hidden)
+        encoded = sum(len(piece.canonical) for _, piece in self.pieces.values())
+        return state.stored_bytes + encoded + OBJECT_BYTES * visible
 
 
 def read_state(
