@@ -39,7 +39,6 @@ from contextstore.core.validate import (
     check_json_value,
     check_number,
     check_text,
-    json_copy,
     payload_sha256,
     payload_sha256_of,
     text_bytes,
@@ -347,7 +346,7 @@ class RequestsMixin(StoreBase):
         )
         del body["messages"]
         sha256 = payload_sha256_of(body, "messages", [piece.canonical for piece in rendered])
-        body["messages"] = [json_copy(piece.message) for piece in rendered]
+        body["messages"] = [piece.copy() for piece in rendered]
         return body, sha256, pieces, fresh
 
     def record_request(

@@ -252,6 +252,8 @@ class RenderedMessage:
         calls: The ids of its ``tool_use`` blocks, in order.
         results: The ``tool_use_id`` of each of its ``tool_result`` blocks, in order; None
             when one follows another kind of block.
+        flat: For each block, whether all its values are scalars (a shallow copy is a
+            copy); None when the content is a string.
     """
 
     message: Message
@@ -260,6 +262,20 @@ class RenderedMessage:
     filled: bool
     calls: tuple[str, ...]
     results: tuple[str, ...] | None
+    flat: tuple[bool, ...] | None
+
+    def copy(self) -> Message:
+        """A copy of :attr:`message` sharing no list or dict with it."""
+        content = self.message["content"]
+        if self.flat is None:
+            return {"role": self.message["role"], "content": content}
+        return {
+            "role": self.message["role"],
+            "content": [
+                block.copy() if flat else json_copy(block)
+                for block, flat in zip(content, self.flat, strict=True)
+            ],
+        }
 
 
 def render_message(message: Any) -> RenderedMessage | None:
@@ -291,6 +307,7 @@ def render_message(message: Any) -> RenderedMessage | None:
             calls.append(str(block.get("id")))
         elif kind == "text" and _blank(block.get("text")):
             filled = False
+    content = cleaned["content"]
     return RenderedMessage(
         cleaned,
         canonical_json(cleaned).encode("utf-8"),
@@ -298,6 +315,9 @@ def render_message(message: Any) -> RenderedMessage | None:
         filled,
         tuple(calls),
         None if results is None else tuple(results),
+        None
+        if isinstance(content, str)
+        else tuple(all(v.__class__ in _SCALARS for v in block.values()) for block in content),
     )
 
 

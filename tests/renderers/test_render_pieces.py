@@ -87,6 +87,10 @@ def test_conforming_pieces_are_the_rendered_payload_and_break_no_rule(
         return
     rendered = [piece for piece in pieces if piece is not None]
     whole = render_messages(messages)
+    for piece in rendered:
+        copied = piece.copy()
+        assert copied == piece.message
+        assert not _shared_containers(copied, piece.message)
     if conforming(rendered):
         assert [piece.message for piece in rendered] == whole
         assert violations(whole) == []
@@ -96,6 +100,19 @@ def test_conforming_pieces_are_the_rendered_payload_and_break_no_rule(
         assert violations(whole) or any(
             len(set(piece.calls)) != len(piece.calls) for piece in rendered
         )
+
+
+def _shared_containers(one: Any, other: Any) -> bool:
+    """Whether ``one`` and ``other`` hold the same list or dict object anywhere."""
+
+    def containers(value: Any) -> list[int]:
+        if isinstance(value, dict):
+            return [id(value), *(i for v in value.values() for i in containers(v))]
+        if isinstance(value, list):
+            return [id(value), *(i for v in value for i in containers(v))]
+        return []
+
+    return bool(set(containers(one)) & set(containers(other)))
 
 
 def test_well_formed_conversations_conform() -> None:

@@ -233,3 +233,19 @@ def test_a_reused_prepare_equals_a_fresh_one_after_any_writes(
                 conv_id = store.fork(conv_id).id
                 checkpoints = []
             _checked(store, conv_id)
+
+
+def test_the_prepare_cache_keeps_the_most_recent_conversations_within_its_bytes(
+    memory_store: ContextStore,
+) -> None:
+    first, second = (memory_store.create_conversation().id for _ in range(2))
+    for conv_id in (first, second):
+        memory_store.append(conv_id, session(20))
+    memory_store.prepare_request(first)
+    one = _memo(memory_store, first).size
+    assert memory_store.prepare_cache.bytes == one > 20 * 2048
+    memory_store.prepare_cache.max_bytes = one * 3 // 2
+    memory_store.prepare_request(second)
+    assert memory_store.prepare_cache.get(first) is None
+    assert memory_store.prepare_cache.get(second) is not None
+    assert memory_store.prepare_cache.bytes <= memory_store.prepare_cache.max_bytes
