@@ -252,8 +252,9 @@ class RenderedMessage:
         calls: The ids of its ``tool_use`` blocks, in order.
         results: The ``tool_use_id`` of each of its ``tool_result`` blocks, in order; None
             when one follows another kind of block.
-        flat: For each block, whether all its values are scalars (a shallow copy is a
-            copy); None when the content is a string.
+        nested: For each block, the keys holding a list or dict, each with whether that
+            holds only scalars (then a shallow copy of it is a copy); None when the content
+            is a string.
     """
 
     message: Message
@@ -262,20 +263,21 @@ class RenderedMessage:
     filled: bool
     calls: tuple[str, ...]
     results: tuple[str, ...] | None
-    flat: tuple[bool, ...] | None
+    nested: tuple[tuple[tuple[str, bool], ...], ...] | None
 
     def copy(self) -> Message:
         """A copy of :attr:`message` sharing no list or dict with it."""
         content = self.message["content"]
-        if self.flat is None:
+        if self.nested is None:
             return {"role": self.message["role"], "content": content}
-        return {
-            "role": self.message["role"],
-            "content": [
-                block.copy() if flat else json_copy(block)
-                for block, flat in zip(content, self.flat, strict=True)
-            ],
-        }
+        copied = []
+        for block, nested in zip(content, self.nested, strict=True):
+            block = block.copy()
+            for key, flat in nested:
+                value = block[key]
+                block[key] = value.copy() if flat else json_copy(value)
+            copied.append(block)
+        return {"role": self.message["role"], "content": copied}
 
 
 def render_message(message: Any) -> RenderedMessage | None:
@@ -315,10 +317,20 @@ def render_message(message: Any) -> RenderedMessage | None:
         filled,
         tuple(calls),
         None if results is None else tuple(results),
-        None
-        if isinstance(content, str)
-        else tuple(all(v.__class__ in _SCALARS for v in block.values()) for block in content),
+        None if isinstance(content, str) else tuple(_nested(block) for block in content),
     )
+
+
+def _nested(block: Block) -> tuple[tuple[str, bool], ...]:
+    """The keys of ``block`` holding a container, each with whether it holds only scalars."""
+    nested = []
+    for key, value in block.items():
+        if value.__class__ in _SCALARS:
+            continue
+        items = value.values() if isinstance(value, dict) else value
+        flat = isinstance(value, dict | list) and all(v.__class__ in _SCALARS for v in items)
+        nested.append((key, flat))
+    return tuple(nested)
 
 
 def conforming(rendered: Sequence[RenderedMessage]) -> bool:
