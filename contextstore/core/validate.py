@@ -12,7 +12,7 @@ import json
 import math
 import os
 import reprlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from contextstore.core.errors import ContentTooLargeError, InvalidInputError
@@ -74,6 +74,23 @@ def canonical_json(value: Any) -> str:
 def payload_sha256(payload: Mapping[str, Any]) -> str:
     """SHA-256 of a payload's canonical JSON."""
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+def payload_sha256_of(fields: Mapping[str, Any], key: str, items: Sequence[bytes]) -> str:
+    """:func:`payload_sha256` of ``{**fields, key: [...]}``, given the canonical JSON (UTF-8)
+    of each item of the list under ``key``: a payload whose messages were encoded before
+    (and kept) is hashed without encoding them again."""
+    digest = hashlib.sha256(b"{")
+    for position, name in enumerate(sorted({*fields, key})):
+        if position:
+            digest.update(b",")
+        digest.update(canonical_json(name).encode("utf-8") + b":")
+        if name == key:
+            digest.update(b"[" + b",".join(items) + b"]")
+        else:
+            digest.update(canonical_json(fields[name]).encode("utf-8"))
+    digest.update(b"}")
+    return digest.hexdigest()
 
 
 def json_copy(value: Any) -> Any:

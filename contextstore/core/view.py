@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from contextstore.core.overlays import Message, OverlayMap, apply_overlays
+from contextstore.core.overlays import BlockUpdate, Message, OverlayMap, apply_overlays
 from contextstore.core.truncation import DeletedRange, visible_start
 
 IndexedView = Sequence[tuple[int, Message]]
@@ -44,6 +44,50 @@ def cut(
             for i in indices
         ]
     return [(i, messages[i]) for i in indices]
+
+
+CutMemo = dict[int, tuple[Message, tuple[BlockUpdate, ...], Message]]
+"""Rewritten messages of an earlier cut, by index: the stored message, the updates applied
+to it, and the result."""
+
+
+def cut_reusing(
+    messages: Sequence[Message],
+    deleted_range: DeletedRange | None,
+    overlays: OverlayMap | None,
+    previous: CutMemo,
+) -> tuple[IndexedView, CutMemo]:
+    """:func:`cut`, reusing the rewritten messages of an earlier cut whose stored message
+    (the same object) and updates (equal ones) are unchanged; also returns what this cut
+    rewrote, for the next one.
+
+    A conversation prepared turn after turn keeps its rewrites: applying them again would
+    build the same messages. The result equals :func:`cut`'s.
+    """
+    start = visible_start(deleted_range)
+    indices = [*range(min(2, len(messages))), *range(start, len(messages))]
+    if not overlays:
+        return [(i, messages[i]) for i in indices], {}
+    by_message: dict[int, list[BlockUpdate]] = {}
+    for (message_idx, _), update in overlays.items():
+        by_message.setdefault(message_idx, []).append(update)
+    memo: CutMemo = {}
+    view: list[tuple[int, Message]] = []
+    for i in indices:
+        message = messages[i]
+        updates = by_message.get(i)
+        if updates is None:
+            view.append((i, message))
+            continue
+        applied = tuple(updates)
+        earlier = previous.get(i)
+        if earlier is not None and earlier[0] is message and earlier[1] == applied:
+            result = earlier[2]
+        else:
+            result = apply_overlays(message, i, overlays)
+        memo[i] = (message, applied, result)
+        view.append((i, result))
+    return view, memo
 
 
 def _tool_use_ids(message: Message) -> list[str]:

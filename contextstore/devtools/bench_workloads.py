@@ -201,12 +201,24 @@ def render_workloads(context: Context, size: int, backend: str) -> None:
             {CONTEXTSTORE: "default pipeline (secret masking)"},
         )
     if "prepare" in wanted:
+        prepared: list[int | None] = []
 
         def prepare() -> int:
-            store.prepare_request(cid, pipeline=masking)
+            prepared.append(store.prepare_request(cid, pipeline=masking).request_id)
             return 1
 
-        lanes = [Lane(floor.name, _once(floor.read)), Lane(CONTEXTSTORE, prepare)]
+        def agent_turn() -> None:
+            # What an agent does between two prepares, untimed: record the last request's
+            # usage, append the model's answer and the tool's result.
+            if prepared:
+                store.record_request(cid, request_id=prepared.pop(), tokens_in=1_000, tokens_out=50)
+            store.append_many(cid, ours_turns.next())
+
+        floor_turns, ours_turns = _Turns(size), _Turns(size)
+        lanes = [
+            Lane(floor.name, _once(floor.read), lambda: floor.append_batch(floor_turns.next())),
+            Lane(CONTEXTSTORE, prepare, agent_turn),
+        ]
         context.record(
             "prepare",
             size,
@@ -214,7 +226,10 @@ def render_workloads(context: Context, size: int, backend: str) -> None:
             lanes,
             interleave(lanes, context.settings.rounds),
             "s/prepare",
-            {CONTEXTSTORE: "default pipeline, anthropic payload, request row"},
+            {
+                CONTEXTSTORE: "a turn appended and usage recorded before each (untimed); "
+                "default pipeline, anthropic payload, request row"
+            },
         )
     if "memory" in wanted and backend == "sqlite":
         floor_peak = _peak_bytes(floor.read)
@@ -225,6 +240,24 @@ def render_workloads(context: Context, size: int, backend: str) -> None:
             measurement.ratio = peak / floor_peak
             context.measurements.append(measurement)
         context.measurements[-1].note = f"peak traced bytes of one render; cache holds {cached:,}"
+
+
+class _Turns:
+    """The turns an agent appends to the benchmark's conversation of ``size`` messages (which
+    ends on the model's last answer): a user message first, then a tool call and its result
+    per turn, so that the conversation always ends on a message that can be sent."""
+
+    def __init__(self, size: int) -> None:
+        self.position = size
+
+    def next(self) -> list[Message]:
+        """The next turn's messages."""
+        if self.position == 0 or self.position % 2 == 1:
+            fresh = bench_data.conversation(2, start=self.position)
+        else:
+            fresh = [{"role": "user", "content": [{"type": "text", "text": "Continue."}]}]
+        self.position += len(fresh)
+        return fresh
 
 
 def _once(read: Callable[[], int]) -> Callable[[], int]:

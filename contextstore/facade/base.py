@@ -20,7 +20,7 @@ from contextstore.core.records import Conversation, RequestRecord
 from contextstore.core.state import ConversationState
 from contextstore.core.tokens import TiktokenCounter, TokenCounter
 from contextstore.core.validate import MAX_MESSAGE_BYTES, check_ts, shown
-from contextstore.facade.render_cache import RenderCache
+from contextstore.facade.render_cache import PREPARE_CACHE_BYTES, RenderCache
 from contextstore.processors.pipeline import Pipeline, default_pipeline
 from contextstore.processors.runner import RunContext
 from contextstore.processors.secrets import mask_value
@@ -63,6 +63,9 @@ class StoreBase:
         self._db = database
         self.pipeline: Pipeline | None = default_pipeline() if pipeline is None else pipeline
         self.render_cache = RenderCache()
+        self.prepare_cache = RenderCache(PREPARE_CACHE_BYTES)
+        """What each conversation's last prepare read and rendered (see
+        :mod:`contextstore.facade.prepare_memo`), bounded in bytes."""
         self.location = location
         self.token_counter: TokenCounter = token_counter or TiktokenCounter()
         self.mask_secrets_on_write = mask_secrets_on_write
@@ -157,6 +160,7 @@ class StoreBase:
         decide: Callable[[Snapshot], P],
         ticks: Callable[[P], int],
         write: Callable[[Connection, P, list[int]], T],
+        load: Callable[[Connection, Conversation], ConversationState] | None = None,
     ) -> tuple[P, T | None]:
         """Read, decide outside any transaction, then write if nothing changed meanwhile.
 
@@ -166,6 +170,7 @@ class StoreBase:
         snapshot read; otherwise the decision is made again from a new snapshot, up to
         :data:`PLAN_ATTEMPTS` times. A busy database retries the write alone, never the
         hooks. With no tick to reserve, nothing is written (``write`` is not called).
+        ``load`` reads the state in the snapshot (default: the whole state, read anew).
 
         Raises:
             ConcurrentChangeError: the conversation changed during every attempt.
@@ -174,9 +179,12 @@ class StoreBase:
         for attempt in range(PLAN_ATTEMPTS):
             with self._db.read() as connection:
                 conversation = self._conversation(connection, conversation_id)
-                state = history.load_state(
-                    connection, conversation_id, last_ts=conversation.last_ts
-                )
+                if load is None:
+                    state = history.load_state(
+                        connection, conversation_id, last_ts=conversation.last_ts
+                    )
+                else:
+                    state = load(connection, conversation)
                 total = requests.last_request_total(connection, conversation_id)
             decided = decide(Snapshot(conversation, state, total))
             count = ticks(decided)

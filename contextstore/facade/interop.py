@@ -291,7 +291,10 @@ class InteropMixin(StoreBase):
             storage.advance_clock(connection, conversation_id, after)
             return removed
 
-        return self._db.write(work)
+        removed = self._db.write(work)
+        # Rows written next may take the removed rows' timestamps: nothing read is reused.
+        self.prepare_cache.discard(conversation_id)
+        return removed
 
     def set_conversation_metadata(self, conversation_id: str, metadata: Mapping[str, Any]) -> None:
         """Replace a conversation's metadata object (an importer's bookkeeping lives there)."""

@@ -66,8 +66,20 @@ class RenderCache:
                 _, (_, evicted) = self._entries.popitem(last=False)
                 self._bytes -= evicted
 
+    def discard(self, key: Hashable) -> None:
+        """Forget the entry for ``key``, if any."""
+        with self._lock:
+            previous = self._entries.pop(key, None)
+            if previous is not None:
+                self._bytes -= previous[1]
+
     def clear(self) -> None:
         """Forget every entry."""
         with self._lock:
             self._entries.clear()
             self._bytes = 0
+
+
+PREPARE_CACHE_BYTES = 64 * 1024 * 1024
+"""What the prepare cache may hold: the stored bytes of the states it keeps and the canonical
+JSON of their rendered messages, in bytes."""

@@ -26,7 +26,8 @@ from contextstore.core.planning import (
     plan_request,
     policy_from_conversation,
 )
-from contextstore.core.records import PreparedRequest, RequestRecord
+from contextstore.core.records import Conversation, PreparedRequest, RequestRecord
+from contextstore.core.state import ConversationState
 from contextstore.core.validate import (
     MAX_JSON_BYTES,
     MAX_NAME_LENGTH,
@@ -39,14 +40,17 @@ from contextstore.core.validate import (
     check_number,
     check_text,
     payload_sha256,
+    payload_sha256_of,
     text_bytes,
 )
 from contextstore.core.view import VIEW_RULES, build_view, pending_calls
 from contextstore.facade.base import Snapshot, StoreBase
+from contextstore.facade.prepare_memo import PrepareMemo, RenderedPieces, read_state
 from contextstore.facade.processors import run_row
 from contextstore.processors.pipeline import Pipeline
 from contextstore.processors.runner import run
-from contextstore.renderers import registry
+from contextstore.renderers import anthropic, registry
+from contextstore.renderers.anthropic import RenderedMessage
 from contextstore.storage import history, nodes, processor_runs, requests
 from contextstore.storage.clock import last_ts, tick
 from contextstore.storage.database import Connection
@@ -64,6 +68,9 @@ class _Prepared:
     view: list[dict[str, Any]]
     payload: dict[str, Any]
     model_id: str | None
+    sha256: str
+    memo: PrepareMemo | None
+    """What the next prepare may reuse (None inside a caller's transaction)."""
 
     @property
     def ticks(self) -> int:
@@ -113,6 +120,15 @@ class RequestsMixin(StoreBase):
             system = active.rewrite_system(system)
         options = self._request_options(format, system, tools, model, max_tokens)
         prompt = prompt_nodes(options["system"], options["tools"])
+        # Inside a caller's transaction the rows read may yet be rolled back: nothing is kept.
+        memoize = not self._db.in_transaction
+        read: dict[str, Any] = {}
+
+        def load(connection: Connection, conversation: Conversation) -> ConversationState:
+            previous = self.prepare_cache.get(conversation_id)
+            state, fingerprint, count = read_state(connection, conversation, previous)
+            read.update(previous=previous, fingerprint=fingerprint, count=count)
+            return state
 
         def decide(snapshot: Snapshot) -> _Prepared:
             conv = snapshot.conversation
@@ -121,7 +137,10 @@ class RequestsMixin(StoreBase):
             state = plan.applied(snapshot.state)
             with self._db.read() as connection:
                 context = self._run_context(connection, conversation_id, active, NO_LIMIT)
-            result = run(active, state, context)
+            previous: PrepareMemo | None = read.get("previous")
+            result = run(
+                active, state, context, (previous.cut if previous else {}) if memoize else None
+            )
             processed, view = result.proposals, result.view
             assert active is not None or not result.steps
             runs = [run_row(active, step) for step in result.steps] if active else []
@@ -132,15 +151,42 @@ class RequestsMixin(StoreBase):
                     "append a user message with their tool_result blocks, then prepare the "
                     "request."
                 )
-            payload = self._payload(view, options)
-            problems = registry.validate_provider_payload(format, payload)
-            if problems:
-                raise IntegrityViolationError(
-                    f"the {format} payload breaks the provider's rules "
-                    f"({'; '.join(problems[:3])}); nothing was written. Run 'contextstore check'."
+            built = None
+            if memoize and format == "anthropic":
+                built = self._anthropic_payload(view, options, previous.pieces if previous else {})
+            if built is None:
+                payload = self._payload(view, options)
+                problems = registry.validate_provider_payload(format, payload)
+                if problems:
+                    raise IntegrityViolationError(
+                        f"the {format} payload breaks the provider's rules "
+                        f"({'; '.join(problems[:3])}); nothing was written. "
+                        "Run 'contextstore check'."
+                    )
+                pieces: RenderedPieces = {}
+                sha256, rendered = payload_sha256(payload), len(view)
+            else:
+                payload, sha256, pieces, rendered = built
+            memo = None
+            if memoize:
+                memo = PrepareMemo(
+                    snapshot.state,
+                    read["fingerprint"],
+                    result.cut_memo,
+                    pieces,
+                    read["count"],
+                    rendered,
                 )
             return _Prepared(
-                plan, processed, runs, state.deleted_range, view, payload, model or conv.model_id
+                plan,
+                processed,
+                runs,
+                state.deleted_range,
+                view,
+                payload,
+                model or conv.model_id,
+                sha256,
+                memo,
             )
 
         def write(
@@ -168,14 +214,19 @@ class RequestsMixin(StoreBase):
                 options_sha256=requests.store_options(connection, options),
                 system_sha256=system_sha256,
                 tools_sha256=tools_sha256,
-                payload_sha256=payload_sha256(prepared.payload),
+                payload_sha256=prepared.sha256,
                 message_count=len(prepared.view),
             )
             return request_id, remaining[0]
 
-        prepared, written = self._planned_write(conversation_id, decide, lambda p: p.ticks, write)
+        prepared, written = self._planned_write(
+            conversation_id, decide, lambda p: p.ticks, write, load if memoize else None
+        )
         assert written is not None
         request_id, stamp = written
+        if prepared.memo is not None:
+            memo = dataclasses.replace(prepared.memo, request=(request_id, stamp))
+            self.prepare_cache.put(conversation_id, memo, memo.size)
         payload = prepared.payload
         return PreparedRequest(
             conversation_id=conversation_id,
@@ -259,6 +310,44 @@ class RequestsMixin(StoreBase):
             model=options.get("model"),
             max_tokens=options.get("max_tokens"),
         )
+
+    @staticmethod
+    def _anthropic_payload(
+        view: list[dict[str, Any]], options: Mapping[str, Any], previous: RenderedPieces
+    ) -> tuple[dict[str, Any], str, RenderedPieces, int] | None:
+        """The Anthropic payload of ``view``, its hash, the rendered messages and how many
+        were rendered anew, reusing ``previous`` renderings of the same message objects;
+        None when the view is not one the messages rendered one by one describe (a message
+        left empty, roles not alternating, a provider rule broken): then it is built whole.
+        The payload's messages are copies: the caller may change them."""
+        pieces: RenderedPieces = {}
+        rendered: list[RenderedMessage] = []
+        fresh = 0
+        for message in view:
+            found = previous.get(id(message))
+            if found is not None and found[0] is message:
+                piece = found[1]
+            else:
+                made = anthropic.render_message(message)
+                if made is None:
+                    return None
+                piece, fresh = made, fresh + 1
+            pieces[id(message)] = (message, piece)
+            rendered.append(piece)
+        if not anthropic.conforming(rendered):
+            return None
+        body = registry.build_request(
+            "anthropic",
+            [],
+            system=options.get("system"),
+            tools=options.get("tools"),
+            model=options.get("model"),
+            max_tokens=options.get("max_tokens"),
+        )
+        del body["messages"]
+        sha256 = payload_sha256_of(body, "messages", [piece.canonical for piece in rendered])
+        body["messages"] = [piece.copy() for piece in rendered]
+        return body, sha256, pieces, fresh
 
     def record_request(
         self,

@@ -21,7 +21,7 @@ from contextstore.core.overlays import (
     apply_overlays,
 )
 from contextstore.core.state import ConversationState
-from contextstore.core.view import IndexedView, cut, finish_view
+from contextstore.core.view import CutMemo, IndexedView, cut, cut_reusing, finish_view
 from contextstore.processors.pipeline import Pipeline, ProcessorStep, drop_stale
 from contextstore.processors.triggers import plan_firings
 
@@ -72,6 +72,8 @@ class RunResult:
     proposals: list[BlockUpdate]
     view: list[dict[str, Any]]
     steps: tuple[ProcessorStep, ...]
+    cut_memo: CutMemo = field(default_factory=dict)
+    """The cut's rewritten messages, for a later run's ``previous_cut``."""
 
 
 def propose(pipeline: Pipeline | None, state: ConversationState) -> list[BlockUpdate]:
@@ -118,12 +120,22 @@ def propose_and_view(
 
 
 def run(
-    pipeline: Pipeline | None, state: ConversationState, context: RunContext | None = None
+    pipeline: Pipeline | None,
+    state: ConversationState,
+    context: RunContext | None = None,
+    previous_cut: CutMemo | None = None,
 ) -> RunResult:
     """Run ``pipeline`` on ``state``'s view. With ``context``, each processor runs only when
     its trigger fires and is given only what it fired for; without, every processor reads
-    the whole view."""
-    indexed = cut(state.messages, state.deleted_range, state.overlays)
+    the whole view. With ``previous_cut`` (an earlier run's ``cut_memo`` on a state sharing
+    this one's message objects), unchanged rewritten messages are reused, not rebuilt."""
+    memo: CutMemo = {}
+    if previous_cut is None:
+        indexed = cut(state.messages, state.deleted_range, state.overlays)
+    else:
+        indexed, memo = cut_reusing(
+            state.messages, state.deleted_range, state.overlays, previous_cut
+        )
     proposals, steps = _proposed(pipeline, state, indexed, context)
     if proposals:
         merged = dict(state.overlays)
@@ -133,7 +145,7 @@ def run(
             (i, apply_overlays(state.messages[i], i, merged) if i in touched else message)
             for i, message in indexed
         ]
-    return RunResult(proposals, finish_view(indexed), steps)
+    return RunResult(proposals, finish_view(indexed), steps, memo)
 
 
 def view_with(state: ConversationState, proposals: Sequence[BlockUpdate]) -> list[dict[str, Any]]:

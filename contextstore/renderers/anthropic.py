@@ -14,11 +14,12 @@ The helpers :func:`check_messages`, :func:`content_blocks`, :func:`system_text` 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from contextstore.core.errors import InvalidInputError, InvalidMessageError
 from contextstore.core.overlays import Block, Message
-from contextstore.core.validate import json_copy
+from contextstore.core.validate import canonical_json, json_copy
 
 SystemPrompt = str | Sequence[Mapping[str, Any]]
 """A system prompt: a string, or Anthropic text blocks (which may carry ``cache_control``)."""
@@ -234,6 +235,123 @@ def build_request(
         body["tools"] = [json_copy(dict(tool)) for tool in tools]
     body["messages"] = render_messages(messages)
     return body
+
+
+@dataclass(frozen=True)
+class RenderedMessage:
+    """One message rendered for the Messages API on its own, with what the provider-rule
+    check asks of it, so that a conversation prepared again reuses it.
+
+    Attributes:
+        message: The message as :func:`render_messages` renders it (keep it unchanged:
+            hand out copies).
+        canonical: Its canonical JSON (:func:`~contextstore.core.validate.canonical_json`),
+            UTF-8, which the payload's hash is computed over.
+        role: Its role.
+        filled: Its content is not empty and holds no blank text block.
+        calls: The ids of its ``tool_use`` blocks, in order.
+        results: The ``tool_use_id`` of each of its ``tool_result`` blocks, in order; None
+            when one follows another kind of block.
+        nested: For each block, the keys holding a list or dict, each with whether that
+            holds only scalars (then a shallow copy of it is a copy); None when the content
+            is a string.
+    """
+
+    message: Message
+    canonical: bytes
+    role: str
+    filled: bool
+    calls: tuple[str, ...]
+    results: tuple[str, ...] | None
+    nested: tuple[tuple[tuple[str, bool], ...], ...] | None
+
+    def copy(self) -> Message:
+        """A copy of :attr:`message` sharing no list or dict with it."""
+        content = self.message["content"]
+        if self.nested is None:
+            return {"role": self.message["role"], "content": content}
+        copied = []
+        for block, nested in zip(content, self.nested, strict=True):
+            block = block.copy()
+            for key, flat in nested:
+                value = block[key]
+                block[key] = value.copy() if flat else json_copy(value)
+            copied.append(block)
+        return {"role": self.message["role"], "content": copied}
+
+
+def render_message(message: Any) -> RenderedMessage | None:
+    """Render one message as :func:`render_messages` renders it in a list that needs no
+    merging; None when it is not an Anthropic-style message (then
+    :func:`render_messages` says what is wrong)."""
+    if (
+        not isinstance(message, Mapping)
+        or message.get("role") not in ROLES
+        or not isinstance(message.get("content"), (str, list))
+    ):
+        return None
+    cleaned = _clean_message(message)
+    blocks = content_blocks(cleaned)
+    calls: list[str] = []
+    results: list[str] | None = []
+    filled = bool(cleaned["content"])
+    leading = True
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "tool_result":
+            if not leading:
+                results = None
+            elif results is not None:
+                results.append(str(block.get("tool_use_id")))
+            continue
+        leading = False
+        if kind == "tool_use":
+            calls.append(str(block.get("id")))
+        elif kind == "text" and _blank(block.get("text")):
+            filled = False
+    content = cleaned["content"]
+    return RenderedMessage(
+        cleaned,
+        canonical_json(cleaned).encode("utf-8"),
+        str(cleaned["role"]),
+        filled,
+        tuple(calls),
+        None if results is None else tuple(results),
+        None if isinstance(content, str) else tuple(_nested(block) for block in content),
+    )
+
+
+def _nested(block: Block) -> tuple[tuple[str, bool], ...]:
+    """The keys of ``block`` holding a container, each with whether it holds only scalars."""
+    nested = []
+    for key, value in block.items():
+        if value.__class__ in _SCALARS:
+            continue
+        items = value.values() if isinstance(value, dict) else value
+        flat = isinstance(value, dict | list) and all(v.__class__ in _SCALARS for v in items)
+        nested.append((key, flat))
+    return tuple(nested)
+
+
+def conforming(rendered: Sequence[RenderedMessage]) -> bool:
+    """True when the messages ``rendered`` one by one are what :func:`render_messages`
+    makes of them together (nothing left empty, so nothing merged) and :func:`violations`
+    finds nothing in them. False means: render them together and check them in full (a
+    False may still have no violation, for example a tool call id used twice)."""
+    calls: tuple[str, ...] = ()
+    for position, message in enumerate(rendered):
+        if not message.filled or message.role != ("user" if position % 2 == 0 else "assistant"):
+            return False
+        if message.role == "assistant":
+            calls = message.calls
+            if len(set(calls)) != len(calls):
+                return False
+            continue
+        results = message.results
+        if results is None or len(results) != len(calls) or set(results) != set(calls):
+            return False
+        calls = ()
+    return not calls
 
 
 def violations(messages: Sequence[Any]) -> list[str]:

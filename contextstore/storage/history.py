@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, insert, or_, select
+from sqlalchemy import Connection, and_, bindparam, case, func, insert, literal, or_, select
 
 from contextstore.core.content import NormalizedMessage
 from contextstore.core.errors import IntegrityViolationError
@@ -213,6 +213,35 @@ def load_messages(
     if hidden_through is not None and hidden_through < 2:
         hidden_through = None
     rows = _HISTORY.rows(connection, {"cid": conversation_id, "as_of": as_of}, hidden_through)
+    return _decoded(conversation_id, rows, hidden_through)
+
+
+_HISTORY_AFTER = Statement(lambda: _history_query(False).where(_m.ts > bindparam("after")))
+
+
+def load_messages_after(
+    connection: Connection, conversation_id: str, after: int, first_idx: int
+) -> tuple[list[Message], list[int], int]:
+    """Messages with ``ts > after`` (appended since a state was read at ``after``), which
+    must be ``first_idx`` onwards; as :func:`load_messages` returns them.
+
+    Raises:
+        IntegrityViolationError: their indices do not continue from ``first_idx`` or their
+            timestamps do not increase.
+        CorruptRowError: a stored value does not decode.
+    """
+    params = {"cid": conversation_id, "as_of": NO_LIMIT, "after": after}
+    return _decoded(conversation_id, _HISTORY_AFTER.rows(connection, params), None, first_idx)
+
+
+def _decoded(
+    conversation_id: str,
+    rows: Sequence[tuple[Any, ...]],
+    hidden_through: int | None,
+    first_idx: int = 0,
+) -> tuple[list[Message], list[int], int]:
+    """Messages decoded from history rows (ordered by message and block), checking their
+    indices run from ``first_idx`` (skipping ``2..hidden_through``) and their ``ts`` grow."""
     result: list[Message] = []
     stamps: list[int] = []
     stored = 0
@@ -233,7 +262,7 @@ def load_messages(
         data,
     ) in rows:
         if idx != current_idx:
-            expected = len(result)
+            expected = first_idx + len(result)
             if hidden_through is not None and expected == 2 and idx > 2:
                 result.extend([HIDDEN] * (hidden_through - 1))
                 expected = hidden_through + 1
@@ -410,6 +439,26 @@ def load_overlays(
     """The effective update per block at ``as_of`` (the newest with ``ts <= as_of``);
     with ``hidden_through``, only those of blocks outside ``2..hidden_through``."""
     rows = _OVERLAYS.rows(connection, {"cid": conversation_id, "as_of": as_of}, hidden_through)
+    return _effective(rows)
+
+
+_OVERLAYS_AFTER = _Visible(
+    lambda visible_only: _overlay_query(visible_only).where(_u.ts > bindparam("after"))
+)
+
+
+def load_overlays_after(
+    connection: Connection, conversation_id: str, after: int, *, hidden_through: int | None
+) -> dict[BlockAddress, BlockUpdate]:
+    """The newest update per block among those written since ``after`` (``ts > after``);
+    with ``hidden_through``, only those of blocks outside ``2..hidden_through``. Applied
+    over the effective updates at ``after``, they give the effective updates now."""
+    params = {"cid": conversation_id, "as_of": NO_LIMIT, "after": after}
+    return _effective(_OVERLAYS_AFTER.rows(connection, params, hidden_through))
+
+
+def _effective(rows: Sequence[tuple[Any, ...]]) -> dict[BlockAddress, BlockUpdate]:
+    """The newest update per block, from update rows oldest first."""
     effective: dict[BlockAddress, BlockUpdate] = {}
     for update_id, message_idx, block_idx, kind, mode, text, raw, source, base_hash in rows:
         if raw.__class__ is dict or raw == "{}":
@@ -528,6 +577,62 @@ def load_state(
     loaded, _stamps, size = load_messages(connection, conversation_id, as_of, hidden_through=hidden)
     overlays = load_overlays(connection, conversation_id, as_of, hidden_through=hidden)
     return ConversationState(loaded, deleted_range, overlays, size, last_ts)
+
+
+def _tallies() -> list[tuple[Any, list[Any]]]:
+    """Each table a state is read from, with what is summed over its rows: 1 (a count),
+    ``ts``, and for messages the stored token count (a message rewritten in place by an
+    importer keeps its ``ts``, rarely its count)."""
+    return [
+        (messages, [literal(1), _m.ts, _m.token_count]),
+        (context_updates, [literal(1), _u.ts]),
+        (deleted_ranges, [literal(1), _r.ts]),
+    ]
+
+
+def _fingerprint_query() -> Any:
+    columns: list[Any] = []
+    for table, measures in _tallies():
+        early = case((table.c.ts <= bindparam("since"), 1), else_=0)
+        sums = [func.coalesce(func.sum(m), 0) for m in measures]
+        sums += [func.coalesce(func.sum(m * early), 0) for m in measures]
+        tally = select(*sums).where(table.c.conversation_id == bindparam("cid")).subquery()
+        columns.extend(tally.c)
+    return select(*columns)
+
+
+_FINGERPRINT = Statement(_fingerprint_query)
+
+Fingerprint = tuple[int, ...]
+"""How many messages, context updates and range rows a conversation holds, with the sums of
+their timestamps (and of the messages' token counts)."""
+
+
+def history_fingerprint(
+    connection: Connection, conversation_id: str, since: int
+) -> tuple[Fingerprint, Fingerprint]:
+    """The conversation's rows counted (with the sums of their ``ts`` and the messages'
+    token counts), once among those with ``ts <= since`` and once among all, in one
+    statement.
+
+    History is append-only between rollbacks, restores, purges and an importer's
+    replacement of its rows, and those remove or bring back rows at or before a time
+    already read: a state read at ``since`` is still valid, once brought up to date with
+    the rows written after it, when the first fingerprint equals the second one taken
+    back then.
+    """
+    row = _FINGERPRINT.first(connection, {"cid": conversation_id, "since": since})
+    assert row is not None
+    values = [int(value) for value in row]
+    every: list[int] = []
+    early: list[int] = []
+    position = 0
+    for _, measures in _tallies():
+        width = len(measures)
+        every.extend(values[position : position + width])
+        early.extend(values[position + width : position + 2 * width])
+        position += 2 * width
+    return tuple(early), tuple(every)
 
 
 _TOKEN_COUNTS = Statement(
