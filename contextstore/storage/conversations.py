@@ -11,18 +11,11 @@ from contextstore.storage.clock import not_found
 from contextstore.storage.codec import decode_object, encode_json
 from contextstore.storage.sql import Statement
 from contextstore.storage.tables import (
+    ARCHIVED_TABLES,
     ARCHIVES,
-    api_requests,
     blocks,
-    checkpoints,
-    context_updates,
     conversations,
-    deleted_ranges,
-    lineage,
-    messages,
-    processor_runs,
     rollbacks,
-    source_records,
 )
 
 _c = conversations.c
@@ -160,20 +153,7 @@ def set_metadata(connection: Connection, conversation_id: str, metadata: dict[st
     ).close()
 
 
-OWNED_TABLES = (
-    conversations,
-    messages,
-    blocks,
-    deleted_ranges,
-    context_updates,
-    api_requests,
-    checkpoints,
-    source_records,
-    lineage,
-    processor_runs,
-    rollbacks,
-    *ARCHIVES.values(),
-)
+OWNED_TABLES = (conversations, *ARCHIVED_TABLES, rollbacks, *ARCHIVES.values())
 """Every table holding rows of a conversation, as :func:`count_rows` reports them."""
 
 
