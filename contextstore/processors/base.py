@@ -37,7 +37,10 @@ class Processor(Protocol):
     Implementations may also define ``independent: bool``. ``True`` promises that the
     proposal for a block depends only on that block's own content and never on what the
     same pipeline changes elsewhere, which lets :class:`~contextstore.processors.pipeline.
-    Pipeline` run the processor concurrently with its neighbours. They may define
+    Pipeline` run the processor concurrently with its neighbours, and (for an incremental
+    trigger) remember its proposals per message, reusing them for a message whose content
+    hash is unchanged. ``memoize = False`` opts out of that memo, for a processor whose work
+    on a message costs no more than hashing it (the secret masker). They may define
     ``rewrite_system(text: str) -> str`` too: a prepared request's system prompt is passed
     through it (the secret masker masks it), before it is stored and sent.
     """

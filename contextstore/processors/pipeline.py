@@ -238,12 +238,14 @@ class _Given:
         self.firing = firing
         trigger = trigger_of(processor)
         self.trigger = firing.trigger if firing is not None else trigger.label
-        # Results are remembered per message only when they depend on nothing else.
+        # Results are remembered per message only when they depend on nothing else, and
+        # when computing them costs more than the hash that finds them (``memoize``).
         self.memo = (
             memo
             if memo is not None
             and trigger.incremental
             and bool(getattr(processor, "independent", False))
+            and bool(getattr(processor, "memoize", True))
             else None
         )
         self.key = processor_key(processor, trigger) if self.memo is not None else ""

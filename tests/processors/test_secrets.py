@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import UpdateKind, UpdateMode, text_hash
 from contextstore.processors import SecretMasker, mask_message, mask_text, mask_value
+from contextstore.processors.base import message_blocks
 from contextstore.processors.secret_patterns import PATTERNS, shannon_entropy
 
 from ._corpus import ALNUM, B64URL, HEX, Sample, high_samples, look_alikes, medium_samples
@@ -247,3 +248,50 @@ def test_hints_only_skip_scans_that_could_not_match(parts: list[str], noise: str
 def test_every_corpus_sample_contains_a_hint_of_its_kind(sample: Sample) -> None:
     lowered = sample.text.lower()
     assert any(p.may_match(lowered) for p in PATTERNS if p.kind == sample.kind)
+
+
+def test_every_hint_reads_the_same_inside_json() -> None:
+    """The masker skips a tool input whose JSON holds no hint: that is sound only while
+    each hint is lower-case and written the same in a text and in its JSON."""
+    for pattern in PATTERNS:
+        for hint in pattern.hints:
+            assert hint == hint.lower(), (pattern.kind, hint)
+            assert json.dumps(hint, ensure_ascii=False) == f'"{hint}"', (pattern.kind, hint)
+
+
+_BLOCK_PARTS = st.lists(st.sampled_from(FRAGMENTS), max_size=4).map("".join)
+
+
+def _blocks(text: str, other: str) -> list[dict[str, Any]]:
+    return [
+        {"type": "text", "text": text},
+        {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": other, "n": 1}},
+        {"type": "tool_result", "tool_use_id": "t1", "content": other},
+        {
+            "type": "tool_result",
+            "tool_use_id": "t2",
+            "content": [{"type": "text", "text": text}, {"type": "text", "text": other}],
+        },
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_BLOCK_PARTS, _BLOCK_PARTS, st.booleans()), min_size=1, max_size=4))
+def test_the_maskers_proposals_equal_unhinted_block_by_block_masking(
+    messages: list[tuple[str, str, bool]],
+) -> None:
+    """The proposals equal those of asking block by block, without hints (every pattern
+    run on every block)."""
+    view = [
+        (i, {"role": "user", "content": text if plain else _blocks(text, other)})
+        for i, (text, other, plain) in enumerate(messages)
+    ]
+    for confidence in ("high", "medium"):
+        unhinted = SecretMasker(confidence=confidence, patterns=UNHINTED)
+        block_by_block = [
+            update
+            for m, message in view
+            for b, block in message_blocks(message)
+            if (update := unhinted._propose_block(m, b, block)) is not None
+        ]
+        assert SecretMasker(confidence=confidence).propose(view) == block_by_block

@@ -267,6 +267,21 @@ def test_rollback_takes_processor_state_back(store: ContextStore) -> None:
     assert counting.given == [0, 1, 2, 3]
 
 
+def test_a_processor_that_opts_out_of_the_memo_is_given_its_messages_again(
+    store: ContextStore,
+) -> None:
+    counting = Counting("shout", "say", Trigger.new_message())
+    counting.memoize = False  # type: ignore[attr-defined]
+    pipeline = Pipeline([counting])
+    cid = _conversation(store, 4)
+    cp = store.checkpoint(cid, "cp")
+    store.run_processors(cid, pipeline=pipeline)
+    store.rollback(cid, cp.ts)
+    counting.given.clear()
+    (run,) = store.run_processors(cid, pipeline=pipeline)
+    assert run.result["reused"] == 0 and counting.given == [0, 1, 2, 3]
+
+
 def test_a_failed_run_records_how_far_the_last_good_run_had_seen(store: ContextStore) -> None:
     class FailsSecond(Counting):
         def propose(self, view: IndexedView) -> list[BlockUpdate]:
