@@ -32,6 +32,7 @@ from contextstore.core.validate import (
 )
 from contextstore.core.view import pending_calls
 from contextstore.facade.base import Snapshot
+from contextstore.facade.collector import collector_paused
 from contextstore.facade.nodes import NodesMixin
 from contextstore.processors.pipeline import Pipeline
 from contextstore.processors.runner import RunContext, propose_and_view, view_with
@@ -197,12 +198,13 @@ class HistoryMixin(NodesMixin):
         active = self._active(pipeline)
         if format is not None:
             registry.check_format(format)
-        with self._db.read() as connection:
-            newest = last_ts(connection, conversation_id)
-            state = history.load_state(connection, conversation_id, limit)
-            context = self._run_context(connection, conversation_id, active, limit)
-        moment = (conversation_id, newest, min(limit, newest))
-        return self._format(self._processed(active, state, moment, context), format)
+        with collector_paused():
+            with self._db.read() as connection:
+                newest = last_ts(connection, conversation_id)
+                state = history.load_state(connection, conversation_id, limit)
+                context = self._run_context(connection, conversation_id, active, limit)
+            moment = (conversation_id, newest, min(limit, newest))
+            return self._format(self._processed(active, state, moment, context), format)
 
     def _processed(
         self,

@@ -45,6 +45,7 @@ from contextstore.core.validate import (
 )
 from contextstore.core.view import VIEW_RULES, build_view, pending_calls
 from contextstore.facade.base import Snapshot, StoreBase
+from contextstore.facade.collector import collector_paused
 from contextstore.facade.prepare_memo import PrepareMemo, RenderedPieces, read_state
 from contextstore.facade.processors import run_row
 from contextstore.processors.pipeline import Pipeline
@@ -219,9 +220,10 @@ class RequestsMixin(StoreBase):
             )
             return request_id, remaining[0]
 
-        prepared, written = self._planned_write(
-            conversation_id, decide, lambda p: p.ticks, write, load if memoize else None
-        )
+        with collector_paused():
+            prepared, written = self._planned_write(
+                conversation_id, decide, lambda p: p.ticks, write, load if memoize else None
+            )
         assert written is not None
         request_id, stamp = written
         if prepared.memo is not None:
@@ -435,6 +437,10 @@ class RequestsMixin(StoreBase):
         """
         check_id(conversation_id)
         check_int("request_id", request_id, minimum=1, optional=False)
+        with collector_paused():
+            return self._rebuilt_payload(conversation_id, request_id)
+
+    def _rebuilt_payload(self, conversation_id: str, request_id: int) -> dict[str, Any]:
         with self._db.read() as connection:
             record = self._request(connection, conversation_id, request_id)
             options = requests.load_options(connection, request_id)
