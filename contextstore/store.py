@@ -34,6 +34,7 @@ from contextstore.storage.engine import Durability, make_engine, resolve_target
 from contextstore.storage.migrate import ensure_schema
 from contextstore.storage.paths import default_database_path, default_location
 from contextstore.storage.recovery import salvage
+from contextstore.storage.writer_queue import writer_queue
 
 
 class ContextStore(
@@ -105,6 +106,7 @@ class ContextStore(
             is_sqlite=target.is_sqlite,
             read_only=read_only,
             serialize_reads=target.in_memory,
+            writer_queue=writer_queue(target, read_only=read_only),
         )
         try:
             with classified_errors():

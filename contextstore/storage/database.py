@@ -35,6 +35,7 @@ from contextstore.storage.driver_errors import (
 )
 from contextstore.storage.engine import BEGIN_STATEMENTS, WRITE_ATTEMPTS
 from contextstore.storage.sql import pipelined
+from contextstore.storage.writer_queue import WriterQueue
 
 T = TypeVar("T")
 
@@ -89,8 +90,10 @@ class Database:
         is_sqlite: bool,
         read_only: bool = False,
         serialize_reads: bool = False,
+        writer_queue: WriterQueue | None = None,
     ) -> None:
         self.engine = engine
+        self.writer_queue = writer_queue
         self.serialize_reads = serialize_reads
         self.is_sqlite = is_sqlite
         self.read_only = read_only
@@ -125,6 +128,8 @@ class Database:
         self._thread.held = None
         self._shared = None
         self.engine.dispose()
+        if self.writer_queue is not None:
+            self.writer_queue.close()
 
     @contextmanager
     def _joined(self, connection: Connection, kind: str) -> Iterator[Connection]:
@@ -178,7 +183,7 @@ class Database:
             return self._write_apart(work)
 
         def attempt() -> T:
-            with translated_errors(), self._local_writer:
+            with translated_errors(), self._local_writer, self._turn():
                 connection = self._begin_write()
                 with (
                     _rolled_back_on_error(connection),
@@ -197,6 +202,10 @@ class Database:
                 connection = connection.execution_options(contextstore_begin="IMMEDIATE")
             with connection.begin():
                 return work(connection)
+
+    def _turn(self) -> contextlib.AbstractContextManager[None]:
+        """This process's turn among the file's writers (see :mod:`.writer_queue`)."""
+        return _nothing() if self.writer_queue is None else self.writer_queue.turn()
 
     def _begin_write(self) -> Connection:
         connection = self._held()
@@ -218,7 +227,7 @@ class Database:
         if self._thread.kind in ("write", "transaction"):
             yield
             return
-        with self._local_writer:
+        with self._local_writer, self._turn():
             connection = self._begin_with_retry()
             with (
                 _rolled_back_on_error(connection),
