@@ -344,7 +344,11 @@ def _removal_on_postgres(archive: bool) -> Any:
     """A rollback's whole removal on PostgreSQL as one statement over
     :data:`REMOVAL_ORDER`: a ``DELETE ... RETURNING`` per table (blocks from the first
     removed message on), each feeding an ``INSERT INTO archived_<table>`` when ``archive``;
-    it returns the first removed message index, then the rows removed per table."""
+    it returns the first removed message index, then the rows removed per table.
+
+    Without ``archive`` each ``DELETE`` returns a constant, only to be counted: returning
+    the whole rows would have the server build and keep every removed row for nothing (a
+    third of a purge's time at 1,000 messages)."""
     after = "conversation_id = :cid AND ts > :cutoff"
     # OFFSET 0 keeps the planner from answering min(idx) by walking the primary key from
     # the conversation's first message (every message read, 10,000 at 10k, when the
@@ -355,7 +359,8 @@ def _removal_on_postgres(archive: bool) -> Any:
     for table in REMOVAL_ORDER:
         first = f"(SELECT coalesce(idx, {NO_MESSAGE}) FROM first_removed)"  # noqa: S608
         where = f"conversation_id = :cid AND message_idx >= {first}" if table is blocks else after
-        gone = f"gone_{table.name} AS (DELETE FROM {table.name} WHERE {where} RETURNING *)"  # noqa: S608
+        returned = "*" if archive else "1"
+        gone = f"gone_{table.name} AS (DELETE FROM {table.name} WHERE {where} RETURNING {returned})"  # noqa: S608
         parts.append(gone)
         if archive:
             names = ", ".join(column.name for column in table.c)
