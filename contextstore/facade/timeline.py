@@ -28,7 +28,7 @@ from contextstore.core.validate import (
 )
 from contextstore.facade.base import StoreBase
 from contextstore.storage import conversations, timeline
-from contextstore.storage.clock import now_ms, set_message_count, tick
+from contextstore.storage.clock import not_found, now_ms, set_message_count, tick
 from contextstore.storage.database import Connection
 
 
@@ -72,7 +72,16 @@ class TimelineMixin(StoreBase):
             self._conversation(connection, conversation_id)
             return timeline.list_checkpoints(connection, conversation_id)
 
-    def _resolve_cutoff(self, connection: Connection, conversation_id: str, to: str | int) -> int:
+    def _resolve_cutoff(
+        self,
+        connection: Connection,
+        conversation_id: str,
+        to: str | int,
+        *,
+        labelled: tuple[int | None] | None = None,
+    ) -> int:
+        """The ``ts`` that ``to`` names; ``labelled`` holds the newest checkpoint's ``ts`` for
+        the label ``to`` when the caller looked it up already."""
         if isinstance(to, bool) or not isinstance(to, str | int):
             raise InvalidInputError(
                 "rollback target must be a checkpoint label or a ts in milliseconds, got "
@@ -82,7 +91,10 @@ class TimelineMixin(StoreBase):
             check_ts("rollback ts", to, optional=False)
             return to
         check_text("checkpoint label", to, MAX_LABEL_LENGTH, optional=False)
-        found = timeline.checkpoint_ts(connection, conversation_id, to)
+        if labelled is None:
+            found = timeline.checkpoint_ts(connection, conversation_id, to)
+        else:
+            (found,) = labelled
         if found is None:
             labels = timeline.checkpoint_labels(connection, conversation_id)
             known = ", ".join(sorted(repr(x) for x in labels)) or "none"
@@ -118,14 +130,17 @@ class TimelineMixin(StoreBase):
             return RollbackReport(conversation_id, cutoff, counts, None, False, dry_run=True)
 
         def work(connection: Connection) -> RollbackReport:
-            self._conversation(connection, conversation_id)
-            cutoff = self._resolve_cutoff(connection, conversation_id, to)
+            # The conversation and the label's checkpoint in one round trip.
+            label = to if isinstance(to, str) else None
+            exists, newest = timeline.find_target(connection, conversation_id, label)
+            if not exists:
+                raise not_found(conversation_id)
+            cutoff = self._resolve_cutoff(connection, conversation_id, to, labelled=(newest,))
             # The rollback consumes a tick, recorded as its ``ran_at``: rows written later
             # sort after everything removed, any cached view of the removed rows is
             # invalidated, and restore can tell whether anything was written since.
-            (ran_at,) = tick(connection, conversation_id)
-            rollback_id = timeline.insert_rollback(
-                connection, conversation_id, cutoff, ran_at, str(to), purge
+            rollback_id = timeline.start_rollback(
+                connection, conversation_id, cutoff, str(to), purge
             )
             counts, first_removed = timeline.remove_after(
                 connection, conversation_id, cutoff, archive_into=None if purge else rollback_id
@@ -135,7 +150,9 @@ class TimelineMixin(StoreBase):
             timeline.set_rollback_counts(connection, rollback_id, counts)
             return RollbackReport(conversation_id, cutoff, counts, rollback_id, not purge)
 
-        return self._db.write(work)
+        # Pipelined on PostgreSQL: BEGIN goes out with the first statement, and the two
+        # updates after the removal go with the COMMIT.
+        return self._db.write(work, pipeline=True)
 
     def restore(self, conversation_id: str, rollback_id: int) -> RestoreReport:
         """Put back the rows a rollback archived, with their original ids and ``ts``.

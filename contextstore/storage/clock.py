@@ -83,6 +83,13 @@ def _advanced(count_messages: bool, *, if_unchanged: bool = False) -> Update:
     return query.values(**values).returning(*returning)
 
 
+def ticking() -> Update:
+    """The :func:`tick` statement (``UPDATE conversations ... RETURNING last_ts``, values
+    ``cid``, ``at``, ``now`` and ``extra``) for a statement of another module that ticks
+    inside itself, as a PostgreSQL CTE."""
+    return _advanced(False)
+
+
 _TICK = Statement(lambda: _advanced(False))
 _TICK_MESSAGES = Statement(lambda: _advanced(True))
 _TICK_IF_UNCHANGED = Statement(lambda: _advanced(False, if_unchanged=True))

@@ -164,9 +164,10 @@ class Database:
         ``work`` may run more than once, so it must not change anything but the database.
         Inside an open write transaction, ``work`` runs once in a savepoint of it. With
         ``pipeline`` (for work made of :class:`~contextstore.storage.sql.Statement` calls
-        only), PostgreSQL gets the transaction in psycopg's pipeline mode: ``BEGIN`` goes out
-        with the first statement and ``COMMIT`` with the last writes, so an append is two
-        round trips. SQLAlchemy statements cannot run inside (their results arrive late).
+        only), PostgreSQL gets the transaction in psycopg's pipeline mode: statements whose
+        results are not read wait in the pipeline and go out with the ``COMMIT``, in one
+        round trip (psycopg syncs after ``BEGIN``, one more), so an append is three round
+        trips. SQLAlchemy statements cannot run inside (their results arrive late).
 
         Raises:
             ReadOnlyError: the store was opened read-only.
@@ -185,11 +186,9 @@ class Database:
         def attempt() -> T:
             with translated_errors(), self._local_writer, self._turn():
                 connection = self._begin_write()
-                with (
-                    _rolled_back_on_error(connection),
-                    self._joined(connection, "write"),
-                    pipelined(connection) if pipeline else _nothing(),
-                ):
+                with _rolled_back_on_error(connection), self._joined(connection, "write"):
+                    if pipeline:
+                        return _pipelined(connection, work)
                     result = work(connection)
                     _commit(connection)
                     return result
@@ -303,6 +302,29 @@ def _commit(connection: Connection) -> None:
         connection.commit()
     else:
         _driver(connection).commit()
+
+
+def _pipelined(connection: Connection, work: Callable[[Connection], T]) -> T:
+    """``work`` and its commit, on PostgreSQL in psycopg's pipeline mode.
+
+    The ``COMMIT`` is queued behind the statements ``work`` left unread and goes to the
+    server with the pipeline's closing sync: one round trip for the last writes and the
+    commit, where psycopg's ``commit()`` would sync once and leaving the pipeline again.
+    An error of any of them is raised on leaving the pipeline (the caller rolls back).
+    """
+    raw = _driver(connection)
+    if connection.dialect.name != "postgresql" or raw.pgconn.pipeline_status:
+        with pipelined(connection):
+            result = work(connection)
+            _commit(connection)
+        return result
+    with raw.pipeline():
+        result = work(connection)
+        if connection.in_transaction():
+            connection.commit()
+        else:
+            raw.execute("COMMIT")
+    return result
 
 
 def _end_read(connection: Connection) -> None:

@@ -31,6 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.sql.expression import ColumnElement
 
 from contextstore.core.records import Checkpoint
+from contextstore.storage.clock import last_ts, now_ms, tick, ticking
 from contextstore.storage.codec import decode_object, encode_json
 from contextstore.storage.sql import Statement
 from contextstore.storage.tables import (
@@ -39,6 +40,7 @@ from contextstore.storage.tables import (
     TIMELINE_TABLES,
     blocks,
     checkpoints,
+    conversations,
     messages,
     rollbacks,
 )
@@ -125,6 +127,30 @@ def checkpoint_ts(connection: Connection, conversation_id: str, label: str) -> i
     """The ``ts`` of the newest checkpoint labelled ``label``, or None."""
     value = _LABELLED.scalar(connection, {"cid": conversation_id, "label": label})
     return None if value is None else int(value)
+
+
+_c = conversations.c
+_TARGET = Statement(
+    lambda: select(
+        _c.id,
+        select(_k.ts)
+        .where(_k.conversation_id == bindparam("cid"), _k.label == bindparam("label"))
+        .order_by(_k.ts.desc())
+        .limit(1)
+        .scalar_subquery(),
+    ).where(_c.id == bindparam("cid"))
+)
+
+
+def find_target(
+    connection: Connection, conversation_id: str, label: str | None
+) -> tuple[bool, int | None]:
+    """In one statement: whether the conversation exists, and the ``ts`` of its newest
+    checkpoint labelled ``label`` (None when it has none, or ``label`` is None)."""
+    row = _TARGET.first(connection, {"cid": conversation_id, "label": label})
+    if row is None:
+        return False, None
+    return True, None if row[1] is None else int(row[1])
 
 
 def checkpoint_labels(connection: Connection, conversation_id: str) -> list[str]:
@@ -251,6 +277,59 @@ def insert_rollback(
     )
 
 
+def _ticked_rollback() -> Any:
+    """PostgreSQL: :func:`~contextstore.storage.clock.tick` as a CTE whose ``last_ts``
+    becomes the new ``rollbacks`` row's ``ran_at``; returns the row's id."""
+    ticked = ticking().cte("ticked")
+    row = select(
+        bindparam("cid", type_=_r.conversation_id.type),
+        bindparam("cutoff_ts", type_=_r.cutoff_ts.type),
+        ticked.c.last_ts,
+        bindparam("target", type_=_r.target.type),
+        bindparam("purged", type_=_r.purged.type),
+        bindparam("counts", type_=_r.counts.type),
+    )
+    names = ["conversation_id", "cutoff_ts", "ran_at", "target", "purged", "counts"]
+    return insert(rollbacks).from_select(names, row).returning(_r.id)
+
+
+_TICKED_ROLLBACK = Statement(_ticked_rollback)
+
+
+def start_rollback(
+    connection: Connection, conversation_id: str, cutoff: int, target: str, purged: bool
+) -> int:
+    """Consume a tick of the conversation's clock for a rollback (its ``ran_at``) and insert
+    the rollback's row; returns its id (its counts follow with :func:`set_rollback_counts`).
+
+    On PostgreSQL the tick and the insert are one statement, one round trip; elsewhere,
+    :func:`~contextstore.storage.clock.tick` then :func:`insert_rollback`.
+
+    Raises:
+        ConversationNotFoundError: no conversation has this id.
+    """
+    if connection.dialect.name != "postgresql":
+        (ran_at,) = tick(connection, conversation_id)
+        return insert_rollback(connection, conversation_id, cutoff, ran_at, target, purged)
+    found = _TICKED_ROLLBACK.scalar(
+        connection,
+        {
+            "cid": conversation_id,
+            "at": None,
+            "now": now_ms(),
+            "extra": 0,
+            "cutoff_ts": cutoff,
+            "target": target,
+            "purged": purged,
+            "counts": "{}",
+        },
+    )
+    if found is None:
+        last_ts(connection, conversation_id)  # raises: the tick found no conversation
+        raise AssertionError("a tick without ``at`` always moves the clock")  # pragma: no cover
+    return int(found)
+
+
 def set_rollback_counts(connection: Connection, rollback_id: int, counts: dict[str, int]) -> None:
     """Record the rows a rollback removed, per table."""
     _SET_COUNTS.run(connection, {"id": rollback_id, "counts": encode_json(counts)}).close()
@@ -344,7 +423,11 @@ def _removal_on_postgres(archive: bool) -> Any:
     """A rollback's whole removal on PostgreSQL as one statement over
     :data:`REMOVAL_ORDER`: a ``DELETE ... RETURNING`` per table (blocks from the first
     removed message on), each feeding an ``INSERT INTO archived_<table>`` when ``archive``;
-    it returns the first removed message index, then the rows removed per table."""
+    it returns the first removed message index, then the rows removed per table.
+
+    Without ``archive`` each ``DELETE`` returns a constant, only to be counted: returning
+    the whole rows would have the server build and keep every removed row for nothing (a
+    third of a purge's time at 1,000 messages)."""
     after = "conversation_id = :cid AND ts > :cutoff"
     # OFFSET 0 keeps the planner from answering min(idx) by walking the primary key from
     # the conversation's first message (every message read, 10,000 at 10k, when the
@@ -355,7 +438,8 @@ def _removal_on_postgres(archive: bool) -> Any:
     for table in REMOVAL_ORDER:
         first = f"(SELECT coalesce(idx, {NO_MESSAGE}) FROM first_removed)"  # noqa: S608
         where = f"conversation_id = :cid AND message_idx >= {first}" if table is blocks else after
-        gone = f"gone_{table.name} AS (DELETE FROM {table.name} WHERE {where} RETURNING *)"  # noqa: S608
+        returned = "*" if archive else "1"
+        gone = f"gone_{table.name} AS (DELETE FROM {table.name} WHERE {where} RETURNING {returned})"  # noqa: S608
         parts.append(gone)
         if archive:
             names = ", ".join(column.name for column in table.c)
