@@ -63,11 +63,16 @@ class PrepareMemo:
         """Bytes it holds, roughly: the state's stored bytes, the rendered JSON, and the
         Python objects of each visible message (its dicts and lists, twice: as read and as
         rendered)."""
-        state = self.state
-        hidden = 0 if state.deleted_range is None else visible_start(state.deleted_range) - 2
-        visible = max(0, len(state.messages) - hidden)
         encoded = sum(len(piece.canonical) for _, piece in self.pieces.values())
-        return state.stored_bytes + encoded + OBJECT_BYTES * visible
+        return held_at_least(self.state) + encoded
+
+
+def held_at_least(state: ConversationState) -> int:
+    """The bytes a memo of ``state`` holds before its rendered JSON is counted: a state
+    above the cache's budget by this much alone will not be kept."""
+    hidden = 0 if state.deleted_range is None else visible_start(state.deleted_range) - 2
+    visible = max(0, len(state.messages) - hidden)
+    return state.stored_bytes + OBJECT_BYTES * visible
 
 
 def read_state(

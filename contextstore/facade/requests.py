@@ -46,7 +46,12 @@ from contextstore.core.validate import (
 from contextstore.core.view import VIEW_RULES, build_view, pending_calls
 from contextstore.facade.base import Snapshot, StoreBase
 from contextstore.facade.collector import collector_paused
-from contextstore.facade.prepare_memo import PrepareMemo, RenderedPieces, read_state
+from contextstore.facade.prepare_memo import (
+    PrepareMemo,
+    RenderedPieces,
+    held_at_least,
+    read_state,
+)
 from contextstore.facade.processors import run_row
 from contextstore.processors.pipeline import Pipeline
 from contextstore.processors.runner import run
@@ -154,7 +159,12 @@ class RequestsMixin(StoreBase):
                 )
             built = None
             if memoize and format == "anthropic":
-                built = self._anthropic_payload(view, options, previous.pieces if previous else {})
+                # A memo too large for the cache is not kept: the messages rendered now
+                # are nobody's but the caller's, and need no copy.
+                kept = held_at_least(snapshot.state) <= self.prepare_cache.max_bytes
+                built = self._anthropic_payload(
+                    view, options, previous.pieces if previous else {}, copy_fresh=kept
+                )
             if built is None:
                 payload = self._payload(view, options)
                 problems = registry.validate_provider_payload(format, payload)
@@ -315,25 +325,33 @@ class RequestsMixin(StoreBase):
 
     @staticmethod
     def _anthropic_payload(
-        view: list[dict[str, Any]], options: Mapping[str, Any], previous: RenderedPieces
+        view: list[dict[str, Any]],
+        options: Mapping[str, Any],
+        previous: RenderedPieces,
+        *,
+        copy_fresh: bool = True,
     ) -> tuple[dict[str, Any], str, RenderedPieces, int] | None:
         """The Anthropic payload of ``view``, its hash, the rendered messages and how many
         were rendered anew, reusing ``previous`` renderings of the same message objects;
         None when the view is not one the messages rendered one by one describe (a message
         left empty, roles not alternating, a provider rule broken): then it is built whole.
-        The payload's messages are copies: the caller may change them."""
+        The payload's messages are copies, so the caller may change them, except those
+        rendered anew when ``copy_fresh`` is False (their renderings will not be kept)."""
         pieces: RenderedPieces = {}
         rendered: list[RenderedMessage] = []
+        handed: list[dict[str, Any]] = []
         fresh = 0
         for message in view:
             found = previous.get(id(message))
             if found is not None and found[0] is message:
                 piece = found[1]
+                handed.append(piece.copy())
             else:
                 made = anthropic.render_message(message)
                 if made is None:
                     return None
                 piece, fresh = made, fresh + 1
+                handed.append(piece.copy() if copy_fresh else piece.message)
             pieces[id(message)] = (message, piece)
             rendered.append(piece)
         if not anthropic.conforming(rendered):
@@ -348,7 +366,7 @@ class RequestsMixin(StoreBase):
         )
         del body["messages"]
         sha256 = payload_sha256_of(body, "messages", [piece.canonical for piece in rendered])
-        body["messages"] = [piece.copy() for piece in rendered]
+        body["messages"] = handed
         return body, sha256, pieces, fresh
 
     def record_request(

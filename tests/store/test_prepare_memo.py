@@ -8,12 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextstore import ContextStore
 from contextstore.core.records import PreparedRequest
 from contextstore.facade.prepare_memo import PrepareMemo
+from contextstore.renderers.anthropic import RenderedMessage
 from tests.conftest import StoreFactory, assistant, session, tool_result, tool_use, user
 
 SECRET = "AKIA" + "ABCDEFGHJKLMNPQR"
@@ -249,3 +251,30 @@ def test_the_prepare_cache_keeps_the_most_recent_conversations_within_its_bytes(
     assert memory_store.prepare_cache.get(first) is None
     assert memory_store.prepare_cache.get(second) is not None
     assert memory_store.prepare_cache.bytes <= memory_store.prepare_cache.max_bytes
+
+
+def test_only_payloads_whose_renderings_are_kept_are_copied(
+    store: ContextStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The caller gets copies of what the cache keeps; a conversation past the budget is
+    kept by nobody, so its freshly rendered messages are handed over as they are."""
+    copies: list[int] = []
+    original = RenderedMessage.copy
+
+    def counted(self: RenderedMessage) -> dict[str, Any]:
+        copies.append(1)
+        return original(self)
+
+    monkeypatch.setattr(RenderedMessage, "copy", counted)
+    conv = store.create_conversation()
+    store.append(conv.id, session(3))
+    kept = store.prepare_request(conv.id)
+    assert len(copies) == len(kept.payload["messages"]) > 0
+    copies.clear()
+    store.prepare_cache.clear()
+    store.prepare_cache.max_bytes = 100
+    shared = store.prepare_request(conv.id)
+    assert copies == [] and shared.payload == kept.payload
+    assert store.prepare_cache.get(conv.id) is None
+    shared.payload["messages"][1]["content"][0]["text"] = "changed by the caller"
+    assert store.prepare_request(conv.id).payload == kept.payload
