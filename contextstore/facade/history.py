@@ -142,6 +142,23 @@ class HistoryMixin(NodesMixin):
     ) -> list[AppendedMessage]:
         prepared = [self._prepare_for_write(n) for n in normalized]
         calls, missing = batch_calls(normalized)
+        ahead = (
+            None
+            if self._db.is_sqlite
+            else self._typed_ahead(conversation_id, prepared, calls, missing)
+        )
+        if ahead is not None:
+            written = [(c.message, c.tokens, n) for c, n in zip(prepared, ahead, strict=True)]
+
+            def alone(connection: Connection) -> list[AppendedMessage]:
+                first_ts, first_idx = history.append_messages(
+                    connection, conversation_id, written, at=ts
+                )
+                return _appended(conversation_id, first_idx, first_ts, prepared)
+
+            appended = self._db.write(alone, alone=True)
+            self._remember_calls(conversation_id, calls)
+            return appended
 
         def work(connection: Connection) -> list[AppendedMessage]:
             first_ts, first_idx = reserve_messages(
@@ -155,12 +172,7 @@ class HistoryMixin(NodesMixin):
                 first_ts,
                 [(c.message, c.tokens, n) for c, n in zip(prepared, nodes, strict=True)],
             )
-            return [
-                AppendedMessage(
-                    conversation_id, first_idx + n, first_ts + n, c.message.role, c.tokens
-                )
-                for n, c in enumerate(prepared)
-            ]
+            return _appended(conversation_id, first_idx, first_ts, prepared)
 
         appended = self._db.write(work, pipeline=True)
         self._remember_calls(conversation_id, calls)
@@ -443,3 +455,13 @@ class HistoryMixin(NodesMixin):
         with self._db.read() as connection:
             last_ts(connection, conversation_id)
             return history.update_rows(connection, conversation_id, limit)
+
+
+def _appended(
+    conversation_id: str, first_idx: int, first_ts: int, written: Sequence[CountedMessage]
+) -> list[AppendedMessage]:
+    """What the caller learns of messages written from ``first_idx`` and ``first_ts`` on."""
+    return [
+        AppendedMessage(conversation_id, first_idx + n, first_ts + n, c.message.role, c.tokens)
+        for n, c in enumerate(written)
+    ]

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Literal
 
-from contextstore.core.errors import InvalidInputError
+from contextstore.core.errors import InvalidInputError, NodeInvariantError
 from contextstore.core.nodes import (
     MEMORY_SUMMARY,
     CallInfo,
@@ -82,6 +82,32 @@ class NodesMixin(StoreBase):
             if rest:
                 known.update(nodes.find_calls(connection, conversation_id, rest))
         return typed_nodes(written, known)
+
+    def _typed_ahead(
+        self,
+        conversation_id: str,
+        written: Sequence[CountedMessage],
+        calls: Mapping[str, CallInfo],
+        missing: Sequence[str],
+    ) -> list[list[NodeRow]] | None:
+        """The node rows of ``written`` typed before their indices are known (for an append
+        in one statement), when each of the ``missing`` calls their results answer (those
+        not among ``calls``) is in this store's memory; None when one must be read from the
+        store, or when typing fails (the append then types them at their indices, and
+        reports that failure with them, after checking the conversation and ``ts`` as
+        usual)."""
+        known = dict(calls)
+        if missing:
+            memory = self._call_memory()
+            for use_id in missing:
+                call = memory.get((conversation_id, use_id))
+                if call is None:
+                    return None
+                known[use_id] = call
+        try:
+            return typed_nodes(list(enumerate(written)), known)
+        except NodeInvariantError:
+            return None
 
     def _call_memory(self) -> dict[tuple[str, str], CallInfo]:
         memory: dict[tuple[str, str], CallInfo] | None = getattr(self, "_recent_calls", None)

@@ -157,6 +157,38 @@ def tick_if_unchanged(
     return list(range(last - count + 1, last + 1))
 
 
+def message_reservation() -> Update:
+    """The ``UPDATE ... RETURNING last_ts, message_count`` :func:`reserve_messages` runs,
+    for a statement that writes the messages with what it returns (see
+    :func:`contextstore.storage.history.append_messages`); it takes the parameters of
+    :func:`reservation_params`."""
+    return _advanced(True)
+
+
+def reservation_params(conversation_id: str, count: int, at: int | None) -> dict[str, Any]:
+    """The parameters reserving ``count`` timestamps and message indices (checked ``at``).
+
+    Raises:
+        TimelineError: ``at`` is not a timestamp.
+    """
+    if at is not None:
+        _check_at(at)
+    return {
+        "cid": conversation_id,
+        "at": at,
+        "now": now_ms(),
+        "extra": count - 1,
+        "messages": count,
+    }
+
+
+def reservation_refused(connection: Connection, conversation_id: str, at: int | None) -> Exception:
+    """Why a reservation changed no row: the conversation does not exist
+    (:class:`ConversationNotFoundError`, raised here) or ``at`` is not later than its last
+    ``ts`` (the :class:`TimelineError` returned)."""
+    return _refused(connection, conversation_id, at)
+
+
 def reserve_messages(
     connection: Connection, conversation_id: str, count: int, *, at: int | None = None
 ) -> tuple[int, int]:
@@ -167,18 +199,7 @@ def reserve_messages(
         TimelineError: ``at`` is not later than the conversation's last ``ts``.
         ConversationNotFoundError: no conversation has this id.
     """
-    if at is not None:
-        _check_at(at)
-    row = _TICK_MESSAGES.first(
-        connection,
-        {
-            "cid": conversation_id,
-            "at": at,
-            "now": now_ms(),
-            "extra": count - 1,
-            "messages": count,
-        },
-    )
+    row = _TICK_MESSAGES.first(connection, reservation_params(conversation_id, count, at))
     if row is None:
         raise _refused(connection, conversation_id, at)
     return int(row[0]) - count + 1, int(row[1]) - count

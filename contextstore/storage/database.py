@@ -70,7 +70,8 @@ class _ThreadState(threading.local):
     held: _Held | None = None
     joined: Connection | None = None
     kind: str | None = None
-    """``"read"``, ``"write"`` or ``"transaction"`` while ``joined`` is set."""
+    """``"read"``, ``"write"``, ``"alone"`` (a write in autocommit mode) or
+    ``"transaction"`` while ``joined`` is set."""
 
 
 class Database:
@@ -158,7 +159,9 @@ class Database:
                 yield connection
                 _end_read(connection)
 
-    def write(self, work: Callable[[Connection], T], *, pipeline: bool = False) -> T:
+    def write(
+        self, work: Callable[[Connection], T], *, pipeline: bool = False, alone: bool = False
+    ) -> T:
         """Run ``work`` in one write transaction, retrying it while the database is busy.
 
         ``work`` may run more than once, so it must not change anything but the database.
@@ -166,8 +169,12 @@ class Database:
         ``pipeline`` (for work made of :class:`~contextstore.storage.sql.Statement` calls
         only), PostgreSQL gets the transaction in psycopg's pipeline mode: statements whose
         results are not read wait in the pipeline and go out with the ``COMMIT``, in one
-        round trip (psycopg syncs after ``BEGIN``, one more), so an append is three round
-        trips. SQLAlchemy statements cannot run inside (their results arrive late).
+        round trip (psycopg syncs after ``BEGIN``, one more). SQLAlchemy statements cannot
+        run inside (their results arrive late). With ``alone`` (PostgreSQL only, for work
+        whose one writing statement is a :class:`~contextstore.storage.sql.Statement`, which
+        reads only after it), the statement is its own transaction: the connection is in
+        autocommit mode, so there is no ``BEGIN`` or ``COMMIT`` to send and the server
+        commits as the statement ends, in one round trip.
 
         Raises:
             ReadOnlyError: the store was opened read-only.
@@ -182,6 +189,8 @@ class Database:
             # A write from inside a read (a caller's hook reading the store, say) gets a
             # connection of its own, as it would on another thread.
             return self._write_apart(work)
+        if alone and not self.is_sqlite:
+            return _retried_while_busy(lambda: self._write_alone(work))
 
         def attempt() -> T:
             with translated_errors(), self._local_writer, self._turn():
@@ -194,6 +203,18 @@ class Database:
                     return result
 
         return _retried_while_busy(attempt)
+
+    def _write_alone(self, work: Callable[[Connection], T]) -> T:
+        """``work`` on the held connection in autocommit mode (see :meth:`write`)."""
+        with translated_errors(), self._local_writer:
+            connection = self._held()
+            raw = _driver(connection)
+            raw.autocommit = True
+            try:
+                with _rolled_back_on_error(connection), self._joined(connection, "alone"):
+                    return work(connection)
+            finally:
+                _end_autocommit(connection)
 
     def _write_apart(self, work: Callable[[Connection], T]) -> T:
         with translated_errors(), self.engine.connect() as connection:
@@ -354,6 +375,18 @@ def _rolled_back_on_error(connection: Connection) -> Iterator[None]:
         except Exception:
             connection.invalidate()
         raise
+
+
+def _end_autocommit(connection: Connection) -> None:
+    """Take the held PostgreSQL connection out of autocommit mode; a connection that cannot
+    be (the server dropped it) is invalidated, so that the next call opens a new one."""
+    raw = _driver(connection)
+    if connection.invalidated or raw.closed:
+        return
+    try:
+        raw.autocommit = False
+    except Exception:
+        connection.invalidate()
 
 
 def _postgres_isolation(connection: Connection, level: str | None) -> None:

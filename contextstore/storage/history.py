@@ -12,7 +12,24 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, case, func, insert, literal, or_, select
+from sqlalchemy import (
+    Boolean,
+    Connection,
+    Integer,
+    Text,
+    and_,
+    bindparam,
+    case,
+    cast,
+    column,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+)
+from sqlalchemy.dialects.postgresql import JSON as JSON_TYPE
+from sqlalchemy.dialects.postgresql import JSONB
 
 from contextstore.core.content import NormalizedMessage
 from contextstore.core.errors import IntegrityViolationError
@@ -21,6 +38,11 @@ from contextstore.core.overlays import BlockAddress, BlockUpdate, Message
 from contextstore.core.state import HIDDEN, ConversationState
 from contextstore.core.truncation import DeletedRange, visible_start
 from contextstore.storage import lineage
+from contextstore.storage.clock import (
+    message_reservation,
+    reservation_params,
+    reservation_refused,
+)
 from contextstore.storage.codec import (
     EXACT_KEY,
     NUL,
@@ -147,6 +169,164 @@ def insert_message_rows(
     with pipelined(connection):
         _INSERT_MESSAGE.run_many(connection, message_rows)
         _INSERT_BLOCK.run_many(connection, block_rows)
+
+
+_MESSAGE_FIELDS = (
+    ("offset", Integer),
+    ("role", Text),
+    ("token_count", Integer),
+    ("was_string", Boolean),
+    ("meta", Text),
+)
+_BLOCK_FIELDS = (
+    ("offset", Integer),
+    ("block_idx", Integer),
+    ("type", Text),
+    ("text", Text),
+    ("tool_use_id", Text),
+    ("tool_name", Text),
+    ("data", Text),
+    ("node_type", Text),
+    ("path", Text),
+    ("line_start", Integer),
+    ("line_end", Integer),
+    ("token_count", Integer),
+)
+"""The fields of each message and block row :func:`append_messages` sends (``offset``:
+the message's position among those written; JSON columns as their text)."""
+
+
+def _recordset(name: str, fields: Sequence[tuple[str, Any]]) -> Any:
+    """``json_to_recordset(:name) AS name(field type, ...)``: rows from one JSON parameter
+    (a list of objects), which the driver sends as one string, cheaper to encode than an
+    array per column."""
+    rows = func.json_to_recordset(cast(bindparam(name, type_=Text), JSON_TYPE))
+    return rows.table_valued(*[column(field, kind) for field, kind in fields]).render_derived(
+        name=name, with_types=True
+    )
+
+
+def _append_query() -> Any:
+    """``WITH reserved AS (UPDATE conversations ... RETURNING last_ts, message_count),
+    INSERT INTO messages ... SELECT ... FROM reserved, json_to_recordset(...), INSERT INTO
+    blocks ... SELECT ... FROM reserved, json_to_recordset(...) SELECT last_ts, message_count
+    FROM reserved``."""
+    reserved = message_reservation().cte("reserved")
+    count = bindparam("messages", type_=Integer)
+    cid = bindparam("cid", type_=_m.conversation_id.type)
+    first_idx = reserved.c.message_count - count
+    first_ts = reserved.c.last_ts - count + 1
+    rows = _recordset("message_rows", _MESSAGE_FIELDS)
+    written_messages = insert(messages).from_select(
+        ["conversation_id", "idx", "ts", "role", "token_count", "was_string", "meta"],
+        select(
+            cid,
+            first_idx + rows.c.offset,
+            first_ts + rows.c.offset,
+            rows.c.role,
+            rows.c.token_count,
+            rows.c.was_string,
+            cast(rows.c.meta, JSONB),
+        ),
+    )
+    parts = _recordset("block_rows", _BLOCK_FIELDS)
+    written_blocks = insert(blocks).from_select(
+        [
+            "conversation_id",
+            "message_idx",
+            "block_idx",
+            "type",
+            "text",
+            "tool_use_id",
+            "tool_name",
+            "data",
+            "node_type",
+            "path",
+            "line_start",
+            "line_end",
+            "token_count",
+        ],
+        select(
+            cid,
+            first_idx + parts.c.offset,
+            parts.c.block_idx,
+            parts.c.type,
+            parts.c.text,
+            parts.c.tool_use_id,
+            parts.c.tool_name,
+            cast(parts.c.data, JSONB),
+            parts.c.node_type,
+            parts.c.path,
+            parts.c.line_start,
+            parts.c.line_end,
+            parts.c.token_count,
+        ),
+    )
+    return select(reserved.c.last_ts, reserved.c.message_count).add_cte(
+        written_messages.cte("written_messages"), written_blocks.cte("written_blocks")
+    )
+
+
+_APPEND = Statement(_append_query)
+
+
+def append_messages(
+    connection: Connection,
+    conversation_id: str,
+    written: Sequence[tuple[NormalizedMessage, int, Sequence[NodeRow]]],
+    *,
+    at: int | None = None,
+) -> tuple[int, int]:
+    """Reserve timestamps and indices for ``written`` (as
+    :func:`~contextstore.storage.clock.reserve_messages` does) and insert the messages and
+    their blocks, in one statement (PostgreSQL only: a data-modifying ``WITH`` reading
+    each column from an array); returns the first ``ts`` and index.
+
+    Run on its own (outside a transaction, see ``Database.write(alone=True)``), it is one
+    round trip, the server committing the statement as it ends.
+
+    Raises:
+        TimelineError: ``at`` is not later than the conversation's last ``ts``.
+        ConversationNotFoundError: no conversation has this id.
+    """
+    count = len(written)
+    params = reservation_params(conversation_id, count, at)
+    message_rows = []
+    block_rows = []
+    for offset, (message, tokens, nodes) in enumerate(written):
+        message_rows.append(
+            {
+                "offset": offset,
+                "role": message.role,
+                "token_count": tokens,
+                "was_string": message.was_string,
+                "meta": encode_json(message.meta),
+            }
+        )
+        for position, (block, node) in enumerate(zip(message.blocks, nodes, strict=True)):
+            kind, text, tool_use_id, tool_name, data = encode_block(block)
+            block_rows.append(
+                {
+                    "offset": offset,
+                    "block_idx": position,
+                    "type": kind,
+                    "text": text,
+                    "tool_use_id": tool_use_id,
+                    "tool_name": tool_name,
+                    "data": data,
+                    "node_type": node.node_type,
+                    "path": column_text(node.path),
+                    "line_start": node.line_start,
+                    "line_end": node.line_end,
+                    "token_count": node.token_count,
+                }
+            )
+    params["message_rows"] = encode_json(message_rows)
+    params["block_rows"] = encode_json(block_rows)
+    row = _APPEND.first(connection, params)
+    if row is None:
+        raise reservation_refused(connection, conversation_id, at)
+    return int(row[0]) - count + 1, int(row[1]) - count
 
 
 def _history_query(visible_only: bool) -> Any:

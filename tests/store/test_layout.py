@@ -98,6 +98,67 @@ def test_one_append_is_three_statements_whatever_it_holds(file_store: ContextSto
     assert len(statements) == 3, statements
 
 
+def _statements_of(store: ContextStore, write: Any) -> list[str]:
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(args[2])
+
+    event.listen(store.database.engine, "before_cursor_execute", count)
+    try:
+        write()
+    finally:
+        event.remove(store.database.engine, "before_cursor_execute", count)
+    return statements
+
+
+def test_an_append_on_postgresql_is_one_statement_whatever_it_holds(store: ContextStore) -> None:
+    """The clock, the message rows and the block rows in one statement, which the server
+    commits on its own (no BEGIN, no COMMIT): one round trip per append."""
+    if store.database.engine.dialect.name != "postgresql":
+        return  # SQLite: three statements (above)
+    conv = store.create_conversation()
+    store.append(conv.id, session(3))
+    for write in (
+        lambda: store.append(conv.id, "user", "one more"),
+        lambda: store.append(conv.id, "assistant", [tool_use("t9", path="b.py")]),
+        lambda: store.append(conv.id, "user", [tool_result("t9", "body")]),
+        lambda: store.append(conv.id, session(20)[1:]),
+    ):
+        statements = _statements_of(store, write)
+        assert len(statements) == 1, statements
+        (statement,) = statements
+        assert statement.startswith("WITH") and "UPDATE conversations" in statement
+        assert "INSERT INTO messages" in statement and "INSERT INTO blocks" in statement
+    assert len(store.messages(conv.id)) == len(session(3)) + 3 + len(session(20)) - 1
+
+
+def test_an_append_answering_a_call_the_store_does_not_remember_reads_it_first(
+    store: ContextStore,
+) -> None:
+    """A result whose call this store did not append (another process did) is typed by the
+    call read from the database, in the append's transaction; the rows are those the
+    remembered call gives."""
+    calls = [user("task"), assistant(tool_use("t1", path="a.py"))]
+    answer = [tool_result("t1", "one\ntwo")]
+    remembered, forgotten = store.create_conversation(), store.create_conversation()
+    store.append(remembered.id, calls)
+    store.append(remembered.id, "user", answer)
+    store.append(forgotten.id, calls)
+    store._recent_calls.clear()  # as in another process
+    statements = _statements_of(store, lambda: store.append(forgotten.id, "user", answer))
+    assert any(s.startswith("SELECT") and "tool_use_id" in s for s in statements), statements
+
+    def shown(conversation_id: str) -> list[tuple[Any, ...]]:
+        return [
+            (n.id, n.node_type, n.path, n.line_start, n.line_end, n.token_count)
+            for n in store.nodes(conversation_id)
+        ]
+
+    assert shown(forgotten.id) == shown(remembered.id)
+    assert shown(forgotten.id)[-1][1:3] == ("file_content", "a.py")
+
+
 def test_a_rollback_moves_rows_in_the_database_in_as_many_statements_at_any_size(
     file_store: ContextStore,
 ) -> None:

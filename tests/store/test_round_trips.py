@@ -107,15 +107,24 @@ def test_a_rollback_to_a_ts_on_postgresql_is_five_round_trips(
     assert len(postgres.messages(cid)) == 7
 
 
-def test_an_append_on_postgresql_is_three_round_trips(
-    postgres: ContextStore, tmp_path: Path
-) -> None:
-    """BEGIN; the clock; the inserts with the COMMIT."""
+def test_an_append_on_postgresql_is_one_round_trip(postgres: ContextStore, tmp_path: Path) -> None:
+    """One statement, committed by the server as it ends."""
     conv = postgres.create_conversation()
     postgres.append(conv.id, session(3))
-    assert round_trips(postgres, tmp_path, lambda: postgres.append(conv.id, "user", "more")) == 3
-    assert round_trips(postgres, tmp_path, lambda: postgres.append(conv.id, session(4)[1:])) == 3
+    assert round_trips(postgres, tmp_path, lambda: postgres.append(conv.id, "user", "more")) == 1
+    assert round_trips(postgres, tmp_path, lambda: postgres.append(conv.id, session(4)[1:])) == 1
     assert len(postgres.messages(conv.id)) == 16
+
+
+def test_an_append_answering_calls_it_must_read_is_four_round_trips(
+    postgres: ContextStore, tmp_path: Path
+) -> None:
+    """The calls' SELECT, then BEGIN; the clock; the inserts with the COMMIT."""
+    conv = postgres.create_conversation()
+    postgres.append(conv.id, session(3)[:-1])  # ends on a call
+    postgres._recent_calls.clear()  # as in another process
+    answer = session(3)[-1]
+    assert round_trips(postgres, tmp_path, lambda: postgres.append(conv.id, [answer])) == 4
 
 
 def test_a_rollback_on_postgresql_is_five_statements(postgres: ContextStore) -> None:
