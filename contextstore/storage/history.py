@@ -125,6 +125,40 @@ def insert_messages(
     )
 
 
+def _message_columns(message: NormalizedMessage, tokens: int) -> dict[str, Any]:
+    """A message row's own columns (its key added by the caller)."""
+    return {
+        "role": message.role,
+        "token_count": tokens,
+        "was_string": message.was_string,
+        "meta": encode_json(message.meta),
+    }
+
+
+def _block_columns(message: NormalizedMessage, nodes: Sequence[NodeRow]) -> list[dict[str, Any]]:
+    """The block rows of ``message`` with their node columns (the message's key added by the
+    caller)."""
+    rows = []
+    for position, (block, node) in enumerate(zip(message.blocks, nodes, strict=True)):
+        kind, text, tool_use_id, tool_name, data = encode_block(block)
+        rows.append(
+            {
+                "block_idx": position,
+                "type": kind,
+                "text": text,
+                "tool_use_id": tool_use_id,
+                "tool_name": tool_name,
+                "data": data,
+                "node_type": node.node_type,
+                "path": column_text(node.path),
+                "line_start": node.line_start,
+                "line_end": node.line_end,
+                "token_count": node.token_count,
+            }
+        )
+    return rows
+
+
 def insert_message_rows(
     connection: Connection,
     conversation_id: str,
@@ -134,38 +168,16 @@ def insert_message_rows(
     blocks with their node columns, in two driver calls (an importer's rows keep the other
     tool's timestamps)."""
     message_rows = []
-    block_rows = []
+    block_rows: list[dict[str, Any]] = []
     for idx, ts, message, tokens, nodes in rows:
         message_rows.append(
-            {
-                "conversation_id": conversation_id,
-                "idx": idx,
-                "ts": ts,
-                "role": message.role,
-                "token_count": tokens,
-                "was_string": message.was_string,
-                "meta": encode_json(message.meta),
-            }
+            {"conversation_id": conversation_id, "idx": idx, "ts": ts}
+            | _message_columns(message, tokens)
         )
-        for position, (block, node) in enumerate(zip(message.blocks, nodes, strict=True)):
-            kind, text, tool_use_id, tool_name, data = encode_block(block)
-            block_rows.append(
-                {
-                    "conversation_id": conversation_id,
-                    "message_idx": idx,
-                    "block_idx": position,
-                    "type": kind,
-                    "text": text,
-                    "tool_use_id": tool_use_id,
-                    "tool_name": tool_name,
-                    "data": data,
-                    "node_type": node.node_type,
-                    "path": column_text(node.path),
-                    "line_start": node.line_start,
-                    "line_end": node.line_end,
-                    "token_count": node.token_count,
-                }
-            )
+        block_rows.extend(
+            {"conversation_id": conversation_id, "message_idx": idx} | columns
+            for columns in _block_columns(message, nodes)
+        )
     with pipelined(connection):
         _INSERT_MESSAGE.run_many(connection, message_rows)
         _INSERT_BLOCK.run_many(connection, block_rows)
@@ -292,35 +304,12 @@ def append_messages(
     count = len(written)
     params = reservation_params(conversation_id, count, at)
     message_rows = []
-    block_rows = []
+    block_rows: list[dict[str, Any]] = []
     for offset, (message, tokens, nodes) in enumerate(written):
-        message_rows.append(
-            {
-                "offset": offset,
-                "role": message.role,
-                "token_count": tokens,
-                "was_string": message.was_string,
-                "meta": encode_json(message.meta),
-            }
+        message_rows.append({"offset": offset} | _message_columns(message, tokens))
+        block_rows.extend(
+            {"offset": offset} | columns for columns in _block_columns(message, nodes)
         )
-        for position, (block, node) in enumerate(zip(message.blocks, nodes, strict=True)):
-            kind, text, tool_use_id, tool_name, data = encode_block(block)
-            block_rows.append(
-                {
-                    "offset": offset,
-                    "block_idx": position,
-                    "type": kind,
-                    "text": text,
-                    "tool_use_id": tool_use_id,
-                    "tool_name": tool_name,
-                    "data": data,
-                    "node_type": node.node_type,
-                    "path": column_text(node.path),
-                    "line_start": node.line_start,
-                    "line_end": node.line_end,
-                    "token_count": node.token_count,
-                }
-            )
     params["message_rows"] = encode_json(message_rows)
     params["block_rows"] = encode_json(block_rows)
     row = _APPEND.first(connection, params)
