@@ -129,6 +129,9 @@ class TimelineMixin(StoreBase):
                 counts = timeline.count_after(connection, conversation_id, cutoff)
             return RollbackReport(conversation_id, cutoff, counts, None, False, dry_run=True)
 
+        if isinstance(to, str):  # checked before the label reaches a query
+            check_text("checkpoint label", to, MAX_LABEL_LENGTH, optional=False)
+
         def work(connection: Connection) -> RollbackReport:
             # The conversation and the label's checkpoint in one round trip.
             label = to if isinstance(to, str) else None
