@@ -142,17 +142,23 @@ class HistoryMixin(NodesMixin):
     ) -> list[AppendedMessage]:
         prepared = [self._prepare_for_write(n) for n in normalized]
         calls, missing = batch_calls(normalized)
-        ahead = (
+        # Typed and encoded before the write lock is taken, so that other writers of the
+        # file wait only for the statements and the commit; None when typing must read a
+        # call from the store or fails (then it happens inside, where failures are
+        # reported after the conversation and ``ts`` are checked).
+        ahead = self._typed_ahead(conversation_id, prepared, calls, missing)
+        rows = (
             None
-            if self._db.is_sqlite
-            else self._typed_ahead(conversation_id, prepared, calls, missing)
+            if ahead is None
+            else history.pending_rows(
+                [(c.message, c.tokens, n) for c, n in zip(prepared, ahead, strict=True)]
+            )
         )
-        if ahead is not None:
-            written = [(c.message, c.tokens, n) for c, n in zip(prepared, ahead, strict=True)]
+        if rows is not None and not self._db.is_sqlite:
 
             def alone(connection: Connection) -> list[AppendedMessage]:
                 first_ts, first_idx = history.append_messages(
-                    connection, conversation_id, written, at=ts
+                    connection, conversation_id, rows, at=ts
                 )
                 return _appended(conversation_id, first_idx, first_ts, prepared)
 
@@ -164,14 +170,15 @@ class HistoryMixin(NodesMixin):
             first_ts, first_idx = reserve_messages(
                 connection, conversation_id, len(prepared), at=ts
             )
-            nodes = self._typed(connection, conversation_id, first_idx, prepared, calls, missing)
-            history.insert_messages(
-                connection,
-                conversation_id,
-                first_idx,
-                first_ts,
-                [(c.message, c.tokens, n) for c, n in zip(prepared, nodes, strict=True)],
-            )
+            pending = rows
+            if pending is None:
+                nodes = self._typed(
+                    connection, conversation_id, first_idx, prepared, calls, missing
+                )
+                pending = history.pending_rows(
+                    [(c.message, c.tokens, n) for c, n in zip(prepared, nodes, strict=True)]
+                )
+            history.insert_messages(connection, conversation_id, first_idx, first_ts, pending)
             return _appended(conversation_id, first_idx, first_ts, prepared)
 
         appended = self._db.write(work, pipeline=True)

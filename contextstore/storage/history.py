@@ -10,7 +10,7 @@ visible blocks.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     Boolean,
@@ -106,23 +106,47 @@ _INSERT_BLOCK = Statement(
 )
 
 
-def insert_messages(
-    connection: Connection,
-    conversation_id: str,
-    first_idx: int,
-    first_ts: int,
+class PendingRows(NamedTuple):
+    """The rows of messages about to be appended, built before the write transaction
+    (outside the writer's lock), without their keys: the clock's reservation gives the
+    batch's first index and ``ts``, and a message's offset in the batch the rest.
+    ``messages`` holds one row per message, in order; ``blocks`` pairs each block row with
+    its message's offset."""
+
+    messages: list[dict[str, Any]]
+    blocks: list[tuple[int, dict[str, Any]]]
+
+
+def pending_rows(
     written: Sequence[tuple[NormalizedMessage, int, Sequence[NodeRow]]],
+) -> PendingRows:
+    """The message and block rows of ``written`` (messages with their token counts and
+    node rows)."""
+    message_rows = []
+    block_rows: list[tuple[int, dict[str, Any]]] = []
+    for offset, (message, tokens, nodes) in enumerate(written):
+        message_rows.append(_message_columns(message, tokens))
+        block_rows.extend((offset, columns) for columns in _block_columns(message, nodes))
+    return PendingRows(message_rows, block_rows)
+
+
+def insert_messages(
+    connection: Connection, conversation_id: str, first_idx: int, first_ts: int, rows: PendingRows
 ) -> None:
-    """Insert messages (with their token counts) at consecutive indices and timestamps,
-    and their blocks (with their nodes), in two driver calls."""
-    insert_message_rows(
-        connection,
-        conversation_id,
-        [
-            (first_idx + offset, first_ts + offset, message, tokens, nodes)
-            for offset, (message, tokens, nodes) in enumerate(written)
-        ],
-    )
+    """Insert pending messages at consecutive indices and timestamps from ``first_idx``
+    and ``first_ts``, and their blocks, in two driver calls."""
+    message_rows = [
+        {"conversation_id": conversation_id, "idx": first_idx + offset, "ts": first_ts + offset}
+        | columns
+        for offset, columns in enumerate(rows.messages)
+    ]
+    block_rows = [
+        {"conversation_id": conversation_id, "message_idx": first_idx + offset} | columns
+        for offset, columns in rows.blocks
+    ]
+    with pipelined(connection):
+        _INSERT_MESSAGE.run_many(connection, message_rows)
+        _INSERT_BLOCK.run_many(connection, block_rows)
 
 
 def _message_columns(message: NormalizedMessage, tokens: int) -> dict[str, Any]:
@@ -285,11 +309,11 @@ _APPEND = Statement(_append_query)
 def append_messages(
     connection: Connection,
     conversation_id: str,
-    written: Sequence[tuple[NormalizedMessage, int, Sequence[NodeRow]]],
+    rows: PendingRows,
     *,
     at: int | None = None,
 ) -> tuple[int, int]:
-    """Reserve timestamps and indices for ``written`` (as
+    """Reserve timestamps and indices for the pending ``rows`` (as
     :func:`~contextstore.storage.clock.reserve_messages` does) and insert the messages and
     their blocks, in one statement (PostgreSQL only: a data-modifying ``WITH`` reading
     each column from an array); returns the first ``ts`` and index.
@@ -301,17 +325,14 @@ def append_messages(
         TimelineError: ``at`` is not later than the conversation's last ``ts``.
         ConversationNotFoundError: no conversation has this id.
     """
-    count = len(written)
+    count = len(rows.messages)
     params = reservation_params(conversation_id, count, at)
-    message_rows = []
-    block_rows: list[dict[str, Any]] = []
-    for offset, (message, tokens, nodes) in enumerate(written):
-        message_rows.append({"offset": offset} | _message_columns(message, tokens))
-        block_rows.extend(
-            {"offset": offset} | columns for columns in _block_columns(message, nodes)
-        )
-    params["message_rows"] = encode_json(message_rows)
-    params["block_rows"] = encode_json(block_rows)
+    params["message_rows"] = encode_json(
+        [{"offset": offset} | columns for offset, columns in enumerate(rows.messages)]
+    )
+    params["block_rows"] = encode_json(
+        [{"offset": offset} | columns for offset, columns in rows.blocks]
+    )
     row = _APPEND.first(connection, params)
     if row is None:
         raise reservation_refused(connection, conversation_id, at)

@@ -111,11 +111,6 @@ def _locked(fd: int) -> bool:
 def writer_queue(target: DatabaseTarget, *, read_only: bool) -> WriterQueue | None:
     """The queue for a store's writers: for a SQLite file opened to write, given by its
     path (not a ``file:`` URI, whose path SQLite parses itself)."""
-    if (
-        os.environ.get("CS_NOQUEUE")
-        or read_only
-        or target.sqlite_path is None
-        or "uri=true" in target.url.lower()
-    ):
+    if read_only or target.sqlite_path is None or "uri=true" in target.url.lower():
         return None
     return WriterQueue(target.sqlite_path)

@@ -8,13 +8,17 @@ import fcntl
 import os
 import stat
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from contextstore import ContextStore
+from contextstore.core.nodes import typed_nodes
+from contextstore.facade import nodes as facade_nodes
 from contextstore.storage import writer_queue
-from tests.conftest import assistant, user
+from tests.conftest import assistant, file_read, tool_use, user
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="flock is POSIX")
 
@@ -106,3 +110,55 @@ def test_no_lock_file_means_no_queue(path: Path) -> None:
         cid = store.create_conversation().id
         store.append(cid, [user("hi")])
         assert len(store.render(cid)) == 1
+
+
+@pytest.fixture
+def typing_in_turn(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """For each typing of appended blocks, whether it ran during the writer's turn."""
+    held: list[bool] = [False]
+    seen: list[bool] = []
+    turn = writer_queue.WriterQueue.turn
+
+    @contextmanager
+    def watched_turn(self: writer_queue.WriterQueue) -> Iterator[None]:
+        with turn(self):
+            held[0] = True
+            try:
+                yield
+            finally:
+                held[0] = False
+
+    def watched_typing(*args: Any, **kwargs: Any) -> Any:
+        seen.append(held[0])
+        return typed_nodes(*args, **kwargs)
+
+    monkeypatch.setattr(writer_queue.WriterQueue, "turn", watched_turn)
+    monkeypatch.setattr(facade_nodes, "typed_nodes", watched_typing)
+    return seen
+
+
+def test_an_append_types_its_blocks_before_its_turn(path: Path, typing_in_turn: list[bool]) -> None:
+    with ContextStore.open(path) as store:
+        cid = store.create_conversation().id
+        store.append_many(
+            cid, [assistant(tool_use("t1", path="a.py")), user(file_read("t1", "a.py", "x"))]
+        )
+        store.append(cid, "user", [file_read("t1", "a.py", "x")])  # the call is remembered
+        store.append(cid, "assistant", "done")
+        kinds = [n.node_type for n in store.nodes(cid)]
+    assert typing_in_turn == [False, False, False]
+    assert kinds == ["tool_call", "file_content", "file_content", "assistant_text"]
+
+
+def test_a_result_whose_call_only_the_file_knows_is_typed_in_the_turn(
+    path: Path, typing_in_turn: list[bool]
+) -> None:
+    with ContextStore.open(path) as first:
+        cid = first.create_conversation().id
+        first.append(cid, "assistant", [tool_use("t1", path="a.py")])
+    with ContextStore.open(path) as second:
+        appended = second.append(cid, "user", [file_read("t1", "a.py", "print(1)")])
+        kinds = [(n.node_type, n.path) for n in second.nodes(cid)]
+    assert typing_in_turn == [False, True]
+    assert appended.index == 1
+    assert kinds == [("tool_call", "a.py"), ("file_content", "a.py")]
