@@ -437,7 +437,14 @@ def _removal_on_postgres(archive: bool) -> Any:
     parts = [f"first_removed AS (SELECT min(idx) AS idx FROM ({removed}) AS removed)"]  # noqa: S608
     for table in REMOVAL_ORDER:
         first = f"(SELECT coalesce(idx, {NO_MESSAGE}) FROM first_removed)"  # noqa: S608
-        where = f"conversation_id = :cid AND message_idx >= {first}" if table is blocks else after
+        # The range's upper bound is there for the planner: given only ``>=`` a value it
+        # cannot know, it expects a third of the table and scans all of ``blocks``; a range
+        # between two bounds it expects to be narrow, and reads the primary key.
+        where = (
+            f"conversation_id = :cid AND message_idx BETWEEN {first} AND {NO_MESSAGE}"
+            if table is blocks
+            else after
+        )
         returned = "*" if archive else "1"
         gone = f"gone_{table.name} AS (DELETE FROM {table.name} WHERE {where} RETURNING {returned})"  # noqa: S608
         parts.append(gone)

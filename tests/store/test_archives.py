@@ -134,10 +134,12 @@ def test_the_downgrade_puts_the_blocks_key_back(tmp_path: Path, backend: str) ->
         cleanup()
 
 
-def _scans(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    found = [plan] if plan.get("Relation Name") == "messages" else []
+def _scans(plan: dict[str, Any], relation: str = "messages") -> list[dict[str, Any]]:
+    """The plan's nodes that read ``relation``'s rows (not those that change them)."""
+    reads = plan.get("Relation Name") == relation and plan["Node Type"].endswith("Scan")
+    found = [plan] if reads else []
     for child in plan.get("Plans", []):
-        found.extend(_scans(child))
+        found.extend(_scans(child, relation))
     return found
 
 
@@ -165,5 +167,36 @@ def test_the_first_removed_message_is_found_without_reading_the_history(
         ]
         read = sum(s["Actual Rows"] + s.get("Rows Removed by Filter", 0) for s in _scans(first))
         assert 0 < read <= 10, first
+    finally:
+        cleanup()
+
+
+@pytest.mark.parametrize("archive", [True, False], ids=["rollback", "purge"])
+def test_the_removed_blocks_are_found_without_reading_the_history(
+    tmp_path: Path, archive: bool
+) -> None:
+    """On PostgreSQL, with statistics that know the conversation's blocks, the removal reads
+    the removed blocks through the primary key: the rows it reads are those it removes, not
+    the conversation's (the planner, left free, once chose to scan every block)."""
+    store, cleanup = open_backend("postgres", tmp_path)
+    try:
+        cid = store.create_conversation().id
+        store.append(cid, session(400))
+        cp = store.checkpoint(cid, "cp")
+        store.append(cid, session(3)[1:])
+        removed = sum(len(m["content"]) for m in store.messages(cid)[len(session(400)) :])
+        statement = timeline._removal_on_postgres(archive=archive).text
+        with store.database.engine.connect() as connection:
+            connection.exec_driver_sql("ANALYZE blocks")
+            (plan,) = connection.execute(
+                text(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}"),
+                {"cid": cid, "cutoff": cp.ts, "rid": 1},
+            ).scalar_one()
+            connection.rollback()
+        (gone,) = [p for p in plan["Plan"]["Plans"] if p.get("Subplan Name") == "CTE gone_blocks"]
+        read = sum(
+            s["Actual Rows"] + s.get("Rows Removed by Filter", 0) for s in _scans(gone, "blocks")
+        )
+        assert read == removed, gone
     finally:
         cleanup()
