@@ -25,9 +25,8 @@ from contextstore.processors.pipeline import Pipeline, default_pipeline
 from contextstore.processors.runner import RunContext
 from contextstore.processors.secrets import mask_value
 from contextstore.storage import conversations, history, processor_runs, requests
-from contextstore.storage.clock import tick_if_unchanged
+from contextstore.storage.clock import NO_LIMIT, tick_if_unchanged
 from contextstore.storage.database import Connection, Database
-from contextstore.storage.history import NO_LIMIT
 
 P = TypeVar("P")
 V = TypeVar("V")

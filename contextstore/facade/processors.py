@@ -24,9 +24,8 @@ from contextstore.processors.pipeline import Pipeline, ProcessorStep
 from contextstore.processors.runner import RunContext, RunResult, run
 from contextstore.processors.triggers import plan_firings, processor_key, trigger_of
 from contextstore.storage import history, processor_runs
-from contextstore.storage.clock import last_ts
+from contextstore.storage.clock import NO_LIMIT, last_ts
 from contextstore.storage.database import Connection
-from contextstore.storage.history import NO_LIMIT
 
 
 def _spans(indices: Sequence[int]) -> list[list[int]]:

@@ -58,9 +58,8 @@ from contextstore.processors.runner import run
 from contextstore.renderers import anthropic, registry
 from contextstore.renderers.anthropic import RenderedMessage
 from contextstore.storage import history, nodes, processor_runs, requests
-from contextstore.storage.clock import last_ts, tick
+from contextstore.storage.clock import NO_LIMIT, last_ts, tick
 from contextstore.storage.database import Connection
-from contextstore.storage.history import NO_LIMIT
 
 
 @dataclass(frozen=True)

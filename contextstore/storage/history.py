@@ -39,6 +39,7 @@ from contextstore.core.state import HIDDEN, ConversationState
 from contextstore.core.truncation import DeletedRange, visible_start
 from contextstore.storage import lineage
 from contextstore.storage.clock import (
+    NO_LIMIT,
     message_reservation,
     reservation_params,
     reservation_refused,
@@ -56,10 +57,6 @@ from contextstore.storage.codec import (
 )
 from contextstore.storage.sql import Statement, pipelined
 from contextstore.storage.tables import blocks, context_updates, deleted_ranges, messages
-
-NO_LIMIT = 2**62
-"""An ``as_of`` later than any timestamp."""
-
 
 _m, _b, _r, _u = messages.c, blocks.c, deleted_ranges.c, context_updates.c
 
