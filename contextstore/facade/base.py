@@ -24,7 +24,7 @@ from contextstore.facade.render_cache import PREPARE_CACHE_BYTES, RenderCache
 from contextstore.processors.pipeline import Pipeline, default_pipeline
 from contextstore.processors.runner import RunContext
 from contextstore.processors.secrets import mask_value
-from contextstore.storage import conversations, history, processor_runs, requests
+from contextstore.storage import conversations, history, processor_runs, ranges, requests
 from contextstore.storage.clock import NO_LIMIT, tick_if_unchanged
 from contextstore.storage.database import Connection, Database
 
@@ -236,7 +236,7 @@ class StoreBase:
             updates = tuple(dataclasses.replace(u, text=self._masked(u.text)) for u in updates)
         history.insert_updates(connection, conversation_id, ts, updates)
         if plan.new_range is not None:
-            history.insert_range(
+            ranges.insert_range(
                 connection,
                 conversation_id,
                 ts,

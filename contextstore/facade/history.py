@@ -38,7 +38,7 @@ from contextstore.processors.pipeline import Pipeline
 from contextstore.processors.runner import RunContext, propose_and_view, view_with
 from contextstore.processors.secrets import mask_message
 from contextstore.renderers import registry
-from contextstore.storage import conversations, history
+from contextstore.storage import conversations, history, ranges
 from contextstore.storage.clock import last_ts, reserve_messages, tick
 from contextstore.storage.database import Connection
 
@@ -267,7 +267,7 @@ class HistoryMixin(NodesMixin):
         limit = self._as_of(as_of)
         with self._db.read() as connection:
             last_ts(connection, conversation_id)
-            return history.load_deleted_range(connection, conversation_id, limit)
+            return ranges.load_deleted_range(connection, conversation_id, limit)
 
     def set_deleted_range(
         self,
@@ -300,7 +300,7 @@ class HistoryMixin(NodesMixin):
         def work(connection: Connection) -> int:
             (stamp,) = tick(connection, conversation_id, at=ts)
             count = conversations.message_count(connection, conversation_id)
-            current = history.load_deleted_range(connection, conversation_id)
+            current = ranges.load_deleted_range(connection, conversation_id)
             if end >= count - 1:
                 raise InvalidInputError(
                     f"end {end} is beyond the last message but one (index {count - 2}); the "
@@ -311,7 +311,7 @@ class HistoryMixin(NodesMixin):
                     f"end {end} would shrink the current range (2, {current[1]}); ranges only "
                     "grow (roll back to a checkpoint to show hidden messages again)."
                 )
-            history.insert_range(
+            ranges.insert_range(
                 connection,
                 conversation_id,
                 stamp,

@@ -18,7 +18,7 @@ from contextstore.core.state import ConversationState
 from contextstore.core.truncation import visible_start
 from contextstore.core.view import CutMemo
 from contextstore.renderers.anthropic import RenderedMessage
-from contextstore.storage import history, requests
+from contextstore.storage import history, ranges, requests
 from contextstore.storage.database import Connection
 from contextstore.storage.history import Fingerprint
 
@@ -86,7 +86,7 @@ def read_state(
         since = previous.state.last_ts
         assert since is not None
         early, every = history.history_fingerprint(connection, cid, since)
-        deleted_range = history.load_deleted_range(connection, cid)
+        deleted_range = ranges.load_deleted_range(connection, cid)
         old = previous.state
         if early == previous.fingerprint and deleted_range == old.deleted_range:
             hidden = None if deleted_range is None else visible_start(deleted_range) - 1

@@ -9,7 +9,7 @@ visible blocks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -36,7 +36,7 @@ from contextstore.core.errors import IntegrityViolationError
 from contextstore.core.nodes import NodeRow
 from contextstore.core.overlays import BlockAddress, BlockUpdate, Message
 from contextstore.core.state import HIDDEN, ConversationState
-from contextstore.core.truncation import DeletedRange, visible_start
+from contextstore.core.truncation import visible_start
 from contextstore.storage import lineage
 from contextstore.storage.clock import (
     NO_LIMIT,
@@ -55,6 +55,7 @@ from contextstore.storage.codec import (
     exact_pieces,
     exact_text,
 )
+from contextstore.storage.ranges import Visible, load_deleted_range
 from contextstore.storage.sql import Statement, pipelined
 from contextstore.storage.tables import blocks, context_updates, deleted_ranges, messages
 
@@ -339,24 +340,7 @@ def _history_query(visible_only: bool) -> Any:
     return query
 
 
-class _Visible:
-    """A statement in two forms: over every row, and over the rows outside a deleted range
-    (``2..hidden_through``), which a render reads without the rows it hides."""
-
-    def __init__(self, build: Callable[[bool], Any]) -> None:
-        self._every = Statement(lambda: build(False))
-        self._visible = Statement(lambda: build(True))
-
-    def rows(
-        self, connection: Connection, params: dict[str, Any], hidden_through: int | None
-    ) -> list[tuple[Any, ...]]:
-        """The rows, skipping ``2..hidden_through`` when it hides something."""
-        if hidden_through is not None and hidden_through >= 2:
-            return self._visible.rows(connection, {**params, "hidden_through": hidden_through})
-        return self._every.rows(connection, params)
-
-
-_HISTORY = _Visible(_history_query)
+_HISTORY = Visible(_history_query)
 
 
 def load_messages(
@@ -498,74 +482,6 @@ def load_block(
     return decode_block(row[0], row[1], row[2], row[3], row[4], message_idx, block_idx)
 
 
-# Deleted ranges --------------------------------------------------------------------------
-
-_RANGE = Statement(
-    lambda: (
-        select(_r.start_idx, _r.end_idx)
-        .where(_r.conversation_id == bindparam("cid"), _r.ts <= bindparam("as_of"))
-        .order_by(_r.ts.desc())
-        .limit(1)
-    )
-)
-
-
-def load_deleted_range(
-    connection: Connection, conversation_id: str, as_of: int = NO_LIMIT
-) -> DeletedRange | None:
-    """The effective deleted range at ``as_of``: the newest range row with ``ts <= as_of``."""
-    row = _RANGE.first(connection, {"cid": conversation_id, "as_of": as_of})
-    return None if row is None else (int(row[0]), int(row[1]))
-
-
-_INSERT_RANGE = Statement(
-    lambda: insert(deleted_ranges).values(
-        {
-            name: bindparam(name)
-            for name in (
-                "conversation_id",
-                "ts",
-                "start_idx",
-                "end_idx",
-                "keep",
-                "reason",
-                "tokens_total",
-                "summary",
-            )
-        }
-    )
-)
-
-
-def insert_range(
-    connection: Connection,
-    conversation_id: str,
-    ts: int,
-    end: int,
-    *,
-    keep: str,
-    reason: str,
-    tokens_total: int | None,
-    summary: str | None,
-) -> None:
-    """Insert a deleted range ``(2, end)`` with the decision that produced it."""
-    _INSERT_RANGE.run(
-        connection,
-        {
-            "conversation_id": conversation_id,
-            "ts": ts,
-            "start_idx": 2,
-            "end_idx": end,
-            "keep": keep,
-            "reason": column_text(reason),
-            "tokens_total": tokens_total,
-            "summary": column_text(summary),
-        },
-    ).close()
-    if summary is not None:
-        lineage.record_range_lineage(connection, conversation_id, ts)
-
-
 # Context updates -------------------------------------------------------------------------
 
 _UPDATE_COLUMNS = (
@@ -592,7 +508,7 @@ def _overlay_query(visible_only: bool) -> Any:
     return query
 
 
-_OVERLAYS = _Visible(_overlay_query)
+_OVERLAYS = Visible(_overlay_query)
 
 
 def load_overlays(
@@ -608,7 +524,7 @@ def load_overlays(
     return _effective(rows)
 
 
-_OVERLAYS_AFTER = _Visible(
+_OVERLAYS_AFTER = Visible(
     lambda visible_only: _overlay_query(visible_only).where(_u.ts > bindparam("after"))
 )
 
