@@ -24,7 +24,7 @@ from contextstore.facade.render_cache import PREPARE_CACHE_BYTES, RenderCache
 from contextstore.processors.pipeline import Pipeline, default_pipeline
 from contextstore.processors.runner import RunContext
 from contextstore.processors.secrets import mask_value
-from contextstore.storage import conversations, history, processor_runs, ranges, requests
+from contextstore.storage import conversations, history, processor_runs, ranges, requests, updates
 from contextstore.storage.clock import NO_LIMIT, tick_if_unchanged
 from contextstore.storage.database import Connection, Database
 
@@ -231,10 +231,10 @@ class StoreBase:
     ) -> None:
         """A plan's rows, all stamped ``ts``: its updates, then its range (their texts masked
         when the store masks on write: a summary may repeat a secret)."""
-        updates = plan.updates
+        rewrites = plan.updates
         if self.mask_secrets_on_write:
-            updates = tuple(dataclasses.replace(u, text=self._masked(u.text)) for u in updates)
-        history.insert_updates(connection, conversation_id, ts, updates)
+            rewrites = tuple(dataclasses.replace(u, text=self._masked(u.text)) for u in rewrites)
+        updates.insert_updates(connection, conversation_id, ts, rewrites)
         if plan.new_range is not None:
             ranges.insert_range(
                 connection,

@@ -18,7 +18,7 @@ from contextstore.core.state import ConversationState
 from contextstore.core.truncation import visible_start
 from contextstore.core.view import CutMemo
 from contextstore.renderers.anthropic import RenderedMessage
-from contextstore.storage import history, ranges, requests
+from contextstore.storage import history, ranges, requests, updates
 from contextstore.storage.database import Connection
 from contextstore.storage.history import Fingerprint
 
@@ -93,11 +93,11 @@ def read_state(
             new, _stamps, size = history.load_messages_after(
                 connection, cid, since, len(old.messages)
             )
-            updates = history.load_overlays_after(connection, cid, since, hidden_through=hidden)
+            newer = updates.load_overlays_after(connection, cid, since, hidden_through=hidden)
             state = ConversationState(
                 old.messages + new if new else old.messages,
                 deleted_range,
-                {**old.overlays, **updates} if updates else old.overlays,
+                {**old.overlays, **newer} if newer else old.overlays,
                 old.stored_bytes + size,
                 conversation.last_ts,
             )
