@@ -36,7 +36,7 @@ from contextstore.core.window import context_window_info
 from contextstore.facade.history import HistoryMixin
 from contextstore.facade.timeline import TimelineMixin
 from contextstore.storage import audit as audit_sql
-from contextstore.storage import history
+from contextstore.storage import history, ranges, updates
 from contextstore.storage.engine import resolve_target
 from contextstore.storage.paths import default_database_path
 
@@ -195,8 +195,8 @@ class AuditMixin(HistoryMixin, TimelineMixin):
         with self._db.read() as connection:
             self._conversation(connection, conversation_id)
             stored, _, _ = history.load_messages(connection, conversation_id, limit)
-            hidden = history.load_deleted_range(connection, conversation_id, limit)
-            rewrites = history.load_overlays(connection, conversation_id, limit)
+            hidden = ranges.load_deleted_range(connection, conversation_id, limit)
+            rewrites = updates.load_overlays(connection, conversation_id, limit)
         viewed = []
         for index, message in enumerate(stored):
             content = message.get("content")

@@ -24,10 +24,9 @@ from contextstore.facade.render_cache import PREPARE_CACHE_BYTES, RenderCache
 from contextstore.processors.pipeline import Pipeline, default_pipeline
 from contextstore.processors.runner import RunContext
 from contextstore.processors.secrets import mask_value
-from contextstore.storage import conversations, history, processor_runs, requests
-from contextstore.storage.clock import tick_if_unchanged
+from contextstore.storage import conversations, history, processor_runs, ranges, requests, updates
+from contextstore.storage.clock import NO_LIMIT, tick_if_unchanged
 from contextstore.storage.database import Connection, Database
-from contextstore.storage.history import NO_LIMIT
 
 P = TypeVar("P")
 V = TypeVar("V")
@@ -232,12 +231,12 @@ class StoreBase:
     ) -> None:
         """A plan's rows, all stamped ``ts``: its updates, then its range (their texts masked
         when the store masks on write: a summary may repeat a secret)."""
-        updates = plan.updates
+        rewrites = plan.updates
         if self.mask_secrets_on_write:
-            updates = tuple(dataclasses.replace(u, text=self._masked(u.text)) for u in updates)
-        history.insert_updates(connection, conversation_id, ts, updates)
+            rewrites = tuple(dataclasses.replace(u, text=self._masked(u.text)) for u in rewrites)
+        updates.insert_updates(connection, conversation_id, ts, rewrites)
         if plan.new_range is not None:
-            history.insert_range(
+            ranges.insert_range(
                 connection,
                 conversation_id,
                 ts,

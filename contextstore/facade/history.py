@@ -38,7 +38,7 @@ from contextstore.processors.pipeline import Pipeline
 from contextstore.processors.runner import RunContext, propose_and_view, view_with
 from contextstore.processors.secrets import mask_message
 from contextstore.renderers import registry
-from contextstore.storage import conversations, history
+from contextstore.storage import conversations, history, ranges, updates
 from contextstore.storage.clock import last_ts, reserve_messages, tick
 from contextstore.storage.database import Connection
 
@@ -274,7 +274,7 @@ class HistoryMixin(NodesMixin):
         limit = self._as_of(as_of)
         with self._db.read() as connection:
             last_ts(connection, conversation_id)
-            return history.load_deleted_range(connection, conversation_id, limit)
+            return ranges.load_deleted_range(connection, conversation_id, limit)
 
     def set_deleted_range(
         self,
@@ -307,7 +307,7 @@ class HistoryMixin(NodesMixin):
         def work(connection: Connection) -> int:
             (stamp,) = tick(connection, conversation_id, at=ts)
             count = conversations.message_count(connection, conversation_id)
-            current = history.load_deleted_range(connection, conversation_id)
+            current = ranges.load_deleted_range(connection, conversation_id)
             if end >= count - 1:
                 raise InvalidInputError(
                     f"end {end} is beyond the last message but one (index {count - 2}); the "
@@ -318,7 +318,7 @@ class HistoryMixin(NodesMixin):
                     f"end {end} would shrink the current range (2, {current[1]}); ranges only "
                     "grow (roll back to a checkpoint to show hidden messages again)."
                 )
-            history.insert_range(
+            ranges.insert_range(
                 connection,
                 conversation_id,
                 stamp,
@@ -418,7 +418,7 @@ class HistoryMixin(NodesMixin):
         def work(connection: Connection) -> int:
             (stamp,) = tick(connection, conversation_id, at=ts)
             self._check_update_target(connection, conversation_id, update_value)
-            history.insert_updates(connection, conversation_id, stamp, [update_value])
+            updates.insert_updates(connection, conversation_id, stamp, [update_value])
             return stamp
 
         return self._db.write(work)
@@ -444,7 +444,7 @@ class HistoryMixin(NodesMixin):
         if update_value.mode == UpdateMode.TOOL_INPUT and block["type"] != "tool_use":
             raise InvalidInputError("mode='tool_input' applies to tool_use blocks only.")
         if update_value.base_hash is not None:
-            overlays = history.load_overlays(connection, conversation_id)
+            overlays = updates.load_overlays(connection, conversation_id)
             current = overlays.get(update_value.address)
             visible = current.text if current is not None else block_text(block)
             if visible is None or text_hash(visible) != update_value.base_hash:
@@ -461,7 +461,7 @@ class HistoryMixin(NodesMixin):
         limit = self._as_of(as_of)
         with self._db.read() as connection:
             last_ts(connection, conversation_id)
-            return history.update_rows(connection, conversation_id, limit)
+            return updates.update_rows(connection, conversation_id, limit)
 
 
 def _appended(

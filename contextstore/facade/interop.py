@@ -43,7 +43,7 @@ from contextstore.core.validate import (
     text_bytes,
 )
 from contextstore.facade.base import StoreBase
-from contextstore.storage import conversations, history
+from contextstore.storage import conversations, ranges
 from contextstore.storage import interop as storage
 from contextstore.storage.clock import last_ts
 from contextstore.storage.codec import EXACT_KEY, exact_pieces
@@ -187,7 +187,7 @@ class InteropMixin(StoreBase):
     ) -> _Batch:
         batch = _Batch()
         count = conversations.message_count(connection, conversation_id)
-        current = history.load_deleted_range(connection, conversation_id)
+        current = ranges.load_deleted_range(connection, conversation_id)
         end = current[1] if current else None
         stored_blocks = _StoredBlocks(connection, conversation_id, count)
         messages = iter(prepared)

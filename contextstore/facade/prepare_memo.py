@@ -18,7 +18,7 @@ from contextstore.core.state import ConversationState
 from contextstore.core.truncation import visible_start
 from contextstore.core.view import CutMemo
 from contextstore.renderers.anthropic import RenderedMessage
-from contextstore.storage import history, requests
+from contextstore.storage import history, ranges, requests, updates
 from contextstore.storage.database import Connection
 from contextstore.storage.history import Fingerprint
 
@@ -86,18 +86,18 @@ def read_state(
         since = previous.state.last_ts
         assert since is not None
         early, every = history.history_fingerprint(connection, cid, since)
-        deleted_range = history.load_deleted_range(connection, cid)
+        deleted_range = ranges.load_deleted_range(connection, cid)
         old = previous.state
         if early == previous.fingerprint and deleted_range == old.deleted_range:
             hidden = None if deleted_range is None else visible_start(deleted_range) - 1
             new, _stamps, size = history.load_messages_after(
                 connection, cid, since, len(old.messages)
             )
-            updates = history.load_overlays_after(connection, cid, since, hidden_through=hidden)
+            newer = updates.load_overlays_after(connection, cid, since, hidden_through=hidden)
             state = ConversationState(
                 old.messages + new if new else old.messages,
                 deleted_range,
-                {**old.overlays, **updates} if updates else old.overlays,
+                {**old.overlays, **newer} if newer else old.overlays,
                 old.stored_bytes + size,
                 conversation.last_ts,
             )

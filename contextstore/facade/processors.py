@@ -23,10 +23,9 @@ from contextstore.facade.base import Snapshot, StoreBase
 from contextstore.processors.pipeline import Pipeline, ProcessorStep
 from contextstore.processors.runner import RunContext, RunResult, run
 from contextstore.processors.triggers import plan_firings, processor_key, trigger_of
-from contextstore.storage import history, processor_runs
-from contextstore.storage.clock import last_ts
+from contextstore.storage import processor_runs, updates
+from contextstore.storage.clock import NO_LIMIT, last_ts
 from contextstore.storage.database import Connection
-from contextstore.storage.history import NO_LIMIT
 
 
 def _spans(indices: Sequence[int]) -> list[list[int]]:
@@ -141,7 +140,7 @@ class ProcessorsMixin(StoreBase):
                 return stamps[0]
             assert decided.result is not None and active is not None
             if decided.result.proposals:
-                history.insert_updates(
+                updates.insert_updates(
                     connection, conversation_id, stamps[0], decided.result.proposals
                 )
             rows = [run_row(active, step) for step in decided.result.steps]

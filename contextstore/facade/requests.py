@@ -57,10 +57,9 @@ from contextstore.processors.pipeline import Pipeline
 from contextstore.processors.runner import run
 from contextstore.renderers import anthropic, registry
 from contextstore.renderers.anthropic import RenderedMessage
-from contextstore.storage import history, nodes, processor_runs, requests
-from contextstore.storage.clock import last_ts, tick
+from contextstore.storage import history, nodes, processor_runs, requests, updates
+from contextstore.storage.clock import NO_LIMIT, last_ts, tick
 from contextstore.storage.database import Connection
-from contextstore.storage.history import NO_LIMIT
 
 
 @dataclass(frozen=True)
@@ -212,7 +211,7 @@ class RequestsMixin(StoreBase):
                 processed = [
                     dataclasses.replace(u, text=self._masked(u.text)) for u in prepared.processed
                 ]
-                history.insert_updates(connection, conversation_id, runs_ts, processed)
+                updates.insert_updates(connection, conversation_id, runs_ts, processed)
             if prepared.runs:
                 processor_runs.insert_runs(connection, conversation_id, runs_ts, prepared.runs)
             system_sha256, tools_sha256 = self._store_prompt_nodes(connection, prompt)

@@ -24,6 +24,9 @@ from contextstore.storage.tables import conversations
 
 _c = conversations.c
 
+NO_LIMIT = 2**62
+"""An ``as_of`` later than any timestamp."""
+
 
 def now_ms() -> int:
     """Wall-clock time in integer milliseconds."""

@@ -1,15 +1,16 @@
-"""Statements on a conversation's history: messages and their blocks, deleted ranges and
-context updates, and the state the view is computed from.
+"""Statements on a conversation's history: messages and their blocks, and the state the
+view is computed from (with the fingerprint that tells whether a state read earlier is
+still current, and the stored token counts).
 
-A render reads three things in one snapshot: the effective deleted range, the visible
-messages joined with their blocks (hidden messages are not read at all: the view and the
-truncation arithmetic need only their count), and the effective context updates of the
-visible blocks.
+A render reads three things in one snapshot: the effective deleted range
+(:mod:`.ranges`), the visible messages joined with their blocks (hidden messages are not
+read at all: the view and the truncation arithmetic need only their count), and the
+effective context updates of the visible blocks (:mod:`.updates`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
@@ -34,32 +35,26 @@ from sqlalchemy.dialects.postgresql import JSONB
 from contextstore.core.content import NormalizedMessage
 from contextstore.core.errors import IntegrityViolationError
 from contextstore.core.nodes import NodeRow
-from contextstore.core.overlays import BlockAddress, BlockUpdate, Message
+from contextstore.core.overlays import Message
 from contextstore.core.state import HIDDEN, ConversationState
-from contextstore.core.truncation import DeletedRange, visible_start
-from contextstore.storage import lineage
+from contextstore.core.truncation import visible_start
 from contextstore.storage.clock import (
+    NO_LIMIT,
     message_reservation,
     reservation_params,
     reservation_refused,
 )
 from contextstore.storage.codec import (
-    EXACT_KEY,
-    NUL,
     column_text,
     decode_block,
     decode_object,
     encode_block,
     encode_json,
-    exact_pieces,
-    exact_text,
 )
+from contextstore.storage.ranges import Visible, load_deleted_range
 from contextstore.storage.sql import Statement, pipelined
 from contextstore.storage.tables import blocks, context_updates, deleted_ranges, messages
-
-NO_LIMIT = 2**62
-"""An ``as_of`` later than any timestamp."""
-
+from contextstore.storage.updates import load_overlays
 
 _m, _b, _r, _u = messages.c, blocks.c, deleted_ranges.c, context_updates.c
 
@@ -363,24 +358,7 @@ def _history_query(visible_only: bool) -> Any:
     return query
 
 
-class _Visible:
-    """A statement in two forms: over every row, and over the rows outside a deleted range
-    (``2..hidden_through``), which a render reads without the rows it hides."""
-
-    def __init__(self, build: Callable[[bool], Any]) -> None:
-        self._every = Statement(lambda: build(False))
-        self._visible = Statement(lambda: build(True))
-
-    def rows(
-        self, connection: Connection, params: dict[str, Any], hidden_through: int | None
-    ) -> list[tuple[Any, ...]]:
-        """The rows, skipping ``2..hidden_through`` when it hides something."""
-        if hidden_through is not None and hidden_through >= 2:
-            return self._visible.rows(connection, {**params, "hidden_through": hidden_through})
-        return self._every.rows(connection, params)
-
-
-_HISTORY = _Visible(_history_query)
+_HISTORY = Visible(_history_query)
 
 
 def load_messages(
@@ -520,229 +498,6 @@ def load_block(
     if row is None:
         return None
     return decode_block(row[0], row[1], row[2], row[3], row[4], message_idx, block_idx)
-
-
-# Deleted ranges --------------------------------------------------------------------------
-
-_RANGE = Statement(
-    lambda: (
-        select(_r.start_idx, _r.end_idx)
-        .where(_r.conversation_id == bindparam("cid"), _r.ts <= bindparam("as_of"))
-        .order_by(_r.ts.desc())
-        .limit(1)
-    )
-)
-
-
-def load_deleted_range(
-    connection: Connection, conversation_id: str, as_of: int = NO_LIMIT
-) -> DeletedRange | None:
-    """The effective deleted range at ``as_of``: the newest range row with ``ts <= as_of``."""
-    row = _RANGE.first(connection, {"cid": conversation_id, "as_of": as_of})
-    return None if row is None else (int(row[0]), int(row[1]))
-
-
-_INSERT_RANGE = Statement(
-    lambda: insert(deleted_ranges).values(
-        {
-            name: bindparam(name)
-            for name in (
-                "conversation_id",
-                "ts",
-                "start_idx",
-                "end_idx",
-                "keep",
-                "reason",
-                "tokens_total",
-                "summary",
-            )
-        }
-    )
-)
-
-
-def insert_range(
-    connection: Connection,
-    conversation_id: str,
-    ts: int,
-    end: int,
-    *,
-    keep: str,
-    reason: str,
-    tokens_total: int | None,
-    summary: str | None,
-) -> None:
-    """Insert a deleted range ``(2, end)`` with the decision that produced it."""
-    _INSERT_RANGE.run(
-        connection,
-        {
-            "conversation_id": conversation_id,
-            "ts": ts,
-            "start_idx": 2,
-            "end_idx": end,
-            "keep": keep,
-            "reason": column_text(reason),
-            "tokens_total": tokens_total,
-            "summary": column_text(summary),
-        },
-    ).close()
-    if summary is not None:
-        lineage.record_range_lineage(connection, conversation_id, ts)
-
-
-# Context updates -------------------------------------------------------------------------
-
-_UPDATE_COLUMNS = (
-    _u.id,
-    _u.message_idx,
-    _u.block_idx,
-    _u.kind,
-    _u.mode,
-    _u.text,
-    _u.metadata,
-    _u.source,
-    _u.base_hash,
-)
-
-
-def _overlay_query(visible_only: bool) -> Any:
-    query = (
-        select(*_UPDATE_COLUMNS)
-        .where(_u.conversation_id == bindparam("cid"), _u.ts <= bindparam("as_of"))
-        .order_by(_u.ts, _u.id)
-    )
-    if visible_only:
-        query = query.where(or_(_u.message_idx < 2, _u.message_idx > bindparam("hidden_through")))
-    return query
-
-
-_OVERLAYS = _Visible(_overlay_query)
-
-
-def load_overlays(
-    connection: Connection,
-    conversation_id: str,
-    as_of: int = NO_LIMIT,
-    *,
-    hidden_through: int | None = None,
-) -> dict[BlockAddress, BlockUpdate]:
-    """The effective update per block at ``as_of`` (the newest with ``ts <= as_of``);
-    with ``hidden_through``, only those of blocks outside ``2..hidden_through``."""
-    rows = _OVERLAYS.rows(connection, {"cid": conversation_id, "as_of": as_of}, hidden_through)
-    return _effective(rows)
-
-
-_OVERLAYS_AFTER = _Visible(
-    lambda visible_only: _overlay_query(visible_only).where(_u.ts > bindparam("after"))
-)
-
-
-def load_overlays_after(
-    connection: Connection, conversation_id: str, after: int, *, hidden_through: int | None
-) -> dict[BlockAddress, BlockUpdate]:
-    """The newest update per block among those written since ``after`` (``ts > after``);
-    with ``hidden_through``, only those of blocks outside ``2..hidden_through``. Applied
-    over the effective updates at ``after``, they give the effective updates now."""
-    params = {"cid": conversation_id, "as_of": NO_LIMIT, "after": after}
-    return _effective(_OVERLAYS_AFTER.rows(connection, params, hidden_through))
-
-
-def _effective(rows: Sequence[tuple[Any, ...]]) -> dict[BlockAddress, BlockUpdate]:
-    """The newest update per block, from update rows oldest first."""
-    effective: dict[BlockAddress, BlockUpdate] = {}
-    for update_id, message_idx, block_idx, kind, mode, text, raw, source, base_hash in rows:
-        if raw.__class__ is dict or raw == "{}":
-            metadata = {} if raw == "{}" else raw  # the label below is formatted only if needed
-        else:
-            metadata = decode_object(raw, f"context update {update_id} metadata")
-        if EXACT_KEY in metadata or "_exact_text" in metadata:
-            metadata = dict(metadata)
-            text = exact_text(metadata, text)
-        effective[(message_idx, block_idx)] = BlockUpdate(
-            message_idx, block_idx, kind, text, source, metadata, base_hash, mode
-        )
-    return effective
-
-
-_INSERT_UPDATE = Statement(
-    lambda: insert(context_updates).values(
-        {
-            name: bindparam(name)
-            for name in (
-                "conversation_id",
-                "ts",
-                "message_idx",
-                "block_idx",
-                "kind",
-                "mode",
-                "text",
-                "metadata",
-                "source",
-                "base_hash",
-            )
-        }
-    )
-)
-
-
-def insert_updates(
-    connection: Connection, conversation_id: str, ts: int, updates: Sequence[BlockUpdate]
-) -> None:
-    """Insert context update rows, all stamped ``ts``."""
-    _INSERT_UPDATE.run_many(
-        connection,
-        [
-            {
-                "conversation_id": conversation_id,
-                "ts": ts,
-                "message_idx": u.message_idx,
-                "block_idx": u.block_idx,
-                "kind": u.kind,
-                "mode": u.mode,
-                "text": column_text(u.text),
-                "metadata": encode_json(_update_metadata(u)),
-                "source": u.source,
-                "base_hash": u.base_hash,
-            }
-            for u in updates
-        ],
-    )
-    if updates:
-        lineage.record_update_lineage(connection, conversation_id, ts)
-
-
-def _update_metadata(update: BlockUpdate) -> dict[str, Any]:
-    metadata = dict(update.metadata)
-    if NUL in update.text:
-        metadata[EXACT_KEY] = exact_pieces(update.text)
-    return metadata
-
-
-_UPDATE_ROWS = Statement(
-    lambda: (
-        select(context_updates)
-        .where(_u.conversation_id == bindparam("cid"), _u.ts <= bindparam("as_of"))
-        .order_by(_u.ts, _u.id)
-    )
-)
-
-
-def update_rows(
-    connection: Connection, conversation_id: str, as_of: int = NO_LIMIT
-) -> list[dict[str, Any]]:
-    """Every context update row with ``ts <= as_of`` (not only the effective ones), as
-    dicts keyed by column, oldest first; ``metadata`` decoded."""
-    names = [column.name for column in context_updates.c]
-    found = []
-    for row in _UPDATE_ROWS.rows(connection, {"cid": conversation_id, "as_of": as_of}):
-        values = dict(zip(names, row, strict=True))
-        metadata = decode_object(values["metadata"], f"context update {values['id']} metadata")
-        if EXACT_KEY in metadata or "_exact_text" in metadata:
-            metadata = dict(metadata)
-            values["text"] = exact_text(metadata, values["text"])
-        values["metadata"] = metadata
-        found.append(values)
-    return found
 
 
 # The state a view is computed from -------------------------------------------------------

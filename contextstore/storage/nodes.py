@@ -13,8 +13,8 @@ from typing import Any
 from sqlalchemy import Connection, and_, bindparam, insert, select, text
 
 from contextstore.core.nodes import CallInfo, Node, PromptNode, node_id
+from contextstore.storage.clock import NO_LIMIT
 from contextstore.storage.codec import column_text
-from contextstore.storage.history import NO_LIMIT
 from contextstore.storage.sql import Statement
 from contextstore.storage.tables import TOOL_CALLS_ONLY, blocks, context_nodes, messages
 

@@ -10,8 +10,8 @@ from sqlalchemy import Connection, bindparam, insert, select, update
 from contextstore.core.errors import CorruptRowError
 from contextstore.core.records import RequestRecord
 from contextstore.core.validate import payload_sha256
+from contextstore.storage.clock import NO_LIMIT
 from contextstore.storage.codec import decode_json, decode_object, encode_json
-from contextstore.storage.history import NO_LIMIT
 from contextstore.storage.sql import Statement
 from contextstore.storage.tables import api_requests, request_options
 

@@ -1,13 +1,19 @@
-"""The one place store tests look beneath the public API: settings of a live connection.
+"""Where store tests look beneath the public API: settings of a live connection, and the
+SQL statements a call runs.
 
-Durability is a property of the connections the store's engine hands out, which no public
-method reports. Everything else in the store tests goes through ``ContextStore``; if the
-storage layer changes how it holds its engine, this helper is the only code to follow it.
+Durability is a property of the connections the store's engine hands out, and the number
+of statements an operation costs is a property of what its engine executes; no public
+method reports either. If the storage layer changes how it holds its engine, these helpers
+are the code to follow it.
 """
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+from sqlalchemy import event
 
 from contextstore import ContextStore
 
@@ -26,3 +32,21 @@ def connection_settings(store: ContextStore, name: str, connections: int) -> lis
 def connection_setting(store: ContextStore, name: str) -> str:
     """One connection's value of ``name`` (see :func:`connection_settings`)."""
     return connection_settings(store, name, 1)[0]
+
+
+@contextmanager
+def recorded_statements(store: ContextStore) -> Iterator[list[str]]:
+    """The SQL text of each statement the store's engine runs inside the ``with`` block, in
+    order (from the engine's ``before_cursor_execute`` event, which the storage layer's
+    prepared statements also fire); the list is complete once the block ends."""
+    seen: list[str] = []
+
+    def record(_connection: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        seen.append(statement)
+
+    engine = store.database.engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)

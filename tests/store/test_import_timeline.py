@@ -17,6 +17,7 @@ from contextstore.core.rows import (
     UpdateRow,
 )
 from tests.conftest import assistant, user
+from tests.store.internals import recorded_statements
 
 START = 1_700_000_000_000
 
@@ -199,26 +200,18 @@ def test_imported_rows_can_be_replaced_until_a_rollback(store: ContextStore) -> 
 def test_many_rows_take_one_statement_per_table(store: ContextStore) -> None:
     """The import's cost does not grow with statements per row (3,000 messages: one
     transaction, a fixed number of INSERTs)."""
-    from sqlalchemy import event
-
     conv = store.create_conversation(created_ts=START)
     rows: list[Any] = []
     for i in range(300):
         rows.append(MessageRow(START + 1 + 3 * i, user(f"q{i}") if i % 2 == 0 else assistant("a")))
         rows.append(SourceRecordRow(START + 2 + 3 * i, "cline", "say:text", {"i": i}))
         rows.append(RequestRow(START + 3 + 3 * i, tokens_in=i))
+    with recorded_statements(store) as ran:
+        store.import_timeline(conv.id, rows)
     statements: list[str] = []
-
-    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+    for statement in ran:
         words = statement.split()
         statements.append(" ".join(words[:1] + words[2:3]) if words[0] == "INSERT" else words[0])
-
-    engine = store.database.engine
-    event.listen(engine, "before_cursor_execute", count)
-    try:
-        store.import_timeline(conv.id, rows)
-    finally:
-        event.remove(engine, "before_cursor_execute", count)
     inserts = [s for s in statements if s.startswith("INSERT")]
     assert sorted(inserts) == sorted(
         ["INSERT messages", "INSERT blocks", "INSERT source_records", "INSERT api_requests"]

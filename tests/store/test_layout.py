@@ -9,7 +9,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlalchemy import create_engine, event, text
+from sqlalchemy import create_engine, text
 
 from contextstore import ContextStore
 from contextstore.facade.render_cache import RenderCache
@@ -17,6 +17,7 @@ from contextstore.processors.pipeline import Pipeline
 from contextstore.storage import migrate, timeline
 from contextstore.storage.codec import decode_block, encode_block
 from tests.conftest import assistant, session, tool_result, tool_use, user
+from tests.store.internals import recorded_statements
 
 texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
 names = st.text(
@@ -86,30 +87,13 @@ def test_a_tool_result_text_is_stored_once(file_store: ContextStore) -> None:
 def test_one_append_is_three_statements_whatever_it_holds(file_store: ContextStore) -> None:
     conv = file_store.create_conversation()
     file_store.append(conv.id, session(3))
-    statements: list[str] = []
-    event.listen(
-        file_store.database.engine, "before_cursor_execute", lambda *a: statements.append(a[2])
-    )
-    file_store.append(conv.id, "user", "one more")
+    with recorded_statements(file_store) as statements:
+        file_store.append(conv.id, "user", "one more")
     assert len(statements) == 3, statements
     assert "RETURNING" in statements[0] and "message_count" in statements[0]
-    statements.clear()
-    file_store.append(conv.id, session(20)[1:])
+    with recorded_statements(file_store) as statements:
+        file_store.append(conv.id, session(20)[1:])
     assert len(statements) == 3, statements
-
-
-def _statements_of(store: ContextStore, write: Any) -> list[str]:
-    statements: list[str] = []
-
-    def count(*args: Any) -> None:
-        statements.append(args[2])
-
-    event.listen(store.database.engine, "before_cursor_execute", count)
-    try:
-        write()
-    finally:
-        event.remove(store.database.engine, "before_cursor_execute", count)
-    return statements
 
 
 def test_an_append_on_postgresql_is_one_statement_whatever_it_holds(store: ContextStore) -> None:
@@ -125,7 +109,8 @@ def test_an_append_on_postgresql_is_one_statement_whatever_it_holds(store: Conte
         lambda: store.append(conv.id, "user", [tool_result("t9", "body")]),
         lambda: store.append(conv.id, session(20)[1:]),
     ):
-        statements = _statements_of(store, write)
+        with recorded_statements(store) as statements:
+            write()
         assert len(statements) == 1, statements
         (statement,) = statements
         assert statement.startswith("WITH") and "UPDATE conversations" in statement
@@ -146,7 +131,8 @@ def test_an_append_answering_a_call_the_store_does_not_remember_reads_it_first(
     store.append(remembered.id, "user", answer)
     store.append(forgotten.id, calls)
     store._recent_calls.clear()  # as in another process
-    statements = _statements_of(store, lambda: store.append(forgotten.id, "user", answer))
+    with recorded_statements(store) as statements:
+        store.append(forgotten.id, "user", answer)
     assert any(s.startswith("SELECT") and "tool_use_id" in s for s in statements), statements
 
     def shown(conversation_id: str) -> list[tuple[Any, ...]]:
@@ -168,14 +154,8 @@ def test_a_rollback_moves_rows_in_the_database_in_as_many_statements_at_any_size
         file_store.append(conv.id, session(3))
         file_store.checkpoint(conv.id, "cp")
         file_store.append(conv.id, session(extra)[1:])
-        statements: list[str] = []
-
-        def count(*args: Any, sink: list[str] = statements) -> None:
-            sink.append(args[2])
-
-        event.listen(file_store.database.engine, "before_cursor_execute", count)
-        report = file_store.rollback(conv.id, "cp")
-        event.remove(file_store.database.engine, "before_cursor_execute", count)
+        with recorded_statements(file_store) as statements:
+            report = file_store.rollback(conv.id, "cp")
         assert report.removed["messages"] == 2 * extra
         counted.append(len(statements))
         assert any("INSERT INTO archived_messages" in s and "SELECT" in s for s in statements)
@@ -270,16 +250,8 @@ def test_a_rollback_on_postgresql_removes_and_archives_in_one_statement(
     store.checkpoint(conv.id, "cp")
     store.append(conv.id, session(10)[1:])
     store.record_request(conv.id, tokens_in=1)
-    statements: list[str] = []
-
-    def count(*args: Any) -> None:
-        statements.append(args[2])
-
-    event.listen(store.database.engine, "before_cursor_execute", count)
-    try:
+    with recorded_statements(store) as statements:
         report = store.rollback(conv.id, "cp")
-    finally:
-        event.remove(store.database.engine, "before_cursor_execute", count)
     assert report.removed["messages"] == 20 and report.removed["api_requests"] == 1
     removing = [s for s in statements if "DELETE" in s]
     if store.database.engine.dialect.name == "postgresql":

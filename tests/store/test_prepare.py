@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import event
 
 from contextstore import ContextStore, InvalidInputError, PayloadMismatchError
 from contextstore.core.notices import FIRST_USER_REPLACEMENT, TRUNCATION_NOTICE
@@ -23,6 +22,7 @@ from tests.conftest import (
     tool_use,
     user,
 )
+from tests.store.internals import recorded_statements
 
 
 def _overflow(store: ContextStore, conv_id: str, total: int) -> None:
@@ -295,12 +295,9 @@ def test_prepare_on_ten_thousand_messages_makes_no_tokenizer_call_and_no_per_mes
         conv = store.create_conversation(context_window=200_000)
         store.append(conv.id, [*session(5_000)[:9_999], assistant("done")])
         store.record_request(conv.id, tokens_in=170_000)
-        statements: list[str] = []
-        event.listen(
-            store.database.engine, "before_cursor_execute", lambda *args: statements.append(args[2])
-        )
         calls = counter.calls
-        ctx = store.prepare_request(conv.id)
+        with recorded_statements(store) as statements:
+            ctx = store.prepare_request(conv.id)
         assert ctx.truncated and counter.calls == calls
         assert len(statements) < 30, statements
     finally:

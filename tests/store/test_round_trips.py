@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event
 
 from contextstore import ContextStore
 from contextstore.core.errors import CheckpointNotFoundError, ConversationNotFoundError
 from contextstore.storage import timeline
 from tests.conftest import open_backend, session
+from tests.store.internals import recorded_statements
 
 
 @pytest.fixture
@@ -49,21 +49,6 @@ def round_trips(store: ContextStore, tmp_path: Path, call: Callable[[], Any]) ->
     sides = [line[0] for line in trace.read_text().splitlines() if line[:2] in ("F\t", "B\t")]
     assert "B" in sides, sides
     return sum(1 for pair in itertools.pairwise(sides) if pair == ("F", "B"))
-
-
-def statements(store: ContextStore, call: Callable[[], Any]) -> list[str]:
-    """The SQL statements ``call`` ran."""
-    seen: list[str] = []
-
-    def count(*args: Any) -> None:
-        seen.append(args[2])
-
-    event.listen(store.database.engine, "before_cursor_execute", count)
-    try:
-        call()
-    finally:
-        event.remove(store.database.engine, "before_cursor_execute", count)
-    return seen
 
 
 def _with_tail(store: ContextStore) -> str:
@@ -129,7 +114,8 @@ def test_an_append_answering_calls_it_must_read_is_four_round_trips(
 
 def test_a_rollback_on_postgresql_is_five_statements(postgres: ContextStore) -> None:
     cid = _with_tail(postgres)
-    ran = statements(postgres, lambda: postgres.rollback(cid, "cp"))
+    with recorded_statements(postgres) as ran:
+        postgres.rollback(cid, "cp")
     assert len(ran) == 5, ran
     assert "checkpoints" in ran[0] and "conversations" in ran[0]
     assert ran[1].startswith("WITH ticked AS") and "INSERT INTO rollbacks" in ran[1]
@@ -139,11 +125,9 @@ def test_a_rollback_on_postgresql_is_five_statements(postgres: ContextStore) -> 
 def test_a_purge_on_postgresql_returns_no_removed_row(postgres: ContextStore) -> None:
     """A purge only counts what its DELETEs remove: they return a constant, not the rows."""
     cid = _with_tail(postgres)
-    (removal,) = [
-        s
-        for s in statements(postgres, lambda: postgres.rollback(cid, "cp", purge=True))
-        if "DELETE" in s
-    ]
+    with recorded_statements(postgres) as ran:
+        postgres.rollback(cid, "cp", purge=True)
+    (removal,) = [s for s in ran if "DELETE" in s]
     assert removal.count("RETURNING 1") == len(timeline.REMOVAL_ORDER)
     assert "RETURNING *" not in removal and "INSERT INTO archived_" not in removal
 
