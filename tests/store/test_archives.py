@@ -143,32 +143,47 @@ def _scans(plan: dict[str, Any], relation: str = "messages") -> list[dict[str, A
     return found
 
 
+def _removal_plan(
+    tmp_path: Path, turns: int, *, archive: bool, setting: str
+) -> tuple[dict[str, Any], int]:
+    """EXPLAIN ANALYZE of a PostgreSQL rollback's removal (rolled back) of the last six
+    messages after ``turns`` turns, with ``setting`` run first; returns the plan and how
+    many blocks the removal takes."""
+    store, cleanup = open_backend("postgres", tmp_path)
+    try:
+        cid = store.create_conversation().id
+        store.append(cid, session(turns))
+        cp = store.checkpoint(cid, "cp")
+        store.append(cid, session(3)[1:])
+        removed = sum(len(m["content"]) for m in store.messages(cid)[len(session(turns)) :])
+        statement = timeline._removal_on_postgres(archive=archive).text
+        with store.database.engine.connect() as connection:
+            connection.exec_driver_sql(setting)
+            (plan,) = connection.execute(
+                text(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}"),
+                {"cid": cid, "cutoff": cp.ts, "rid": 1},
+            ).scalar_one()
+            connection.rollback()
+        return plan, removed
+    finally:
+        cleanup()
+
+
+def _rows_read(plan: dict[str, Any], part: str, relation: str) -> int:
+    """Rows the plan's CTE ``part`` read from ``relation`` (kept or filtered out)."""
+    (found,) = [p for p in plan["Plan"]["Plans"] if p.get("Subplan Name") == f"CTE {part}"]
+    return sum(
+        s["Actual Rows"] + s.get("Rows Removed by Filter", 0) for s in _scans(found, relation)
+    )
+
+
 def test_the_first_removed_message_is_found_without_reading_the_history(
     tmp_path: Path,
 ) -> None:
     """On PostgreSQL the rollback's ``first_removed`` reads the removed messages only, not
     the conversation from its first message (rows read are counted, not timed)."""
-    store, cleanup = open_backend("postgres", tmp_path)
-    try:
-        cid = store.create_conversation().id
-        store.append(cid, session(100))
-        cp = store.checkpoint(cid, "cp")
-        store.append(cid, session(3)[1:])
-        statement = timeline._removal_on_postgres(archive=False).text
-        with store.database.engine.connect() as connection:
-            connection.exec_driver_sql("SET LOCAL enable_seqscan = off")
-            (plan,) = connection.execute(
-                text(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}"),
-                {"cid": cid, "cutoff": cp.ts},
-            ).scalar_one()
-            connection.rollback()
-        (first,) = [
-            p for p in plan["Plan"]["Plans"] if p.get("Subplan Name") == "CTE first_removed"
-        ]
-        read = sum(s["Actual Rows"] + s.get("Rows Removed by Filter", 0) for s in _scans(first))
-        assert 0 < read <= 10, first
-    finally:
-        cleanup()
+    plan, _ = _removal_plan(tmp_path, 100, archive=False, setting="SET LOCAL enable_seqscan = off")
+    assert 0 < _rows_read(plan, "first_removed", "messages") <= 10, plan
 
 
 @pytest.mark.parametrize("archive", [True, False], ids=["rollback", "purge"])
@@ -178,25 +193,5 @@ def test_the_removed_blocks_are_found_without_reading_the_history(
     """On PostgreSQL, with statistics that know the conversation's blocks, the removal reads
     the removed blocks through the primary key: the rows it reads are those it removes, not
     the conversation's (the planner, left free, once chose to scan every block)."""
-    store, cleanup = open_backend("postgres", tmp_path)
-    try:
-        cid = store.create_conversation().id
-        store.append(cid, session(400))
-        cp = store.checkpoint(cid, "cp")
-        store.append(cid, session(3)[1:])
-        removed = sum(len(m["content"]) for m in store.messages(cid)[len(session(400)) :])
-        statement = timeline._removal_on_postgres(archive=archive).text
-        with store.database.engine.connect() as connection:
-            connection.exec_driver_sql("ANALYZE blocks")
-            (plan,) = connection.execute(
-                text(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}"),
-                {"cid": cid, "cutoff": cp.ts, "rid": 1},
-            ).scalar_one()
-            connection.rollback()
-        (gone,) = [p for p in plan["Plan"]["Plans"] if p.get("Subplan Name") == "CTE gone_blocks"]
-        read = sum(
-            s["Actual Rows"] + s.get("Rows Removed by Filter", 0) for s in _scans(gone, "blocks")
-        )
-        assert read == removed, gone
-    finally:
-        cleanup()
+    plan, removed = _removal_plan(tmp_path, 400, archive=archive, setting="ANALYZE blocks")
+    assert _rows_read(plan, "gone_blocks", "blocks") == removed, plan
