@@ -1,14 +1,13 @@
 """Shared fixtures: stores on every backend, and factories for realistic messages.
 
 Every store test runs on an in-memory SQLite database, a SQLite file, and PostgreSQL when
-``CONTEXTSTORE_TEST_POSTGRES_URL`` names a server (each test in its own schema, dropped
-afterwards).
+``CONTEXTSTORE_TEST_POSTGRES_URL`` names a server (each test in an empty schema of its own,
+emptied or dropped afterwards: see ``tests/pg_schemas.py``).
 """
 
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -19,6 +18,7 @@ from hypothesis import settings
 
 from contextstore import ContextStore
 from contextstore.storage.sql import Statement
+from tests.pg_schemas import SchemaPool
 
 # CI runs the property tests with fixed examples, so a submission's result is repeatable;
 # locally they explore new examples on every run.
@@ -111,26 +111,46 @@ def _isolated_default_location(
     monkeypatch.delenv("CONTEXTSTORE_DB", raising=False)
 
 
-def postgres_schema_store(**kwargs: Any) -> tuple[ContextStore, Any]:
-    """Open a store in a fresh PostgreSQL schema; returns it and a cleanup function."""
-    import sqlalchemy as sa
+_SCHEMAS = SchemaPool(POSTGRES_URL) if POSTGRES_URL else None
 
-    assert POSTGRES_URL
-    schema = f"cs_test_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(POSTGRES_URL)
-    with admin.begin() as connection:
-        connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    store = ContextStore.open(
-        POSTGRES_URL,
-        engine_kwargs={"connect_args": {"options": f"-csearch_path={schema}"}},
-        **kwargs,
-    )
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Drop the PostgreSQL schemas this process made."""
+    if _SCHEMAS is not None:
+        _SCHEMAS.close()
+
+
+def postgres_schema_store(**kwargs: Any) -> tuple[ContextStore, Any]:
+    """Open a store in a new, empty PostgreSQL schema (its open migrates it); returns it and
+    a cleanup that drops the schema. For tests about migration or a first open."""
+    assert _SCHEMAS is not None
+    schema = _SCHEMAS.create()
+    store = ContextStore.open(POSTGRES_URL, engine_kwargs=_SCHEMAS.connect_args(schema), **kwargs)
 
     def cleanup() -> None:
         store.close()
-        with admin.begin() as connection:
-            connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+        _SCHEMAS.drop(schema)
+
+    return store, cleanup
+
+
+def pooled_postgres_store(**kwargs: Any) -> tuple[ContextStore, Any]:
+    """Open a store in an empty PostgreSQL schema at the newest revision, reused from an
+    earlier test when one was given back unchanged (see ``tests/pg_schemas.py``); returns
+    it and a cleanup that empties the schema for the next test."""
+    assert _SCHEMAS is not None
+    schema = _SCHEMAS.take()
+    try:
+        store = ContextStore.open(
+            POSTGRES_URL, engine_kwargs=_SCHEMAS.connect_args(schema), **kwargs
+        )
+    except BaseException:
+        _SCHEMAS.give_back(schema)
+        raise
+
+    def cleanup() -> None:
+        store.close()
+        _SCHEMAS.give_back(schema)
 
     return store, cleanup
 
@@ -145,7 +165,7 @@ def open_backend(backend: str, tmp_path: Path, **kwargs: Any) -> tuple[ContextSt
         return store, store.close
     if not POSTGRES_URL:
         pytest.skip("set CONTEXTSTORE_TEST_POSTGRES_URL to run the PostgreSQL backend")
-    return postgres_schema_store(**kwargs)
+    return pooled_postgres_store(**kwargs)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -13,7 +13,7 @@ from contextstore.core.errors import (
     IntegrityViolationError,
     InvalidInputError,
 )
-from contextstore.core.nodes import CountedMessage, batch_calls, count_message
+from contextstore.core.nodes import CountedMessage, NodeRow, batch_calls, count_message
 from contextstore.core.overlays import BlockUpdate, UpdateKind, UpdateMode, block_text, text_hash
 from contextstore.core.planning import Plan, TruncationSummarizer, plan_truncation
 from contextstore.core.records import AppendedMessage, TruncationDecision
@@ -147,13 +147,7 @@ class HistoryMixin(NodesMixin):
         # call from the store or fails (then it happens inside, where failures are
         # reported after the conversation and ``ts`` are checked).
         ahead = self._typed_ahead(conversation_id, prepared, calls, missing)
-        rows = (
-            None
-            if ahead is None
-            else history.pending_rows(
-                [(c.message, c.tokens, n) for c, n in zip(prepared, ahead, strict=True)]
-            )
-        )
+        rows = None if ahead is None else _pending(prepared, ahead)
         if rows is not None and not self._db.is_sqlite:
 
             def alone(connection: Connection) -> list[AppendedMessage]:
@@ -175,9 +169,7 @@ class HistoryMixin(NodesMixin):
                 nodes = self._typed(
                     connection, conversation_id, first_idx, prepared, calls, missing
                 )
-                pending = history.pending_rows(
-                    [(c.message, c.tokens, n) for c, n in zip(prepared, nodes, strict=True)]
-                )
+                pending = _pending(prepared, nodes)
             history.insert_messages(connection, conversation_id, first_idx, first_ts, pending)
             return _appended(conversation_id, first_idx, first_ts, prepared)
 
@@ -462,6 +454,15 @@ class HistoryMixin(NodesMixin):
         with self._db.read() as connection:
             last_ts(connection, conversation_id)
             return updates.update_rows(connection, conversation_id, limit)
+
+
+def _pending(
+    written: Sequence[CountedMessage], nodes: Sequence[Sequence[NodeRow]]
+) -> history.PendingRows:
+    """The rows of counted messages and their node rows, ready for the writer's turn."""
+    return history.pending_rows(
+        [(c.message, c.tokens, n) for c, n in zip(written, nodes, strict=True)]
+    )
 
 
 def _appended(

@@ -108,6 +108,8 @@ def test_a_normal_run_never_writes_the_golden_files() -> None:
                 "no:cacheprovider",
                 "-p",
                 "no:randomly",
+                "-n",
+                "0",
                 str(Path(__file__).resolve()),
                 "-k",
                 "matches_golden",
