@@ -18,7 +18,7 @@ from hypothesis import settings
 
 from contextstore import ContextStore
 from contextstore.storage.sql import Statement
-from tests.pg_schemas import SchemaPool
+from tests.pg_schemas import SchemaPool, connect_args
 
 # CI runs the property tests with fixed examples, so a submission's result is repeatable;
 # locally they explore new examples on every run.
@@ -120,12 +120,25 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         _SCHEMAS.close()
 
 
+@contextmanager
+def new_postgres_schema() -> Iterator[str]:
+    """The name of a new, empty PostgreSQL schema (no tables), dropped afterwards; skips
+    the test when no server is configured."""
+    if _SCHEMAS is None:
+        pytest.skip("set CONTEXTSTORE_TEST_POSTGRES_URL to run the PostgreSQL backend")
+    schema = _SCHEMAS.create()
+    try:
+        yield schema
+    finally:
+        _SCHEMAS.drop(schema)
+
+
 def postgres_schema_store(**kwargs: Any) -> tuple[ContextStore, Any]:
     """Open a store in a new, empty PostgreSQL schema (its open migrates it); returns it and
     a cleanup that drops the schema. For tests about migration or a first open."""
     assert _SCHEMAS is not None
     schema = _SCHEMAS.create()
-    store = ContextStore.open(POSTGRES_URL, engine_kwargs=_SCHEMAS.connect_args(schema), **kwargs)
+    store = ContextStore.open(POSTGRES_URL, engine_kwargs=connect_args(schema), **kwargs)
 
     def cleanup() -> None:
         store.close()
@@ -141,9 +154,7 @@ def pooled_postgres_store(**kwargs: Any) -> tuple[ContextStore, Any]:
     assert _SCHEMAS is not None
     schema = _SCHEMAS.take()
     try:
-        store = ContextStore.open(
-            POSTGRES_URL, engine_kwargs=_SCHEMAS.connect_args(schema), **kwargs
-        )
+        store = ContextStore.open(POSTGRES_URL, engine_kwargs=connect_args(schema), **kwargs)
     except BaseException:
         _SCHEMAS.give_back(schema)
         raise

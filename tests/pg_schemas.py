@@ -52,6 +52,12 @@ _SHAPE = sa.text(
     """
 )
 
+
+def connect_args(schema: str) -> dict[str, Any]:
+    """The engine arguments that make a store's connections use ``schema``."""
+    return {"connect_args": {"options": f"-csearch_path={schema}"}}
+
+
 _TABLES = sa.text(
     "SELECT tablename FROM pg_tables WHERE schemaname = :schema "
     "AND tablename <> 'alembic_version' ORDER BY tablename"
@@ -68,16 +74,12 @@ class SchemaPool:
         self._shapes: dict[str, tuple[str, str]] = {}
         self._made: set[str] = set()
 
-    def connect_args(self, schema: str) -> dict[str, Any]:
-        """The engine arguments that make a store's connections use ``schema``."""
-        return {"connect_args": {"options": f"-csearch_path={schema}"}}
-
     def take(self) -> str:
         """An empty, migrated schema: one a finished test gave back, or a new one."""
         if self._free:
             return self._free.pop()
         schema = self.create()
-        ContextStore.open(self._url, engine_kwargs=self.connect_args(schema)).close()
+        ContextStore.open(self._url, engine_kwargs=connect_args(schema)).close()
         with self._engine().connect() as connection:
             self._shapes[schema] = (
                 self._shape(connection, schema),

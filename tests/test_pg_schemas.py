@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from contextstore import ContextStore
 from tests.conftest import POSTGRES_URL, user
-from tests.pg_schemas import SchemaPool
+from tests.pg_schemas import SchemaPool, connect_args
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def _schemas(prefix: str) -> set[str]:
 
 def _store(pool: SchemaPool, schema: str) -> ContextStore:
     assert POSTGRES_URL
-    return ContextStore.open(POSTGRES_URL, engine_kwargs=pool.connect_args(schema))
+    return ContextStore.open(POSTGRES_URL, engine_kwargs=connect_args(schema))
 
 
 def test_a_schema_given_back_unchanged_comes_back_empty_with_its_counters_restarted(

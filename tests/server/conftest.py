@@ -17,7 +17,6 @@ import re
 import subprocess
 import sys
 import threading
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -271,22 +270,12 @@ def start_stdio(db: Path, data_home: Path) -> tuple[ServerProcess, StdioClient]:
 def postgres_location() -> Iterator[str]:
     """A PostgreSQL URL whose connections use a fresh schema (dropped afterwards), as a user
     would pass it to ``--db``; skips when no server is configured."""
-    from tests.conftest import POSTGRES_URL
+    from tests.conftest import POSTGRES_URL, new_postgres_schema
 
     if not POSTGRES_URL:
         pytest.skip("set CONTEXTSTORE_TEST_POSTGRES_URL to run the server on PostgreSQL")
-    import sqlalchemy as sa
-
-    schema = f"cs_server_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(POSTGRES_URL)
-    with admin.begin() as connection:
-        connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    try:
+    with new_postgres_schema() as schema:
         yield f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
-    finally:
-        with admin.begin() as connection:
-            connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -7,11 +7,9 @@ import os
 import sqlite3
 import subprocess
 import sys
-import uuid
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from alembic import command
@@ -19,7 +17,8 @@ from sqlalchemy import Engine, create_engine, inspect, text
 
 from contextstore import ContextStore, SchemaOutdatedError
 from contextstore.storage.migrate import alembic_config, downgrade, head_revision, upgrade
-from tests.conftest import POSTGRES_URL
+from tests.conftest import POSTGRES_URL, new_postgres_schema
+from tests.pg_schemas import connect_args
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -169,28 +168,14 @@ def test_a_wheel_install_finds_its_migrations(tmp_path: Path) -> None:
 @pytest.fixture
 def postgres_schema() -> Iterator[str]:
     """The name of a new, empty PostgreSQL schema (dropped afterwards)."""
-    if not POSTGRES_URL:
-        pytest.skip("set CONTEXTSTORE_TEST_POSTGRES_URL to run the PostgreSQL backend")
-    schema = f"cs_mig_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(POSTGRES_URL)
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
+    with new_postgres_schema() as schema:
         yield schema
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
-
-
-def _in_schema(schema: str) -> dict[str, Any]:
-    return {"connect_args": {"options": f"-csearch_path={schema}"}}
 
 
 @pytest.fixture
 def postgres_engine(postgres_schema: str) -> Iterator[Engine]:
     assert POSTGRES_URL
-    engine = create_engine(POSTGRES_URL, **_in_schema(postgres_schema))
+    engine = create_engine(POSTGRES_URL, **connect_args(postgres_schema))
     try:
         yield engine
     finally:
@@ -201,9 +186,9 @@ def test_an_empty_postgresql_schema_is_refused_without_auto_migrate(postgres_sch
     assert POSTGRES_URL
     with pytest.raises(SchemaOutdatedError, match="contextstore migrate"):
         ContextStore.open(
-            POSTGRES_URL, auto_migrate=False, engine_kwargs=_in_schema(postgres_schema)
+            POSTGRES_URL, auto_migrate=False, engine_kwargs=connect_args(postgres_schema)
         )
-    with ContextStore.open(POSTGRES_URL, engine_kwargs=_in_schema(postgres_schema)) as store:
+    with ContextStore.open(POSTGRES_URL, engine_kwargs=connect_args(postgres_schema)) as store:
         assert store.list_conversations() == []
 
 
