@@ -13,10 +13,16 @@ from sqlalchemy import Engine, create_engine, inspect, text
 
 from contextstore import ContextStore
 from contextstore.storage.migrate import downgrade, upgrade
-from tests.conftest import POSTGRES_URL, assistant, file_read, tool_result, tool_use, user
-from tests.store.test_migrations import _in_schema, postgres_schema
-
-__all__ = ["postgres_schema"]
+from tests.conftest import (
+    POSTGRES_URL,
+    assistant,
+    file_read,
+    new_postgres_schema,
+    tool_result,
+    tool_use,
+    user,
+)
+from tests.pg_schemas import connect_args
 
 TOOLS = [{"name": "read_file", "description": "read", "input_schema": {"type": "object"}}]
 NODE_COLUMNS = "node_type, path, line_start, line_end, token_count"
@@ -28,10 +34,9 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
     if request.param == "sqlite":
         yield str(tmp_path / "nodes.db"), {}
         return
-    if not POSTGRES_URL:
-        pytest.skip("set CONTEXTSTORE_TEST_POSTGRES_URL to run the PostgreSQL backend")
-    schema = request.getfixturevalue("postgres_schema")
-    yield POSTGRES_URL, _in_schema(schema)
+    with new_postgres_schema() as schema:
+        assert POSTGRES_URL
+        yield POSTGRES_URL, connect_args(schema)
 
 
 def _engine(location: str, kwargs: dict[str, Any]) -> Engine:
