@@ -430,6 +430,7 @@ def _finished_in_one_scan(view: IndexedView, rules: int) -> list[Message] | None
     rebuilds it) and a message left empty (it gets the notice). None for anything else:
     then the steps run one by one."""
     out: list[Message] = []
+    append = out.append
     calls: list[str] = []
     previous_idx = -2
     for idx, message in view:
@@ -439,18 +440,30 @@ def _finished_in_one_scan(view: IndexedView, rules: int) -> list[Message] | None
             # The previous message called tools: this one must answer them, in order.
             if role != "user":
                 return None
-            if not _already_paired(content, calls):
+            if not (
+                # The commonest answer, one result for one call, checked here without a call.
+                len(calls) == 1
+                and content.__class__ is list
+                and len(content) == 1
+                and isinstance(first := content[0], dict)
+                and first.get("type") == "tool_result"
+                and first.get("tool_use_id") == calls[0]
+            ) and not _already_paired(content, calls):
                 if rules >= 2 and idx == previous_idx + 1:
                     return None  # text results may be adopted first
                 message = _paired_user_message(message, calls) or message
+            calls = []
         elif content == []:
             message = {**message, "content": [{"type": "text", "text": ORPHANS_DROPPED}]}
         elif role == "user" and isinstance(content, list):
             for block in content:
                 if isinstance(block, dict) and block.get("type") == "tool_result":
                     return None  # a result after no call: provider_safe drops it
-        out.append(message)
-        calls = _tool_use_ids(message) if role == "assistant" else []
+        elif role == "assistant" and isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id"):
+                    calls.append(block["id"])
+        append(message)
         previous_idx = idx
     return out
 

@@ -128,8 +128,8 @@ class HistoryMixin(NodesMixin):
     def _prepare_for_write(self, normalized: NormalizedMessage) -> CountedMessage:
         if self.mask_secrets_on_write:
             normalized = normalize_message_dict(mask_message(normalized.to_message()))
-        size = normalized.json_size()
-        if size > self.max_message_bytes:
+        size = normalized.size_over(self.max_message_bytes)
+        if size is not None:
             raise ContentTooLargeError(
                 f"the message is {size:,} bytes as JSON, over the limit of "
                 f"{self.max_message_bytes:,}; split it, store large files outside the "
@@ -215,7 +215,11 @@ class HistoryMixin(NodesMixin):
                 state = history.load_state(connection, conversation_id, limit)
                 context = self._run_context(connection, conversation_id, active, limit)
             moment = (conversation_id, newest, min(limit, newest))
-            return self._format(self._processed(active, state, moment, context), format)
+            view = self._processed(active, state, moment, context)
+            # Freed before the collector resumes, whose first pass walks every container
+            # built meanwhile that is still alive: the view is all the caller keeps.
+            del state, context
+            return self._format(view, format)
 
     def _processed(
         self,

@@ -157,13 +157,14 @@ class RequestsMixin(StoreBase):
                     "request."
                 )
             built = None
-            if memoize and format == "anthropic":
-                # A memo too large for the cache is not kept: the messages rendered now
-                # are nobody's but the caller's, and need no copy.
-                kept = held_at_least(snapshot.state) <= self.prepare_cache.max_bytes
-                built = self._anthropic_payload(
-                    view, options, previous.pieces if previous else {}, copy_fresh=kept
-                )
+            # A memo too large for the cache is not kept: its payload is built whole (one
+            # pass, one hash), not as pieces for a next prepare.
+            if (
+                memoize
+                and format == "anthropic"
+                and held_at_least(snapshot.state) <= self.prepare_cache.max_bytes
+            ):
+                built = self._anthropic_payload(view, options, previous.pieces if previous else {})
             if built is None:
                 payload = self._payload(view, options)
                 problems = registry.validate_provider_payload(format, payload)
@@ -327,15 +328,12 @@ class RequestsMixin(StoreBase):
         view: list[dict[str, Any]],
         options: Mapping[str, Any],
         previous: RenderedPieces,
-        *,
-        copy_fresh: bool = True,
     ) -> tuple[dict[str, Any], str, RenderedPieces, int] | None:
         """The Anthropic payload of ``view``, its hash, the rendered messages and how many
         were rendered anew, reusing ``previous`` renderings of the same message objects;
         None when the view is not one the messages rendered one by one describe (a message
         left empty, roles not alternating, a provider rule broken): then it is built whole.
-        The payload's messages are copies, so the caller may change them, except those
-        rendered anew when ``copy_fresh`` is False (their renderings will not be kept)."""
+        The payload's messages are copies, so the caller may change them."""
         pieces: RenderedPieces = {}
         rendered: list[RenderedMessage] = []
         handed: list[dict[str, Any]] = []
@@ -350,8 +348,9 @@ class RequestsMixin(StoreBase):
                 if made is None:
                     return None
                 piece, fresh = made, fresh + 1
-                handed.append(piece.copy() if copy_fresh else piece.message)
-            pieces[id(message)] = (message, piece)
+                handed.append(piece.copy())
+                found = (message, piece)
+            pieces[id(message)] = found
             rendered.append(piece)
         if not anthropic.conforming(rendered):
             return None

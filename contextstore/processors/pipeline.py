@@ -35,6 +35,7 @@ from contextstore.core.validate import MAX_MESSAGE_BYTES, check_free_text, check
 from contextstore.core.view import IndexedView
 from contextstore.processors.base import (
     Processor,
+    block_count,
     canonical_json,
     message_blocks,
     readable_text,
@@ -253,7 +254,7 @@ class _Given:
     def propose(self, items: list[tuple[int, Message]]) -> tuple[list[BlockUpdate], dict[str, Any]]:
         """Run the processor on what it is given; returns its proposals and the counts."""
         wanted = None if self.firing is None else set(self.firing.messages)
-        chosen = [(i, m) for i, m in items if wanted is None or i in wanted]
+        chosen = items if wanted is None else [item for item in items if item[0] in wanted]
         reused: list[BlockUpdate] = []
         hashes: dict[int, str] = {}
         if self.memo is not None:
@@ -278,8 +279,8 @@ class _Given:
             for idx, digest in hashes.items():
                 self.memo.put((self.key, idx, digest), tuple(by_message[idx]))
         counts = {
-            "given": tuple(i for i, _ in chosen),
-            "nodes_given": sum(len(message_blocks(m)) for _, m in chosen),
+            "given": tuple([i for i, _ in chosen]),
+            "nodes_given": sum([block_count(m) for _, m in chosen]),
             "reused": reused_count,
             "proposed": len(proposals) + len(reused),
         }

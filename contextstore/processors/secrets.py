@@ -7,6 +7,7 @@ never its value. The patterns live in :mod:`contextstore.processors.secret_patte
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections import Counter
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ahocorasick_rs import AhoCorasick
+from ahocorasick_rs import AhoCorasick, BytesAhoCorasick, MatchKind
 
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import BlockUpdate, Message, UpdateMode, block_text
@@ -109,6 +110,10 @@ class _Prefilter:
     automaton: AhoCorasick | None
     always: tuple[SecretPattern, ...]
     """Patterns without hints: every text is searched with them."""
+    anywhere: BytesAhoCorasick | None
+    """The same hints over UTF-8, matched leftmost-first: the quickest way to learn where
+    some hint occurs in many texts at once (about four times as fast as the automaton
+    above, which reports every hint present, overlapping ones included)."""
 
 
 _PREFILTERS: dict[tuple[int, tuple[str, ...]], _Prefilter] = {}
@@ -126,7 +131,13 @@ def _prefilter(patterns: Sequence[SecretPattern], levels: tuple[str, ...]) -> _P
         chosen = tuple(p for p in source if p.confidence in levels)
         hints = sorted({h for p in chosen for h in p.hints})
         automaton = AhoCorasick(hints) if hints else None
-        found = _Prefilter(source, chosen, automaton, tuple(p for p in chosen if not p.hints))
+        anywhere = (
+            BytesAhoCorasick([h.encode() for h in hints], matchkind=MatchKind.LeftmostFirst)
+            if hints
+            else None
+        )
+        always = tuple(p for p in chosen if not p.hints)
+        found = _Prefilter(source, chosen, automaton, always, anywhere)
         _PREFILTERS[key] = found
     return found
 
@@ -337,6 +348,105 @@ def _counts(findings: Iterable[Finding]) -> dict[str, int]:
     return dict(sorted(Counter(f.kind for f in findings).items()))
 
 
+_TEXT_SLOTS = frozenset({"text", "tool_result"})
+"""Block types whose text (``text``; a tool result's string ``content``) is all the masker
+reads of them."""
+
+BATCH_CHARS = 1 << 20
+"""Characters of block texts the masker scans for hints in one pass (bounds the memory the
+joined texts take)."""
+
+
+class _Batch:
+    """Blocks gathered for one hint scan, in view order: each with the texts that decide
+    whether it may hold a secret, or forced (it goes through the masking steps whatever it
+    holds)."""
+
+    def __init__(self, automaton: BytesAhoCorasick) -> None:
+        self.automaton = automaton
+        self.texts: list[str] = []
+        self.owners: list[tuple[int, int, dict[str, Any]]] = []
+        """The block of each text (a block with several texts is there for each)."""
+        self.forced: list[tuple[int, tuple[int, int, dict[str, Any]]]] = []
+        """Forced blocks, each after the texts gathered before it."""
+        self.chars = 0
+
+    def flagged(self) -> list[tuple[int, int, dict[str, Any]]]:
+        """The blocks, in view order, that may hold a secret; empties the batch."""
+        hinted = sorted(self._hinted_texts())
+        found: list[tuple[int, tuple[int, int, dict[str, Any]]]] = []
+        for position in hinted:
+            owner = self.owners[position]
+            if not found or found[-1][1] is not owner:
+                found.append((position, owner))
+        if self.forced:
+            # A forced block goes before the texts gathered after it (sort is stable).
+            found = sorted([*self.forced, *found], key=lambda item: item[0])
+        self.texts.clear()
+        self.owners.clear()
+        self.forced.clear()
+        self.chars = 0
+        return [owner for _, owner in found]
+
+    def _hinted_texts(self) -> set[int]:
+        """The positions of the texts holding a hint, from one scan of them lower-cased and
+        joined by line breaks. No hint holds a line break, so every match lies inside one
+        text and each text holding a hint has a match of its own."""
+        if not self.texts:
+            return set()
+        joined = "\n".join(self.texts)
+        data = joined.lower().encode()
+        matches = self.automaton.find_matches_as_indexes(data)
+        if not matches:
+            return set()
+        if len(data) == len(joined):
+            # One byte per character before and after lower-casing: offsets are the texts'.
+            sizes = [len(text) for text in self.texts]
+        else:
+            sizes = [len(text.lower().encode()) for text in self.texts]
+        starts = []
+        offset = 0
+        for size in sizes:
+            starts.append(offset)
+            offset += size + 1
+        return {bisect.bisect_right(starts, start) - 1 for _, start, _ in matches}
+
+
+def _scanned_texts(block: dict[str, Any], medium: bool) -> tuple[str, ...] | None:
+    """The texts of ``block`` that hold every secret :meth:`_propose_block` could find
+    in it (a block none of whose texts holds a hint gets no proposal), or None when it
+    must go through the steps whatever its texts hold (``medium``: the masker's
+    confidence enables medium patterns)."""
+    kind = block.get("type")
+    if kind == "tool_use" and "input" in block:
+        value = block["input"]
+        if isinstance(value, str):
+            return (value,)
+        if value.__class__ is not dict:
+            return None
+        texts = []
+        for key, item in value.items():
+            if item.__class__ is str:
+                # mask_value's rules for a value held under a password- or secret-like key.
+                if key.__class__ is not str or _PASSWORD_KEY_NAME.search(key):
+                    return None
+                if medium and _SECRET_KEY_NAME.search(key):
+                    return None
+                texts.append(item)
+            elif not (item is None or item.__class__ in (bool, int, float)):
+                return None
+        return tuple(texts)
+    content = block.get("content")
+    if kind == "tool_result" and isinstance(content, list):
+        return tuple(
+            item["text"]
+            for item in content
+            if isinstance(item, dict) and isinstance(item.get("text"), str)
+        )
+    text = block_text(block)
+    return () if text is None else (text,)
+
+
 class SecretMasker:
     """Processor that masks secrets in the view the model sees.
 
@@ -420,9 +530,65 @@ class SecretMasker:
         return mask_text(text, confidence=self.confidence, patterns=self.patterns)
 
     def propose(self, view: IndexedView) -> list[BlockUpdate]:
-        """Return masking updates for every block of ``view`` that holds a secret."""
+        """Return masking updates for every block of ``view`` that holds a secret.
+
+        The texts of many blocks are scanned for the patterns' hints together, in one
+        Aho-Corasick pass over them joined; only a block where a hint turns up (or whose
+        tool input is not a flat object of strings) goes through the masking steps. The
+        proposals are those of :meth:`_propose_each`.
+        """
+        prefilter = _prefilter(self.patterns, _levels(self.confidence))
+        if prefilter.always or prefilter.anywhere is None:
+            return self._propose_each(view)
+        medium = MEDIUM in _levels(self.confidence)
+        updates: list[BlockUpdate] = []
+        batch = _Batch(prefilter.anywhere)
+        texts, owners = batch.texts, batch.owners
+        for message_idx, message in view:
+            content = message.get("content")
+            if isinstance(content, str):
+                texts.append(content)
+                owners.append((message_idx, 0, {"type": "text", "text": content}))
+                batch.chars += len(content)
+            elif isinstance(content, list):
+                for block_idx, block in enumerate(content):
+                    if not isinstance(block, dict):
+                        continue
+                    # The commonest blocks, a text and a tool result's string, inline.
+                    kind = block.get("type")
+                    text = block.get("text" if kind == "text" else "content")
+                    if kind in _TEXT_SLOTS and isinstance(text, str):
+                        texts.append(text)
+                        owners.append((message_idx, block_idx, block))
+                        batch.chars += len(text)
+                        continue
+                    owner = (message_idx, block_idx, block)
+                    scanned = _scanned_texts(block, medium)
+                    if scanned is None:
+                        batch.forced.append((len(texts), owner))
+                        continue
+                    for text in scanned:
+                        texts.append(text)
+                        owners.append(owner)
+                        batch.chars += len(text)
+            if batch.chars >= BATCH_CHARS:
+                updates.extend(self._flush(batch))
+        updates.extend(self._flush(batch))
+        return updates
+
+    def _propose_each(self, view: IndexedView) -> list[BlockUpdate]:
+        """:meth:`propose` block by block, each block's texts scanned on their own."""
         updates: list[BlockUpdate] = []
         for message_idx, _, block_idx, block in iter_blocks(view):
+            update = self._propose_block(message_idx, block_idx, block)
+            if update is not None:
+                updates.append(update)
+        return updates
+
+    def _flush(self, batch: _Batch) -> list[BlockUpdate]:
+        """The proposals for the blocks gathered in ``batch`` (which is emptied)."""
+        updates: list[BlockUpdate] = []
+        for message_idx, block_idx, block in batch.flagged():
             update = self._propose_block(message_idx, block_idx, block)
             if update is not None:
                 updates.append(update)

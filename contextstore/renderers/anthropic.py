@@ -270,13 +270,14 @@ class RenderedMessage:
         content = self.message["content"]
         if self.nested is None:
             return {"role": self.message["role"], "content": content}
-        copied = []
-        for block, nested in zip(content, self.nested, strict=True):
-            block = block.copy()
-            for key, flat in nested:
-                value = block[key]
-                block[key] = value.copy() if flat else json_copy(value)
-            copied.append(block)
+        # The blocks are plain dicts (render_message builds them); most hold no container.
+        copied = list(map(dict.copy, content))
+        for position, nested in enumerate(self.nested):
+            if nested:
+                block = copied[position]
+                for key, flat in nested:
+                    value = block[key]
+                    block[key] = value.copy() if flat else json_copy(value)
         return {"role": self.message["role"], "content": copied}
 
 
@@ -291,10 +292,12 @@ def render_message(message: Any) -> RenderedMessage | None:
     ):
         return None
     cleaned = _clean_message(message)
-    blocks = content_blocks(cleaned)
+    content = cleaned["content"]
+    # Cleaning leaves a blank string content empty, and a list without blank text blocks or
+    # anything but dicts: the content is filled when it is not empty.
+    blocks = content if isinstance(content, list) else content_blocks(cleaned)
     calls: list[str] = []
     results: list[str] | None = []
-    filled = bool(cleaned["content"])
     leading = True
     for block in blocks:
         kind = block.get("type")
@@ -307,14 +310,11 @@ def render_message(message: Any) -> RenderedMessage | None:
         leading = False
         if kind == "tool_use":
             calls.append(str(block.get("id")))
-        elif kind == "text" and _blank(block.get("text")):
-            filled = False
-    content = cleaned["content"]
     return RenderedMessage(
         cleaned,
         canonical_json(cleaned).encode("utf-8"),
         str(cleaned["role"]),
-        filled,
+        bool(content),
         tuple(calls),
         None if results is None else tuple(results),
         None if isinstance(content, str) else tuple(_nested(block) for block in content),

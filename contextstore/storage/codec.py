@@ -14,6 +14,7 @@ of its NUL-separated pieces under :data:`EXACT_KEY`.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from contextstore.core.errors import CorruptRowError
@@ -26,6 +27,23 @@ LEGACY_EXACT_TEXT_KEY = "_exact_text"
 
 _EMPTY_OBJECT = ("{}", "{}")
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+"""The C scanner behind ``json.loads``, called directly (see :func:`loads`); typeshed does
+not declare the attribute."""
+
+
+def loads(text: str) -> Any:
+    """``json.loads(text)``, without its Python layers for text that starts and ends with
+    its value (all the store writes): a render decodes a value per tool call, and those
+    layers cost more than the scan of a short value. Anything else (leading or trailing
+    whitespace, a damaged value) goes through ``json.loads``, which raises its error."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        return json.loads(text)
+    if end != len(text):
+        return json.loads(text)
+    return value
 
 
 def encode_json(value: Any) -> str:
@@ -53,7 +71,7 @@ def decode_json(value: Any, what: str) -> Any:
     if value in _EMPTY_OBJECT:
         return {}
     try:
-        return json.loads(value)
+        return loads(value)
     except ValueError as exc:
         raise corrupt(what) from exc
 
@@ -183,7 +201,7 @@ def decode_block(
         if data.__class__ is str:
             # The label is formatted only for a damaged row, never per block read.
             try:
-                decoded = json.loads(data)
+                decoded = loads(data)
             except ValueError as exc:
                 raise corrupt(f"block {message_idx}.{block_idx}") from exc
         else:

@@ -50,6 +50,7 @@ from contextstore.storage.codec import (
     decode_object,
     encode_block,
     encode_json,
+    loads,
 )
 from contextstore.storage.ranges import Visible, load_deleted_range
 from contextstore.storage.sql import Statement, pipelined
@@ -335,26 +336,34 @@ def append_messages(
 
 
 def _history_query(visible_only: bool) -> Any:
+    # JSON columns are read as text: PostgreSQL's driver would decode every jsonb value,
+    # where most hold {} and the decoder needs to parse only the others.
     query = (
         select(
             _m.idx,
             _m.ts,
             _m.role,
             _m.was_string,
-            _m.meta,
+            cast(_m.meta, Text),
             _b.block_idx,
             _b.type,
             _b.text,
             _b.tool_use_id,
             _b.tool_name,
-            _b.data,
+            cast(_b.data, Text),
         )
         .join(blocks, and_(_b.conversation_id == _m.conversation_id, _b.message_idx == _m.idx))
         .where(_m.conversation_id == bindparam("cid"), _m.ts <= bindparam("as_of"))
-        .order_by(_m.idx, _b.block_idx)
+        # Ordered by the blocks' key, and the visible range said of both tables: SQLite may
+        # walk the blocks' key first (it does on a WITHOUT ROWID messages table without
+        # statistics), and then reads neither the hidden blocks nor sorts the rows.
+        .order_by(_b.message_idx, _b.block_idx)
     )
     if visible_only:
-        query = query.where(or_(_m.idx < 2, _m.idx > bindparam("hidden_through")))
+        hidden = bindparam("hidden_through", type_=Integer)
+        query = query.where(
+            or_(_m.idx < 2, _m.idx > hidden), or_(_b.message_idx < 2, _b.message_idx > hidden)
+        )
     return query
 
 
@@ -384,7 +393,13 @@ def load_messages(
     return _decoded(conversation_id, rows, hidden_through)
 
 
-_HISTORY_AFTER = Statement(lambda: _history_query(False).where(_m.ts > bindparam("after")))
+_HISTORY_AFTER = Statement(
+    lambda: _history_query(False).where(
+        _m.idx >= bindparam("first"),
+        _b.message_idx >= bindparam("first"),
+        _m.ts > bindparam("after"),
+    )
+)
 
 
 def load_messages_after(
@@ -393,12 +408,15 @@ def load_messages_after(
     """Messages with ``ts > after`` (appended since a state was read at ``after``), which
     must be ``first_idx`` onwards; as :func:`load_messages` returns them.
 
+    They are read from index ``first_idx`` on, through the primary key (no index covers
+    ``ts``); one of them not newer than ``after`` leaves a gap, which raises.
+
     Raises:
         IntegrityViolationError: their indices do not continue from ``first_idx`` or their
             timestamps do not increase.
         CorruptRowError: a stored value does not decode.
     """
-    params = {"cid": conversation_id, "as_of": NO_LIMIT, "after": after}
+    params = {"cid": conversation_id, "as_of": NO_LIMIT, "after": after, "first": first_idx}
     return _decoded(conversation_id, _HISTORY_AFTER.rows(connection, params), None, first_idx)
 
 
@@ -415,6 +433,7 @@ def _decoded(
     stored = 0
     strings: list[Message] = []
     current_idx = -1
+    expected = first_idx
     content: list[dict[str, Any]] = []
     for (
         idx,
@@ -430,12 +449,12 @@ def _decoded(
         data,
     ) in rows:
         if idx != current_idx:
-            expected = first_idx + len(result)
             if hidden_through is not None and expected == 2 and idx > 2:
                 result.extend([HIDDEN] * (hidden_through - 1))
                 expected = hidden_through + 1
             if idx != expected or (stamps and ts <= stamps[-1]):
                 raise _broken(conversation_id, idx, expected, ts)
+            expected += 1
             current_idx = idx
             stamps.append(ts)
             content = []
@@ -457,6 +476,11 @@ def _decoded(
                 content.append({"type": "text", "text": "" if text is None else text})
                 continue
             if kind == "tool_result":
+                if tool_use_id is not None and text is not None:
+                    content.append(
+                        {"type": "tool_result", "tool_use_id": tool_use_id, "content": text}
+                    )
+                    continue
                 block: dict[str, Any] = {"type": "tool_result"}
                 if tool_use_id is not None:
                     block["tool_use_id"] = tool_use_id
@@ -464,10 +488,34 @@ def _decoded(
                     block["content"] = text
                 content.append(block)
                 continue
+        elif kind == "tool_use" and tool_use_id is not None and tool_name is not None:
+            # A call whose data holds only its input, as the store writes it (anything else,
+            # a damaged value included, is decode_block's).
+            call_input = _input_only(data)
+            if call_input is not None:
+                content.append(
+                    {"type": "tool_use", "id": tool_use_id, "name": tool_name, "input": call_input}
+                )
+                continue
         content.append(decode_block(kind, text, tool_use_id, tool_name, data, idx, block_idx))
     for message in strings:
         message["content"] = message["content"][0]["text"]
     return result, stamps, stored
+
+
+def _input_only(data: Any) -> Any:
+    """The input of a ``tool_use`` row whose data is ``{"input": ...}`` and nothing else
+    (text, or PostgreSQL's decoded ``jsonb``); None for any other data."""
+    if data.__class__ is str:
+        if not data.startswith('{"input":'):
+            return None
+        try:
+            data = loads(data)
+        except ValueError:
+            return None
+    if data.__class__ is dict and len(data) == 1:
+        return data.get("input")
+    return None
 
 
 def _broken(conversation_id: str, idx: int, position: int, ts: int) -> IntegrityViolationError:

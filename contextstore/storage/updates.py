@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, or_, select
+from sqlalchemy import Connection, Text, bindparam, cast, insert, or_, select
 
 from contextstore.core.overlays import BlockAddress, BlockUpdate
 from contextstore.storage import lineage
@@ -43,17 +43,19 @@ _UPDATE_COLUMNS = (
     _u.kind,
     _u.mode,
     _u.text,
-    _u.metadata,
+    cast(_u.metadata, Text),  # as text: most hold {}, which needs no JSON decoding
     _u.source,
     _u.base_hash,
 )
 
 
 def _overlay_query(visible_only: bool) -> Any:
+    # In the order of the (conversation, ts, block) key: a block has one update per ts, so
+    # the newest of each is last, and the rows need no sort of their own.
     query = (
         select(*_UPDATE_COLUMNS)
         .where(_u.conversation_id == bindparam("cid"), _u.ts <= bindparam("as_of"))
-        .order_by(_u.ts, _u.id)
+        .order_by(_u.ts, _u.message_idx, _u.block_idx)
     )
     if visible_only:
         query = query.where(or_(_u.message_idx < 2, _u.message_idx > bindparam("hidden_through")))

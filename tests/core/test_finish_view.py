@@ -108,3 +108,90 @@ def test_a_message_left_empty_gets_the_notice_on_the_fast_path(
     finished = finish_view(view)
     assert finished == expected
     assert finished[1]["content"] == [{"type": "text", "text": ORPHANS_DROPPED}]
+
+
+def _call(tool_id: str) -> dict[str, Any]:
+    return {"type": "tool_use", "id": tool_id, "name": "read_file", "input": {}}
+
+
+def _result(tool_id: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": tool_id, "content": "ok"}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        [_result("a")],
+        [_result("b")],
+        [_result("")],
+        [_result("a"), _result("b")],
+        [_result("a"), {"type": "text", "text": "and more"}],
+        [{"type": "text", "text": "no result"}],
+        ["not a block"],
+        [],
+        "a string answer",
+    ],
+    ids=[
+        "paired",
+        "other id",
+        "empty id",
+        "extra result",
+        "result and text",
+        "text",
+        "junk",
+        "empty",
+        "string",
+    ],
+)
+@pytest.mark.parametrize("calls", [["a"], ["a", "b"], ["", "a"]], ids=["one", "two", "blank id"])
+@pytest.mark.parametrize("gap", [1, 3], ids=["adjacent", "after a cut"])
+def test_one_call_and_its_answer_equal_the_steps(answer: Any, calls: list[str], gap: int) -> None:
+    """The scan's shortcut for one call answered by one result (and its way of reading the
+    calls) gives what the steps give, whatever the answer holds."""
+    view = [
+        (0, {"role": "user", "content": "task"}),
+        (1, {"role": "assistant", "content": [_call(i) for i in calls]}),
+        (1 + gap, {"role": "user", "content": answer}),
+        (2 + gap, {"role": "assistant", "content": [{"type": "text", "text": "done"}]}),
+    ]
+    for rules in (1, VIEW_RULES):
+        assert finish_view(view, rules=rules) == provider_safe(repair_indexed(view, rules=rules))
+
+
+_TOOL_IDS = st.sampled_from(["a", "b", ""])
+
+
+@st.composite
+def _nearly_well_formed(draw: st.DrawFn) -> list[tuple[int, dict[str, Any]]]:
+    """Exchanges as an agent writes them (calls answered first thing, in order), each
+    perhaps broken in one place: an id changed, a result lost or added, text around it."""
+    view: list[tuple[int, dict[str, Any]]] = [(0, {"role": "user", "content": "task"})]
+    idx = 0
+    for _ in range(draw(st.integers(1, 4))):
+        calls = draw(st.lists(_TOOL_IDS, max_size=2))
+        idx += draw(st.sampled_from([1, 1, 2]))
+        said = [{"type": "text", "text": "reading"}] if draw(st.booleans()) else []
+        view.append((idx, {"role": "assistant", "content": said + [_call(i) for i in calls]}))
+        answer: list[Any] = [_result(i) for i in calls]
+        change = draw(st.sampled_from(["none", "none", "id", "lose", "add", "text", "junk"]))
+        if change == "id" and answer:
+            answer[0] = _result(draw(_TOOL_IDS))
+        elif change == "lose" and answer:
+            answer.pop()
+        elif change == "add":
+            answer.append(_result(draw(_TOOL_IDS)))
+        elif change == "text":
+            answer.insert(draw(st.integers(0, len(answer))), {"type": "text", "text": "note"})
+        elif change == "junk":
+            answer.append("not a block")
+        idx += draw(st.sampled_from([1, 1, 2]))
+        view.append((idx, {"role": "user", "content": answer}))
+    return view
+
+
+@settings(max_examples=400, deadline=None)
+@given(_nearly_well_formed(), st.sampled_from([1, VIEW_RULES]))
+def test_nearly_well_formed_views_equal_the_steps(view: list[Any], rules: int) -> None:
+    before = copy.deepcopy(view)
+    assert finish_view(view, rules=rules) == provider_safe(repair_indexed(view, rules=rules))
+    assert view == before

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
 import json
+from typing import Any
+
+import pytest
 
 from contextstore.core.overlays import UpdateMode
 from contextstore.processors import readable_text
-from contextstore.processors.base import message_blocks, tool_names
+from contextstore.processors.base import block_count, message_blocks, tool_names
 
 
 def image(data: str) -> dict[str, object]:
@@ -45,3 +48,12 @@ def test_string_content_is_block_zero_and_tool_names() -> None:
     ]
     view = [(1, {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "ls"}]})]
     assert tool_names(view) == {"t": "ls"}
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["hi", "", [], [{"type": "text", "text": "a"}], ["junk", {"type": "text"}, 3, {}], None, 7],
+)
+def test_block_count_is_the_number_of_blocks_message_blocks_gives(content: Any) -> None:
+    message = {"role": "user", "content": content}
+    assert block_count(message) == len(message_blocks(message))

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import UpdateKind, UpdateMode, text_hash
 from contextstore.processors import SecretMasker, mask_message, mask_text, mask_value
+from contextstore.processors import secrets as secrets_module
 from contextstore.processors.base import message_blocks
 from contextstore.processors.secret_patterns import PATTERNS, shannon_entropy
 
@@ -295,3 +296,109 @@ def test_the_maskers_proposals_equal_unhinted_block_by_block_masking(
             if (update := unhinted._propose_block(m, b, block)) is not None
         ]
         assert SecretMasker(confidence=confidence).propose(view) == block_by_block
+
+
+_GITHUB = next(s for s in HIGH if s.kind == "github_token")
+_PLAIN_WORDS = ["hunter22", "hello there", "src/a.py", "Zx9Qw2Lm8Rt4Vb7Np3Ks", "", "\n"]
+"""Texts holding no hint: a password-like value, prose, a path, a high-entropy value."""
+_TEXTS = st.one_of(
+    st.sampled_from(_PLAIN_WORDS),
+    st.sampled_from(FRAGMENTS),
+    st.builds(
+        lambda wide, text: wide + text, st.sampled_from(["İ", "é", "\u212a", "ß"]), _BLOCK_PARTS
+    ),
+)
+_KEYS = st.sampled_from(["command", "path", "password", "DB_PASSWORD", "api_key", "token"])
+_INPUTS = st.one_of(
+    st.dictionaries(_KEYS, _TEXTS, max_size=3),
+    st.dictionaries(_KEYS, st.one_of(st.integers(), st.booleans(), st.none()), max_size=2),
+    st.builds(lambda key, value: {key: {"inner": value}}, _KEYS, _TEXTS),
+    st.builds(lambda value: {1: value}, _TEXTS),
+    st.builds(lambda values: {"args": values}, st.lists(_TEXTS, max_size=2)),
+    _TEXTS,
+)
+_RESULT_ITEMS = st.lists(
+    st.one_of(
+        st.builds(lambda t: {"type": "text", "text": t}, _TEXTS),
+        st.just({"type": "image", "source": {"type": "base64", "data": "aGk="}}),
+        st.just("junk"),
+    ),
+    max_size=3,
+)
+_MASKER_BLOCKS = st.one_of(
+    st.builds(lambda t: {"type": "text", "text": t}, _TEXTS),
+    st.builds(lambda t: {"type": "tool_result", "tool_use_id": "t", "content": t}, _TEXTS),
+    st.builds(lambda i: {"type": "tool_result", "tool_use_id": "t", "content": i}, _RESULT_ITEMS),
+    st.builds(lambda i: {"type": "tool_use", "id": "t", "name": "bash", "input": i}, _INPUTS),
+    st.builds(lambda t: {"type": "thinking", "thinking": t, "signature": "s"}, _TEXTS),
+    st.sampled_from([{"type": "tool_use", "id": "t"}, {"type": "text", "text": None}, "junk"]),
+)
+_MASKER_VIEWS = st.lists(
+    st.one_of(_TEXTS, st.lists(_MASKER_BLOCKS, max_size=4)), min_size=1, max_size=4
+).map(lambda contents: [(i, {"role": "user", "content": c}) for i, c in enumerate(contents)])
+_NO_PASSWORD_PATTERN = tuple(p for p in PATTERNS if p.kind != "password")
+
+
+def _assert_batched_equals_block_by_block(view: list[Any], batch_chars: int) -> None:
+    before = copy.deepcopy(view)
+    original = secrets_module.BATCH_CHARS
+    secrets_module.BATCH_CHARS = batch_chars
+    try:
+        for confidence in ("high", "medium"):
+            for patterns in (PATTERNS, _NO_PASSWORD_PATTERN):
+                unhinted = tuple(dataclasses.replace(p, hints=()) for p in patterns)
+                reference = SecretMasker(confidence=confidence, patterns=unhinted)
+                masker = SecretMasker(confidence=confidence, patterns=patterns)
+                assert masker.propose(view) == reference._propose_each(view)
+    finally:
+        secrets_module.BATCH_CHARS = original
+    assert view == before
+
+
+@settings(max_examples=300, deadline=None)
+@given(_MASKER_VIEWS, st.sampled_from([1 << 20, 64, 1]))
+def test_the_batched_hint_scan_proposes_what_block_by_block_masking_does(
+    view: list[Any], batch_chars: int
+) -> None:
+    """One scan over many blocks' texts (in batches of any size) flags every block that
+    masking block by block, without hints, would rewrite."""
+    _assert_batched_equals_block_by_block(view, batch_chars)
+
+
+def _tool(value: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": "t", "name": "bash", "input": value}
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+@pytest.mark.parametrize(
+    "blocks",
+    [
+        [_tool({"password": "hunter22"}), _tool({"DB_PASSWORD": "hunter22", "n": 1})],
+        [_tool({"api_key": "Zx9Qw2Lm8Rt4Vb7Np3Ks"})],
+        [_tool({"env": {"TOKEN": _GITHUB.secret}}), _tool({"args": [_GITHUB.text]})],
+        [_tool({1: _GITHUB.text}), _tool(_GITHUB.text), _tool([_GITHUB.text])],
+        [{"type": "tool_result", "content": [_text("ok"), "junk", _text(_GITHUB.text)]}],
+        [{"type": "tool_result", "content": [_text(_GITHUB.text), _text(_GITHUB.text)]}],
+        [_text("İé" * 30), _text(f"see {_GITHUB.secret}"), _text("after")],
+        [_text("\u212a" * 30), _text(f"see {_GITHUB.secret}"), _text("after")],
+        [_text(_GITHUB.text), _tool({"password": "hunter22"}), _text(_GITHUB.text)],
+    ],
+    ids=[
+        "password key",
+        "secret key at medium",
+        "nested input",
+        "int key, string and list inputs",
+        "later result item",
+        "two items, one block",
+        "lower-casing moves offsets",
+        "one byte per character",
+        "forced block between texts",
+    ],
+)
+@pytest.mark.parametrize("batch_chars", [1 << 20, 1])
+def test_each_rule_of_the_batched_hint_scan(blocks: list[Any], batch_chars: int) -> None:
+    view = [(0, {"role": "user", "content": "task"}), (3, {"role": "user", "content": blocks})]
+    _assert_batched_equals_block_by_block(view, batch_chars)

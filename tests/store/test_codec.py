@@ -9,8 +9,11 @@ import math
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from contextstore import CorruptRowError
+from contextstore.storage import history
 from contextstore.storage.codec import (
     column_text,
     decode_block,
@@ -18,6 +21,7 @@ from contextstore.storage.codec import (
     decode_object,
     encode_block,
     encode_json,
+    loads,
 )
 
 
@@ -189,3 +193,101 @@ def test_a_malformed_exact_form_falls_back_to_the_column() -> None:
         assert block["text"] == "a\ufffdb"
         assert "_exact" not in block
     assert decode_block("text", None, None, None, "{}", 0, 0) == {"type": "text", "text": ""}
+
+
+def _outcome(decode: Any, text: str) -> tuple[str, Any]:
+    try:
+        return ("value", decode(text))
+    except ValueError as exc:
+        return (type(exc).__name__, str(exc))
+
+
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(
+    _JSON_VALUES,
+    st.sampled_from(["", " ", "\n", "\ufeff"]),
+    st.sampled_from(["", " ", "x", "}", "1"]),
+    st.booleans(),
+)
+def test_loads_decodes_and_refuses_exactly_as_json_loads(
+    value: Any, before: str, after: str, compact: bool
+) -> None:
+    """The scanner called directly gives json.loads's value or json.loads's error, whatever
+    surrounds the value."""
+    text = before + (encode_json(value) if compact else json.dumps(value)) + after
+    assert _outcome(loads, text) == _outcome(json.loads, text)
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"a":', "[1,]", "nul", "{} {}", "\ufeff{}", "NaN"])
+def test_loads_of_a_damaged_value_raises_json_loads_error(text: str) -> None:
+    assert _outcome(loads, text) == _outcome(json.loads, text)
+
+
+def _without(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v != "-"}
+
+
+_EXTRA = st.sampled_from([{}, {"cache_control": {"type": "ephemeral"}}, {"is_error": True}])
+_ROW_BLOCKS = st.one_of(
+    st.builds(
+        lambda extra, **fields: {"type": "tool_use", **_without(fields)} | extra,
+        _EXTRA,
+        id=st.sampled_from(["toolu_1", "-", ""]),
+        name=st.sampled_from(["read_file", "-"]),
+        input=_JSON_VALUES | st.just("-"),
+    ),
+    st.builds(
+        lambda extra, **fields: {"type": "tool_result", **_without(fields)} | extra,
+        _EXTRA,
+        tool_use_id=st.sampled_from(["toolu_1", "-", ""]),
+        content=st.sampled_from(["out", "", "a\x00b", "-", []])
+        | st.lists(st.builds(lambda t: {"type": "text", "text": t}, st.text(max_size=5))),
+    ),
+    st.builds(
+        lambda extra, text: {"type": "text", "text": text} | extra,
+        _EXTRA,
+        st.sampled_from(["hi", "", "a\x00b"]),
+    ),
+    st.sampled_from(
+        [
+            {"type": "thinking", "thinking": "t", "signature": "s"},
+            {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
+        ]
+    ),
+)
+
+
+def _history_row(data: Any, kind: str = "tool_use", ids: tuple[Any, Any] = ("t", "n")) -> Any:
+    return (0, 1, "assistant", False, "{}", 0, kind, None, ids[0], ids[1], data)
+
+
+@given(_ROW_BLOCKS, st.booleans())
+def test_a_block_row_decodes_on_the_render_path_as_decode_block_does(
+    block: dict[str, Any], decoded_jsonb: bool
+) -> None:
+    """The history decoder's shortcuts (a text, a result's string, a call whose data holds
+    only its input) give the block decode_block gives, from text (SQLite) or decoded jsonb
+    (PostgreSQL), keys in the same order."""
+    kind, column, tool_use_id, tool_name, data = encode_block(block)
+    stored: Any = json.loads(data) if decoded_jsonb else data
+    expected = decode_block(kind, column, tool_use_id, tool_name, stored, 0, 0)
+    row = (0, 1, "assistant", False, "{}", 0, kind, column, tool_use_id, tool_name, stored)
+    messages, _, _ = history._decoded("c", [row], None)
+    assert messages[0]["content"] == [expected]
+    assert list(messages[0]["content"][0]) == list(expected)
+
+
+@pytest.mark.parametrize("data", ['{"input":', '{"input":1}x', '{"input":{}', "{"])
+def test_a_damaged_tool_call_row_is_damaged_on_the_render_path(data: str) -> None:
+    with pytest.raises(CorruptRowError, match=r"block 0\.0"):
+        history._decoded("c", [_history_row(data)], None)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from contextstore import ContextStore
 from contextstore.core.records import PreparedRequest
 from contextstore.facade.prepare_memo import PrepareMemo
+from contextstore.renderers import anthropic
 from contextstore.renderers.anthropic import RenderedMessage
 from tests.conftest import StoreFactory, assistant, session, tool_result, tool_use, user
 
@@ -53,13 +54,17 @@ def test_a_prepare_after_a_turn_reads_and_renders_only_the_turn(store: ContextSt
     conv = store.create_conversation()
     store.append(conv.id, session(40))
     first = store.prepare_request(conv.id, system="Be brief.")
-    assert _memo(store, conv.id).read_messages == 81
-    assert _memo(store, conv.id).rendered == 81
+    earlier = _memo(store, conv.id)
+    assert earlier.read_messages == 81
+    assert earlier.rendered == 81
     store.record_request(conv.id, request_id=first.request_id, tokens_in=100, tokens_out=5)
     store.append(conv.id, _turn(40))
     second = store.prepare_request(conv.id, system="Be brief.")
     memo = _memo(store, conv.id)
     assert (memo.read_messages, memo.rendered) == (2, 2)
+    # The earlier messages' entries are the earlier prepare's own: nothing built for them.
+    kept = [key for key in memo.pieces if key in earlier.pieces]
+    assert len(kept) == 81 and all(memo.pieces[key] is earlier.pieces[key] for key in kept)
     assert second.payload["messages"][:81] == first.payload["messages"]
     assert store.request_payload(conv.id, second.request_id) == second.payload
 
@@ -253,28 +258,35 @@ def test_the_prepare_cache_keeps_the_most_recent_conversations_within_its_bytes(
     assert memory_store.prepare_cache.bytes <= memory_store.prepare_cache.max_bytes
 
 
-def test_only_payloads_whose_renderings_are_kept_are_copied(
+def test_only_payloads_whose_renderings_are_kept_are_built_in_pieces_and_copied(
     store: ContextStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The caller gets copies of what the cache keeps; a conversation past the budget is
-    kept by nobody, so its freshly rendered messages are handed over as they are."""
+    kept by nobody, so its payload is built whole, with neither pieces nor copies."""
     copies: list[int] = []
-    original = RenderedMessage.copy
+    pieces: list[int] = []
+    original_copy, original_render = RenderedMessage.copy, anthropic.render_message
 
-    def counted(self: RenderedMessage) -> dict[str, Any]:
+    def counted_copy(self: RenderedMessage) -> dict[str, Any]:
         copies.append(1)
-        return original(self)
+        return original_copy(self)
 
-    monkeypatch.setattr(RenderedMessage, "copy", counted)
+    def counted_render(message: Any) -> RenderedMessage | None:
+        pieces.append(1)
+        return original_render(message)
+
+    monkeypatch.setattr(RenderedMessage, "copy", counted_copy)
+    monkeypatch.setattr(anthropic, "render_message", counted_render)
     conv = store.create_conversation()
     store.append(conv.id, session(3))
     kept = store.prepare_request(conv.id)
-    assert len(copies) == len(kept.payload["messages"]) > 0
+    assert len(copies) == len(pieces) == len(kept.payload["messages"]) > 0
     copies.clear()
+    pieces.clear()
     store.prepare_cache.clear()
     store.prepare_cache.max_bytes = 100
     shared = store.prepare_request(conv.id)
-    assert copies == [] and shared.payload == kept.payload
+    assert copies == pieces == [] and shared.payload == kept.payload
     assert store.prepare_cache.get(conv.id) is None
     shared.payload["messages"][1]["content"][0]["text"] = "changed by the caller"
     assert store.prepare_request(conv.id).payload == kept.payload

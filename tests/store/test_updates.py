@@ -8,14 +8,18 @@ from the store, which a later writer checks against), never of an intermediate t
 
 from __future__ import annotations
 
+import json
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from contextstore import ContextStore, InvalidInputError, text_hash
 from contextstore.core.overlays import BlockUpdate, UpdateKind
 from contextstore.processors import IndexedView, Pipeline
-from tests.conftest import assistant, user
+from tests.conftest import POSTGRES_URL, assistant, pooled_postgres_store, user
 
 
 class Rewrite:
@@ -154,3 +158,68 @@ def test_a_rewrite_holding_a_nul_reads_back_exactly(store: ContextStore) -> None
     assert store.render(cid)[1]["content"][0]["text"] == "before\x00after"
     (update,) = store.context_updates(cid)
     assert update["text"] == "before\x00after"
+
+
+def test_a_render_reads_its_rows_in_the_order_of_their_keys(tmp_path: Path) -> None:
+    """The messages with their blocks, and the effective updates, come in the order of the
+    tables' keys: SQLite plans no sort of their own (the plan, not a time, is checked). The
+    updates are read by (ts, block) since a block has one update per ts; read by (ts, id)
+    they needed a temporary b-tree."""
+    path = tmp_path / "order.db"
+    with ContextStore.open(path, pipeline=Pipeline([])) as store:
+        cid = store.create_conversation().id
+        store.append(cid, [user("task"), assistant("a"), user("b"), assistant("c"), user("d")])
+        store.set_deleted_range(cid, 2)
+        for idx, text in ((4, "first 4"), (3, "rewritten 3"), (4, "rewritten 4")):
+            store.add_context_update(cid, idx, 0, text)
+        seen: list[tuple[str, Any]] = []
+
+        def record(_conn: Any, _cursor: Any, statement: str, params: Any, *_rest: Any) -> None:
+            if statement.lstrip().startswith("SELECT"):
+                seen.append((statement, params))
+
+        event.listen(store.database.engine, "before_cursor_execute", record)
+        shown = store.render(cid)
+        event.remove(store.database.engine, "before_cursor_execute", record)
+    assert [m["content"][0]["text"] for m in shown[2:]] == ["rewritten 3", "rewritten 4"]
+    reads = [(s, p) for s, p in seen if "FROM context_updates" in s or "JOIN blocks" in s]
+    assert len(reads) == 2
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as connection:
+        for statement, params in reads:
+            plan = connection.execute(f"EXPLAIN QUERY PLAN {statement}", params).fetchall()
+            assert not any("TEMP B-TREE" in row[-1] for row in plan), (statement, plan)
+
+
+def test_postgresql_hands_a_render_its_json_columns_as_text() -> None:
+    """psycopg decodes every jsonb value it reads (with json.loads, in Python); a render
+    reads its JSON columns (messages' metadata, blocks' data, updates' metadata) as text and
+    decodes only those not {}: the driver decodes none of them."""
+    if not POSTGRES_URL:
+        pytest.skip("set CONTEXTSTORE_TEST_POSTGRES_URL to run the PostgreSQL backend")
+    from psycopg.types.json import set_json_loads
+
+    decoded: list[bytes] = []
+
+    def counting(data: bytes) -> Any:
+        decoded.append(data)
+        return json.loads(data)
+
+    set_json_loads(counting)
+    try:
+        store, cleanup = pooled_postgres_store(pipeline=Pipeline([]))
+        try:
+            cid = store.create_conversation().id
+            call = {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "a"}}
+            result = {"type": "tool_result", "tool_use_id": "t1", "content": "body"}
+            store.append(cid, [user("task"), assistant("reading", call), user(result)])
+            store.append(cid, "assistant", [{"type": "text", "text": "done"}], meta={"id": 7})
+            store.add_context_update(cid, 2, 0, "trimmed", metadata={"why": "long"})
+            decoded.clear()
+            shown = store.render(cid)
+        finally:
+            cleanup()
+    finally:
+        set_json_loads(json.loads)
+    assert shown[1]["content"][1]["input"] == {"path": "a"}
+    assert shown[2]["content"][0]["content"] == "trimmed" and shown[3]["id"] == 7
+    assert decoded == []
