@@ -21,6 +21,7 @@ from contextstore.core.validate import (
     canonical_json,
     check_json_value,
     json_copy,
+    json_size_bound,
     shown,
     text_bytes,
 )
@@ -164,9 +165,11 @@ def check_block_values(block: dict[str, Any], position: str, level: int = BLOCK_
     kind = block.get("type")
     exact = _EXACT_TEXT_FIELD.get(kind) if isinstance(kind, str) else None
     for key, value in block.items():
-        where = f"{position}.{key}"
         if NUL in key or not key.isascii():
             check_json_value(f"{position} key", key, error=InvalidMessageError)
+        if value.__class__ is str and value.isascii() and (key == exact or NUL not in value):
+            continue  # what check_json_value would accept, without the call
+        where = f"{position}.{key}"
         if key == exact and isinstance(value, str):
             check_json_value(where, value, allow_nul=True, error=InvalidMessageError)
         elif kind == "tool_result" and key == "content" and isinstance(value, list):
@@ -179,6 +182,65 @@ def check_block_values(block: dict[str, Any], position: str, level: int = BLOCK_
                     )
         else:
             check_json_value(where, value, level=level + 1, error=InvalidMessageError)
+
+
+_CALL_TYPES = frozenset({"tool_use", "tool_result"})
+"""Block types whose ids and names the model requires to be non-empty."""
+
+
+_STRINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "text": (("text",), ()),
+    "thinking": (("thinking",), ("signature",)),
+    "redacted_thinking": (("data",), ()),
+    "tool_use": (("id", "name"), ()),
+    "tool_result": (("tool_use_id",), ()),
+}
+"""Per block type the model checks without the media sources: its required string fields
+and its optional (string or None) ones."""
+
+
+def model_needed(block: dict[str, Any], kind: str) -> bool:
+    """False when ``block`` (a dict with string keys, of the known type ``kind``) is
+    certainly valid for its content model: its keys are ASCII, and every field the model
+    declares is there with exactly the type the model asks for, ASCII when a string (the
+    model refuses a string it cannot encode). The model then cannot refuse it and is not
+    consulted; any other block (media, a field of another type, a ``str`` subclass,
+    non-ASCII text) goes through the model, whose error names what is wrong.
+    """
+    fields = _STRINGS.get(kind)
+    if fields is None or kind.__class__ is not str or not "".join(block).isascii():
+        return True
+    required, optional = fields
+    for name in required:
+        value = block.get(name)
+        if value.__class__ is not str or not value.isascii():
+            return True
+        if not value and kind in _CALL_TYPES:
+            return True
+    for name in optional:
+        value = block.get(name)
+        if value is not None and (value.__class__ is not str or not value.isascii()):
+            return True
+    if kind == "tool_use":
+        return not _plain_keys(block.get("input"))
+    if kind == "tool_result":
+        flag = block.get("is_error")
+        if flag is not None and flag.__class__ is not bool:
+            return True
+        content = block.get("content")
+        if content is None or (content.__class__ is str and content.isascii()):
+            return False
+        return content.__class__ is not list or not all(_plain_keys(item) for item in content)
+    return False
+
+
+def _plain_keys(value: Any) -> bool:
+    """``value`` is a plain dict whose keys are plain ASCII strings."""
+    return (
+        value.__class__ is dict
+        and all(key.__class__ is str for key in value)
+        and "".join(value).isascii()
+    )
 
 
 @dataclass(frozen=True)
@@ -202,6 +264,18 @@ class NormalizedMessage:
         return text_bytes("the message", canonical_json(self.blocks)) + text_bytes(
             "the message", canonical_json(self.meta)
         )
+
+    def size_over(self, limit: int) -> int | None:
+        """:meth:`json_size` when it is over ``limit``, else None.
+
+        The message is encoded only when a cheap upper bound of its size
+        (:func:`~contextstore.core.validate.json_size_bound`) is over the limit, so the
+        decision is the exact one, and a message well under the limit (nearly every one)
+        costs no encoding."""
+        if json_size_bound(self.blocks) + json_size_bound(self.meta) <= limit:
+            return None
+        size = self.json_size()
+        return size if size > limit else None
 
     def to_message(self) -> dict[str, Any]:
         """Rebuild the message dict exactly as the caller gave it."""
@@ -240,21 +314,21 @@ def validate_block(block: Any, position: str, *, checked: bool = False) -> dict[
             f"{position} is a tool_result without a tool_use_id; set tool_use_id to the id of "
             "the tool_use block it answers."
         )
-    try:
-        _BLOCK_ADAPTER.validate_python(block)
-    except ValidationError as exc:
-        raise InvalidMessageError(f"{position} ({kind}) is malformed: {_describe(exc)}.") from exc
-    for key in ("id", "name", "tool_use_id"):
-        value = block.get(key)
-        if (
-            kind in ("tool_use", "tool_result")
-            and isinstance(value, str)
-            and (len(value) > MAX_NAME_LENGTH or "\x00" in value)
-        ):
+    if model_needed(block, kind):
+        try:
+            _BLOCK_ADAPTER.validate_python(block)
+        except ValidationError as exc:
             raise InvalidMessageError(
-                f"{position}.{key} must be at most {MAX_NAME_LENGTH} characters without NUL "
-                "characters."
-            )
+                f"{position} ({kind}) is malformed: {_describe(exc)}."
+            ) from exc
+    if kind in _CALL_TYPES:
+        for key in ("id", "name", "tool_use_id"):
+            value = block.get(key)
+            if isinstance(value, str) and (len(value) > MAX_NAME_LENGTH or "\x00" in value):
+                raise InvalidMessageError(
+                    f"{position}.{key} must be at most {MAX_NAME_LENGTH} characters without "
+                    "NUL characters."
+                )
     if not checked:
         check_block_values(block, position)
     if kind == "tool_result" and isinstance(block.get("content"), list):
@@ -293,7 +367,8 @@ def normalize_message(role: Any, content: Any, meta: Any = None) -> NormalizedMe
         raise InvalidMessageError("message metadata must be a dict with string keys.")
     if {"role", "content"} & meta.keys():
         raise InvalidMessageError("message metadata cannot contain 'role' or 'content'.")
-    check_json_value("meta", meta, error=InvalidMessageError)
+    if meta:
+        check_json_value("meta", meta, error=InvalidMessageError)
     if isinstance(content, str):
         check_json_value("content", content, allow_nul=True, error=InvalidMessageError)
         blocks = [{"type": "text", "text": content}]

@@ -368,42 +368,47 @@ def check_nodes(
     seen: set[int] = set()
     for message_idx, blocks, rows, message_tokens in written:
         if message_idx in seen:
-            raise _violation(node_id(message_idx, 0), "its id is written twice")
+            raise _violation(message_idx, 0, "its id is written twice")
         seen.add(message_idx)
         if len(rows) != len(blocks):
-            raise _violation(
-                node_id(message_idx, 0), f"{len(blocks)} blocks have {len(rows)} nodes"
-            )
+            raise _violation(message_idx, 0, f"{len(blocks)} blocks have {len(rows)} nodes")
         total = MESSAGE_OVERHEAD_TOKENS
         for block_idx, (block, row) in enumerate(zip(blocks, rows, strict=True)):
-            _check_node(node_id(message_idx, block_idx), block, row)
+            _check_node(message_idx, block_idx, block, row)
             total += row.token_count
         if total != message_tokens:
             raise _violation(
-                node_id(message_idx, 0),
+                message_idx,
+                0,
                 f"its message counts {message_tokens} tokens but its blocks recount to {total}",
             )
 
 
-def _check_node(address: str, block: Mapping[str, Any], row: NodeRow) -> None:
+def _check_node(message_idx: int, block_idx: int, block: Mapping[str, Any], row: NodeRow) -> None:
+    """Check one node; its address is formatted only for an error (this runs per block)."""
     if row.node_type not in BLOCK_NODE_TYPES:
-        raise _violation(address, f"its type {row.node_type!r} is not a node type")
+        raise _violation(message_idx, block_idx, f"its type {row.node_type!r} is not a node type")
     if isinstance(row.token_count, bool) or not isinstance(row.token_count, int):
-        raise _violation(address, "its token count is not an integer")
+        raise _violation(message_idx, block_idx, "its token count is not an integer")
     if row.token_count < 0:
-        raise _violation(address, f"its token count {row.token_count} is negative")
+        raise _violation(message_idx, block_idx, f"its token count {row.token_count} is negative")
     if row.node_type == TOOL_CALL and not block.get("name"):
-        raise _violation(address, "the tool call names no tool")
-    head = _result_text(block) if block.get("type") == "tool_result" else _prefix(block.get("text"))
-    if row.node_type in _NEEDS_TEXT and not head.strip():
-        raise _violation(address, f"the {row.node_type} has no text")
+        raise _violation(message_idx, block_idx, "the tool call names no tool")
+    if row.node_type in _NEEDS_TEXT:
+        kind = block.get("type")
+        head = _result_text(block) if kind == "tool_result" else _prefix(block.get("text"))
+        if not head.strip():
+            raise _violation(message_idx, block_idx, f"the {row.node_type} has no text")
     if row.line_start is not None and row.line_start < 1:
-        raise _violation(address, f"its line range starts at {row.line_start}")
+        raise _violation(message_idx, block_idx, f"its line range starts at {row.line_start}")
     if row.line_end is not None and (row.line_start is None or row.line_end < row.line_start):
-        raise _violation(address, f"its line range {row.line_start}-{row.line_end} is inverted")
+        raise _violation(
+            message_idx, block_idx, f"its line range {row.line_start}-{row.line_end} is inverted"
+        )
 
 
-def _violation(address: str, rule: str) -> NodeInvariantError:
+def _violation(message_idx: int, block_idx: int, rule: str) -> NodeInvariantError:
+    address = node_id(message_idx, block_idx)
     return NodeInvariantError(
         f"node {address} breaks an invariant: {rule}; nothing was written. This is a bug in "
         "contextstore or in a hook that changed the message; report it with the message."

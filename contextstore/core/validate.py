@@ -66,9 +66,60 @@ def shown(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""One encoder for every canonical JSON (``json.dumps`` with options builds one per call)."""
+
+
 def canonical_json(value: Any) -> str:
     """The canonical JSON of ``value``: sorted keys, compact separators, UTF-8 text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
+
+
+_CHAR_BYTES: Final = 6
+"""The most UTF-8 bytes one character of a string takes in JSON text: a control character
+escaped as ``\\u001f`` (any other character takes at most 4)."""
+_FLOAT_CHARS: Final = 24
+"""The longest JSON of a finite float (its ``repr``): ``-2.2250738585072014e-308``."""
+UNBOUNDED: Final = 2**63
+"""What :func:`json_size_bound` gives for a value it does not bound."""
+
+
+def json_size_bound(value: Any) -> int:
+    """An upper bound on the UTF-8 bytes of ``value``'s JSON (canonical or compact), at a
+    fraction of the cost of encoding it: each string counted at its worst-case escaping,
+    each integer from its bit length, each float at the longest ``repr``.
+
+    Only plain ``dict``, ``list``, ``tuple``, ``str``, ``int``, ``float``, ``bool`` and None
+    are bounded; a value holding anything else (a subclass, say) gives :data:`UNBOUNDED`,
+    so that its caller measures it exactly. ``value`` must have passed
+    :func:`check_json_value` (its nesting is bounded).
+    """
+    kind = value.__class__
+    if kind is dict:
+        total = 2
+        for key, item in value.items():
+            if key.__class__ is not str:
+                return UNBOUNDED
+            if item.__class__ is str:  # most values: counted here, without a call
+                total += _CHAR_BYTES * (len(key) + len(item)) + 8  # 4 quotes, colon, comma
+            else:
+                total += _CHAR_BYTES * len(key) + 4 + json_size_bound(item)
+        return total if total < UNBOUNDED else UNBOUNDED
+    if kind is list or kind is tuple:
+        total = 2
+        for item in value:
+            total += json_size_bound(item) + 1
+        return total if total < UNBOUNDED else UNBOUNDED
+    if kind is str:
+        return _CHAR_BYTES * len(value) + 2
+    if value is None or kind is bool:
+        return 5
+    if kind is int:
+        # A number of b bits has at most b // 3 + 1 digits (log10(2) < 1/3), and a sign.
+        return int(value.bit_length()) // 3 + 2
+    if kind is float:
+        return _FLOAT_CHARS
+    return UNBOUNDED
 
 
 def payload_sha256(payload: Mapping[str, Any]) -> str:

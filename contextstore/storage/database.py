@@ -34,7 +34,6 @@ from contextstore.storage.driver_errors import (
     translated_errors,
 )
 from contextstore.storage.engine import BEGIN_STATEMENTS, WRITE_ATTEMPTS
-from contextstore.storage.sql import pipelined
 from contextstore.storage.writer_queue import WriterQueue
 
 T = TypeVar("T")
@@ -147,7 +146,7 @@ class Database:
         if joined is not None:
             yield joined
             return
-        with self._local_writer if self.serialize_reads else _nothing():
+        with self._local_writer if self.serialize_reads else _NOTHING:
             with classified_errors():
                 connection = self._held()
                 _begin(connection, self.is_sqlite, write=False)
@@ -194,15 +193,31 @@ class Database:
 
         def attempt() -> T:
             with translated_errors(), self._local_writer, self._turn():
-                connection = self._begin_write()
-                with _rolled_back_on_error(connection), self._joined(connection, "write"):
-                    if pipeline:
-                        return _pipelined(connection, work)
-                    result = work(connection)
-                    _commit(connection)
-                    return result
+                return self._committed(self._begin_write(), work, pipeline)
 
         return _retried_while_busy(attempt)
+
+    def _committed(
+        self, connection: Connection, work: Callable[[Connection], T], pipeline: bool
+    ) -> T:
+        """``work`` and the commit, in the write transaction begun on ``connection``, which
+        calls on this thread join; rolled back on any error. This is :meth:`_joined` inside
+        :func:`_rolled_back_on_error` written out: every append runs it, and the two
+        generators cost more than the rest of it."""
+        thread = self._thread
+        thread.joined, thread.kind = connection, "write"
+        try:
+            try:
+                if pipeline:
+                    return _pipelined(connection, work)
+                result = work(connection)
+                _commit(connection)
+                return result
+            finally:
+                thread.joined, thread.kind = None, None
+        except BaseException:
+            _roll_back(connection)
+            raise
 
     def _write_alone(self, work: Callable[[Connection], T]) -> T:
         """``work`` on the held connection in autocommit mode (see :meth:`write`)."""
@@ -225,7 +240,7 @@ class Database:
 
     def _turn(self) -> contextlib.AbstractContextManager[None]:
         """This process's turn among the file's writers (see :mod:`.writer_queue`)."""
-        return _nothing() if self.writer_queue is None else self.writer_queue.turn()
+        return _NOTHING if self.writer_queue is None else self.writer_queue.turn()
 
     def _begin_write(self) -> Connection:
         connection = self._held()
@@ -297,9 +312,7 @@ def _retried_while_busy(attempt: Callable[[], T]) -> T:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
+_NOTHING: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
 
 
 def _driver(connection: Connection) -> Any:
@@ -333,12 +346,12 @@ def _pipelined(connection: Connection, work: Callable[[Connection], T]) -> T:
     commit, where psycopg's ``commit()`` would sync once and leaving the pipeline again.
     An error of any of them is raised on leaving the pipeline (the caller rolls back).
     """
-    raw = _driver(connection)
-    if connection.dialect.name != "postgresql" or raw.pgconn.pipeline_status:
-        with pipelined(connection):
-            result = work(connection)
-            _commit(connection)
+    if connection.dialect.name != "postgresql" or _driver(connection).pgconn.pipeline_status:
+        # Not PostgreSQL, or in a pipeline already (whose end sends the statements).
+        result = work(connection)
+        _commit(connection)
         return result
+    raw = _driver(connection)
     with raw.pipeline():
         result = work(connection)
         if connection.in_transaction():
@@ -367,14 +380,20 @@ def _rolled_back_on_error(connection: Connection) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        try:
-            if connection.in_transaction():
-                connection.rollback()
-            else:
-                _driver(connection).rollback()
-        except Exception:
-            connection.invalidate()
+        _roll_back(connection)
         raise
+
+
+def _roll_back(connection: Connection) -> None:
+    """Roll back what an error interrupted; a connection that cannot be rolled back is
+    invalidated (the next call opens a new one)."""
+    try:
+        if connection.in_transaction():
+            connection.rollback()
+        else:
+            _driver(connection).rollback()
+    except Exception:
+        connection.invalidate()
 
 
 def _end_autocommit(connection: Connection) -> None:

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Connection
@@ -31,17 +32,23 @@ class _Compiled:
     """SQL text, the order of positional parameters (None for named ones) and the values
     of parameters the expression itself fixed (``literal``)."""
 
-    __slots__ = ("defaults", "order", "sql")
+    __slots__ = ("_getter", "defaults", "order", "sql")
 
     def __init__(self, sql: str, order: tuple[str, ...] | None, defaults: dict[str, Any]) -> None:
         self.sql = sql
         self.order = order
         self.defaults = defaults
+        # An itemgetter of two names or more gives a tuple; of one, the bare value.
+        self._getter: Callable[[Params], tuple[Any, ...]] | None = (
+            None if order is None or len(order) < 2 else itemgetter(*order)
+        )
 
     def bind(self, params: Params) -> Any:
         """``params`` as the driver takes them."""
         if self.defaults:
             params = {**self.defaults, **params}
+        if self._getter is not None:
+            return self._getter(params)
         if self.order is None:
             return params
         return tuple([params[name] for name in self.order])
@@ -149,20 +156,25 @@ class Statement:
         return changed
 
 
-@contextmanager
-def pipelined(connection: Connection) -> Iterator[None]:
+_UNCHANGED: AbstractContextManager[Any] = nullcontext()
+
+
+def pipelined(connection: Connection) -> AbstractContextManager[Any]:
     """On PostgreSQL, statements whose results are not read inside go to the server together
     (psycopg's pipeline mode: one round trip for all of them); elsewhere, nothing changes."""
+    if connection.dialect.name != "postgresql":
+        return _UNCHANGED
     raw: Any = connection.connection.driver_connection
-    if connection.dialect.name != "postgresql" or raw.pgconn.pipeline_status:
-        yield  # not PostgreSQL, or already in a pipeline (a nested block would sync)
-        return
-    with raw.pipeline():
-        yield
+    if raw.pgconn.pipeline_status:
+        return _UNCHANGED  # already in a pipeline (a nested block would sync)
+    pipeline: AbstractContextManager[Any] = raw.pipeline()
+    return pipeline
 
 
 def _notify(connection: Connection, cursor: Any, sql: str, params: Any, *, many: bool) -> None:
     """Tell the engine's ``before_cursor_execute`` listeners, as SQLAlchemy itself would."""
     if connection._has_events or connection.engine._has_events:
-        for listener in connection.dispatch.before_cursor_execute:
-            listener(connection, cursor, sql, params, None, many)
+        listeners = connection.dispatch.before_cursor_execute
+        if listeners:  # the engine's own listeners are of other events
+            for listener in listeners:
+                listener(connection, cursor, sql, params, None, many)

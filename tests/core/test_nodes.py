@@ -303,6 +303,19 @@ def test_each_broken_invariant_is_raised(written: Any, rule: str) -> None:
     assert "m0.b0" in str(raised.value)
 
 
+def test_a_broken_invariant_names_the_node_that_breaks_it() -> None:
+    """The address is formatted only for the error: it names the message and the block."""
+    empty_summary = {"type": "tool_result", "tool_use_id": "t", "content": [_text(" ")]}
+    fine = (2, [_text("a")], [_row()], 5)
+    with pytest.raises(NodeInvariantError, match=r"node m3\.b1 .*summary has no text"):
+        check_nodes([fine, (3, [_text("a"), empty_summary], [_row(), _row(MEMORY_SUMMARY)], 6)])
+    with pytest.raises(NodeInvariantError, match=r"node m7\.b2 .*starts at 0"):
+        rows = [_row(), _row(), _row(line_start=0)]
+        check_nodes([(7, [_text("a"), _text("b"), _text("c")], rows, 7)])
+    summary_with_text = {"type": "tool_result", "tool_use_id": "t", "content": "kept"}
+    check_nodes([(3, [summary_with_text], [_row(MEMORY_SUMMARY)], 5)])
+
+
 def test_system_prompts_and_tools_are_nodes_by_content_hash() -> None:
     system, tools = prompt_nodes("be careful", [{"name": "t", "input_schema": {}}])
     assert system is not None and system.node_type == SYSTEM_PROMPT

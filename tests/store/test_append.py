@@ -14,6 +14,7 @@ from contextstore import (
     InvalidMessageError,
     TimelineError,
 )
+from contextstore.core import content
 from contextstore.core.tokens import TiktokenCounter
 from tests.conftest import (
     BACKENDS,
@@ -109,9 +110,18 @@ def test_token_counts_are_computed_once_at_append(store: ContextStore) -> None:
     counter = TiktokenCounter()
     counted = ContextStore(store.database, location=store.location, token_counter=counter)
     conv = counted.create_conversation()
-    counted.append(conv.id, [user("one two three"), assistant("four")])
+    counted.append(
+        conv.id,
+        [
+            user("one two three"),
+            assistant("four", tool_use("t1", path="a.py")),
+            user(tool_result("t1")),
+        ],
+    )
     calls = counter.calls
-    assert calls > 0
+    # Each text once (a call: its name and its input): nothing is counted per block and
+    # again per message.
+    assert calls == 5
     counted.render(conv.id)
     counted.messages(conv.id)
     counted.prepare_request(conv.id)
@@ -186,6 +196,26 @@ def test_oversized_messages_get_a_clear_error(backend: str, tmp_path: Any) -> No
         assert small.messages(conv.id) == []
     finally:
         cleanup()
+
+
+def test_a_message_far_under_the_limit_is_appended_without_encoding_it(
+    store: ContextStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The size check's upper bound settles it; the canonical JSON is for messages near or
+    over the limit (whose refusal the test above shows)."""
+    encoded: list[Any] = []
+    exact = content.canonical_json
+
+    def counted(value: Any) -> str:
+        encoded.append(value)
+        return exact(value)
+
+    monkeypatch.setattr(content, "canonical_json", counted)
+    conv = store.create_conversation()
+    store.append(conv.id, [user("hello"), assistant(tool_use("t1")), user(tool_result("t1"))])
+    store.append(conv.id, "assistant", "done", meta={"id": "m-4"})
+    assert encoded == []
+    assert len(store.messages(conv.id)) == 4
 
 
 def test_create_conversation_validates(store: ContextStore) -> None:
