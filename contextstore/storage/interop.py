@@ -17,7 +17,6 @@ from sqlalchemy import (
     Text,
     and_,
     delete,
-    func,
     insert,
     or_,
     select,
@@ -44,6 +43,7 @@ from contextstore.storage.tables import (
     rollbacks,
     source_records,
 )
+from contextstore.storage.timeline import first_after
 
 
 @dataclass(frozen=True)
@@ -167,26 +167,28 @@ def delete_after(connection: Connection, conversation_id: str, cutoff: int) -> i
     """Delete every timeline row with ``ts > cutoff`` (blocks with their messages), without
     archiving them; returns the rows deleted (blocks not counted)."""
     removed = 0
-    first = connection.execute(
-        select(func.min(messages.c.idx)).where(
-            messages.c.conversation_id == conversation_id, messages.c.ts > cutoff
-        )
-    ).scalar_one_or_none()
+    first = first_after(connection, conversation_id, cutoff)
     if first is not None:
         connection.execute(
             delete(blocks).where(
                 blocks.c.conversation_id == conversation_id, blocks.c.message_idx >= first
             )
         )
+        removed += connection.execute(
+            delete(messages).where(
+                messages.c.conversation_id == conversation_id, messages.c.idx >= first
+            )
+        ).rowcount
         connection.execute(
             update(conversations)
             .where(conversations.c.id == conversation_id)
             .values(message_count=first)
         )
     for table in TIMELINE_TABLES:
-        removed += connection.execute(
-            delete(table).where(table.c.conversation_id == conversation_id, table.c.ts > cutoff)
-        ).rowcount
+        if table is not messages:
+            removed += connection.execute(
+                delete(table).where(table.c.conversation_id == conversation_id, table.c.ts > cutoff)
+            ).rowcount
     return removed
 
 

@@ -5,7 +5,10 @@ destination, and the copy is read. A header that is missing or overwritten is re
 what the rest of the file shows (its page size is the one whose page starts look like
 b-tree pages). Each table is read in rowid order; when a read meets a damaged page the
 scan skips ahead to the next rowid that can be read (found by doubling, then bisecting),
-so what lies beyond one damaged page is still read. The rows are written to a new store
+so what lies beyond one damaged page is still read. A table without rowids (``messages``
+from revision 0012) is read in key order instead, one conversation at a time past a
+damaged page (the conversations are known from the other tables' rows). The rows are
+written to a new store
 at the damaged file's schema revision, then made consistent:
 
 - a conversation whose own row was lost is rebuilt from its other rows;
@@ -147,6 +150,9 @@ class Scan:
     """Rowids jumped over because the pages holding them could not be read."""
     tail_lost: bool = False
     """The scan could not get past a damaged page and the end of the table is unknown."""
+    keyed_loss: bool = False
+    """A scan in key order (a table without rowids) met damaged pages: some rows were not
+    read, and how many is unknown."""
 
 
 def _fetch_from(connection: sqlite3.Connection, select: str, start: int) -> tuple[Any, ...] | None:
@@ -213,6 +219,62 @@ def scan_table(connection: sqlite3.Connection, table: str, columns: list[str]) -
         scan.skipped += int(following[0]) - last - 1
         scan.rows.append(following)
         last = int(following[0])
+
+
+def has_rowids(connection: sqlite3.Connection, table: str) -> bool:
+    """False for a ``WITHOUT ROWID`` table (SQLite refuses the column when compiling, before
+    any page is read)."""
+    try:
+        connection.execute(f'SELECT rowid FROM "{table}" LIMIT 0')  # noqa: S608
+    except sqlite3.OperationalError as exc:
+        if "rowid" in str(exc):
+            return False
+        raise
+    return True
+
+
+def key_columns(connection: sqlite3.Connection, table: str) -> list[str]:
+    """A table's primary key columns, in key order."""
+    info = connection.execute(f'PRAGMA table_info("{table}")').fetchall()
+    return [str(r[1]) for r in sorted((r for r in info if r[5]), key=lambda r: int(r[5]))]
+
+
+def scan_by_key(
+    connection: sqlite3.Connection, table: str, columns: list[str], known: set[str]
+) -> Scan:
+    """Every row of ``table`` (a table without rowids whose key starts with
+    ``conversation_id``) that can be read, in key order.
+
+    Past a damaged page the scan goes on with the next conversation it knows of (``known``:
+    the conversation ids the other tables' rows hold), reading each one's rows until its own
+    first damaged page, and then the conversations after the last one known. A
+    conversation's rows beyond a damaged page are not looked for: its history is cut at its
+    first lost message anyway. Each row is given a position in place of a rowid.
+    """
+    order = ", ".join(f'"{c}"' for c in key_columns(connection, table))
+    quoted = ", ".join(f'"{c}"' for c in columns)
+    select = f'SELECT "conversation_id", {quoted} FROM "{table}"'  # noqa: S608
+    scan = Scan()
+    last: list[str] = []
+
+    def read(where: str, params: tuple[Any, ...]) -> None:
+        try:
+            for row in connection.execute(f"{select} {where} ORDER BY {order}", params):
+                scan.rows.append((len(scan.rows) + 1, *row[1:]))
+                last[:] = [str(row[0])]
+        except sqlite3.DatabaseError:
+            scan.keyed_loss = True
+
+    read("", ())
+    if not scan.keyed_loss:
+        return scan
+    for conversation_id in sorted(known):
+        if not last or conversation_id > last[0]:
+            read('WHERE "conversation_id" = ?', (conversation_id,))
+            last[:] = [conversation_id]
+    if last:
+        read('WHERE "conversation_id" > ?', (last[0],))
+    return scan
 
 
 # -- making the new store consistent -------------------------------------------------------
@@ -435,6 +497,7 @@ def _salvage_copy(
         scans: dict[str, tuple[Scan, list[str]]] = {}
         with _closing(sqlite3.connect(building, isolation_level=None)) as new:
             wanted = [t for t in table_names(new) if t != "alembic_version"]
+            keyed: list[tuple[str, list[str]]] = []
             for table in wanted:
                 if table not in tables:
                     notes.append(f"table {table} is missing from the damaged file")
@@ -444,8 +507,25 @@ def _salvage_copy(
                 except sqlite3.DatabaseError:
                     theirs = set()
                 columns = [c for c in column_names(new, table) if c in theirs]
-                scans[table] = (scan_table(damaged, table, columns), columns)
+                if has_rowids(damaged, table):
+                    scans[table] = (scan_table(damaged, table, columns), columns)
+                else:
+                    keyed.append((table, columns))
+            known = _conversation_ids(scans)
+            for table, columns in keyed:
+                scans[table] = (scan_by_key(damaged, table, columns, known), columns)
             return _rebuild(new, scans, source, destination, header_repaired, notes)
+
+
+def _conversation_ids(scans: dict[str, tuple[Scan, list[str]]]) -> set[str]:
+    """Every conversation id the scanned rows hold (their own rows and every owned row)."""
+    found: set[str] = set()
+    for table, (scan, columns) in scans.items():
+        name = "id" if table == "conversations" else "conversation_id"
+        if name in columns:
+            position = columns.index(name) + 1
+            found.update(str(row[position]) for row in scan.rows if row[position] is not None)
+    return found
 
 
 def _rebuild(
@@ -509,12 +589,14 @@ def _rebuild(
                 f"{table}: the rows after rowid {scan.rows[-1][0] if scan.rows else 0} "
                 "could not be reached"
             )
+        if scan.keyed_loss:
+            notes.append(f"{table}: rows on damaged pages could not be read (how many is unknown)")
         read = len(scan.rows)
         tables.append(
             TableRecovery(
                 table=table,
                 recovered=written.get(table, 0) - dropped.get(table, 0),
-                unreadable=-1 if scan.tail_lost else scan.skipped,
+                unreadable=-1 if scan.tail_lost or scan.keyed_loss else scan.skipped,
                 dropped=dropped.get(table, 0) + read - written.get(table, 0),
             )
         )

@@ -80,8 +80,15 @@ messages = Table(
     Column("meta", JSON, nullable=False, default=dict),
     CheckConstraint("role IN ('user', 'assistant')", name="role"),
     CheckConstraint("idx >= 0", name="idx_nonnegative"),
-    UniqueConstraint("conversation_id", "ts"),
+    sqlite_with_rowid=False,
 )
+"""One row per message, keyed by ``(conversation_id, idx)`` and nothing else (revision
+0012). On SQLite the table is ``WITHOUT ROWID``: its rows live in the primary key's b-tree,
+so an append writes one b-tree of ``messages`` where it wrote three (the rows, the key and a
+unique ``(conversation_id, ts)`` index). No index covers ``ts``: a conversation's ``ts``
+strictly increase with ``idx`` (the clock's rule, checked by the ``message_ts`` invariant and
+by every read of the history), so the messages after a cutoff are a tail of the key, found by
+reading back from the newest message (:func:`contextstore.storage.timeline.first_after`)."""
 
 blocks = Table(
     "blocks",

@@ -20,12 +20,14 @@ from sqlalchemy import (
     Integer,
     Table,
     bindparam,
+    case,
     delete,
     exists,
     func,
     insert,
     select,
     text,
+    true,
     update,
 )
 from sqlalchemy.sql.expression import ColumnElement
@@ -165,37 +167,102 @@ def _after(table: Table) -> ColumnElement[bool]:
     return (table.c.conversation_id == bindparam("cid")) & (table.c.ts > bindparam("cutoff"))
 
 
+def _newest_index(where: ColumnElement[bool]) -> Any:
+    """The index of the conversation's newest message meeting ``where``, read back from the
+    end of its primary key (it stops at the first that qualifies)."""
+    return (
+        select(_m.idx)
+        .where(_m.conversation_id == bindparam("cid"), where)
+        .order_by(_m.idx.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+def _first_after_query() -> Any:
+    # OFFSET 0 keeps PostgreSQL from pulling the two ends up into the CASE, where each
+    # mention would read them again.
+    ends = (
+        select(
+            _newest_index(true()).label("newest"),
+            _newest_index(_m.ts <= bindparam("cutoff")).label("kept"),
+        )
+        .offset(0)
+        .subquery("ends")
+    )
+    newest, kept = ends.c.newest, ends.c.kept
+    return select(
+        case(
+            (newest.is_(None), None),
+            (kept.is_(None), 0),
+            (kept < newest, kept + 1),
+            else_=None,
+        ).label("idx")
+    )
+
+
+_FIRST_AFTER = Statement(_first_after_query)
+
+
+def first_after(connection: Connection, conversation_id: str, cutoff: int) -> int | None:
+    """The index of the conversation's first message with ``ts > cutoff``, or None when no
+    message is that new.
+
+    A conversation's ``ts`` strictly increase with ``idx``, so those messages are the tail
+    of its primary key: the statement reads back from the newest message to the last one
+    at or before the cutoff (the rows a rollback removes, plus one), whatever the length
+    of the history. No index covers ``messages.ts`` (revision 0012).
+    """
+    value = _FIRST_AFTER.scalar(connection, {"cid": conversation_id, "cutoff": cutoff})
+    return None if value is None else int(value)
+
+
 def _count_after(table: Table) -> Any:
     """``SELECT count(*)`` of ``table``'s rows newer than the cutoff."""
     return select(func.count()).select_from(table).where(_after(table))
 
 
-_COUNT_AFTER = {
-    table.name: Statement(lambda table=table: _count_after(table))  # type: ignore[misc]
-    for table in TIMELINE_TABLES
+def _count_removed(table: Table) -> Any:
+    """``SELECT count(*)`` of ``table``'s rows that a rollback to the cutoff removes."""
+    return select(func.count()).select_from(table).where(_removed(table))
+
+
+_COUNT_REMOVED = {
+    table.name: Statement(functools.partial(_count_removed, table))
+    for table in (*TIMELINE_TABLES, blocks)
 }
-_COUNT_BLOCKS_AFTER = Statement(
-    lambda: (
-        select(func.count())
-        .select_from(
-            blocks.join(
-                messages, (_m.conversation_id == _b.conversation_id) & (_m.idx == _b.message_idx)
-            )
-        )
-        .where(_b.conversation_id == bindparam("cid"), _m.ts > bindparam("cutoff"))
+_ANY_AFTER = Statement(
+    lambda: select(
+        *[
+            exists().where(_after(table)).label(table.name)
+            for table in TIMELINE_TABLES
+            if table is not messages
+        ],
+        (_newest_ts() > bindparam("cutoff")).label("messages"),
     )
 )
-_ANY_AFTER = Statement(
-    lambda: select(*[exists().where(_after(table)).label(table.name) for table in TIMELINE_TABLES])
-)
+
+
+def _newest_ts() -> Any:
+    """The ``ts`` of the conversation's newest message (the greatest, see :func:`first_after`)."""
+    return (
+        select(_m.ts)
+        .where(_m.conversation_id == bindparam("cid"))
+        .order_by(_m.idx.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
 
 
 def count_after(connection: Connection, conversation_id: str, cutoff: int) -> dict[str, int]:
     """Rows per table that a rollback to ``cutoff`` would remove (blocks included)."""
-    params = {"cid": conversation_id, "cutoff": cutoff}
-    counts = {name: int(s.scalar(connection, params)) for name, s in _COUNT_AFTER.items()}
-    counts["blocks"] = int(_COUNT_BLOCKS_AFTER.scalar(connection, params))
-    return counts
+    first = first_after(connection, conversation_id, cutoff)
+    params = {
+        "cid": conversation_id,
+        "cutoff": cutoff,
+        "first": NO_MESSAGE if first is None else first,
+    }
+    return {name: int(s.scalar(connection, params)) for name, s in _COUNT_REMOVED.items()}
 
 
 def any_row_after(connection: Connection, conversation_id: str, cutoff: int) -> bool:
@@ -353,12 +420,17 @@ def mark_restored(connection: Connection, rollback_id: int, ts: int) -> None:
     _MARK_RESTORED.run(connection, {"id": rollback_id, "ts": ts}).close()
 
 
-_FIRST_REMOVED = Statement(lambda: select(func.min(_m.idx)).where(_after(messages)))
-
-
 def _removed(table: Table) -> ColumnElement[bool]:
+    """The rows of ``table`` a rollback removes: messages from index ``first`` on (the
+    first after the cutoff) and their blocks, rows newer than ``cutoff`` elsewhere."""
     if table is blocks:
-        return (_b.conversation_id == bindparam("cid")) & (_b.message_idx >= bindparam("first"))
+        return (_b.conversation_id == bindparam("cid")) & _b.message_idx.between(
+            bindparam("first", type_=Integer), NO_MESSAGE
+        )
+    if table is messages:
+        return (_m.conversation_id == bindparam("cid")) & _m.idx.between(
+            bindparam("first", type_=Integer), NO_MESSAGE
+        )
     return _after(table)
 
 
@@ -405,8 +477,8 @@ def remove_after(
         first, *removed = row
         counts = {table.name: int(n) for table, n in zip(REMOVAL_ORDER, removed, strict=True)}
         return counts, None if first is None else int(first)
-    first = _FIRST_REMOVED.scalar(connection, params)
-    params["first"] = NO_MESSAGE if first is None else int(first)
+    first = first_after(connection, conversation_id, cutoff)
+    params["first"] = NO_MESSAGE if first is None else first
     counts = {}
     for table in REMOVAL_ORDER:
         if archive_into is not None:
@@ -429,22 +501,27 @@ def _removal_on_postgres(archive: bool) -> Any:
     the whole rows would have the server build and keep every removed row for nothing (a
     third of a purge's time at 1,000 messages)."""
     after = "conversation_id = :cid AND ts > :cutoff"
-    # OFFSET 0 keeps the planner from answering min(idx) by walking the primary key from
-    # the conversation's first message (every message read, 10,000 at 10k, when the
-    # statistics do not yet know the new rows); the inner query reads the removed
-    # messages only, through the (conversation_id, ts) index.
-    removed = f"SELECT idx FROM messages WHERE {after} OFFSET 0"  # noqa: S608
-    parts = [f"first_removed AS (SELECT min(idx) AS idx FROM ({removed}) AS removed)"]  # noqa: S608
+    # first_after()'s rule: read back from the newest message to the last one kept.
+    newest = "SELECT idx FROM messages WHERE conversation_id = :cid ORDER BY idx DESC LIMIT 1"
+    last_kept = (
+        "SELECT idx FROM messages WHERE conversation_id = :cid AND ts <= :cutoff "
+        "ORDER BY idx DESC LIMIT 1"
+    )
+    ends = f"SELECT ({newest}) AS newest, ({last_kept}) AS kept OFFSET 0"
+    pick = "CASE WHEN newest IS NULL THEN NULL WHEN kept IS NULL THEN 0 WHEN kept < newest"
+    first_removed = f"SELECT {pick} THEN kept + 1 END AS idx FROM ({ends}) AS ends"  # noqa: S608
+    parts = [f"first_removed AS ({first_removed})"]
     for table in REMOVAL_ORDER:
         first = f"(SELECT coalesce(idx, {NO_MESSAGE}) FROM first_removed)"  # noqa: S608
         # The range's upper bound is there for the planner: given only ``>=`` a value it
         # cannot know, it expects a third of the table and scans all of ``blocks``; a range
         # between two bounds it expects to be narrow, and reads the primary key.
-        where = (
-            f"conversation_id = :cid AND message_idx BETWEEN {first} AND {NO_MESSAGE}"
-            if table is blocks
-            else after
-        )
+        if table is blocks:
+            where = f"conversation_id = :cid AND message_idx BETWEEN {first} AND {NO_MESSAGE}"
+        elif table is messages:
+            where = f"conversation_id = :cid AND idx BETWEEN {first} AND {NO_MESSAGE}"
+        else:
+            where = after
         returned = "*" if archive else "1"
         gone = f"gone_{table.name} AS (DELETE FROM {table.name} WHERE {where} RETURNING {returned})"  # noqa: S608
         parts.append(gone)

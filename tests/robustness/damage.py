@@ -52,16 +52,16 @@ def seeded_file(path: Path, **kwargs: Any) -> Seeded:
     return Seeded(path, tuple(ids), views)
 
 
-def overwrite_middle_page(path: Path, *, seed: int = 7) -> int:
-    """Overwrite one whole page in the middle of the file's block pages (SQLite's ``dbstat``
-    says which pages hold them; the schema's empty tables take pages of their own) with
-    random bytes; returns it."""
+def overwrite_middle_page(path: Path, *, seed: int = 7, table: str = "blocks") -> int:
+    """Overwrite one whole page in the middle of the leaf pages of ``table`` (SQLite's
+    ``dbstat`` says which pages hold them; the schema's empty tables take pages of their
+    own) with random bytes; returns it."""
     with contextlib.closing(sqlite3.connect(path)) as connection:
         pages = [
             row[0]
             for row in connection.execute(
-                "SELECT pageno FROM dbstat WHERE name = 'blocks' AND pagetype = 'leaf' "
-                "ORDER BY pageno"
+                "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' ORDER BY pageno",
+                (table,),
             )
         ]
     page = pages[len(pages) // 2] - 1

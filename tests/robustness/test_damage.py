@@ -356,6 +356,31 @@ def test_recover_salvages_what_is_readable_into_a_store_that_passes_check(
         assert kind == "truncated" or unreadable[-1] > 0
 
 
+def test_recover_reads_past_a_damaged_page_of_a_table_without_rowids(tmp_path: Path) -> None:
+    """``messages`` has no rowids (revision 0012): its scan goes on past a damaged page
+    with the next conversation the other tables name. The conversations whose messages
+    were on the page keep a prefix of their history; the others come back whole."""
+    seeded = seeded_file(tmp_path / "store.db", conversations=6, messages=60)
+    overwrite_middle_page(seeded.path, table="messages")
+    report = ContextStore.recover(seeded.path, tmp_path / "recovered.db")
+    with ContextStore.open(tmp_path / "recovered.db") as store:
+        assert store.check(full=True).ok
+        recovered = {c.id: store.messages(c.id) for c in store.list_conversations()}
+    whole = 0
+    for cid, original in seeded.views.items():
+        got = recovered.get(cid, [])
+        assert got == original[: len(got)]
+        whole += got == original
+        if cid not in report.damaged_conversations:
+            assert got == original
+    assert report.damaged_conversations and whole >= 2
+    (messages,) = [t for t in report.tables if t.table == "messages"]
+    assert messages.unreadable == -1
+    assert any(n.startswith("messages: rows on damaged pages") for n in report.notes)
+    ordered = sorted(seeded.conversations)
+    assert recovered.get(ordered[-1]) == seeded.views[ordered[-1]]  # past the damaged page
+
+
 def test_recover_refuses_an_existing_destination_and_a_missing_source(tmp_path: Path) -> None:
     seeded = seeded_file(tmp_path / "store.db", conversations=1, messages=4)
     (tmp_path / "taken.db").write_bytes(b"mine")

@@ -195,3 +195,12 @@ def test_the_removed_blocks_are_found_without_reading_the_history(
     the conversation's (the planner, left free, once chose to scan every block)."""
     plan, removed = _removal_plan(tmp_path, 400, archive=archive, setting="ANALYZE blocks")
     assert _rows_read(plan, "gone_blocks", "blocks") == removed, plan
+
+
+@pytest.mark.parametrize("archive", [True, False], ids=["rollback", "purge"])
+def test_the_removed_messages_are_found_through_the_key(tmp_path: Path, archive: bool) -> None:
+    """On PostgreSQL the removal reads the removed messages through the primary key (no
+    index covers ``messages.ts`` since revision 0012): the rows it reads are those it
+    removes, whatever the length of the history."""
+    plan, _ = _removal_plan(tmp_path, 400, archive=archive, setting="ANALYZE messages")
+    assert _rows_read(plan, "gone_messages", "messages") == 6, plan

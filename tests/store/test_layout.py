@@ -7,16 +7,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, inspect, text
 
 from contextstore import ContextStore
 from contextstore.facade.render_cache import RenderCache
 from contextstore.processors.pipeline import Pipeline
 from contextstore.storage import migrate, timeline
 from contextstore.storage.codec import decode_block, encode_block
-from tests.conftest import assistant, session, tool_result, tool_use, user
+from tests.conftest import assistant, open_backend, session, tool_result, tool_use, user
 from tests.store.internals import recorded_statements
 
 texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
@@ -261,3 +262,60 @@ def test_a_rollback_on_postgresql_removes_and_archives_in_one_statement(
     else:
         assert len(removing) == len(timeline.REMOVAL_ORDER), removing
     assert store.restore(conv.id, report.rollback_id or 0).restored["messages"] == 20
+
+
+def test_messages_are_one_b_tree_keyed_by_conversation_and_index(store: ContextStore) -> None:
+    """Revision 0012: ``messages`` has its primary key and no other index (no ``ts`` index);
+    on SQLite it is ``WITHOUT ROWID``, so its rows live in the key's b-tree and an append
+    writes one b-tree of it, not three."""
+    with store.database.read() as connection:
+        if store.database.is_sqlite:
+            create = connection.exec_driver_sql(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'messages'"
+            ).scalar_one()
+            assert create.rstrip().endswith("WITHOUT ROWID"), create
+            keys = connection.exec_driver_sql("PRAGMA index_list(messages)").all()
+            assert [(row[1], row[3]) for row in keys] == [("sqlite_autoindex_messages_1", "pk")]
+        else:
+            indexes = connection.exec_driver_sql(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+                "AND tablename = 'messages'"
+            ).scalars()
+            assert sorted(indexes) == ["pk_messages"]
+
+
+@pytest.mark.parametrize("backend", ["file", "postgres"])
+def test_revision_0012_keys_messages_and_its_downgrade_brings_the_ts_index_back(
+    tmp_path: Path, backend: str
+) -> None:
+    """Across 0012 down and up the messages, their order and the views stay; 0011's shape
+    (a rowid table on SQLite, the unique ``(conversation_id, ts)``) comes back on the way
+    down, and the rollback found through the key after the way up is the same."""
+    store, cleanup = open_backend(backend, tmp_path)
+    try:
+        cid = store.create_conversation().id
+        store.append(cid, session(3))
+        checkpoint = store.checkpoint(cid, "middle")
+        store.append(cid, session(2)[1:])
+        before, stored = store.render(cid), store.messages(cid)
+        engine = store.database.engine
+        is_sqlite = engine.dialect.name == "sqlite"
+        store.database.close()
+        migrate.downgrade(engine, is_sqlite=is_sqlite, revision="0011")
+        unique = inspect(engine).get_unique_constraints("messages")
+        assert [u["column_names"] for u in unique] == [["conversation_id", "ts"]]
+        if is_sqlite:
+            with engine.connect() as connection:
+                create = connection.exec_driver_sql(
+                    "SELECT sql FROM sqlite_master WHERE name = 'messages'"
+                ).scalar_one()
+            assert "WITHOUT ROWID" not in create
+        assert store.messages(cid) == stored
+        migrate.upgrade(engine, is_sqlite=is_sqlite)
+        assert inspect(engine).get_unique_constraints("messages") == []
+        assert store.render(cid) == before and store.messages(cid) == stored
+        report = store.rollback(cid, "middle")
+        assert report.cutoff_ts == checkpoint.ts and report.removed["messages"] == 4
+        assert store.check(full=True).ok
+    finally:
+        cleanup()

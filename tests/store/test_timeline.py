@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from contextstore import CheckpointNotFoundError, ContextStore, InvalidInputError
+from contextstore.storage.history import load_messages
 from contextstore.storage.tables import ARCHIVES
+from contextstore.storage.timeline import first_after
 from tests.conftest import StoreFactory, assistant, session, tool_result, tool_use, user
 
 
@@ -338,3 +340,32 @@ def test_restore_refuses_purged_and_unknown_rollbacks(store: ContextStore) -> No
     other = store.create_conversation()
     with pytest.raises(RollbackNotFoundError):
         store.restore(other.id, purged.rollback_id)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kinds=st.lists(st.sampled_from(["message", "checkpoint", "request"]), max_size=12),
+    offsets=st.lists(st.integers(-1, 1), min_size=1, max_size=4),
+)
+def test_the_first_message_after_a_cutoff_is_the_first_with_a_later_ts(
+    fresh_store: StoreFactory, kinds: list[str], offsets: list[int]
+) -> None:
+    """``first_after`` reads back from the newest message through the key (no index covers
+    ``messages.ts``); it names the same message as the definition, the lowest index whose
+    ``ts`` is past the cutoff, for cutoffs at, just before and just after every row."""
+    with fresh_store() as store:
+        conversation = store.create_conversation()
+        cid, stamps = conversation.id, [conversation.created_ts]
+        for position, kind in enumerate(kinds):
+            if kind == "message":
+                stamps.append(store.append(cid, "user" if position % 2 else "assistant", "x").ts)
+            elif kind == "checkpoint":
+                stamps.append(store.checkpoint(cid).ts)
+            else:
+                stamps.append(store.record_request(cid, tokens_in=1).ts)
+        with store.database.read() as connection:
+            message_ts = load_messages(connection, cid)[1]
+            for cutoff in {s + o for s in stamps for o in offsets}:
+                later = [idx for idx, ts in enumerate(message_ts) if ts > cutoff]
+                expected = later[0] if later else None
+                assert first_after(connection, cid, cutoff) == expected, (cutoff, message_ts)
