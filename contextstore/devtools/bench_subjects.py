@@ -290,6 +290,90 @@ class ContextStoreSubject:
         self.store.close()
 
 
+LAYOUT_FLOOR = "contextstore's tables by hand"
+
+
+class LayoutFloor:
+    """contextstore's own tables moved by hand: the least a rollback of the newest messages
+    can do on this layout (their blocks and message rows deleted, copied first into the
+    archives when archiving, ``message_count`` set back), as plain statements on a raw
+    driver connection in one transaction. No clock, no label, no counts, no other table:
+    between the floor (one row per message) and contextstore, it tells what the layout
+    costs from what contextstore's code adds."""
+
+    name = LAYOUT_FLOOR
+
+    def __init__(self, ours: ContextStoreSubject) -> None:
+        self.cid = ours.conversation_id
+        path = ours.store.path
+        self.sqlite = path is not None
+        if path is not None:
+            self.connection: Any = sqlite3.connect(path, isolation_level=None)
+            self.connection.execute("PRAGMA synchronous=FULL")
+        else:
+            import psycopg
+
+            self.connection = psycopg.connect(_libpq_url(str(ours.location)))
+        (self.rollback_id,) = self._run(
+            [
+                (
+                    "INSERT INTO rollbacks (conversation_id, cutoff_ts, ran_at, target, purged, "
+                    "counts) VALUES (?, 0, 0, 'bench by hand', false, '{}') RETURNING id",
+                    (self.cid,),
+                )
+            ],
+            read=True,
+        )
+
+    def _run(
+        self, statements: list[tuple[str, tuple[Any, ...]]], *, read: bool = False
+    ) -> list[Any]:
+        """Run ``statements`` (``?`` placeholders) in one transaction (one round trip on
+        PostgreSQL); their row counts, or with ``read`` the first value each returned."""
+        if self.sqlite:
+            self.connection.execute("BEGIN IMMEDIATE")
+            cursors = [self.connection.execute(sql, params) for sql, params in statements]
+            found = [c.fetchone()[0] if read else c.rowcount for c in cursors]
+            self.connection.execute("COMMIT")
+            return found
+        with self.connection.pipeline():
+            cursors = [
+                self.connection.execute(sql.replace("?", "%s"), params)
+                for sql, params in statements
+            ]
+            self.connection.commit()
+        return [c.fetchone()[0] if read else c.rowcount for c in cursors]
+
+    def remove_from(self, idx: int, *, archive: bool) -> int:
+        """Delete messages from ``idx`` on and their blocks (archived first when asked)."""
+        keys = {"messages": "idx", "blocks": "message_idx"}
+        tail = {
+            t: f"conversation_id = ? AND {k} BETWEEN ? AND {2**31 - 1}" for t, k in keys.items()
+        }
+        statements: list[tuple[str, tuple[Any, ...]]] = []
+        for table in ("blocks", "messages") if archive else ():
+            columns = ", ".join(_table_columns(table))
+            copy = f"INSERT INTO archived_{table} (rollback_id, {columns}) SELECT ?, {columns}"
+            statements.append(
+                (f"{copy} FROM {table} WHERE {tail[table]}", (self.rollback_id, self.cid, idx))
+            )
+        for table in ("blocks", "messages"):
+            delete = f"DELETE FROM {table} WHERE {tail[table]}"  # noqa: S608 (constants)
+            statements.append((delete, (self.cid, idx)))
+        reset = "UPDATE conversations SET message_count = ? WHERE id = ?"
+        statements.append((reset, (idx, self.cid)))
+        return int(self._run(statements)[-2])
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def _table_columns(name: str) -> list[str]:
+    from contextstore.storage.tables import metadata
+
+    return [column.name for column in metadata.tables[name].c]
+
+
 class SQLiteSessionSubject:
     """The OpenAI Agents SDK's ``SQLiteSession``: ``add_items`` and ``get_items``."""
 

@@ -5,14 +5,22 @@ Timings are never checked (they depend on the machine and its load); the shape i
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from contextstore.cli import cli
-from contextstore.devtools import bench_runner, bench_workloads
-from contextstore.devtools.bench_subjects import PEERS, peer_available
+from contextstore.devtools import bench_data, bench_runner, bench_workloads
+from contextstore.devtools.bench_subjects import (
+    PEERS,
+    ContextStoreSubject,
+    LayoutFloor,
+    peer_available,
+)
+from tests.conftest import POSTGRES_URL, new_postgres_schema
 
 
 def test_bench_measures_every_workload_and_writes_json(tmp_path: Path) -> None:
@@ -100,3 +108,40 @@ def test_pages_also_measures_cline_histories_from_a_folder(tmp_path: Path) -> No
         (f"{size // 1024} KiB pages", 4) for size in bench_workloads.PAGE_SIZES
     ]
     assert all(m["note"].startswith("2 real Cline histories") for m in rows)
+
+
+@pytest.mark.parametrize("backend", ["file", "postgres"])
+@pytest.mark.parametrize("archive", [True, False], ids=["archive", "delete"])
+def test_the_layout_floor_removes_what_a_rollback_would_and_leaves_a_working_store(
+    tmp_path: Path, backend: str, archive: bool
+) -> None:
+    """The benchmark's lane on contextstore's own tables by hand removes the newest
+    messages and their blocks (archiving them when asked) and sets the message count back,
+    so the store appends and renders after it."""
+    with contextlib.ExitStack() as stack:
+        if backend == "file":
+            location = str(tmp_path / "by-hand.db")
+        else:
+            schema = stack.enter_context(new_postgres_schema())
+            location = f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
+        ours = ContextStoreSubject(location)
+        stack.callback(ours.close)
+        ours.load(bench_data.conversation(10))
+        kept = ours.store.messages(ours.conversation_id)
+        ours.store.append_many(ours.conversation_id, bench_data.conversation(4, start=10))
+        before = ours.store.row_counts(ours.conversation_id)
+        blocks = sum(len(m["content"]) for m in ours.store.messages(ours.conversation_id)[10:])
+        by_hand = LayoutFloor(ours)
+        assert by_hand.remove_from(10, archive=archive) == 4
+        by_hand.close()
+        after = ours.store.row_counts(ours.conversation_id)
+        assert before["messages"] - after["messages"] == 4
+        assert before["blocks"] - after["blocks"] == blocks > 4
+        assert ours.store.messages(ours.conversation_id) == kept
+        with ours.store.database.read() as connection:
+            archived = connection.exec_driver_sql(
+                "SELECT count(*) FROM archived_messages"
+            ).scalar_one()
+        assert archived == (4 if archive else 0)
+        ours.store.append(ours.conversation_id, "user", "and on")
+        assert len(ours.store.messages(ours.conversation_id)) == 11
