@@ -160,6 +160,17 @@ def queue_of(store: ContextStore) -> writer_queue.WriterQueue:
     return queue
 
 
+def on_helper_wait(monkeypatch: pytest.MonkeyPatch, signal_wait: Callable[[], object]) -> None:
+    """Call ``signal_wait`` each time a writer hands its wait to its store's helper."""
+    wait = writer_queue._Helper.wait
+
+    def watched(helper: writer_queue._Helper, timeout: float) -> bool:
+        signal_wait()
+        return wait(helper, timeout)
+
+    monkeypatch.setattr(writer_queue._Helper, "wait", watched)
+
+
 def test_a_file_stores_writes_queue_on_a_private_lock_file(path: Path) -> None:
     with ContextStore.open(path) as store:
         store.append(store.create_conversation().id, [user("hi")])
@@ -275,13 +286,7 @@ def test_a_later_wait_takes_over_an_abandoned_one(
             store.append(cid, [user("gave up waiting")])
             monkeypatch.setattr(writer_queue, "MAX_WAIT", NEVER)
             waiting = threading.Event()
-            wait = writer_queue._Helper.wait
-
-            def watched(helper: writer_queue._Helper, timeout: float) -> bool:
-                waiting.set()
-                return wait(helper, timeout)
-
-            monkeypatch.setattr(writer_queue._Helper, "wait", watched)
+            on_helper_wait(monkeypatch, waiting.set)
             commits_held.clear()
             thread, out = in_thread(lambda: store.append(cid, [assistant("waited")]))
             assert waiting.wait(HUNG)
@@ -314,13 +319,7 @@ def test_no_lock_is_taken_beside_a_wait_still_in_the_kernel(
         assert came.wait(HUNG)  # the helper has the lock and has not yet said so
         monkeypatch.setattr(writer_queue, "MAX_WAIT", NEVER)
         entered = threading.Event()
-        wait = writer_queue._Helper.wait
-
-        def watched(helper: writer_queue._Helper, timeout: float) -> bool:
-            entered.set()
-            return wait(helper, timeout)
-
-        monkeypatch.setattr(writer_queue._Helper, "wait", watched)
+        on_helper_wait(monkeypatch, entered.set)
         releaser = threading.Thread(target=lambda: entered.wait(HUNG) and go.set(), daemon=True)
         releaser.start()
         fd = queue._descriptor()
@@ -394,13 +393,7 @@ def test_a_forked_child_waits_through_a_helper_of_its_own(
         monkeypatch.setattr(writer_queue, "MAX_WAIT", NEVER)
         with held(path) as let_go:
             read, write = os.pipe()
-            wait = writer_queue._Helper.wait
-
-            def watched(helper: writer_queue._Helper, timeout: float) -> bool:
-                os.write(write, b"w")
-                return wait(helper, timeout)
-
-            monkeypatch.setattr(writer_queue._Helper, "wait", watched)
+            on_helper_wait(monkeypatch, lambda: os.write(write, b"w"))
 
             def child() -> bool:
                 fd = queue._descriptor()
