@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
@@ -19,6 +20,7 @@ from contextstore.core.errors import (
     InvalidInputError,
 )
 from contextstore.facade.maintenance import MAX_REPORTED_PROBLEMS
+from contextstore.storage import recovery
 from tests.cli.conftest import run
 from tests.robustness.damage import (
     overwrite_header,
@@ -379,6 +381,48 @@ def test_recover_reads_past_a_damaged_page_of_a_table_without_rowids(tmp_path: P
     assert any(n.startswith("messages: rows on damaged pages") for n in report.notes)
     ordered = sorted(seeded.conversations)
     assert recovered.get(ordered[-1]) == seeded.views[ordered[-1]]  # past the damaged page
+
+
+def test_the_key_order_scan_reads_each_readable_row_once_in_key_order(tmp_path: Path) -> None:
+    """``scan_by_key`` on an intact ``messages`` table reads every row once, in key order,
+    numbered 1..n in place of rowids, and reports no loss. Past a damaged page it reads on
+    conversation by conversation: no row twice, every conversation a prefix of its own
+    rows, and nothing lost but the damaged page's run of keys and the rest of the
+    conversation that run ends in."""
+    path = tmp_path / "store.db"
+    with ContextStore.open(path) as store:
+        # Ids that sort below "None" and below any index read as text: a scan that went on
+        # from a wrong point would pass over them.
+        ids = {store.create_conversation(id=f"{n}-damage").id for n in range(6)}
+        for cid in sorted(ids):
+            roles = ("user", "assistant")
+            store.append(cid, [{"role": roles[i % 2], "content": f"{i}"} for i in range(300)])
+    select = "SELECT conversation_id, idx, ts FROM messages ORDER BY conversation_id, idx"
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        original = connection.execute(select).fetchall()
+        assert recovery.key_columns(connection, "messages") == ["conversation_id", "idx"]
+        intact = recovery.scan_by_key(connection, "messages", ["idx", "ts"], set())
+    assert not intact.keyed_loss
+    assert intact.rows == [(n, idx, ts) for n, (_, idx, ts) in enumerate(original, start=1)]
+
+    overwrite_middle_page(path, table="messages")
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        key = ["conversation_id", "idx", "ts"]
+        scan = recovery.scan_by_key(connection, "messages", key, ids)
+    assert scan.keyed_loss
+    assert [row[0] for row in scan.rows] == list(range(1, len(scan.rows) + 1))
+    got = [row[1:] for row in scan.rows]
+    assert len(set(got)) == len(got) and got == sorted(got)
+    for cid in ids:
+        theirs = [r for r in original if r[0] == cid]
+        mine = [r for r in got if r[0] == cid]
+        assert mine == theirs[: len(mine)]
+    # A page holds a run of keys: what is lost is that run and the rest of the last
+    # conversation it touches, so the missing rows are one run ending with a conversation.
+    missing = [n for n, row in enumerate(original) if row not in set(got)]
+    assert missing and missing == list(range(missing[0], missing[-1] + 1))
+    assert original[missing[-1] + 1][0] != original[missing[-1]][0]  # the middle page is not
+    # in the last conversation, which comes back whole
 
 
 def test_recover_refuses_an_existing_destination_and_a_missing_source(tmp_path: Path) -> None:
