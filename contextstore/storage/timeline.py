@@ -425,11 +425,11 @@ def _removed(table: Table) -> ColumnElement[bool]:
     first after the cutoff) and their blocks, rows newer than ``cutoff`` elsewhere."""
     if table is blocks:
         return (_b.conversation_id == bindparam("cid")) & _b.message_idx.between(
-            bindparam("first", type_=Integer), NO_MESSAGE
+            bindparam("first"), NO_MESSAGE
         )
     if table is messages:
         return (_m.conversation_id == bindparam("cid")) & _m.idx.between(
-            bindparam("first", type_=Integer), NO_MESSAGE
+            bindparam("first"), NO_MESSAGE
         )
     return _after(table)
 

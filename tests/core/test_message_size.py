@@ -80,6 +80,12 @@ def test_the_bound_covers_the_longest_numbers_and_characters(value: Any) -> None
     assert json_size_bound(value) >= _exact_bytes(value)
 
 
+@pytest.mark.parametrize("value", [{}, [], (), ""], ids=repr)
+def test_the_bound_of_an_empty_container_or_text_is_its_exact_size(value: Any) -> None:
+    """Two bytes: the bound adds nothing of its own to what a value holds."""
+    assert json_size_bound(value) == _exact_bytes(value) == 2
+
+
 @st.composite
 def messages(draw: st.DrawFn) -> NormalizedMessage:
     extra = draw(st.dictionaries(plain_texts, json_values, max_size=3))
