@@ -101,7 +101,7 @@ def json_size_bound(value: Any) -> int:
             if key.__class__ is not str:
                 return UNBOUNDED
             if item.__class__ is str:  # most values: counted here, without a call
-                total += _CHAR_BYTES * (len(key) + len(item)) + 8  # 4 quotes, colon, comma
+                total += _CHAR_BYTES * (len(key) + len(item)) + 6  # 4 quotes, colon, comma
             else:
                 total += _CHAR_BYTES * len(key) + 4 + json_size_bound(item)
         return total if total < UNBOUNDED else UNBOUNDED

@@ -86,6 +86,12 @@ def test_the_bound_of_an_empty_container_or_text_is_its_exact_size(value: Any) -
     assert json_size_bound(value) == _exact_bytes(value) == 2
 
 
+@pytest.mark.parametrize("value", [{"": ""}, {"": []}, [""], [[]]], ids=repr)
+def test_the_bound_of_one_empty_item_is_its_exact_size_and_a_comma(value: Any) -> None:
+    """Each item is counted with the comma that would follow it, and nothing else."""
+    assert json_size_bound(value) == _exact_bytes(value) + 1
+
+
 @st.composite
 def messages(draw: st.DrawFn) -> NormalizedMessage:
     extra = draw(st.dictionaries(plain_texts, json_values, max_size=3))
