@@ -388,7 +388,7 @@ def test_the_key_order_scan_reads_each_readable_row_once_in_key_order(tmp_path: 
     numbered 1..n in place of rowids, and reports no loss. Past a damaged page it reads on
     conversation by conversation: no row twice, every conversation a prefix of its own
     rows, and nothing lost but the damaged page's run of keys and the rest of the
-    conversation that run ends in."""
+    conversation that run ends in; conversations after the last one known are found too."""
     path = tmp_path / "store.db"
     with ContextStore.open(path) as store:
         # Ids that sort below "None" and below any index read as text: a scan that went on
@@ -423,6 +423,11 @@ def test_the_key_order_scan_reads_each_readable_row_once_in_key_order(tmp_path: 
     assert missing and missing == list(range(missing[0], missing[-1] + 1))
     assert original[missing[-1] + 1][0] != original[missing[-1]][0]  # the middle page is not
     # in the last conversation, which comes back whole
+    # A conversation no other table names is still found when it sorts after the last one
+    # named: the scan reads on from there.
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        unnamed = recovery.scan_by_key(connection, "messages", key, ids - {max(ids)})
+    assert unnamed.rows == scan.rows
 
 
 def test_recover_refuses_an_existing_destination_and_a_missing_source(tmp_path: Path) -> None:
