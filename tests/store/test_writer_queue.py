@@ -356,6 +356,12 @@ def _in_child(work: Callable[[], bool]) -> bool:
     return answer == b"1"
 
 
+def _takes_the_lock(queue: writer_queue.WriterQueue) -> bool:
+    """Whether the queue's own lock file descriptor gets the lock (as a forked child)."""
+    fd = queue._descriptor()
+    return fd is not None and queue._take(fd)
+
+
 def _read_within(fd: int, seconds: float) -> bytes:
     import select
 
@@ -373,11 +379,8 @@ def test_a_forked_child_does_not_share_its_parents_lock(
         with queue.turn():
             assert not lock_is_free(path)
 
-            def child() -> bool:
-                fd = queue._descriptor()
-                return fd is not None and queue._take(fd)
-
-            assert _in_child(child) is False  # the parent's turn, not the child's
+            # the parent's turn, not the child's
+            assert _in_child(lambda: _takes_the_lock(queue)) is False
 
 
 def test_a_forked_child_waits_through_a_helper_of_its_own(
@@ -395,17 +398,13 @@ def test_a_forked_child_waits_through_a_helper_of_its_own(
             read, write = os.pipe()
             on_helper_wait(monkeypatch, lambda: os.write(write, b"w"))
 
-            def child() -> bool:
-                fd = queue._descriptor()
-                return fd is not None and queue._take(fd)
-
             def let_go_once_waiting() -> None:
                 assert _read_within(read, HUNG) == b"w"
                 let_go()
 
             releaser = threading.Thread(target=let_go_once_waiting, daemon=True)
             releaser.start()
-            assert _in_child(child) is True
+            assert _in_child(lambda: _takes_the_lock(queue)) is True
             releaser.join(HUNG)
             os.close(read)
             os.close(write)
