@@ -433,3 +433,15 @@ PATTERNS: tuple[SecretPattern, ...] = (
     ),
 )
 """The built-in pattern set, most specific first (earlier patterns win ties)."""
+
+
+PASSWORD_KEY_NAME = re.compile(r"(?i)(?:password|passwd|passphrase)")
+"""A key named like a password: a value held under it is masked whatever its shape."""
+SECRET_KEY_NAME = re.compile(
+    r"(?i)(?:secret|token|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key"
+    r"|auth[_\-]?key|credentials?|password|passwd)$"
+)
+"""A key named like a secret: at medium confidence a generic-looking value under it is
+masked."""
+SECRET_KEY_WORD = re.compile(SECRET_KEY_NAME.pattern.removesuffix("$"))
+"""A secret-like key name anywhere in a text (the key check of ``mask_value``)."""

@@ -7,15 +7,11 @@ never its value. The patterns live in :mod:`contextstore.processors.secret_patte
 
 from __future__ import annotations
 
-import bisect
 import json
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from ahocorasick_rs import AhoCorasick, BytesAhoCorasick, MatchKind
 
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import BlockUpdate, Message, UpdateMode, block_text
@@ -28,11 +24,22 @@ from contextstore.processors.base import (
     media_digest,
     readable_text,
 )
+from contextstore.processors.secret_hints import (
+    BATCH_CHARS,
+    TEXT_SLOTS,
+    HintBatch,
+    enabled_patterns,
+    hint_filter,
+    scanned_texts,
+)
 from contextstore.processors.secret_patterns import (
     CONFIDENCE_LEVELS,
     HIGH,
     MEDIUM,
+    PASSWORD_KEY_NAME,
     PATTERNS,
+    SECRET_KEY_NAME,
+    SECRET_KEY_WORD,
     SecretPattern,
     is_placeholder,
     looks_generic,
@@ -51,17 +58,6 @@ class Finding:
     start: int
     end: int
     confidence: str
-
-
-_PASSWORD_KEY_NAME = re.compile(r"(?i)(?:password|passwd|passphrase)")
-_SECRET_KEY_NAME = re.compile(
-    r"(?i)(?:secret|token|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key"
-    r"|auth[_\-]?key|credentials?|password|passwd)$"
-)
-
-
-_SECRET_KEY_WORD = re.compile(_SECRET_KEY_NAME.pattern.removesuffix("$"))
-"""A secret-like key name anywhere in a text (the key check of :func:`mask_value`)."""
 
 
 def marker(kind: str) -> str:
@@ -99,63 +95,6 @@ _ENCODE = json.JSONEncoder(ensure_ascii=False).encode
 """``json.dumps(value, ensure_ascii=False)`` without building an encoder per call."""
 
 
-@dataclass(frozen=True)
-class _Prefilter:
-    """Every hint of a pattern set in one Aho-Corasick automaton: a text is scanned once
-    for all of them, and only the patterns whose hints it contains run their regexes."""
-
-    source: tuple[SecretPattern, ...]
-    """The whole set it was built from (held so that its identity stays unique)."""
-    patterns: tuple[SecretPattern, ...]
-    automaton: AhoCorasick | None
-    always: tuple[SecretPattern, ...]
-    """Patterns without hints: every text is searched with them."""
-    anywhere: BytesAhoCorasick | None
-    """The same hints over UTF-8, matched leftmost-first: the quickest way to learn where
-    some hint occurs in many texts at once (about four times as fast as the automaton
-    above, which reports every hint present, overlapping ones included)."""
-
-
-_PREFILTERS: dict[tuple[int, tuple[str, ...]], _Prefilter] = {}
-
-
-def _prefilter(patterns: Sequence[SecretPattern], levels: tuple[str, ...]) -> _Prefilter:
-    """The prefilter of a pattern set, built once per set (keyed by the set's identity;
-    the entry keeps the set alive, so the identity is never reused)."""
-    key = (id(patterns), levels)
-    found = _PREFILTERS.get(key)
-    if found is None:
-        if len(_PREFILTERS) > 256:
-            _PREFILTERS.clear()
-        source = tuple(patterns)
-        chosen = tuple(p for p in source if p.confidence in levels)
-        hints = sorted({h for p in chosen for h in p.hints})
-        automaton = AhoCorasick(hints) if hints else None
-        anywhere = (
-            BytesAhoCorasick([h.encode() for h in hints], matchkind=MatchKind.LeftmostFirst)
-            if hints
-            else None
-        )
-        always = tuple(p for p in chosen if not p.hints)
-        found = _Prefilter(source, chosen, automaton, always, anywhere)
-        _PREFILTERS[key] = found
-    return found
-
-
-def _enabled(
-    text: str, patterns: Sequence[SecretPattern], levels: tuple[str, ...]
-) -> list[SecretPattern]:
-    """The patterns that may match ``text`` (those :meth:`SecretPattern.may_match` admits),
-    found with one scan of the lower-cased text."""
-    prefilter = _prefilter(patterns, levels)
-    if prefilter.automaton is None:
-        return list(prefilter.always)
-    present = set(prefilter.automaton.find_matches_as_strings(text.lower(), overlapping=True))
-    if not present:
-        return list(prefilter.always)
-    return [p for p in prefilter.patterns if not p.hints or not present.isdisjoint(p.hints)]
-
-
 def find_secrets(
     text: str,
     *,
@@ -170,7 +109,7 @@ def find_secrets(
     chosen one) finds secrets that a longer, losing match had swallowed, which is what
     makes masking idempotent.
     """
-    enabled = _enabled(text, patterns, _levels(confidence))
+    enabled = enabled_patterns(text, patterns, _levels(confidence))
     if not enabled:
         return []
     pending = {order: _next_match(p, text, 0) for order, p in enumerate(enabled)}
@@ -223,9 +162,9 @@ def _keyed_kind(key: str, value: str, levels: tuple[str, ...]) -> str | None:
     """Classify a string value by the dict key that holds it (tool inputs, JSON)."""
     if "[REDACTED:" in value:
         return None
-    if _PASSWORD_KEY_NAME.search(key) and len(value) >= 3 and not is_placeholder(value):
+    if PASSWORD_KEY_NAME.search(key) and len(value) >= 3 and not is_placeholder(value):
         return "password"
-    if MEDIUM in levels and _SECRET_KEY_NAME.search(key) and looks_generic(value):
+    if MEDIUM in levels and SECRET_KEY_NAME.search(key) and looks_generic(value):
         return "generic_secret"
     return None
 
@@ -348,105 +287,6 @@ def _counts(findings: Iterable[Finding]) -> dict[str, int]:
     return dict(sorted(Counter(f.kind for f in findings).items()))
 
 
-_TEXT_SLOTS = frozenset({"text", "tool_result"})
-"""Block types whose text (``text``; a tool result's string ``content``) is all the masker
-reads of them."""
-
-BATCH_CHARS = 1 << 20
-"""Characters of block texts the masker scans for hints in one pass (bounds the memory the
-joined texts take)."""
-
-
-class _Batch:
-    """Blocks gathered for one hint scan, in view order: each with the texts that decide
-    whether it may hold a secret, or forced (it goes through the masking steps whatever it
-    holds)."""
-
-    def __init__(self, automaton: BytesAhoCorasick) -> None:
-        self.automaton = automaton
-        self.texts: list[str] = []
-        self.owners: list[tuple[int, int, dict[str, Any]]] = []
-        """The block of each text (a block with several texts is there for each)."""
-        self.forced: list[tuple[int, tuple[int, int, dict[str, Any]]]] = []
-        """Forced blocks, each after the texts gathered before it."""
-        self.chars = 0
-
-    def flagged(self) -> list[tuple[int, int, dict[str, Any]]]:
-        """The blocks, in view order, that may hold a secret; empties the batch."""
-        hinted = sorted(self._hinted_texts())
-        found: list[tuple[int, tuple[int, int, dict[str, Any]]]] = []
-        for position in hinted:
-            owner = self.owners[position]
-            if not found or found[-1][1] is not owner:
-                found.append((position, owner))
-        if self.forced:
-            # A forced block goes before the texts gathered after it (sort is stable).
-            found = sorted([*self.forced, *found], key=lambda item: item[0])
-        self.texts.clear()
-        self.owners.clear()
-        self.forced.clear()
-        self.chars = 0
-        return [owner for _, owner in found]
-
-    def _hinted_texts(self) -> set[int]:
-        """The positions of the texts holding a hint, from one scan of them lower-cased and
-        joined by line breaks. No hint holds a line break, so every match lies inside one
-        text and each text holding a hint has a match of its own."""
-        if not self.texts:
-            return set()
-        joined = "\n".join(self.texts)
-        data = joined.lower().encode()
-        matches = self.automaton.find_matches_as_indexes(data)
-        if not matches:
-            return set()
-        if len(data) == len(joined):
-            # One byte per character before and after lower-casing: offsets are the texts'.
-            sizes = [len(text) for text in self.texts]
-        else:
-            sizes = [len(text.lower().encode()) for text in self.texts]
-        starts = []
-        offset = 0
-        for size in sizes:
-            starts.append(offset)
-            offset += size + 1
-        return {bisect.bisect_right(starts, start) - 1 for _, start, _ in matches}
-
-
-def _scanned_texts(block: dict[str, Any], medium: bool) -> tuple[str, ...] | None:
-    """The texts of ``block`` that hold every secret :meth:`_propose_block` could find
-    in it (a block none of whose texts holds a hint gets no proposal), or None when it
-    must go through the steps whatever its texts hold (``medium``: the masker's
-    confidence enables medium patterns)."""
-    kind = block.get("type")
-    if kind == "tool_use" and "input" in block:
-        value = block["input"]
-        if isinstance(value, str):
-            return (value,)
-        if value.__class__ is not dict:
-            return None
-        texts = []
-        for key, item in value.items():
-            if item.__class__ is str:
-                # mask_value's rules for a value held under a password- or secret-like key.
-                if key.__class__ is not str or _PASSWORD_KEY_NAME.search(key):
-                    return None
-                if medium and _SECRET_KEY_NAME.search(key):
-                    return None
-                texts.append(item)
-            elif not (item is None or item.__class__ in (bool, int, float)):
-                return None
-        return tuple(texts)
-    content = block.get("content")
-    if kind == "tool_result" and isinstance(content, list):
-        return tuple(
-            item["text"]
-            for item in content
-            if isinstance(item, dict) and isinstance(item.get("text"), str)
-        )
-    text = block_text(block)
-    return () if text is None else (text,)
-
-
 class SecretMasker:
     """Processor that masks secrets in the view the model sees.
 
@@ -507,9 +347,9 @@ class SecretMasker:
         except (TypeError, ValueError):
             return True
         levels = _levels(self.confidence)
-        if _enabled(dumped, self.patterns, levels) or _PASSWORD_KEY_NAME.search(dumped):
+        if enabled_patterns(dumped, self.patterns, levels) or PASSWORD_KEY_NAME.search(dumped):
             return True
-        return MEDIUM in levels and _SECRET_KEY_WORD.search(dumped) is not None
+        return MEDIUM in levels and SECRET_KEY_WORD.search(dumped) is not None
 
     def rewrite_system(self, text: str) -> str:
         """The system prompt with its secrets masked: a prepared request stores and sends
@@ -519,7 +359,7 @@ class SecretMasker:
     def _may_match(self, text: str) -> bool:
         """False when no pattern can match ``text`` (none of their hints is in it): most
         texts are settled by this one scan, without the steps of :func:`mask_text`."""
-        prefilter = _prefilter(self.patterns, _levels(self.confidence))
+        prefilter = hint_filter(self.patterns, _levels(self.confidence))
         if prefilter.always:
             return True
         if prefilter.automaton is None:
@@ -537,12 +377,12 @@ class SecretMasker:
         tool input is not a flat object of strings) goes through the masking steps. The
         proposals are those of :meth:`_propose_each`.
         """
-        prefilter = _prefilter(self.patterns, _levels(self.confidence))
+        prefilter = hint_filter(self.patterns, _levels(self.confidence))
         if prefilter.always or prefilter.anywhere is None:
             return self._propose_each(view)
         medium = MEDIUM in _levels(self.confidence)
         updates: list[BlockUpdate] = []
-        batch = _Batch(prefilter.anywhere)
+        batch = HintBatch(prefilter.anywhere)
         texts, owners = batch.texts, batch.owners
         for message_idx, message in view:
             content = message.get("content")
@@ -557,13 +397,13 @@ class SecretMasker:
                     # The commonest blocks, a text and a tool result's string, inline.
                     kind = block.get("type")
                     text = block.get("text" if kind == "text" else "content")
-                    if kind in _TEXT_SLOTS and isinstance(text, str):
+                    if kind in TEXT_SLOTS and isinstance(text, str):
                         texts.append(text)
                         owners.append((message_idx, block_idx, block))
                         batch.chars += len(text)
                         continue
                     owner = (message_idx, block_idx, block)
-                    scanned = _scanned_texts(block, medium)
+                    scanned = scanned_texts(block, medium)
                     if scanned is None:
                         batch.forced.append((len(texts), owner))
                         continue
@@ -585,7 +425,7 @@ class SecretMasker:
                 updates.append(update)
         return updates
 
-    def _flush(self, batch: _Batch) -> list[BlockUpdate]:
+    def _flush(self, batch: HintBatch) -> list[BlockUpdate]:
         """The proposals for the blocks gathered in ``batch`` (which is emptied)."""
         updates: list[BlockUpdate] = []
         for message_idx, block_idx, block in batch.flagged():
