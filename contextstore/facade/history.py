@@ -38,7 +38,7 @@ from contextstore.processors.pipeline import Pipeline
 from contextstore.processors.runner import RunContext, propose_and_view, view_with
 from contextstore.processors.secrets import mask_message
 from contextstore.renderers import registry
-from contextstore.storage import conversations, history, ranges, updates
+from contextstore.storage import appends, conversations, history, ranges, updates
 from contextstore.storage.clock import last_ts, reserve_messages, tick
 from contextstore.storage.database import Connection
 
@@ -151,7 +151,7 @@ class HistoryMixin(NodesMixin):
         if rows is not None and not self._db.is_sqlite:
 
             def alone(connection: Connection) -> list[AppendedMessage]:
-                first_ts, first_idx = history.append_messages(
+                first_ts, first_idx = appends.append_messages(
                     connection, conversation_id, rows, at=ts
                 )
                 return _appended(conversation_id, first_idx, first_ts, prepared)
@@ -170,7 +170,7 @@ class HistoryMixin(NodesMixin):
                     connection, conversation_id, first_idx, prepared, calls, missing
                 )
                 pending = _pending(prepared, nodes)
-            history.insert_messages(connection, conversation_id, first_idx, first_ts, pending)
+            appends.insert_messages(connection, conversation_id, first_idx, first_ts, pending)
             return _appended(conversation_id, first_idx, first_ts, prepared)
 
         appended = self._db.write(work, pipeline=True)
@@ -462,9 +462,9 @@ class HistoryMixin(NodesMixin):
 
 def _pending(
     written: Sequence[CountedMessage], nodes: Sequence[Sequence[NodeRow]]
-) -> history.PendingRows:
+) -> appends.PendingRows:
     """The rows of counted messages and their node rows, ready for the writer's turn."""
-    return history.pending_rows(
+    return appends.pending_rows(
         [(c.message, c.tokens, n) for c, n in zip(written, nodes, strict=True)]
     )
 

@@ -163,7 +163,7 @@ def tick_if_unchanged(
 def message_reservation() -> Update:
     """The ``UPDATE ... RETURNING last_ts, message_count`` :func:`reserve_messages` runs,
     for a statement that writes the messages with what it returns (see
-    :func:`contextstore.storage.history.append_messages`); it takes the parameters of
+    :func:`contextstore.storage.appends.append_messages`); it takes the parameters of
     :func:`reservation_params`."""
     return _advanced(True)
 

@@ -27,9 +27,9 @@ from sqlalchemy import (
 from contextstore.core.content import NormalizedMessage
 from contextstore.core.nodes import NodeRow
 from contextstore.storage import lineage
+from contextstore.storage.appends import insert_message_rows
 from contextstore.storage.clock import NO_LIMIT
 from contextstore.storage.codec import column_text, decode_block, decode_json
-from contextstore.storage.history import insert_message_rows
 from contextstore.storage.tables import (
     ARCHIVES,
     TIMELINE_TABLES,

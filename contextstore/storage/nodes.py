@@ -2,7 +2,7 @@
 and the system prompts and tool definitions stored once per content (``context_nodes``).
 
 The node columns of a block are written with the block itself
-(:func:`contextstore.storage.history.insert_message_rows`).
+(:func:`contextstore.storage.appends.insert_message_rows`).
 """
 
 from __future__ import annotations
