@@ -27,7 +27,7 @@ from contextstore.core.validate import (
     shown,
 )
 from contextstore.facade.base import StoreBase
-from contextstore.storage import conversations, timeline
+from contextstore.storage import checkpoints, conversations, timeline
 from contextstore.storage.clock import not_found, now_ms, set_message_count, tick
 from contextstore.storage.database import Connection
 
@@ -59,7 +59,7 @@ class TimelineMixin(StoreBase):
 
         def work(connection: Connection) -> Checkpoint:
             (stamp,) = tick(connection, conversation_id, at=ts)
-            return timeline.insert_checkpoint(
+            return checkpoints.insert_checkpoint(
                 connection, conversation_id, stamp, label, git_hash, stored_note
             )
 
@@ -70,7 +70,7 @@ class TimelineMixin(StoreBase):
         check_id(conversation_id)
         with self._db.read() as connection:
             self._conversation(connection, conversation_id)
-            return timeline.list_checkpoints(connection, conversation_id)
+            return checkpoints.list_checkpoints(connection, conversation_id)
 
     def _resolve_cutoff(
         self,
@@ -92,11 +92,11 @@ class TimelineMixin(StoreBase):
             return to
         check_text("checkpoint label", to, MAX_LABEL_LENGTH, optional=False)
         if labelled is None:
-            found = timeline.checkpoint_ts(connection, conversation_id, to)
+            found = checkpoints.checkpoint_ts(connection, conversation_id, to)
         else:
             (found,) = labelled
         if found is None:
-            labels = timeline.checkpoint_labels(connection, conversation_id)
+            labels = checkpoints.checkpoint_labels(connection, conversation_id)
             known = ", ".join(sorted(repr(x) for x in labels)) or "none"
             raise CheckpointNotFoundError(
                 f"conversation {conversation_id!r} has no checkpoint labelled {to!r} "
@@ -135,7 +135,7 @@ class TimelineMixin(StoreBase):
         def work(connection: Connection) -> RollbackReport:
             # The conversation and the label's checkpoint in one round trip.
             label = to if isinstance(to, str) else None
-            exists, newest = timeline.find_target(connection, conversation_id, label)
+            exists, newest = checkpoints.find_target(connection, conversation_id, label)
             if not exists:
                 raise not_found(conversation_id)
             cutoff = self._resolve_cutoff(connection, conversation_id, to, labelled=(newest,))
