@@ -20,7 +20,7 @@ from contextstore.core.errors import (
     InvalidInputError,
 )
 from contextstore.facade.maintenance import MAX_REPORTED_PROBLEMS
-from contextstore.storage import recovery
+from contextstore.storage import damaged_file
 from tests.cli.conftest import run
 from tests.robustness.damage import (
     overwrite_header,
@@ -400,15 +400,15 @@ def test_the_key_order_scan_reads_each_readable_row_once_in_key_order(tmp_path: 
     select = "SELECT conversation_id, idx, ts FROM messages ORDER BY conversation_id, idx"
     with contextlib.closing(sqlite3.connect(path)) as connection:
         original = connection.execute(select).fetchall()
-        assert recovery.key_columns(connection, "messages") == ["conversation_id", "idx"]
-        intact = recovery.scan_by_key(connection, "messages", ["idx", "ts"], set())
+        assert damaged_file.key_columns(connection, "messages") == ["conversation_id", "idx"]
+        intact = damaged_file.scan_by_key(connection, "messages", ["idx", "ts"], set())
     assert not intact.keyed_loss
     assert intact.rows == [(n, idx, ts) for n, (_, idx, ts) in enumerate(original, start=1)]
 
     overwrite_middle_page(path, table="messages")
     with contextlib.closing(sqlite3.connect(path)) as connection:
         key = ["conversation_id", "idx", "ts"]
-        scan = recovery.scan_by_key(connection, "messages", key, ids)
+        scan = damaged_file.scan_by_key(connection, "messages", key, ids)
     assert scan.keyed_loss
     assert [row[0] for row in scan.rows] == list(range(1, len(scan.rows) + 1))
     got = [row[1:] for row in scan.rows]
@@ -426,7 +426,7 @@ def test_the_key_order_scan_reads_each_readable_row_once_in_key_order(tmp_path: 
     # A conversation no other table names is still found when it sorts after the last one
     # named: the scan reads on from there.
     with contextlib.closing(sqlite3.connect(path)) as connection:
-        unnamed = recovery.scan_by_key(connection, "messages", key, ids - {max(ids)})
+        unnamed = damaged_file.scan_by_key(connection, "messages", key, ids - {max(ids)})
     assert unnamed.rows == scan.rows
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from contextstore import ContextStore
 from contextstore.storage import backup as backup_files
-from contextstore.storage.recovery import BTREE_PAGE_TYPES, first_loss, guess_page_size
+from contextstore.storage.damaged_file import BTREE_PAGE_TYPES, guess_page_size
+from contextstore.storage.recovery import first_loss
 from tests.conftest import assistant, user
 
 
