@@ -11,6 +11,7 @@ PostgreSQL (psycopg 3) gets the same engine otherwise. Transactions on the engin
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
 import sqlite3
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
 
@@ -88,11 +89,40 @@ def resolve_target(location: str | os.PathLike[str] | None, default: Path) -> Da
             if not database or database == ":memory:":
                 return DatabaseTarget("sqlite://", None, True)
             return DatabaseTarget(text, Path(database), False)
-        if url.get_backend_name() == "postgresql" and url.drivername == "postgresql":
-            text = url.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
-        return DatabaseTarget(text, None, False)
+        return DatabaseTarget(_postgres_url(url), None, False)
     path = Path(text).expanduser()
     return DatabaseTarget(f"sqlite:///{path}", path, False)
+
+
+POSTGRES_SCHEMES = ("postgresql", "postgresql+psycopg", "postgres")
+"""URL schemes taken as PostgreSQL through psycopg 3 (``postgres`` is libpq's short form)."""
+
+
+def _postgres_url(url: URL) -> str:
+    """``url`` as the SQLAlchemy URL of a PostgreSQL database reached through psycopg 3.
+
+    Raises:
+        InvalidInputError: the URL names another database or driver, or psycopg is not
+            installed.
+    """
+    if url.drivername not in POSTGRES_SCHEMES:
+        if url.drivername.startswith(("postgresql+", "postgres+")):
+            raise InvalidInputError(
+                f"{url.drivername!r} is a PostgreSQL driver contextstore does not use; it "
+                "talks to PostgreSQL through psycopg 3: write the URL as "
+                "postgresql://user@host:port/database."
+            )
+        raise InvalidInputError(
+            f"the database URL is a {url.drivername!r} one; contextstore keeps its rows in "
+            "SQLite (a file path, or sqlite:///path) or PostgreSQL "
+            "(postgresql://user@host:port/database)."
+        )
+    if importlib.util.find_spec("psycopg") is None:
+        raise InvalidInputError(
+            "PostgreSQL needs the psycopg driver, which is not installed: "
+            'pip install "contextstore[postgres]".'
+        )
+    return url.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
 
 
 def make_engine(
