@@ -20,11 +20,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from contextstore.cli import terminal
 from contextstore.cli.wording import cli_wording
-from contextstore.core.errors import ContextStoreError
+from contextstore.core.errors import ContextStoreError, NotFoundError
+from contextstore.storage.engine import resolve_target
+from contextstore.storage.paths import default_database_path, default_location
 from contextstore.store import ContextStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -161,22 +164,59 @@ def yes_option(func: F) -> F:
     return click.option("--yes", "-y", is_flag=True, help="Do it without asking.")(func)
 
 
-def open_store(ctx: click.Context, **kwargs: Any) -> ContextStore:
-    """Open the store named by ``--db`` (or the default); closed when the command ends."""
+def open_store(ctx: click.Context, *, existing: bool | None = None, **kwargs: Any) -> ContextStore:
+    """Open the store named by ``--db`` (or the default); closed when the command ends.
+
+    ``existing``: the command needs a store that is already there (a SQLite file that does
+    not exist is refused, and nothing is created); by default, when it opens without
+    ``auto_migrate``, as the commands that read do."""
     obj = ctx.find_root().obj or {}
     location = obj.get("db")
     if obj.get("read_only"):
         kwargs["read_only"] = True
+    if existing or (existing is None and kwargs.get("auto_migrate") is False):
+        _refuse_missing_file(location)
     try:
         store = ContextStore.open(location, **kwargs)
     except DBAPIError as exc:
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
-        where = location or "the default database"
+        where = _shown_location(location)
         raise ContextStoreError(
             f"cannot open {where}: {reason}; check --db (or $CONTEXTSTORE_DB)."
         ) from exc
     ctx.call_on_close(store.close)
     return store
+
+
+def _refuse_missing_file(location: str | None) -> None:
+    """Refuse a command that works on an existing store when its SQLite file does not exist,
+    before anything (the file, its folders) is created for it.
+
+    Raises:
+        NotFoundError: no file at the location named by ``--db``, $CONTEXTSTORE_DB or the
+            default.
+    """
+    text = default_location() if location is None else location
+    path = resolve_target(text, default_database_path()).sqlite_path
+    if path is None or path.exists() or str(path).startswith("file:"):
+        return  # in memory, there, or a SQLite URI (whose query the path would include)
+    named = "--db or $CONTEXTSTORE_DB" if location is not None else "the default location"
+    raise NotFoundError(
+        f"there is no database at {path} ({named}); check the path, or create one by "
+        "writing to it ('contextstore import ...', 'contextstore demo')."
+    )
+
+
+def _shown_location(location: str | None) -> str:
+    """``location`` for a message: a URL with its password masked."""
+    if location is None:
+        return "the default database"
+    if "://" not in location:
+        return location
+    try:
+        return make_url(location).render_as_string(hide_password=True)
+    except ArgumentError:
+        return location
 
 
 def confirm_or_refuse(ctx: click.Context, question: str, *, yes: bool, flag_hint: str) -> None:

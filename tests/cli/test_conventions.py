@@ -317,3 +317,65 @@ def test_a_database_that_cannot_be_opened_is_one_line(tmp_path: Path, where: str
     got = run("--db", db, "conversations")
     assert got.code == 1 and got.err.startswith(f"error: cannot open {db}: ")
     assert "check --db" in got.err and got.err.count("\n") == 1 and "traceback" not in got.err
+
+
+def test_a_password_in_the_url_is_masked_when_it_cannot_be_opened() -> None:
+    got = run("--db", "postgresql://someone:hunter2@127.0.0.1:1/x", "conversations")
+    assert got.code == 1 and "hunter2" not in got.err
+    assert got.err.startswith("error: cannot open postgresql://someone:***@127.0.0.1:1/x: ")
+
+
+READ_COMMANDS_ON_AN_ABSENT_FILE = [
+    ["conversations"],
+    ["show", "c1"],
+    ["checkpoints", "c1"],
+    ["rollback", "c1", "--to", "5", "--yes"],
+    ["checkpoint", "c1", "--label", "x"],
+    ["sql", "SELECT 1"],
+    ["check"],
+    ["audit", "c1"],
+    ["export", "cline", "c1", "out"],
+]
+
+
+@pytest.mark.parametrize("command", READ_COMMANDS_ON_AN_ABSENT_FILE, ids=lambda c: c[0])
+def test_a_command_on_a_database_that_is_not_there_creates_nothing(
+    tmp_path: Path, command: list[str]
+) -> None:
+    db = tmp_path / "not-yet" / "store.db"
+    got = run("--db", str(db), *command)
+    assert got.code == 3, got.err
+    assert got.err == (
+        f"error: there is no database at {db} (--db or $CONTEXTSTORE_DB); check the path, or "
+        "create one by writing to it ('contextstore import ...', 'contextstore demo').\n"
+    )
+    assert not db.parent.exists()
+
+
+def test_the_default_location_is_named_when_no_database_is_there(tmp_path: Path) -> None:
+    got = run("conversations", env={"CONTEXTSTORE_DB": "", "XDG_DATA_HOME": str(tmp_path)})
+    assert got.code == 3
+    expected = tmp_path / "contextstore" / "contextstore.db"
+    assert f"no database at {expected} (the default location)" in got.err
+    assert not (tmp_path / "contextstore").exists()
+
+
+def test_a_command_that_writes_creates_the_database(tmp_path: Path) -> None:
+    db = tmp_path / "new" / "store.db"
+    assert run("--db", str(db), "migrate").code == 0
+    got = run("--db", str(db), "conversations", "--json")
+    assert got.code == 0 and got.json() == []
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("mysql://someone@host/db", "is a 'mysql' one; contextstore keeps its rows in SQLite"),
+        ("http://example.com/x", "is a 'http' one"),
+        ("postgresql+asyncpg://someone@host/db", "'postgresql+asyncpg' is a PostgreSQL driver"),
+        ("postgresql+psycopg2://someone@host/db", "through psycopg 3"),
+    ],
+)
+def test_a_url_of_another_database_or_driver_is_refused_as_input(url: str, said: str) -> None:
+    got = run("--db", url, "conversations")
+    assert got.code == 2 and said in got.err and got.err.count("\n") == 1
