@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import click
@@ -11,7 +13,9 @@ from contextstore.cli.common import handle_errors
 
 
 @click.command("crash-test")
-@click.option("--kills", type=int, default=500, show_default=True, help="Children to SIGKILL.")
+@click.option(
+    "--kills", type=click.IntRange(1), default=500, show_default=True, help="Children to SIGKILL."
+)
 @click.option("--seed", type=int, default=1, show_default=True, help="Seeds delays and operations.")
 @click.option(
     "--db",
@@ -22,7 +26,7 @@ from contextstore.cli.common import handle_errors
 )
 @click.option(
     "--max-delay",
-    type=float,
+    type=click.FloatRange(0, min_open=True),
     default=0.25,
     show_default=True,
     help="Longest wait (seconds) between a child's start and its kill.",
@@ -33,7 +37,6 @@ def crash_test(kills: int, seed: int, db_path: str | None, max_delay: float) -> 
     Exits 1 if any committed write was lost or an invariant broke.
     """
     import tempfile
-    from pathlib import Path
 
     from contextstore.devtools.crash import run_campaign
 
@@ -77,6 +80,41 @@ def _workloads(_ctx: click.Context, _param: click.Parameter, value: str | None) 
     return chosen
 
 
+def _postgres_url(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """A ``--url`` that names a PostgreSQL database this machine can reach, or None."""
+    if value is None:
+        return None
+    from contextstore.core.errors import InvalidInputError
+    from contextstore.devtools.bench_subjects import unreachable_postgres
+    from contextstore.storage.engine import resolve_target
+
+    try:
+        target = resolve_target(value, Path(value))
+    except InvalidInputError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if target.is_sqlite or "://" not in value:
+        raise click.BadParameter(
+            "give a PostgreSQL URL (postgresql://user@host:port/database); SQLite is measured "
+            "in every run, in a temporary folder."
+        )
+    reason = unreachable_postgres(target.url)
+    if reason is not None:
+        raise click.BadParameter(f"cannot connect to it: {reason}")
+    return target.url
+
+
+def _json_out(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """A ``--json-out`` file that can be written once the run ends (checked before it starts)."""
+    if value is None:
+        return None
+    folder = Path(value).absolute().parent
+    if not folder.is_dir():
+        raise click.BadParameter(f"the folder {folder} does not exist; create it first.")
+    if not os.access(folder, os.W_OK):
+        raise click.BadParameter(f"the folder {folder} cannot be written to.")
+    return value
+
+
 @click.command()
 @click.option(
     "--sizes",
@@ -106,6 +144,7 @@ def _workloads(_ctx: click.Context, _param: click.Parameter, value: str | None) 
     "--url",
     default=None,
     metavar="URL",
+    callback=_postgres_url,
     help="Also run on this PostgreSQL database (postgresql+psycopg://...) against raw psycopg.",
 )
 @click.option(
@@ -133,6 +172,7 @@ def _workloads(_ctx: click.Context, _param: click.Parameter, value: str | None) 
     "--json-out",
     type=click.Path(dir_okay=False, writable=True),
     default=None,
+    callback=_json_out,
     help="Also write every sample and the environment to this JSON file.",
 )
 @handle_errors
@@ -174,8 +214,11 @@ def bench(
     for reason in report.skipped:
         terminal.note(f"(skipped: {reason})")
     if json_out:
-        with open(json_out, "w", encoding="utf-8") as handle:
-            json.dump(report.to_json(), handle, indent=1)
+        try:
+            with open(json_out, "w", encoding="utf-8") as handle:
+                json.dump(report.to_json(), handle, indent=1)
+        except OSError as exc:
+            raise click.FileError(json_out, hint=exc.strerror or str(exc)) from exc
         terminal.note(f"wrote {json_out}")
 
 

@@ -239,6 +239,21 @@ def drop_postgres_floor(url: str) -> None:
         connection.execute("DROP TABLE IF EXISTS contextstore_bench_floor_archive")
 
 
+def unreachable_postgres(url: str) -> str | None:
+    """Why the PostgreSQL database at ``url`` (a SQLAlchemy URL) cannot be reached, in the
+    driver's words; None when a connection opens. Tried before a run, so that a wrong
+    ``--url`` is reported before the SQLite workloads have taken their time."""
+    try:
+        import psycopg
+    except ImportError:
+        return 'psycopg is not installed (pip install "contextstore[postgres]")'
+    try:
+        with psycopg.connect(_libpq_url(url), connect_timeout=10):
+            return None
+    except psycopg.Error as exc:
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
 def _libpq_url(url: str) -> str:
     """A SQLAlchemy URL (``postgresql+psycopg://...``) as libpq takes it."""
     return url.replace("postgresql+psycopg://", "postgresql://", 1)

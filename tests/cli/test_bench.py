@@ -145,3 +145,32 @@ def test_the_layout_floor_removes_what_a_rollback_would_and_leaves_a_working_sto
         assert archived == (4 if archive else 0)
         ours.store.append(ours.conversation_id, "user", "and on")
         assert len(ours.store.messages(ours.conversation_id)) == 11
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--url", "sqlite:///elsewhere.db"], "give a PostgreSQL URL"),
+        (["--url", "elsewhere.db"], "give a PostgreSQL URL"),
+        (["--url", "mysql://someone@host/db"], "is a 'mysql' one"),
+        (["--url", "postgresql://someone@127.0.0.1:1/x"], "cannot connect to it: "),
+        (["--json-out", "no-such-folder/bench.json"], "no-such-folder does not exist"),
+    ],
+)
+def test_a_bad_destination_is_refused_before_anything_is_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], said: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    ran: list[object] = []
+    monkeypatch.setattr("contextstore.devtools.bench.run", lambda *a, **k: ran.append(a))
+    result = CliRunner().invoke(cli, ["bench", "--sizes", "6", *args], obj={})
+    assert result.exit_code == 2 and said in result.output, result.output
+    assert "Traceback" not in result.output and ran == []
+
+
+@pytest.mark.parametrize(
+    ("args", "option"), [(["--kills", "0"], "--kills"), (["--max-delay", "0"], "--max-delay")]
+)
+def test_a_crash_campaign_of_nothing_is_refused(args: list[str], option: str) -> None:
+    result = CliRunner().invoke(cli, ["crash-test", *args], obj={})
+    assert result.exit_code == 2 and f"Invalid value for '{option}'" in result.output
