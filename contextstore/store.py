@@ -30,7 +30,7 @@ from contextstore.facade.timeline import TimelineMixin
 from contextstore.processors.pipeline import Pipeline
 from contextstore.storage.database import Database
 from contextstore.storage.driver_errors import classified_errors
-from contextstore.storage.engine import Durability, make_engine, resolve_target
+from contextstore.storage.engine import Durability, location_text, make_engine, resolve_target
 from contextstore.storage.migrate import ensure_schema
 from contextstore.storage.paths import default_database_path, default_location
 from contextstore.storage.recovery import salvage
@@ -95,7 +95,7 @@ class ContextStore(
                 high-confidence secrets; pass ``Pipeline([])`` for none).
             engine_kwargs: extra arguments for SQLAlchemy's ``create_engine``.
         """
-        text_location = default_location() if location is None else os.fspath(location)
+        text_location = default_location() if location is None else location_text(location)
         target = resolve_target(text_location, default_database_path())
         with classified_errors():
             engine = make_engine(

@@ -72,11 +72,28 @@ class DatabaseTarget:
         return self.url.startswith("sqlite")
 
 
+def location_text(location: object) -> str:
+    """``location`` (a path or a URL) as text, checked: a string or path object, not empty.
+
+    Raises:
+        InvalidInputError: any other type, a bytes path, or an empty or blank location.
+    """
+    text = os.fspath(location) if isinstance(location, str | os.PathLike) else None
+    if not isinstance(text, str):
+        raise InvalidInputError(
+            "a store's location is a file path or a database URL (a str or a path object), "
+            f"got {type(location).__name__}."
+        )
+    if not text.strip():
+        raise InvalidInputError(
+            "the store's location is empty; pass a file path, ':memory:' or a database URL."
+        )
+    return text
+
+
 def resolve_target(location: str | os.PathLike[str] | None, default: Path) -> DatabaseTarget:
     """Turn a path, a SQLAlchemy URL, ``":memory:"`` or None into a :class:`DatabaseTarget`."""
-    if location is None:
-        location = default
-    text = os.fspath(location)
+    text = location_text(default if location is None else location)
     if text in (":memory:", "sqlite://", "sqlite:///:memory:"):
         return DatabaseTarget("sqlite://", None, True)
     if "://" in text:

@@ -62,11 +62,17 @@ def check_before_open(path: Path, *, read_only: bool) -> None:
     (:func:`inspect_database_file`).
 
     Raises:
-        InvalidInputError: a read-only store was asked for a file that does not exist.
+        InvalidInputError: ``path`` is a directory, or a read-only store was asked for a
+            file that does not exist.
         CorruptDatabaseError: the file is not a whole SQLite database (an existing
             zero-length file included).
         ReadOnlyLocationError: the store was opened for writing where nothing can be written.
     """
+    if path.is_dir():
+        raise InvalidInputError(
+            f"{path} is a directory; name a database file, for example "
+            f"{path / 'contextstore.db'}."
+        )
     if read_only:
         if not path.exists():
             raise InvalidInputError(

@@ -311,12 +311,22 @@ def test_rollback_asks_a_real_terminal_and_obeys_the_answer(seeded: Seeded) -> N
         assert len(store.messages(seeded.cid)) == 5
 
 
-@pytest.mark.parametrize("where", ["directory", "server"])
-def test_a_database_that_cannot_be_opened_is_one_line(tmp_path: Path, where: str) -> None:
-    db = str(tmp_path) if where == "directory" else "postgresql+psycopg://postgres@127.0.0.1:1/x"
+def test_a_database_that_cannot_be_opened_is_one_line() -> None:
+    db = "postgresql+psycopg://postgres@127.0.0.1:1/x"
     got = run("--db", db, "conversations")
     assert got.code == 1 and got.err.startswith(f"error: cannot open {db}: ")
     assert "check --db" in got.err and got.err.count("\n") == 1 and "traceback" not in got.err
+
+
+@pytest.mark.parametrize("command", ["conversations", "migrate"])
+def test_a_directory_is_not_a_database(tmp_path: Path, command: str) -> None:
+    got = run("--db", str(tmp_path), command)
+    assert got.code == 2
+    assert got.err == (
+        f"error: {tmp_path} is a directory; name a database file, for example "
+        f"{tmp_path / 'contextstore.db'}.\n"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_password_in_the_url_is_masked_when_it_cannot_be_opened() -> None:

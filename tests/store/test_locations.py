@@ -62,3 +62,27 @@ def test_without_psycopg_a_postgresql_url_names_the_extra(
     monkeypatch.setattr(importlib.util, "find_spec", without_psycopg)
     with pytest.raises(InvalidInputError, match=r'pip install "contextstore\[postgres\]"'):
         resolve_target("postgresql://someone@host/db", Path("unused.db"))
+
+
+@pytest.mark.parametrize(
+    ("location", "said"),
+    [
+        (123, "a file path or a database URL (a str or a path object), got int"),
+        (b"store.db", "got bytes"),
+        ("", "the store's location is empty"),
+        ("  ", "the store's location is empty"),
+    ],
+)
+def test_a_location_that_is_no_path_is_refused(location: object, said: str) -> None:
+    with pytest.raises(InvalidInputError, match="location") as refused:
+        ContextStore.open(location)  # type: ignore[arg-type]
+    assert said in str(refused.value)
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_directory_is_refused_with_a_file_to_name_instead(
+    tmp_path: Path, read_only: bool
+) -> None:
+    with pytest.raises(InvalidInputError, match="is a directory; name a database file"):
+        ContextStore.open(tmp_path, read_only=read_only)
+    assert list(tmp_path.iterdir()) == []
