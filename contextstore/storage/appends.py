@@ -43,43 +43,30 @@ from contextstore.storage.tables import blocks, messages
 _m = messages.c
 
 
+MESSAGE_COLUMNS = ("conversation_id", "idx", "ts", "role", "token_count", "was_string", "meta")
+"""The columns an appended message's row fills, in the order the statements list them."""
+BLOCK_COLUMNS = (
+    "conversation_id",
+    "message_idx",
+    "block_idx",
+    "type",
+    "text",
+    "tool_use_id",
+    "tool_name",
+    "data",
+    "node_type",
+    "path",
+    "line_start",
+    "line_end",
+    "token_count",
+)
+"""The columns an appended block's row fills, in the order the statements list them."""
+
 _INSERT_MESSAGE = Statement(
-    lambda: insert(messages).values(
-        {
-            name: bindparam(name)
-            for name in (
-                "conversation_id",
-                "idx",
-                "ts",
-                "role",
-                "token_count",
-                "was_string",
-                "meta",
-            )
-        }
-    )
+    lambda: insert(messages).values({name: bindparam(name) for name in MESSAGE_COLUMNS})
 )
 _INSERT_BLOCK = Statement(
-    lambda: insert(blocks).values(
-        {
-            name: bindparam(name)
-            for name in (
-                "conversation_id",
-                "message_idx",
-                "block_idx",
-                "type",
-                "text",
-                "tool_use_id",
-                "tool_name",
-                "data",
-                "node_type",
-                "path",
-                "line_start",
-                "line_end",
-                "token_count",
-            )
-        }
-    )
+    lambda: insert(blocks).values({name: bindparam(name) for name in BLOCK_COLUMNS})
 )
 
 
@@ -231,7 +218,7 @@ def _append_query() -> Any:
     first_ts = reserved.c.last_ts - count + 1
     rows = _recordset("message_rows", _MESSAGE_FIELDS)
     written_messages = insert(messages).from_select(
-        ["conversation_id", "idx", "ts", "role", "token_count", "was_string", "meta"],
+        list(MESSAGE_COLUMNS),
         select(
             cid,
             first_idx + rows.c.offset,
@@ -244,21 +231,7 @@ def _append_query() -> Any:
     )
     parts = _recordset("block_rows", _BLOCK_FIELDS)
     written_blocks = insert(blocks).from_select(
-        [
-            "conversation_id",
-            "message_idx",
-            "block_idx",
-            "type",
-            "text",
-            "tool_use_id",
-            "tool_name",
-            "data",
-            "node_type",
-            "path",
-            "line_start",
-            "line_end",
-            "token_count",
-        ],
+        list(BLOCK_COLUMNS),
         select(
             cid,
             first_idx + parts.c.offset,
