@@ -70,8 +70,7 @@ def check_before_open(path: Path, *, read_only: bool) -> None:
     """
     if path.is_dir():
         raise InvalidInputError(
-            f"{path} is a directory; name a database file, for example "
-            f"{path / 'contextstore.db'}."
+            f"{path} is a directory; name a database file, for example {path / 'contextstore.db'}."
         )
     if read_only:
         if not path.exists():
