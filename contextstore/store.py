@@ -74,8 +74,10 @@ class ContextStore(
             location: a file path, a SQLAlchemy URL (``sqlite:///...``,
                 ``postgresql+psycopg://...``), ``":memory:"``, or None for
                 ``$CONTEXTSTORE_DB`` or the per-user default location.
-            auto_migrate: upgrade an empty or older database to the current schema; when
-                False, a stale database raises :class:`SchemaOutdatedError`.
+            auto_migrate: create a missing SQLite file and upgrade an empty or older
+                database to the current schema; when False, a missing file raises
+                :class:`NotFoundError` (nothing is created) and a stale database
+                :class:`SchemaOutdatedError`.
             durability: SQLite ``synchronous`` level: ``"full"`` (default; a committed
                 write survives power loss) or ``"normal"`` (faster; in WAL mode the last
                 transactions may be lost on power loss, never on a process crash).
@@ -86,6 +88,7 @@ class ContextStore(
         Raises:
             CorruptDatabaseError: the file is not a SQLite database, is truncated, or is an
                 existing zero-length file (a missing file is created).
+            NotFoundError: ``auto_migrate=False`` and there is no SQLite file at ``location``.
             ReadOnlyLocationError: opened for writing where nothing can be written.
             StorageFullError: a new store's schema did not fit on the disk.
             token_counter: counts tokens at append; tiktoken ``cl100k_base`` by default.
@@ -99,7 +102,11 @@ class ContextStore(
         target = resolve_target(text_location, default_database_path())
         with classified_errors():
             engine = make_engine(
-                target, durability=durability, read_only=read_only, engine_kwargs=engine_kwargs
+                target,
+                durability=durability,
+                read_only=read_only,
+                create=auto_migrate,
+                engine_kwargs=engine_kwargs,
             )
         database = Database(
             engine,

@@ -198,8 +198,8 @@ def _refuse_missing_file(location: str | None) -> None:
     """
     text = default_location() if location is None else location
     path = resolve_target(text, default_database_path()).sqlite_path
-    if path is None or path.exists() or str(path).startswith("file:"):
-        return  # in memory, there, or a SQLite URI (whose query the path would include)
+    if path is None or path.exists():
+        return  # in memory, or there
     named = "--db or $CONTEXTSTORE_DB" if location is not None else "the default location"
     raise NotFoundError(
         f"there is no database at {path} ({named}); check the path, or create one by "

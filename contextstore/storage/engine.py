@@ -16,6 +16,7 @@ import os
 import random
 import sqlite3
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -105,10 +106,41 @@ def resolve_target(location: str | os.PathLike[str] | None, default: Path) -> Da
             database = url.database
             if not database or database == ":memory:":
                 return DatabaseTarget("sqlite://", None, True)
+            if _is_sqlite_uri(url):
+                return DatabaseTarget(text, _sqlite_uri_path(text, url), False)
             return DatabaseTarget(text, Path(database), False)
         return DatabaseTarget(_postgres_url(url), None, False)
     path = Path(text).expanduser()
     return DatabaseTarget(f"sqlite:///{path}", path, False)
+
+
+def _is_sqlite_uri(url: URL) -> bool:
+    """True for ``sqlite:///file:...?uri=true``: SQLite reads the database name as a URI."""
+    flag = url.query.get("uri", "")
+    value = flag[-1] if isinstance(flag, tuple) else flag
+    return value.lower() in ("true", "1") and (url.database or "").startswith("file:")
+
+
+def _sqlite_uri_path(text: str, url: URL) -> Path:
+    """The file a ``file:`` URI names (percent-escapes decoded), which contextstore checks
+    and creates as it does a plain path.
+
+    Raises:
+        InvalidInputError: the URI names an in-memory database or another host.
+    """
+    parts = urllib.parse.urlsplit(url.database or "")
+    path = urllib.parse.unquote(parts.path)
+    if path == ":memory:" or "memory" in url.query.get("mode", ""):
+        raise InvalidInputError(
+            f"{text!r} names an in-memory SQLite database; contextstore keeps an in-memory "
+            "store in one connection of its own: open it as ':memory:'."
+        )
+    if parts.netloc not in ("", "localhost") or not path:
+        raise InvalidInputError(
+            f"{text!r} does not name a local SQLite file; write it as "
+            "sqlite:///file:/path/to/file.db?uri=true, or give the path itself."
+        )
+    return Path(path).expanduser()
 
 
 POSTGRES_SCHEMES = ("postgresql", "postgresql+psycopg", "postgres")
@@ -147,9 +179,13 @@ def make_engine(
     *,
     durability: Durability = "full",
     read_only: bool = False,
+    create: bool = True,
     engine_kwargs: dict[str, Any] | None = None,
 ) -> Engine:
-    """Create the engine for ``target`` with contextstore's settings applied to it alone."""
+    """Create the engine for ``target`` with contextstore's settings applied to it alone.
+
+    ``create``: a SQLite file that does not exist is created (else refused, see
+    :func:`~contextstore.storage.sqlite_file.check_before_open`)."""
     check_choice("durability", durability, DURABILITIES)
     kwargs = dict(engine_kwargs or {})
     if target.in_memory:
@@ -161,7 +197,7 @@ def make_engine(
         )
     elif target.is_sqlite:
         assert target.sqlite_path is not None
-        url = _sqlite_file_url(target, read_only=read_only)
+        url = _sqlite_file_url(target, read_only=read_only, create=create)
         kwargs.setdefault("max_overflow", -1)
         engine = create_engine(url, connect_args={"check_same_thread": False}, **kwargs)
     else:
@@ -174,18 +210,19 @@ def make_engine(
     return engine
 
 
-def _sqlite_file_url(target: DatabaseTarget, *, read_only: bool) -> str:
+def _sqlite_file_url(target: DatabaseTarget, *, read_only: bool, create: bool) -> str:
     """Check the file before SQLite sees it, create a new one, and choose how to open it.
 
     Raises:
         InvalidInputError: a read-only store was asked for a file that does not exist.
+        NotFoundError: the file does not exist and ``create`` is False.
         CorruptDatabaseError: the file is not a whole SQLite database (an existing
             zero-length file included).
         ReadOnlyLocationError: the store was opened for writing where nothing can be written.
     """
     path = target.sqlite_path
     assert path is not None
-    check_before_open(path, read_only=read_only)
+    check_before_open(path, read_only=read_only, create=create)
     if read_only:
         return f"sqlite:///{read_only_uri(path)}&uri=true"
     create_database_file(path, PAGE_SIZE)

@@ -18,6 +18,7 @@ from pathlib import Path
 from contextstore.core.errors import (
     CorruptDatabaseError,
     InvalidInputError,
+    NotFoundError,
     ReadOnlyLocationError,
 )
 
@@ -54,16 +55,18 @@ def parse_header(data: bytes) -> Header | None:
     return Header(page_size, count if count and valid_for == change_counter else None)
 
 
-def check_before_open(path: Path, *, read_only: bool) -> None:
+def check_before_open(path: Path, *, read_only: bool, create: bool = True) -> None:
     """Refuse to open ``path`` when SQLite would fail on it later, or succeed wrongly.
 
     A read-only store needs an existing file; a writable one needs a location it can write
-    (the file and its directory). Either way the file, if present, must look whole
-    (:func:`inspect_database_file`).
+    (the file and its directory), and an existing file unless ``create`` (an opening that
+    will not build the schema would leave an empty file behind). Either way the file, if
+    present, must look whole (:func:`inspect_database_file`).
 
     Raises:
         InvalidInputError: ``path`` is a directory, or a read-only store was asked for a
             file that does not exist.
+        NotFoundError: ``create`` is False and there is no file at ``path``.
         CorruptDatabaseError: the file is not a whole SQLite database (an existing
             zero-length file included).
         ReadOnlyLocationError: the store was opened for writing where nothing can be written.
@@ -77,6 +80,11 @@ def check_before_open(path: Path, *, read_only: bool) -> None:
             raise InvalidInputError(
                 f"{path} does not exist; a read-only store needs an existing database."
             )
+    elif not create and not path.exists():
+        raise NotFoundError(
+            f"there is no database at {path}; check the path, or open it with "
+            "auto_migrate=True to create a new store there."
+        )
     elif not writable_location(path):
         raise ReadOnlyLocationError(
             f"{path} is in a location that cannot be written (a read-only file, directory or "

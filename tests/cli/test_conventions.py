@@ -362,6 +362,17 @@ def test_a_command_on_a_database_that_is_not_there_creates_nothing(
     assert not db.parent.exists()
 
 
+def test_a_sqlite_uri_to_a_file_that_is_not_there_is_refused_like_its_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "store.db"
+    got = run("--db", f"sqlite:///file:{db}?mode=rwc&uri=true", "conversations")
+    assert got.code == 3, got.err
+    assert got.err.startswith(f"error: there is no database at {db} (--db or $CONTEXTSTORE_DB)")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_default_location_is_named_when_no_database_is_there(tmp_path: Path) -> None:
     got = run("conversations", env={"CONTEXTSTORE_DB": "", "XDG_DATA_HOME": str(tmp_path)})
     assert got.code == 3

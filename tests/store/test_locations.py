@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from contextstore import ContextStore
-from contextstore.core.errors import InvalidInputError
+from contextstore.core.errors import InvalidInputError, NotFoundError
 from contextstore.storage.engine import resolve_target
 
 
@@ -85,4 +85,60 @@ def test_a_directory_is_refused_with_a_file_to_name_instead(
 ) -> None:
     with pytest.raises(InvalidInputError, match="is a directory; name a database file"):
         ContextStore.open(tmp_path, read_only=read_only)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_without_auto_migrate_a_missing_file_is_refused_and_nothing_is_created(
+    tmp_path: Path,
+) -> None:
+    missing = tmp_path / "typo" / "agent.db"
+    with pytest.raises(NotFoundError, match=r"there is no database at .*agent\.db") as refused:
+        ContextStore.open(missing, auto_migrate=False)
+    assert "auto_migrate=True" in str(refused.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_without_auto_migrate_an_existing_store_opens(tmp_path: Path) -> None:
+    path = tmp_path / "agent.db"
+    with ContextStore.open(path) as store:
+        store.append(store.create_conversation().id, "user", "hello")
+    with ContextStore.open(path, auto_migrate=False) as store:
+        [conversation] = store.list_conversations()
+        assert store.messages(conversation.id) == [{"role": "user", "content": "hello"}]
+
+
+def test_a_sqlite_uri_names_the_file_it_points_at(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "with space.db"
+    url = f"sqlite:///file:{str(path).replace(' ', '%20')}?mode=rwc&uri=true"
+    assert resolve_target(url, Path("unused.db")).sqlite_path == path
+    with pytest.raises(NotFoundError, match="there is no database at"):
+        ContextStore.open(url, auto_migrate=False)
+    with ContextStore.open(url) as store:
+        store.append(store.create_conversation().id, "user", "hello")
+    # The file the URI names holds the store; nothing was made under a path spelled "file:".
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("with space")) == []
+    with ContextStore.open(path, read_only=True) as store:
+        [conversation] = store.list_conversations()
+        assert store.messages(conversation.id) == [{"role": "user", "content": "hello"}]
+    with ContextStore.open(url, auto_migrate=False) as store:
+        assert len(store.list_conversations()) == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("sqlite:///file::memory:?cache=shared&uri=true", "names an in-memory SQLite database"),
+        ("sqlite:///file:/x.db?mode=memory&uri=true", "names an in-memory SQLite database"),
+        ("sqlite:///file://elsewhere/x.db?uri=true", "does not name a local SQLite file"),
+    ],
+)
+def test_sqlite_uris_contextstore_cannot_keep_a_store_in_are_refused(
+    url: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInputError, match=said):
+        ContextStore.open(url)
     assert list(tmp_path.iterdir()) == []
