@@ -78,8 +78,9 @@ class ContextStore(
                 database to the current schema; when False, a missing file raises
                 :class:`NotFoundError` (nothing is created) and a stale database
                 :class:`SchemaOutdatedError`.
-            durability: SQLite ``synchronous`` level: ``"full"`` (default; a committed
-                write survives power loss) or ``"normal"`` (faster; in WAL mode the last
+            durability: ``"full"`` (default; a write that returned survives power loss:
+                the store syncs the WAL after each commit, outside the write lock) or
+                ``"normal"`` (SQLite ``synchronous=NORMAL``, no sync per write; the last
                 transactions may be lost on power loss, never on a process crash).
             read_only: open without the ability to write (SQLite files open in read-only
                 mode, ``immutable`` on a read-only medium; every write raises
@@ -114,6 +115,9 @@ class ContextStore(
             read_only=read_only,
             serialize_reads=target.in_memory,
             writer_queue=writer_queue(target, read_only=read_only),
+            sync_after_turn=(
+                target.sqlite_path if durability == "full" and not read_only else None
+            ),
         )
         try:
             with classified_errors():

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection as Connection
@@ -34,16 +35,20 @@ from contextstore.storage.driver_errors import (
     translated_errors,
 )
 from contextstore.storage.engine import BEGIN_STATEMENTS, WRITE_ATTEMPTS
+from contextstore.storage.wal_sync import WalSync, defer_wal_sync
 from contextstore.storage.writer_queue import WriterQueue
 
 T = TypeVar("T")
 
 
 class _Held:
-    """A connection kept open for one thread, closed when the thread's state goes away."""
+    """A connection kept open for one thread, closed when the thread's state goes away;
+    ``wal_sync``, when set, syncs the WAL after its write transactions (see
+    :mod:`.wal_sync`)."""
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Connection, wal_sync: WalSync | None = None) -> None:
         self.connection = connection
+        self.wal_sync = wal_sync
         self.pid = os.getpid()
 
     def usable(self) -> bool:
@@ -54,8 +59,16 @@ class _Held:
         )
 
     def close(self) -> None:
-        if self.pid == os.getpid() and not self.connection.closed:
+        if self.pid != os.getpid() or self.connection.closed:
+            return
+        if self.wal_sync is None:
             self.connection.close()
+            return
+        self.wal_sync.close()
+        # Discarded, not returned to the pool: it runs at synchronous=NORMAL, which only
+        # connections whose commits are synced after the turn may.
+        self.connection.invalidate()
+        self.connection.close()
 
     def __del__(self) -> None:
         # At interpreter shutdown or on a dead connection, closing may fail: nothing to do.
@@ -91,8 +104,13 @@ class Database:
         read_only: bool = False,
         serialize_reads: bool = False,
         writer_queue: WriterQueue | None = None,
+        sync_after_turn: Path | None = None,
     ) -> None:
+        """``sync_after_turn``: the SQLite file whose WAL the writes sync themselves once
+        their turn is over (durability "full", see :mod:`.wal_sync`); None when SQLite
+        syncs inside the commit, or nothing is synced."""
         self.engine = engine
+        self.sync_after_turn = sync_after_turn
         self.writer_queue = writer_queue
         self.serialize_reads = serialize_reads
         self.is_sqlite = is_sqlite
@@ -116,9 +134,23 @@ class Database:
         if held is None or not held.usable():
             if held is not None:
                 held.close()
-            held = _Held(self.engine.connect())
+            held = self._hold(self.engine.connect())
             self._thread.held = held
         return held.connection
+
+    def _hold(self, connection: Connection) -> _Held:
+        """``connection`` as the calling thread's, with what syncs its commits after the
+        turn when the store does that (see :mod:`.wal_sync`)."""
+        if self.sync_after_turn is None:
+            return _Held(connection)
+        return _Held(connection, defer_wal_sync(_driver(connection), self.sync_after_turn))
+
+    def _sync_after_turn(self) -> None:
+        """Sync the WAL the calling thread's last write transaction committed to, when its
+        connection leaves that to the store (see :mod:`.wal_sync`)."""
+        held = self._thread.held
+        if held is not None and held.wal_sync is not None:
+            held.wal_sync.sync()
 
     def close(self) -> None:
         """Close the calling thread's connection and every pooled one."""
@@ -195,7 +227,9 @@ class Database:
             with translated_errors(), self._local_writer, self._turn():
                 return self._committed(self._begin_write(), work, pipeline)
 
-        return _retried_while_busy(attempt)
+        result = _retried_while_busy(attempt)
+        self._sync_after_turn()
+        return result
 
     def _committed(
         self, connection: Connection, work: Callable[[Connection], T], pipeline: bool
@@ -271,6 +305,7 @@ class Database:
             ):
                 yield
                 _commit(connection)
+        self._sync_after_turn()
 
     def _begin_with_retry(self) -> Connection:
         def attempt() -> Connection:

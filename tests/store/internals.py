@@ -50,3 +50,10 @@ def recorded_statements(store: ContextStore) -> Iterator[list[str]]:
         yield seen
     finally:
         event.remove(engine, "before_cursor_execute", record)
+
+
+def held_connection_setting(store: ContextStore, name: str) -> str:
+    """SQLite ``PRAGMA name`` on the connection the calling thread's reads and writes go
+    through (the store holds one per thread, apart from the engine's pool)."""
+    with store.database.read() as connection:
+        return str(connection.exec_driver_sql(f"PRAGMA {name}").scalar_one())

@@ -2,19 +2,35 @@
 
 SQLite's ``synchronous`` levels: 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA. FULL is the default
 (a committed write survives power loss); NORMAL is the documented opt-in; nothing may
-ever run with OFF, on which a crash can corrupt the file.
+ever run with OFF, on which a crash can corrupt the file. With the default, a file store's
+own connections commit at NORMAL and the store syncs the write-ahead log itself once the
+writer's turn is over, before the write returns (contextstore/storage/wal_sync.py): the
+tests below watch that sync happen, on the log's file, after the commit, outside the locks.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import gc
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from contextstore import ContextStore, ContextStoreError, InvalidInputError
+from contextstore.core.errors import ConversationNotFoundError
+from contextstore.storage import wal_sync, writer_queue
 from tests.conftest import POSTGRES_URL, open_backend, user
-from tests.store.internals import connection_setting, connection_settings
+from tests.store.internals import (
+    connection_setting,
+    connection_settings,
+    held_connection_setting,
+)
 
 FULL, NORMAL, OFF = "2", "1", "0"
 
@@ -106,3 +122,155 @@ def test_the_read_only_query_cannot_lower_the_level(backend: str, tmp_path: Path
         assert connection_settings(store, "synchronous", held) == [FULL] * held
     finally:
         cleanup()
+
+
+class Sync:
+    """What a durable write found when it synced: the file the descriptor names, whether the
+    writer queue's lock was free, and how many messages another connection read then."""
+
+    def __init__(self, path: Path, conversation: list[str]) -> None:
+        self.path = path
+        self.conversation = conversation
+        self.calls: list[tuple[int, bool, int]] = []
+
+    def __call__(self, fd: int) -> None:
+        queue = os.open(f"{self.path}{writer_queue.LOCK_SUFFIX}", os.O_RDWR)
+        try:
+            fcntl.flock(queue, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            free = True
+            fcntl.flock(queue, fcntl.LOCK_UN)
+        except BlockingIOError:
+            free = False
+        finally:
+            os.close(queue)
+        with sqlite3.connect(f"file:{self.path}?mode=ro", uri=True) as other:
+            seen = other.execute(
+                "SELECT count(*) FROM messages WHERE conversation_id = ?", self.conversation
+            ).fetchone()[0]
+        self.calls.append((os.fstat(fd).st_ino, free, seen))
+        REAL_FDATASYNC(fd)
+
+
+REAL_FDATASYNC = os.fdatasync
+
+
+@pytest.fixture
+def durable(tmp_path: Path) -> Iterator[tuple[ContextStore, str]]:
+    with ContextStore.open(tmp_path / "agent.db") as store:
+        yield store, store.create_conversation().id
+
+
+def watch(monkeypatch: pytest.MonkeyPatch, store: ContextStore, conversation: str) -> Sync:
+    watcher = Sync(Path(store.location), [conversation])
+    monkeypatch.setattr(wal_sync.os, "fdatasync", watcher)
+    return watcher
+
+
+def test_a_durable_write_syncs_the_log_after_its_commit_and_outside_the_locks(
+    durable: tuple[ContextStore, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, conversation = durable
+    watcher = watch(monkeypatch, store, conversation)
+    store.append(conversation, "user", "one")
+    store.append(conversation, [user("two"), user("three")])
+    log = os.stat(f"{store.location}{wal_sync.WAL_SUFFIX}").st_ino
+    # One sync per write, on the write-ahead log, with the queue free and the rows committed
+    # (another connection reads them): the sync is the last thing before the call returns.
+    assert watcher.calls == [(log, True, 1), (log, True, 3)]
+
+
+def test_the_store_connection_commits_at_normal_while_the_pool_keeps_full(
+    durable: tuple[ContextStore, str],
+) -> None:
+    store, conversation = durable
+    store.append(conversation, "user", "one")
+    assert held_connection_setting(store, "synchronous") == NORMAL
+    assert connection_settings(store, "synchronous", 2) == [FULL] * 2
+
+
+def test_a_transaction_syncs_once_when_it_commits(
+    durable: tuple[ContextStore, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, conversation = durable
+    watcher = watch(monkeypatch, store, conversation)
+    with store.transaction():
+        store.append(conversation, "user", "one")
+        store.append(conversation, "assistant", "two")
+        assert watcher.calls == []
+    assert [(free, seen) for _, free, seen in watcher.calls] == [(True, 2)]
+
+
+def test_a_refused_write_syncs_nothing(
+    durable: tuple[ContextStore, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, conversation = durable
+    watcher = watch(monkeypatch, store, conversation)
+    with pytest.raises(ConversationNotFoundError):
+        store.append("no-such-conversation", "user", "one")
+    assert watcher.calls == []
+
+
+@pytest.mark.parametrize("backend", ["memory", "file"])
+def test_without_full_durability_or_a_file_nothing_is_synced_by_the_store(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(wal_sync.os, "fdatasync", calls.append)
+    durability = "normal" if backend == "file" else "full"
+    store, cleanup = open_backend(backend, tmp_path, durability=durability)
+    try:
+        _write_something(store)
+        assert calls == []
+    finally:
+        cleanup()
+
+
+def test_a_failed_sync_says_the_write_is_committed_but_not_known_on_disk(
+    durable: tuple[ContextStore, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, conversation = durable
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(wal_sync.os, "fdatasync", failing)
+    with pytest.raises(ContextStoreError, match="the write was committed, but syncing") as err:
+        store.append(conversation, "user", "one")
+    assert "agent.db-wal" in str(err.value) and "Input/output error" in str(err.value)
+    monkeypatch.undo()
+    assert store.messages(conversation) == [{"role": "user", "content": "one"}]
+
+
+def test_a_thread_connection_at_normal_is_discarded_with_its_thread(
+    durable: tuple[ContextStore, str],
+) -> None:
+    store, conversation = durable
+    writer = threading.Thread(target=store.append, args=(conversation, "user", "one"))
+    writer.start()
+    writer.join()
+    gc.collect()
+    # The pool never gets the thread's connection back: every connection it hands out is FULL.
+    assert connection_settings(store, "synchronous", 3) == [FULL] * 3
+    assert store.message_count(conversation) == 1
+
+
+@pytest.mark.parametrize(("journal", "deferred"), [("wal", True), ("delete", False)])
+def test_only_a_write_ahead_log_is_synced_after_the_turn(
+    tmp_path: Path, journal: str, deferred: bool
+) -> None:
+    """A file whose journal is not a WAL (a rollback journal) keeps FULL: SQLite syncs it
+    inside the commit, where the journal's order on disk matters."""
+    path = tmp_path / "plain.db"
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        connection.execute(f"PRAGMA journal_mode = {journal}")
+        connection.execute("PRAGMA synchronous = FULL")
+        found = wal_sync.defer_wal_sync(connection, path)
+        level = str(connection.execute("PRAGMA synchronous").fetchone()[0])
+        if deferred:
+            assert found is not None and found.wal == tmp_path / "plain.db-wal"
+            assert level == NORMAL
+        else:
+            assert found is None and level == FULL
+    finally:
+        connection.close()
