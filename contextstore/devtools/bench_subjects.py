@@ -9,8 +9,10 @@ model of Cline's ``api_conversation_history.json`` (the whole list rewritten per
 through a temporary file and a rename, as Cline does). Peers are optional
 (``pip install "contextstore[bench]"``); :func:`peer_subjects` says why one is missing.
 
-Every SQLite file runs in WAL mode with ``synchronous=FULL``, so each committed message is
-durable on every subject but Cline's (which never calls ``fsync``).
+Every SQLite file runs in WAL mode, and each message is on disk when its append returns on
+every subject but Cline's (which never calls ``fsync``): the floor and the peers commit with
+``synchronous=FULL``, contextstore with its default durability (the WAL synced just after the
+commit, see :mod:`contextstore.storage.wal_sync`).
 """
 
 from __future__ import annotations
