@@ -60,7 +60,7 @@ class WalSync:
         """
         try:
             if self._fd is None:
-                self._fd = os.open(self.wal, os.O_RDONLY | os.O_CLOEXEC)
+                self._fd = os.open(self.wal, os.O_RDONLY)  # not inherited (PEP 446)
             os.fdatasync(self._fd)
         except OSError as exc:
             raise ContextStoreError(

@@ -10,6 +10,7 @@ tests below watch that sync happen, on the log's file, after the commit, outside
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import gc
@@ -234,9 +235,13 @@ def test_a_failed_sync_says_the_write_is_committed_but_not_known_on_disk(
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
     monkeypatch.setattr(wal_sync.os, "fdatasync", failing)
-    with pytest.raises(ContextStoreError, match="the write was committed, but syncing") as err:
+    with pytest.raises(ContextStoreError) as err:
         store.append(conversation, "user", "one")
-    assert "agent.db-wal" in str(err.value) and "Input/output error" in str(err.value)
+    assert str(err.value) == (
+        f"the write was committed, but syncing {store.location}-wal to the disk failed "
+        "(Input/output error); it is stored, and may be lost if the machine stops before the "
+        "disk keeps it. Check the disk, and free space if it is full."
+    )
     monkeypatch.undo()
     assert store.messages(conversation) == [{"role": "user", "content": "one"}]
 
@@ -274,3 +279,41 @@ def test_only_a_write_ahead_log_is_synced_after_the_turn(
             assert found is None and level == FULL
     finally:
         connection.close()
+
+
+def log_descriptors(path: Path) -> list[int]:
+    """This process's descriptors open on the write-ahead log of ``path`` (or on a log of
+    that name that was deleted since: SQLite deletes it when the last connection closes)."""
+    wal = os.path.realpath(f"{path}{wal_sync.WAL_SUFFIX}")
+    found = []
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{name}") in (wal, f"{wal} (deleted)"):
+                found.append(int(name))
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="lists descriptors in /proc")
+def test_the_store_holds_the_log_open_only_while_it_is_open_and_not_across_exec(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "agent.db"
+    store = ContextStore.open(path)
+    try:
+        before = set(log_descriptors(path))  # SQLite's own, and none of the store's yet
+        store.append(store.create_conversation().id, "user", "one")
+        [mine] = set(log_descriptors(path)) - before
+        assert fcntl.fcntl(mine, fcntl.F_GETFD) & fcntl.FD_CLOEXEC
+    finally:
+        store.close()
+    assert log_descriptors(path) == []
+
+
+def test_closing_after_the_descriptor_went_away_raises_nothing(tmp_path: Path) -> None:
+    (tmp_path / "x.db-wal").write_bytes(b"")
+    syncer = wal_sync.WalSync(tmp_path / "x.db-wal")
+    syncer.sync()
+    assert syncer._fd is not None
+    os.close(syncer._fd)
+    syncer.close()
+    syncer.close()
