@@ -12,6 +12,7 @@ from contextstore.core.errors import (
     ContentTooLargeError,
     IntegrityViolationError,
     InvalidInputError,
+    InvalidMessageError,
 )
 from contextstore.core.nodes import CountedMessage, NodeRow, batch_calls, count_message
 from contextstore.core.overlays import BlockUpdate, UpdateKind, UpdateMode, block_text, text_hash
@@ -100,6 +101,12 @@ class HistoryMixin(NodesMixin):
         check_id(conversation_id)
         if isinstance(role, list | tuple) and content is None:
             return self.append_many(conversation_id, role, ts=ts)
+        if isinstance(role, Mapping):
+            raise InvalidMessageError(
+                "append takes a role and its content, append(cid, 'user', content), or a "
+                "list of message dicts, append(cid, [message]); a single message dict was "
+                "given: put it in a list."
+            )
         extra = check_json_object("meta", meta, max_bytes=None) if meta is not None else None
         normalized = normalize_message(role, content, extra)
         return self._append_normalized(conversation_id, [normalized], ts)[0]

@@ -72,6 +72,17 @@ class DatabaseTarget:
         """True for SQLite files and in-memory databases."""
         return self.url.startswith("sqlite")
 
+    @property
+    def opens_file_read_only(self) -> bool:
+        """True for a SQLite ``file:`` URI that opens its file read-only (``mode=ro``) or
+        as immutable (``immutable=1``): SQLite will not write it, whatever the store asks."""
+        url = make_url(self.url)
+        if self.sqlite_path is None or not _is_sqlite_uri(url):
+            return False
+        query = url.query
+        mode, immutable = query.get("mode", ""), query.get("immutable", "")
+        return "ro" in _values(mode) or not {"1", "true"}.isdisjoint(_values(immutable))
+
 
 def location_text(location: object) -> str:
     """``location`` (a path or a URL) as text, checked: a string or path object, not empty.
@@ -112,6 +123,11 @@ def resolve_target(location: str | os.PathLike[str] | None, default: Path) -> Da
         return DatabaseTarget(_postgres_url(url), None, False)
     path = Path(text).expanduser()
     return DatabaseTarget(f"sqlite:///{path}", path, False)
+
+
+def _values(value: str | tuple[str, ...]) -> set[str]:
+    """A URL query parameter's values, lowercased (a repeated parameter gives several)."""
+    return {v.lower() for v in ((value,) if isinstance(value, str) else value)}
 
 
 def _is_sqlite_uri(url: URL) -> bool:

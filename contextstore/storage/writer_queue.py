@@ -258,7 +258,7 @@ if hasattr(os, "register_at_fork"):
 
 def writer_queue(target: DatabaseTarget, *, read_only: bool) -> WriterQueue | None:
     """The queue for a store's writers: for a SQLite file opened to write, given by its
-    path (not a ``file:`` URI, whose path SQLite parses itself)."""
-    if read_only or target.sqlite_path is None or "uri=true" in target.url.lower():
+    path or by a ``file:`` URI naming it (not one that opens it read-only)."""
+    if read_only or target.sqlite_path is None or target.opens_file_read_only:
         return None
     return WriterQueue(target.sqlite_path)

@@ -168,6 +168,16 @@ def test_bad_messages_are_refused_and_nothing_is_written(
     assert store.row_counts() == before
 
 
+def test_a_single_message_dict_is_refused_with_the_two_call_forms(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    before = store.row_counts()
+    with pytest.raises(InvalidMessageError, match=r"single message dict .* put it in a list"):
+        store.append(conv.id, {"role": "user", "content": "hi"})  # type: ignore[call-overload]
+    assert store.row_counts() == before
+    store.append(conv.id, [{"role": "user", "content": "hi"}])
+    assert [m["content"] for m in store.messages(conv.id)] == ["hi"]
+
+
 def test_unknown_conversation(store: ContextStore) -> None:
     with pytest.raises(ConversationNotFoundError, match="no conversation has id 'nope'"):
         store.append("nope", "user", "x")

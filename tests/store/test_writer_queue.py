@@ -178,7 +178,7 @@ def test_a_file_stores_writes_queue_on_a_private_lock_file(path: Path) -> None:
     assert lock.is_file() and stat.S_IMODE(lock.stat().st_mode) == 0o600
 
 
-def test_read_only_in_memory_and_uri_stores_have_no_queue(path: Path) -> None:
+def test_read_only_and_in_memory_stores_have_no_queue(path: Path) -> None:
     ContextStore.open(path).close()
     Path(lock_path(path)).unlink(missing_ok=True)
     with ContextStore.open(path, read_only=True) as store:
@@ -186,8 +186,19 @@ def test_read_only_in_memory_and_uri_stores_have_no_queue(path: Path) -> None:
     assert not Path(lock_path(path)).exists()
     with ContextStore.open(":memory:") as memory:
         assert memory._db.writer_queue is None
-    uri = resolve_target(f"sqlite:///file:{path}?mode=rwc&uri=true", path)
-    assert writer_queue.writer_queue(uri, read_only=False) is None
+    for query in ("mode=ro", "immutable=1", "mode=RO&cache=private"):
+        uri = resolve_target(f"sqlite:///file:{path}?{query}&uri=true", path)
+        assert writer_queue.writer_queue(uri, read_only=False) is None, query
+
+
+def test_a_store_opened_by_file_uri_queues_on_the_file_it_names(tmp_path: Path) -> None:
+    path = tmp_path / "by uri.db"
+    url = f"sqlite:///file:{str(path).replace(' ', '%20')}?mode=rwc&uri=true"
+    with ContextStore.open(url) as store:
+        assert store._db.writer_queue is not None
+        store.append(store.create_conversation().id, [user("hi")])
+    assert Path(lock_path(path)).is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["by uri.db", "by uri.db-writer"]
 
 
 def test_no_lock_file_means_no_queue(path: Path) -> None:
