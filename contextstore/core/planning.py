@@ -96,15 +96,21 @@ def policy_from_conversation(
     """The policy for one prepare: the call's ``auto_condense`` wins over the stored one."""
     stored = metadata.get("auto_condense")
     threshold = auto_condense if auto_condense is not None else stored
+    check_threshold("auto_condense", threshold)
+    return Policy(context_window, threshold, bool(metadata.get("subagent")))
+
+
+def check_threshold(name: str, threshold: Any) -> None:
+    """Refuse an auto-condense threshold that is not a fraction of the window in (0, 1]
+    (None, no threshold, passes); ``name`` is the parameter the caller gave it as."""
     if threshold is not None and (
         isinstance(threshold, bool)
         or not isinstance(threshold, int | float)
         or not 0 < threshold <= 1
     ):
         raise InvalidInputError(
-            f"auto_condense must be a fraction of the window in (0, 1], got {shown(threshold)}."
+            f"{name} must be a fraction of the window in (0, 1], got {shown(threshold)}."
         )
-    return Policy(context_window, threshold, bool(metadata.get("subagent")))
 
 
 def _summarise(

@@ -182,17 +182,23 @@ def check_ts(name: str, value: Any, *, optional: bool = True) -> None:
     check_int(name, value, minimum=0, maximum=MAX_TS, optional=optional)
 
 
+MAX_NUMBER = 1e15
+"""The largest amount :func:`check_number` accepts (a cost far past any real request's)."""
+
+
 def check_number(name: str, value: Any, *, optional: bool = True) -> None:
-    """Refuse anything but a finite, non-negative number."""
+    """Refuse anything but a number from 0 to :data:`MAX_NUMBER`."""
     if value is None and optional:
         return
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
         or not math.isfinite(value)
-        or not 0 <= value <= 1e15
+        or not 0 <= value <= MAX_NUMBER
     ):
-        raise InvalidInputError(f"{name} must be a finite number >= 0, got {shown(value)}.")
+        raise InvalidInputError(
+            f"{name} must be a number from 0 to {MAX_NUMBER:.0e}, got {shown(value)}."
+        )
 
 
 def check_text(name: str, value: Any, limit: int, *, optional: bool = True) -> None:

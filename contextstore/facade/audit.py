@@ -63,11 +63,12 @@ def _fields(cls: type, row: dict[str, Any], **overrides: Any) -> Any:
 def snippet(haystack: str, needle: str, context: int = SNIPPET_CONTEXT) -> str:
     """The first case-insensitive match of ``needle`` in ``haystack`` with ``context``
     characters either side, whitespace collapsed, ``...`` marking a cut."""
-    at = haystack.lower().find(needle.lower())
-    if at < 0:
-        at = 0
+    # Matched on the text itself: a position found in a lowercased copy can be off where
+    # lowercasing changes a character's length ("\u0130" becomes two).
+    found = re.search(re.escape(needle), haystack, re.IGNORECASE)
+    at, after = (found.start(), found.end()) if found else (0, len(needle))
     start = max(0, at - context)
-    end = min(len(haystack), at + len(needle) + context)
+    end = min(len(haystack), after + context)
     middle = re.sub(r"\s+", " ", haystack[start:end]).strip()
     return ("..." if start > 0 else "") + middle + ("..." if end < len(haystack) else "")
 

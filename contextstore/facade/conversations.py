@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from contextstore.core.errors import InvalidInputError
-from contextstore.core.planning import policy_from_conversation
+from contextstore.core.planning import check_threshold
 from contextstore.core.records import Conversation
 from contextstore.core.validate import (
     MAX_ID_LENGTH,
@@ -151,7 +151,7 @@ class ConversationsMixin(StoreBase):
         truncation left at most two messages (so a summary is never summarised).
         """
         check_id(conversation_id)
-        policy_from_conversation(None, {}, threshold)
+        check_threshold("threshold", threshold)
 
         def work(connection: Connection) -> None:
             conv = self._conversation(connection, conversation_id)

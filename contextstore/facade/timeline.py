@@ -79,16 +79,18 @@ class TimelineMixin(StoreBase):
         to: str | int,
         *,
         labelled: tuple[int | None] | None = None,
+        name: str | None = None,
     ) -> int:
         """The ``ts`` that ``to`` names; ``labelled`` holds the newest checkpoint's ``ts`` for
-        the label ``to`` when the caller looked it up already."""
+        the label ``to`` when the caller looked it up already. ``name`` is the caller's
+        parameter, named in errors (a rollback's target by default)."""
         if isinstance(to, bool) or not isinstance(to, str | int):
             raise InvalidInputError(
-                "rollback target must be a checkpoint label or a ts in milliseconds, got "
-                f"{shown(to)}."
+                f"{name or 'rollback target'} must be a checkpoint label or a ts in "
+                f"milliseconds, got {shown(to)}."
             )
         if isinstance(to, int):
-            check_ts("rollback ts", to, optional=False)
+            check_ts(name or "rollback ts", to, optional=False)
             return to
         check_text("checkpoint label", to, MAX_LABEL_LENGTH, optional=False)
         if labelled is None:
@@ -222,7 +224,7 @@ class TimelineMixin(StoreBase):
             cutoff = (
                 parent.last_ts
                 if at is None
-                else self._resolve_cutoff(connection, conversation_id, at)
+                else self._resolve_cutoff(connection, conversation_id, at, name="at")
             )
             forked = Conversation(
                 id=new_id,

@@ -43,16 +43,37 @@ GRACEFUL_SHUTDOWN_SECONDS = 30
 LOCAL_NAMES = ("localhost",)
 
 
+NO_PORT = -1
+"""The port :func:`split_host_header` gives a ``Host`` whose port is not a number (no
+server listens there, so such a header never names this one)."""
+
+
 def split_host_header(value: str) -> tuple[str, int | None]:
-    """``"[::1]:8080"`` -> ``("::1", 8080)``; ``"localhost"`` -> ``("localhost", None)``."""
+    """``"[::1]:8080"`` -> ``("::1", 8080)``; ``"localhost"`` -> ``("localhost", None)``;
+    ``"localhost:abc"`` -> ``("localhost", NO_PORT)``."""
     value = value.strip().lower()
     if value.startswith("["):
         host, _, rest = value[1:].partition("]")
-        port_text = rest[1:] if rest.startswith(":") else ""
+        if rest and not rest.startswith(":"):
+            return host, NO_PORT
+        port_text = rest[1:]
     else:
         host, _, port_text = value.partition(":") if value.count(":") == 1 else (value, "", "")
-    port = int(port_text) if port_text.isdigit() else None
-    return host, port
+    if not port_text:
+        return host, None
+    return host, int(port_text) if port_text.isascii() and port_text.isdigit() else NO_PORT
+
+
+def bearer_token(values: list[bytes]) -> bytes | None:
+    """The token of the request's one ``Authorization: Bearer <token>`` header (the
+    scheme's case does not matter, RFC 9110), or None: no such header, another scheme,
+    or more than one ``Authorization`` header."""
+    if len(values) != 1:
+        return None
+    scheme, _, credentials = values[0].strip().partition(b" ")
+    if scheme.lower() != b"bearer":
+        return None
+    return credentials.strip()
 
 
 def is_loopback(host: str) -> bool:
@@ -85,7 +106,7 @@ class GuardMiddleware:
 
     def __init__(self, app: ASGIApp, *, token: str, hosts: frozenset[str], port: int) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.expected = token.encode()
         self.hosts = hosts
         self.port = port
 
@@ -93,14 +114,17 @@ class GuardMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = dict(scope["headers"])
-        host, port = split_host_header(headers.get(b"host", b"").decode("latin-1"))
+        hosts = [value for name, value in scope["headers"] if name == b"host"]
+        host, port = split_host_header(hosts[0].decode("latin-1") if len(hosts) == 1 else "")
+        token = bearer_token(
+            [value for name, value in scope["headers"] if name == b"authorization"]
+        )
         if host not in self.hosts or (port is not None and port != self.port):
             response: Response = JSONResponse(
                 {"error": "the Host header does not name this server; connect to its address"},
                 status_code=421,
             )
-        elif not hmac.compare_digest(headers.get(b"authorization", b""), self.expected):
+        elif token is None or not hmac.compare_digest(token, self.expected):
             response = JSONResponse(
                 {"error": "send 'Authorization: Bearer <token>' with the server's token"},
                 status_code=401,

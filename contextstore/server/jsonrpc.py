@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from contextstore.core.errors import ContextStoreError, InvalidInputError
+from contextstore.core.validate import MAX_JSON_DEPTH
 from contextstore.server.methods import METHODS, InvalidParamsError, Method
 from contextstore.store import ContextStore
 
@@ -66,7 +68,10 @@ def _reject_constant(name: str) -> Any:
 
 
 def _valid_id(value: Any) -> bool:
-    return value is None or (isinstance(value, str | int | float) and not isinstance(value, bool))
+    """A string, a number that can be sent back (``1e999`` reads as infinity) or null."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
 
 
 def encode(message: Any) -> bytes:
@@ -87,7 +92,16 @@ class Dispatcher:
         """Answer one JSON text (a request, a notification or a batch)."""
         try:
             message = json.loads(data, parse_constant=_reject_constant)
-        except (ValueError, RecursionError) as exc:
+        except RecursionError:
+            return encode(
+                _error(
+                    None,
+                    PARSE_ERROR,
+                    "parse error: the message nests arrays or objects too deeply to be read; "
+                    f"the store keeps JSON at most {MAX_JSON_DEPTH} levels deep.",
+                )
+            )
+        except ValueError as exc:
             return encode(
                 _error(None, PARSE_ERROR, f"parse error: the message is not JSON ({exc})")
             )
@@ -114,7 +128,11 @@ class Dispatcher:
             return _error(None, INVALID_REQUEST, "invalid request: a request is a JSON object")
         request_id = message.get("id")
         if not _valid_id(request_id):
-            return _error(None, INVALID_REQUEST, "invalid request: id must be a string or number")
+            return _error(
+                None,
+                INVALID_REQUEST,
+                "invalid request: id must be a string, a finite number or null",
+            )
         method_name = message.get("method")
         params = message.get("params")
         if message.get("jsonrpc") != "2.0" or not isinstance(method_name, str):

@@ -15,11 +15,13 @@ from functools import wraps
 from typing import Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.server.mcpserver.context import Context
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
+from pydantic import ValidationError
 
 from contextstore import __version__
-from contextstore.core.errors import ContextStoreError, InvalidInputError
+from contextstore.core.errors import ContextStoreError
 from contextstore.core.overlays import UpdateKind
 from contextstore.core.window import context_window_info
 from contextstore.server.methods import to_json
@@ -37,8 +39,6 @@ INSTRUCTIONS = (
 )
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-SNIPPET_CONTEXT = 60
-"""Characters shown on each side of a search hit."""
 
 
 def block_texts(message: dict[str, Any]) -> Iterator[str]:
@@ -101,32 +101,10 @@ class HistoryTools:
         return self._newest_first()[: max(limit, 0)]
 
     def search_conversations(self, text: str, limit: int = 20) -> list[dict[str, Any]]:
-        """Messages containing ``text`` (case-insensitive), newest conversations first: the
-        conversation, the message index and role, and a snippet around the match."""
-        needle = text.casefold()
-        if not needle.strip():
-            raise InvalidInputError("text must not be empty; give the words to look for.")
-        hits: list[dict[str, Any]] = []
-        for conversation in self._newest_first():
-            for index, message in enumerate(self.store.messages(conversation["id"])):
-                for candidate in block_texts(message):
-                    at = candidate.casefold().find(needle)
-                    if at < 0:
-                        continue
-                    start, end = max(at - SNIPPET_CONTEXT, 0), at + len(text) + SNIPPET_CONTEXT
-                    hits.append(
-                        {
-                            "conversation_id": conversation["id"],
-                            "title": conversation["title"],
-                            "message_idx": index,
-                            "role": message.get("role"),
-                            "snippet": candidate[start:end],
-                        }
-                    )
-                    break
-                if len(hits) >= limit:
-                    return hits
-        return hits
+        """Blocks containing ``text`` (ASCII letters in any case; text, tool inputs and
+        results), newest first: the conversation, the message and block, the role and a
+        snippet around the match."""
+        return [to_json(hit) for hit in self.store.search(text, limit=limit)]
 
     def audit_conversation(self, conversation_id: str) -> dict[str, Any]:
         """Why the conversation looks as it does: every request (tokens against the window
@@ -205,6 +183,33 @@ class HistoryTools:
         return report
 
 
+def argument_problems(tool: str, error: ValidationError) -> str:
+    """What was wrong with a tool call's arguments, one clause per argument, without the
+    rejected values or pydantic's own model names and links."""
+    problems = "; ".join(
+        f"{'.'.join(str(part) for part in problem['loc']) or 'arguments'}: "
+        f"{problem['msg'][:1].lower()}{problem['msg'][1:]}"
+        for problem in error.errors(include_url=False, include_input=False)
+    )
+    return f"InvalidInputError: {tool} was called with arguments that do not fit: {problems}."
+
+
+class HistoryServer(MCPServer[Any]):
+    """The SDK's server, with argument errors reported as :func:`argument_problems` says
+    them (the model reads them to correct its call)."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            raise ToolError(argument_problems(name, cause)) from cause
+
+
 READ_TOOLS = (
     "list_conversations",
     "search_conversations",
@@ -218,9 +223,7 @@ WRITE_TOOLS = ("checkpoint", "rollback")
 
 def build_server(store: ContextStore, *, allow_writes: bool = False) -> MCPServer[Any]:
     """The MCP server over ``store``: the read tools, and the write tools if allowed."""
-    server: MCPServer[Any] = MCPServer(
-        "contextstore", instructions=INSTRUCTIONS, version=__version__
-    )
+    server = HistoryServer("contextstore", instructions=INSTRUCTIONS, version=__version__)
     tools = HistoryTools(store)
     for name in READ_TOOLS:
         server.add_tool(_store_errors_as_tool_errors(getattr(tools, name)), annotations=READ_ONLY)

@@ -71,9 +71,12 @@ class _Held:
         self.connection.close()
 
     def __del__(self) -> None:
-        # At interpreter shutdown or on a dead connection, closing may fail: nothing to do.
-        with contextlib.suppress(Exception):
+        # At interpreter shutdown (when module globals such as ``contextlib`` may already
+        # be None) or on a dead connection, closing may fail: nothing to do.
+        try:
             self.close()
+        except Exception:
+            return
 
 
 class _ThreadState(threading.local):

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contextstore import ContentTooLargeError, ContextStore, ContextStoreError
+from contextstore import ContentTooLargeError, ContextStore, ContextStoreError, InvalidInputError
 from contextstore.core.rows import MessageRow
 from contextstore.core.validate import (
     MAX_ID_LENGTH,
@@ -732,6 +732,32 @@ def test_a_bool_is_refused_where_an_int_is_expected(
     """``True == 1`` in Python: every one of these would be a valid call with 1 or 0."""
     _victim(store)
     _refused(store, lambda: call(store))
+
+
+NAMED_IN_ERRORS: list[tuple[str, Callable[[ContextStore], Any]]] = [
+    ("at must be an integer from 0", lambda s: s.fork(CID, at=-1)),
+    ("threshold must be a fraction", lambda s: s.set_auto_condense(CID, 5)),
+    ("auto_condense must be a fraction", lambda s: s.prepare_request(CID, auto_condense=5)),
+    (
+        "cost must be a number from 0 to 1e+15, got 1e+308",
+        lambda s: s.record_request(CID, cost=1e308),
+    ),
+    ("rollback ts must be an integer from 0", lambda s: s.rollback(CID, -1)),
+]
+
+
+@pytest.mark.parametrize(
+    ("start", "call"), NAMED_IN_ERRORS, ids=[start.split()[0] for start, _ in NAMED_IN_ERRORS]
+)
+def test_an_out_of_range_value_is_refused_naming_the_parameter_and_its_range(
+    store: ContextStore, start: str, call: Callable[[ContextStore], Any]
+) -> None:
+    _victim(store)
+    before = store.row_counts()
+    with pytest.raises(InvalidInputError) as refused:
+        call(store)
+    assert str(refused.value).startswith(start)
+    assert store.row_counts() == before
 
 
 NON_STRING_KEYS: list[Any] = [

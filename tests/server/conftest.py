@@ -179,7 +179,7 @@ def _expects_answer(body: bytes) -> bool:
     """Whether the specification requires an answer to ``body``."""
     try:
         message = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # the server answers what it cannot read
         return True
     if isinstance(message, list):
         return not message or not all(_is_notification(m) for m in message)

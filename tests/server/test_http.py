@@ -49,7 +49,15 @@ def _append_body(cid: str, text: str) -> bytes:
 
 @pytest.mark.parametrize(
     "authorization",
-    [None, "Bearer wrong-token-0123456789", "Basic dXNlcjpwYXNz", "bearer {token}", "{token}"],
+    [
+        None,
+        "Bearer wrong-token-0123456789",
+        "Basic dXNlcjpwYXNz",
+        "Basic {token}",
+        "{token}",
+        "Bearer{token}",
+        "Bearer {token}x",
+    ],
 )
 def test_a_request_without_the_token_is_401_and_changes_nothing(
     shared_server: HttpServer, authorization: str | None
@@ -63,12 +71,45 @@ def test_a_request_without_the_token_is_401_and_changes_nothing(
     assert client.result("messages", conversation_id=cid) == []
 
 
+@pytest.mark.parametrize("scheme", ["bearer", "BEARER", "Bearer "])
+def test_the_scheme_name_is_case_insensitive(shared_server: HttpServer, scheme: str) -> None:
+    """RFC 9110 section 11.1: the authentication scheme is a case-insensitive token."""
+    client = shared_server.client()
+    response = client.post(LIST, headers={"Authorization": f"{scheme} {client.token}"})
+    assert response.status == 200, response
+
+
+@pytest.mark.parametrize("order", ["wrong first", "right first"])
+def test_two_authorization_headers_are_401(shared_server: HttpServer, order: str) -> None:
+    client = shared_server.client()
+    cid = client.result("create_conversation")["id"]
+    values = [f"Bearer {client.token}", "Bearer wrong-token-0123456789"]
+    if order == "wrong first":
+        values.reverse()
+    connection = http.client.HTTPConnection("127.0.0.1", shared_server.port, timeout=WAIT_SECONDS)
+    try:
+        connection.putrequest("POST", "/rpc")
+        for value in values:
+            connection.putheader("Authorization", value)
+        body = _append_body(cid, "sneaky")
+        connection.putheader("Content-Type", "application/json")
+        connection.putheader("Content-Length", str(len(body)))
+        connection.endheaders(body)
+        assert connection.getresponse().status == 401
+    finally:
+        connection.close()
+    assert client.result("messages", conversation_id=cid) == []
+
+
 @pytest.mark.parametrize(
     ("host", "status"),
     [
         ("evil.example:{port}", 421),  # a rebound domain pointing at 127.0.0.1
         ("evil.example", 421),
         ("127.0.0.1:{other}", 421),
+        ("127.0.0.1:abc", 421),
+        ("127.0.0.1:{port}x", 421),
+        ("[127.0.0.1]junk", 421),
         ("127.0.0.1:{port}", 200),
         ("localhost:{port}", 200),
         ("LOCALHOST:{port}", 200),
@@ -91,7 +132,10 @@ def test_the_host_header_must_name_the_bound_address(
         ("LocalHost", ("localhost", None)),
         ("::1", ("::1", None)),
         ("", ("", None)),
-        ("evil.example:x", ("evil.example", None)),
+        ("evil.example:x", ("evil.example", -1)),
+        ("127.0.0.1:", ("127.0.0.1", None)),
+        ("127.0.0.1:\u0661\u0662", ("127.0.0.1", -1)),  # Arabic-Indic digits are not a port
+        ("[::1]8765", ("::1", -1)),
     ],
 )
 def test_host_headers_are_split_into_name_and_port(

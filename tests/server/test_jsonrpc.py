@@ -73,6 +73,28 @@ def test_nan_is_not_json(rpc: RpcClient) -> None:
     assert _send(rpc, text)["error"]["code"] == -32700
 
 
+@pytest.mark.parametrize("request_id", ["1e999", "-1e999"])
+def test_an_id_out_of_the_numbers_range_is_refused_before_the_call(
+    rpc: RpcClient, request_id: str
+) -> None:
+    """``1e999`` is valid JSON that reads as infinity, which cannot be sent back as the id."""
+    cid = rpc.result("create_conversation")["id"]
+    params = json.dumps({"conversation_id": cid, "role": "user", "content": "x"})
+    text = f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "append", "params": {params}}}'
+    response = _send(rpc, text)
+    assert response["id"] is None and response["error"]["code"] == -32600
+    assert "finite number" in response["error"]["message"]
+    assert rpc.result("messages", conversation_id=cid) == []
+
+
+def test_json_nested_past_what_the_parser_reads_is_named_as_such(rpc: RpcClient) -> None:
+    deep = "[" * 5_000 + "]" * 5_000
+    text = f'{{"jsonrpc": "2.0", "id": 1, "method": "list_conversations", "params": {deep}}}'
+    error = _send(rpc, text)["error"]
+    assert error["code"] == -32700
+    assert "too deeply" in error["message"] and "not JSON" not in error["message"]
+
+
 def test_ids_come_back_as_sent(rpc: RpcClient) -> None:
     for request_id in ("abc", 7, 2.5, None):
         message = {"jsonrpc": "2.0", "id": request_id, "method": "list_conversations"}

@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from contextstore import ContextStore
+from contextstore.server.methods import to_json
 from tests.conftest import session, tool_result, tool_use
 from tests.server.conftest import server_env
 
@@ -143,8 +144,21 @@ def test_the_read_only_tools_answer_from_the_history(tmp_path: Path) -> None:
         assert "print('a')" in hits[0]["snippet"]
         found = await _call(session, "search_conversations", text="contents of f", limit=3)
         assert len(found) == 3 and {h["conversation_id"] for h in found} == {state["audited"]}
+        with ContextStore.open(db, read_only=True) as store:  # the store's own search, shaped
+            assert found == [to_json(h) for h in store.search("contents of f", limit=3)]
         assert await _call(session, "search_conversations", text="no such words") == []
-        assert "must not be empty" in await _fails(session, "search_conversations", text=" ")
+        assert "is empty" in await _fails(session, "search_conversations", text=" ")
+        for limit in (0, -3):
+            refused = await _fails(session, "search_conversations", text="print", limit=limit)
+            assert "InvalidInputError" in refused and "limit" in refused
+
+        bogus = await _fails(session, "show_conversation", conversation_id=cid, format="bogus")
+        assert bogus.startswith("InvalidInputError: show_conversation was called with")
+        assert "format: input should be 'stored', 'anthropic', 'openai' or 'gemini'" in bogus
+        missing_id = await _fails(session, "audit_conversation")
+        assert "conversation_id: field required" in missing_id
+        for leaked in ("pydantic", "validation error for", "Arguments", "input_value"):
+            assert leaked not in bogus + missing_id
 
         audit = await _call(session, "audit_conversation", conversation_id=state["audited"])
         assert (audit["context_window"], audit["max_allowed_size"]) == (64_000, 37_000)

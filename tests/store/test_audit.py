@@ -287,6 +287,8 @@ def test_audit_tells_prepared_requests_from_recorded_ones(store: ContextStore) -
         ("abcdefghij", "ij", "...ghij"),
         ("abcdefghij", "zz", "abcd..."),
         ("ab \n\t cd", "b", "ab..."),
+        ("\u0130" * 5 + "xneedley", "NEEDLE", "...\u0130xneedley"),  # lower() lengthens U+0130
+        ("\u00df" * 5 + "xneedley", "needle", "...\u00dfxneedley"),
     ],
 )
 def test_a_snippet_is_the_match_with_context_either_side(

@@ -25,7 +25,7 @@ import pytest
 
 from contextstore import ContextStore, ContextStoreError, InvalidInputError
 from contextstore.core.errors import ConversationNotFoundError
-from contextstore.storage import wal_sync, writer_queue
+from contextstore.storage import database, wal_sync, writer_queue
 from tests.conftest import POSTGRES_URL, open_backend, user
 from tests.store.internals import (
     connection_setting,
@@ -317,3 +317,22 @@ def test_closing_after_the_descriptor_went_away_raises_nothing(tmp_path: Path) -
     os.close(syncer._fd)
     syncer.close()
     syncer.close()
+
+
+def test_a_held_connection_finalised_after_its_modules_prints_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At interpreter shutdown a store left open may be collected after Python has set
+    its modules' globals to None; its finaliser must not raise (Python prints what a
+    ``__del__`` raises as "Exception ignored in ...")."""
+    store = ContextStore.open(tmp_path / "agent.db")
+    store.append(store.create_conversation().id, "user", "one")
+    held = store.database._thread.held
+    assert held is not None
+    try:
+        for name in ("contextlib", "os"):
+            monkeypatch.setattr(database, name, None)
+        held.__del__()
+    finally:
+        monkeypatch.undo()
+        store.close()
