@@ -10,7 +10,7 @@ from contextstore.cli import terminal
 from contextstore.cli.common import confirm_or_refuse, json_option, open_store, yes_option
 from contextstore.cli.history import conversation_json
 from contextstore.cli.output import ordered_counts
-from contextstore.cli.times import MOMENT, Moment, format_ts, require_label
+from contextstore.cli.times import MOMENT, Moment, checked_moment, format_ts
 from contextstore.core.records import Checkpoint, RollbackReport
 
 
@@ -120,7 +120,7 @@ def rollback(
     """
     store = open_store(ctx, auto_migrate=False)
     store.get_conversation(conversation_id)
-    require_label(store, conversation_id, to, "--to")
+    to = checked_moment(store, conversation_id, to, "--to")
     preview = store.rollback(conversation_id, _target(to), purge=purge, dry_run=True)
     if dry_run:
         if as_json:
@@ -206,7 +206,7 @@ def fork(
     store = open_store(ctx, auto_migrate=False)
     store.get_conversation(conversation_id)
     if at is not None:
-        require_label(store, conversation_id, at, "--at")
+        at = checked_moment(store, conversation_id, at, "--at")
     new = store.fork(conversation_id, None if at is None else _target(at), title=title)
     if as_json:
         terminal.print_json(conversation_json(new))

@@ -4,8 +4,9 @@ timestamps print.
 A moment is milliseconds since the epoch (``1796118104075``, or ``1796118104075 ms``), an
 ISO 8601 date or date and time (``2026-12-01``, ``2026-12-01T10:15``,
 ``2026-12-01 10:15:04.075+01:00``; without an offset it is local time), or else a checkpoint
-label (its newest checkpoint). Timestamps print as local ISO dates with milliseconds and the
-UTC offset, which parse back to the same millisecond.
+label (its newest checkpoint); a conversation's own checkpoint label wins over the date or
+milliseconds the same text would read as. Timestamps print as local ISO dates with
+milliseconds and the UTC offset, which parse back to the same millisecond.
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ def resolve(store: ContextStore, conversation_id: str, moment: Moment, flag: str
     Raises:
         CheckpointNotFoundError: no checkpoint of the conversation has the label.
     """
+    moment = as_read_by(store, conversation_id, moment)
     if moment.ts is not None:
         return moment.ts
     assert moment.label is not None
@@ -111,10 +113,25 @@ def resolve(store: ContextStore, conversation_id: str, moment: Moment, flag: str
     return found.ts
 
 
-def require_label(store: ContextStore, conversation_id: str, moment: Moment, flag: str) -> None:
-    """Raise :class:`CheckpointNotFoundError` (naming ``flag``) for an unknown label."""
+def as_read_by(store: ContextStore, conversation_id: str, moment: Moment) -> Moment:
+    """``moment`` as one conversation reads it: a text that is the label of one of its
+    checkpoints names that checkpoint, even where it also reads as a date or milliseconds
+    (the date can be written another way; the label cannot)."""
+    if moment.ts is None or store.checkpoint_at(conversation_id, moment.text) is None:
+        return moment
+    return Moment(moment.text, label=moment.text)
+
+
+def checked_moment(store: ContextStore, conversation_id: str, moment: Moment, flag: str) -> Moment:
+    """``moment`` as the conversation reads it (:func:`as_read_by`).
+
+    Raises:
+        CheckpointNotFoundError: (naming ``flag``) the label is none of its checkpoints'.
+    """
+    moment = as_read_by(store, conversation_id, moment)
     if moment.label is not None:
         resolve(store, conversation_id, moment, flag)
+    return moment
 
 
 def missing_label(store: ContextStore, conversation_id: str, label: str, flag: str) -> str:

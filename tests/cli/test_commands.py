@@ -247,6 +247,25 @@ def test_rollback_to_a_moment_before_everything_previews_the_whole_conversation(
     assert dry.json()["removed"]["messages"] == 8
 
 
+@pytest.mark.parametrize("label", ["2026-12-01", "12345", "12345 ms"])
+def test_a_label_that_reads_as_a_moment_names_its_checkpoint(seeded: Seeded, label: str) -> None:
+    with seeded.store() as store:
+        labelled = store.checkpoint(seeded.cid, label)
+        store.append(seeded.cid, "user", "after the label")
+    dry = run("--db", seeded.db, "rollback", seeded.cid, "--to", label, "--dry-run", "--json")
+    assert dry.json()["cutoff_ts"] == labelled.ts and dry.json()["removed"]["messages"] == 1
+    shown = run("--db", seeded.db, "show", seeded.cid, "--as-of", label, "--json").json()
+    assert shown["as_of"] == labelled.ts
+    forked = run("--db", seeded.db, "fork", seeded.cid, "--at", label, "--json").json()
+    assert forked["forked_at_ts"] == labelled.ts
+    # In another conversation, without that label, the same text is a moment again.
+    with seeded.store() as store:
+        other = store.create_conversation().id
+        store.append(other, "user", "x")
+    again = run("--db", seeded.db, "rollback", other, "--to", label, "--dry-run", "--json")
+    assert again.json()["cutoff_ts"] != labelled.ts
+
+
 def test_restore_puts_the_rows_back_once(seeded: Seeded) -> None:
     before = counts(seeded)
     done = run("--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label, "-y", "--json")
