@@ -156,6 +156,7 @@ class ContextStore(
 
         Raises:
             InvalidInputError: ``source`` is missing, or ``destination`` already exists.
+            ReadOnlyLocationError: ``destination``'s directory cannot be written.
             CorruptDatabaseError: nothing can be read (the file's table list is destroyed).
         """
         source_path = check_path("source", source)

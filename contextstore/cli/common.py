@@ -14,7 +14,8 @@ import os
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from functools import wraps
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,6 +29,8 @@ from contextstore.cli.wording import cli_wording
 from contextstore.core.errors import ContextStoreError, NotFoundError
 from contextstore.storage.engine import resolve_target
 from contextstore.storage.paths import default_database_path, default_location
+from contextstore.storage.wal_sync import WAL_SUFFIX
+from contextstore.storage.writer_queue import LOCK_SUFFIX
 from contextstore.store import ContextStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -186,6 +189,31 @@ def open_store(ctx: click.Context, *, existing: bool | None = None, **kwargs: An
         ) from exc
     ctx.call_on_close(store.close)
     return store
+
+
+@contextmanager
+def store_removed_if_refused(ctx: click.Context) -> Iterator[ContextStore]:
+    """:func:`open_store`, for a command that creates its store when it is missing and
+    writes in one transaction: when the command fails, a store file it created is removed
+    again, with the folders made for it, so that a refused command leaves nothing behind."""
+    location = (ctx.find_root().obj or {}).get("db")
+    text = default_location() if location is None else location
+    path = resolve_target(text, default_database_path()).sqlite_path
+    new = path if path is not None and not os.path.lexists(path) else None
+    made = [] if new is None else [folder for folder in new.parents if not folder.exists()]
+    store = open_store(ctx)
+    try:
+        yield store
+    except BaseException:
+        if new is not None:
+            store.close()
+            for suffix in ("", WAL_SUFFIX, "-shm", "-journal", LOCK_SUFFIX):
+                with suppress(FileNotFoundError):
+                    new.with_name(new.name + suffix).unlink()
+            for folder in made:  # the nearest first
+                with suppress(OSError):
+                    folder.rmdir()
+        raise
 
 
 def _refuse_missing_file(location: str | None) -> None:

@@ -16,14 +16,13 @@ from typing import Any
 import click
 
 from contextstore.cli import terminal
-from contextstore.cli.common import handle_errors, open_store
+from contextstore.cli.common import handle_errors, open_store, store_removed_if_refused
 from contextstore.cli.wording import cli_wording
 from contextstore.core.errors import InvalidInputError
 from contextstore.interop.cline_import import cline_tasks, export_cline, import_cline
 from contextstore.interop.files import MAX_FILE_BYTES
 from contextstore.interop.gemini_import import export_gemini, gemini_chats, import_gemini
 from contextstore.interop.report import CONFLICT, ExportReport, ImportReport, ItemReport
-from contextstore.store import ContextStore
 
 Importer = Callable[..., ImportReport]
 Finder = Callable[..., Any]
@@ -56,11 +55,11 @@ def _run_import(
     max_file_bytes: int,
     **options: Any,
 ) -> None:
-    store: ContextStore = open_store(ctx)
+    # Found before the store is opened: a path with nothing to import creates no store.
     steps = 2 * sum(len(finder(path, max_file_bytes=max_file_bytes)[1]) for path in paths)
     reports: list[ImportReport] = []
     bar = nullcontext(_ignore) if as_json else terminal.progress(label, steps)
-    with bar as advance, store.transaction():
+    with store_removed_if_refused(ctx) as store, bar as advance, store.transaction():
         for path in paths:
             reports.append(
                 importer(
@@ -125,7 +124,7 @@ _max_file = click.option(
 @click.option(
     "--history",
     "history_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
     help="Cline's state/taskHistory.json, when it is not beside the tasks (its HistoryItem "
     "holds each task's current deleted range).",

@@ -28,7 +28,7 @@ from contextstore.core.file_reads import ALL_PATHS, REPLACED_PATHS
 from contextstore.core.overlays import UpdateKind
 from contextstore.core.validate import MAX_INT32, MAX_TS
 from contextstore.interop.errors import ClineTaskError
-from contextstore.interop.files import Folder, Note
+from contextstore.interop.files import Folder, Note, json_kind
 
 API_HISTORY_FILE: Final = "api_conversation_history.json"
 UI_MESSAGES_FILE: Final = "ui_messages.json"
@@ -316,7 +316,7 @@ def _read_messages(
             Note(
                 str(path),
                 None,
-                f"holds a {type(value).__name__}, not a list of messages; it was left out.",
+                f"holds {json_kind(value)}, not an array of messages; it was left out.",
             )
         )
         return []

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from contextstore.core.os_errors import os_errors
 from contextstore.core.validate import check_id
 from contextstore.interop.cline import (
     API_HISTORY_FILE,
@@ -35,7 +36,6 @@ from contextstore.interop.cline_write import (
     text_message,
     upsert_history_item,
     with_positions,
-    write_json_atomic,
 )
 from contextstore.interop.errors import ClineTaskError
 from contextstore.interop.files import MAX_FILE_BYTES, Folder, Note
@@ -43,6 +43,7 @@ from contextstore.interop.plan import ImportPlan
 from contextstore.interop.report import ExportReport, ImportReport
 from contextstore.interop.store_api import InteropStore
 from contextstore.interop.sync import Progress, import_state, run_import
+from contextstore.interop.writing import check_regular_targets, write_json_atomic
 
 EMPTY_TASK_METADATA: dict[str, Any] = {
     "files_in_context": [],
@@ -171,13 +172,14 @@ def export_cline(
     check_targets(
         [*paths, *([history_file] if history_file.parent == target else [])], overwrite=overwrite
     )
-    try:
+    check_regular_targets([history_file])
+    history = upsert_history_item(history_file, item)  # read, and refused, before any write
+    with os_errors("write the Cline task files"):
         target.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ClineTaskError(target, None, f"cannot be created ({exc.strerror}).") from exc
-    for name, value in files.items():
-        write_json_atomic(target / name, value, indent=2 if name == TASK_METADATA_FILE else None)
-    write_json_atomic(history_file, upsert_history_item(history_file, item))
+        for name, value in files.items():
+            indent = 2 if name == TASK_METADATA_FILE else None
+            write_json_atomic(target / name, value, indent=indent)
+        write_json_atomic(history_file, history)
     counts = {
         "messages": len(messages),
         "ui_messages": len(ui),

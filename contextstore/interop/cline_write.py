@@ -13,8 +13,6 @@ from __future__ import annotations
 import bisect
 import copy
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from contextstore.interop.cline import (
 )
 from contextstore.interop.cline_plan import USAGE_FIELDS, request_info
 from contextstore.interop.errors import ClineTaskError
+from contextstore.interop.writing import check_regular_targets
 
 TimedEntry = tuple[int, dict[str, Any]]
 """A UI message and the timeline ``ts`` that orders it."""
@@ -305,29 +304,14 @@ def upsert_history_item(path: Path, item: Mapping[str, Any]) -> list[Any]:
 # -- writing ------------------------------------------------------------------------------
 
 
-def write_json_atomic(path: Path, value: Any, *, indent: int | None = None) -> None:
-    """Write JSON (compact unless ``indent``, as Cline does) to a temporary file in the same
-    folder, then rename it over ``path``."""
-    separators = (",", ":") if indent is None else (",", ": ")
-    data = json.dumps(value, ensure_ascii=False, separators=separators, indent=indent)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.tmp.")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data.encode("utf-8"))
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def check_targets(paths: Sequence[Path], *, overwrite: bool) -> None:
-    """Refuse to replace existing files unless asked.
+    """Refuse to replace existing files unless asked, and anything but a regular file.
 
     Raises:
         ClineTaskError: some exist and ``overwrite`` is False (nothing written).
+        InvalidInputError: one is not a regular file (nothing written).
     """
+    check_regular_targets(paths)
     existing = [p for p in paths if p.exists()]
     if existing and not overwrite:
         names = ", ".join(p.name for p in existing)

@@ -54,6 +54,22 @@ class Note:
         return {"file": self.file, "position": self.position, "reason": self.reason}
 
 
+def json_kind(value: Any) -> str:
+    """What a decoded JSON value is, in JSON's words (``"an object"``, ``"null"``...), for
+    messages about files."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
 class Folder:
     """The folder an import was given: every file read must stay inside it."""
 
@@ -114,7 +130,12 @@ class Folder:
             InteropError: it cannot be read (permissions, an I/O error).
         """
         self.check(path)
-        size = path.stat().st_size
+        try:
+            size = path.stat().st_size
+        except OSError as exc:
+            raise InteropError(
+                path, None, f"cannot be read ({exc.strerror}); nothing was imported."
+            ) from exc
         if size > self.max_file_bytes:
             raise FileTooLargeError(
                 path,

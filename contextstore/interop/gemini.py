@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from contextstore.interop.errors import GeminiChatError
-from contextstore.interop.files import Folder, Note, check_depth
+from contextstore.interop.files import Folder, Note, check_depth, json_kind
 from contextstore.interop.gemini_convert import MESSAGE_TYPES, ROLES, Turn
 
 SESSION: Final = "session"
@@ -147,9 +147,16 @@ def read_chat(path: Path, folder: Folder) -> GeminiChat:
         None,
         'is not a Gemini CLI chat: expected {"history": [...]} (a /chat save checkpoint), '
         "an array of Content (/chat share), or a session with messages"
-        + (f" ({'; '.join(str(n) for n in notes)})" if notes else f", got {type(value).__name__}")
+        + (f" ({'; '.join(str(n) for n in notes)})" if notes else f", got {_described(value)}")
         + ".",
     )
+
+
+def _described(value: Any) -> str:
+    """``value`` as the chat-shaped JSON it is not."""
+    if isinstance(value, dict):
+        return "an object with none of history, messages or contents"
+    return json_kind(value)
 
 
 def _contents(values: Sequence[Any], path: Path, where: str, notes: list[Note]) -> list[Any]:

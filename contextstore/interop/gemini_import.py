@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from contextstore.core.hardening import DEFAULT_FINAL_USER_TEXT
+from contextstore.core.os_errors import os_errors
 from contextstore.core.records import Conversation
 from contextstore.core.validate import check_id
 from contextstore.core.view import build_view
-from contextstore.interop.cline_write import write_json_atomic
 from contextstore.interop.errors import GeminiChatError
 from contextstore.interop.files import MAX_FILE_BYTES, Folder
 from contextstore.interop.gemini import (
@@ -34,6 +34,11 @@ from contextstore.interop.plan import ImportPlan
 from contextstore.interop.report import ExportReport, ImportReport
 from contextstore.interop.store_api import InteropStore
 from contextstore.interop.sync import Progress, import_state, run_import
+from contextstore.interop.writing import (
+    check_regular_targets,
+    write_json_atomic,
+    write_text_atomic,
+)
 from contextstore.renderers import registry
 
 SESSION_RECORD_KINDS = frozenset({"user", "gemini", "info", "error", "warning"})
@@ -119,6 +124,7 @@ def export_gemini(
     check_id(conversation_id)
     target = Path(path)
     conversation = store.get_conversation(conversation_id)
+    check_regular_targets([target])
     if target.exists() and not overwrite:
         raise GeminiChatError(
             target,
@@ -133,17 +139,19 @@ def export_gemini(
     if checkpoint:
         value: Any = _checkpoint(store, conversation, gemini, records, imported_until)
         counts = {"contents": len(value if isinstance(value, list) else value["history"])}
-        target.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(target, value, indent=2)
+        with os_errors("write the Gemini CLI checkpoint"):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(target, value, indent=2)
         return ExportReport(conversation_id, (target,), (), counts)
     session = [r.data for r in records if r.kind in SESSION_RECORD_KINDS]
     session += _generated_records(store, conversation, imported_until)
     metadata = _session_metadata(conversation, gemini, state)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if target.suffix == ".jsonl":
-        _write_jsonl(target, metadata, session)
-    else:
-        write_json_atomic(target, {**metadata, "messages": session}, indent=2)
+    with os_errors("write the Gemini CLI session"):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.suffix == ".jsonl":
+            write_text_atomic(target, _jsonl(metadata, session))
+        else:
+            write_json_atomic(target, {**metadata, "messages": session}, indent=2)
     return ExportReport(conversation_id, (target,), (), {"records": len(session)})
 
 
@@ -165,15 +173,15 @@ def _session_metadata(
     return metadata
 
 
-def _write_jsonl(target: Path, metadata: Mapping[str, Any], records: Sequence[Any]) -> None:
+def _jsonl(metadata: Mapping[str, Any], records: Sequence[Any]) -> str:
+    """A session recording's JSONL text: the metadata record, the records, then the
+    scratchpad as a ``$set`` record, as Gemini CLI appends it."""
     head = {k: v for k, v in metadata.items() if k != "memoryScratchpad"}
     lines = [json.dumps(head, ensure_ascii=False)]
     lines += [json.dumps(record, ensure_ascii=False) for record in records]
     if "memoryScratchpad" in metadata:
         lines.append(json.dumps({"$set": {"memoryScratchpad": metadata["memoryScratchpad"]}}))
-    temporary = target.with_name(f"{target.name}.tmp.{os.getpid()}")
-    temporary.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    os.replace(temporary, target)
+    return "\n".join(lines) + "\n"
 
 
 def _checkpoint(

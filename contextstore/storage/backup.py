@@ -20,6 +20,7 @@ from sqlalchemy import Engine
 
 from contextstore.core.errors import CorruptDatabaseError, InvalidInputError, StorageFullError
 from contextstore.core.health import BackupResult
+from contextstore.core.os_errors import os_errors
 
 
 def backup_destination(dest: Path, source: Path | None) -> Path:
@@ -42,8 +43,10 @@ def backup_sqlite(engine: Engine, dest: Path, *, force: bool) -> BackupResult:
     existing file). Returns what was written.
 
     Raises:
-        InvalidInputError: ``dest`` exists (without ``force``) or its directory does not.
+        InvalidInputError: ``dest`` exists (without ``force``) or is not a regular file,
+            or its directory does not exist.
         StorageFullError: the copy did not fit; nothing is left at ``dest``.
+        ReadOnlyLocationError: its directory cannot be written.
         CorruptDatabaseError: the copy fails SQLite's check (the source is damaged).
     """
     if dest.exists() and not force:
@@ -51,8 +54,19 @@ def backup_sqlite(engine: Engine, dest: Path, *, force: bool) -> BackupResult:
             f"{dest} already exists; name a new file or a directory, or pass force=True "
             "(--force) to replace it."
         )
+    if dest.exists() and not dest.is_file():
+        raise InvalidInputError(
+            f"{dest} is not a regular file (a device, a pipe or a socket); name a new file or "
+            "a directory."
+        )
     if not dest.parent.is_dir():
         raise InvalidInputError(f"the directory {dest.parent} does not exist; create it first.")
+    with os_errors("write the backup"):
+        return _backup_beside(engine, dest, force=force)
+
+
+def _backup_beside(engine: Engine, dest: Path, *, force: bool) -> BackupResult:
+    """The copy, made under a temporary name beside ``dest`` and put in place."""
     temporary = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.partial")
     os.close(os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     try:

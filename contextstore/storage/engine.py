@@ -26,7 +26,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
 
-from contextstore.core.errors import InvalidInputError
+from contextstore.core.errors import InvalidInputError, NotFoundError
 from contextstore.core.validate import check_choice
 from contextstore.storage.sqlite_file import (
     check_before_open,
@@ -231,13 +231,19 @@ def _sqlite_file_url(target: DatabaseTarget, *, read_only: bool, create: bool) -
 
     Raises:
         InvalidInputError: a read-only store was asked for a file that does not exist.
-        NotFoundError: the file does not exist and ``create`` is False.
+        NotFoundError: the file does not exist and ``create`` is False, or the URL is a URI
+            that opens its file read-only.
         CorruptDatabaseError: the file is not a whole SQLite database (an existing
             zero-length file included).
         ReadOnlyLocationError: the store was opened for writing where nothing can be written.
     """
     path = target.sqlite_path
     assert path is not None
+    if target.opens_file_read_only and not path.exists():
+        raise NotFoundError(
+            f"there is no database at {path}; a SQLite URI with mode=ro or immutable=1 opens "
+            "an existing file only."
+        )
     check_before_open(path, read_only=read_only, create=create)
     if read_only:
         return f"sqlite:///{read_only_uri(path)}&uri=true"

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from contextstore.core.errors import CorruptDatabaseError, InvalidInputError
 from contextstore.core.health import RecoveryReport, TableRecovery
+from contextstore.core.os_errors import os_errors
 from contextstore.storage.damaged_file import (
     Scan,
     column_names,
@@ -214,6 +215,7 @@ def salvage(source: Path, destination: Path) -> RecoveryReport:
 
     Raises:
         InvalidInputError: ``source`` is missing, or ``destination`` exists.
+        ReadOnlyLocationError: ``destination``'s directory cannot be written.
         CorruptDatabaseError: nothing can be read (the file's table list is destroyed).
     """
     if not source.is_file():
@@ -231,14 +233,15 @@ def salvage(source: Path, destination: Path) -> RecoveryReport:
     copy = destination.with_name(f".{destination.name}.{token}.damaged")
     building = destination.with_name(f".{destination.name}.{token}.recovering")
     try:
-        repaired = readable_copy(source, copy)
-        report = _salvage_copy(copy, building, source, destination, header_repaired=repaired)
-        engine = make_engine(DatabaseTarget(f"sqlite:///{building}", building, False))
-        try:
-            upgrade(engine, is_sqlite=True)
-        finally:
-            engine.dispose()
-        os.link(building, destination)
+        with os_errors("write the recovered store"):
+            repaired = readable_copy(source, copy)
+            report = _salvage_copy(copy, building, source, destination, header_repaired=repaired)
+            engine = make_engine(DatabaseTarget(f"sqlite:///{building}", building, False))
+            try:
+                upgrade(engine, is_sqlite=True)
+            finally:
+                engine.dispose()
+            os.link(building, destination)
         return report
     finally:
         for base in (copy, building):
@@ -246,7 +249,9 @@ def salvage(source: Path, destination: Path) -> RecoveryReport:
                 base,
                 *(base.with_name(base.name + s) for s in ("-wal", "-shm", "-journal")),
             ):
-                with contextlib.suppress(FileNotFoundError):
+                # Not there, or a read-only folder (which refused the copy in the first
+                # place): the error that matters is the one already on its way.
+                with contextlib.suppress(OSError):
                     leftover.unlink()
 
 

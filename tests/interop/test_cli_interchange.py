@@ -162,3 +162,32 @@ def test_a_progress_bar_on_a_terminal_and_none_under_json(tmp_path: Path) -> Non
     )
     assert "Cline tasks" not in quiet and "4/4" not in quiet
     assert json.loads(quiet)["items"][0]["status"] == "imported"
+
+
+def test_a_refused_import_into_a_new_database_leaves_nothing_behind(tmp_path: Path) -> None:
+    not_a_chat = tmp_path / "object.json"
+    not_a_chat.write_text("{}", encoding="utf-8")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    before = sorted(tmp_path.rglob("*"))
+    db = tmp_path / "new" / "sub" / "agent.db"
+    code, _, err = _run(db, "import", "gemini", str(not_a_chat))
+    assert code == 2 and "got an object with none of history, messages or contents" in err
+    code, _, err = _run(db, "import", "cline", str(empty))
+    assert code == 2 and "is neither a Cline task folder" in err
+    code, _, err = _run(db, "import", "gemini", str(SESSION), str(not_a_chat))  # all or none
+    assert code == 2
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_refused_import_into_an_existing_database_keeps_it(tmp_path: Path) -> None:
+    db = tmp_path / "agent.db"
+    assert _run(db, "import", "gemini", str(SESSION))[0] == 0
+    with ContextStore.open(db) as store:
+        counts = store.row_counts()
+    not_a_chat = tmp_path / "null.json"
+    not_a_chat.write_text("null", encoding="utf-8")
+    code, _, err = _run(db, "import", "gemini", str(not_a_chat))
+    assert code == 2 and "got null" in err
+    with ContextStore.open(db) as store:
+        assert store.row_counts() == counts

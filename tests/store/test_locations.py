@@ -142,3 +142,13 @@ def test_sqlite_uris_contextstore_cannot_keep_a_store_in_are_refused(
     with pytest.raises(InvalidInputError, match=said):
         ContextStore.open(url)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("query", ["mode=ro", "immutable=1"])
+def test_a_read_only_uri_of_a_missing_file_is_not_found_and_creates_nothing(
+    tmp_path: Path, query: str
+) -> None:
+    url = f"sqlite:///file:{tmp_path / 'missing.db'}?{query}&uri=true"
+    with pytest.raises(NotFoundError, match="opens an existing file only"):
+        ContextStore.open(url)
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,175 @@
+"""Files the commands write for the user (backups, exports, recovered stores): a place that
+cannot be written is a clear error with its exit code, never an internal error; nothing but a
+regular file is ever replaced; a refused export writes nothing."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from contextstore import ContextStore
+from contextstore.core.errors import (
+    InvalidInputError,
+    ReadOnlyLocationError,
+    StorageFullError,
+)
+from contextstore.core.os_errors import os_error
+from tests.cli.conftest import Seeded, run
+
+
+def _refuses_creation(folder: Path) -> bool:
+    try:
+        os.close(os.open(folder / "contextstore-probe", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except OSError:
+        return True
+    os.unlink(folder / "contextstore-probe")  # pragma: no cover - a writable /sys
+    return False  # pragma: no cover
+
+
+UNWRITABLE = Path("/sys")
+"""A folder in which the kernel refuses new files, to root as well (sysfs)."""
+
+needs_unwritable = pytest.mark.skipif(
+    not UNWRITABLE.is_dir() or not _refuses_creation(UNWRITABLE),
+    reason="needs a folder in which no file can be created (Linux's /sys)",
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "kind", "exit_code"),
+    [
+        (errno.EROFS, ReadOnlyLocationError, 9),
+        (errno.EACCES, ReadOnlyLocationError, 9),
+        (errno.ENOSPC, StorageFullError, 8),
+        (errno.EDQUOT, StorageFullError, 8),
+        (errno.EISDIR, InvalidInputError, 2),
+        (errno.ENAMETOOLONG, InvalidInputError, 2),
+    ],
+)
+def test_an_os_error_becomes_the_stores_error_with_its_exit_code(
+    code: int, kind: type[Exception], exit_code: int
+) -> None:
+    error = os_error(OSError(code, os.strerror(code), "/x/y.db"), "write the backup")
+    assert type(error) is kind and error.exit_code == exit_code
+    assert str(error).startswith(f"could not write the backup: {os.strerror(code)} (/x/y.db)")
+
+
+@needs_unwritable
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["backup", str(UNWRITABLE)],
+        ["backup", str(UNWRITABLE / "copy.db")],
+        ["export", "gemini", "{cid}", str(UNWRITABLE / "session.jsonl")],
+        ["export", "gemini", "{cid}", str(UNWRITABLE / "chat.json"), "--checkpoint"],
+        ["export", "cline", "{cid}", str(UNWRITABLE / "task")],
+    ],
+    ids=["backup-dir", "backup-file", "gemini", "gemini-checkpoint", "cline"],
+)
+def test_a_place_that_cannot_be_written_is_exit_9(seeded: Seeded, command: list[str]) -> None:
+    args = [part.format(cid=seeded.cid) for part in command]
+    got = run("--db", seeded.db, *args)
+    assert got.code == 9, got.err
+    assert got.err.startswith("error: could not write") and "internal error" not in got.err
+    assert "pick a location you can write" in got.err
+
+
+@needs_unwritable
+def test_recovering_into_a_place_that_cannot_be_written_is_exit_9(seeded: Seeded) -> None:
+    got = run("recover", seeded.db, str(UNWRITABLE / "recovered.db"))
+    assert got.code == 9, got.err
+    assert got.err.startswith("error: could not write the recovered store")
+
+
+def test_recovering_a_missing_file_is_refused_and_creates_nothing(tmp_path: Path) -> None:
+    got = run("recover", str(tmp_path / "missing.db"), str(tmp_path / "out.db"))
+    assert got.code == 2 and "does not exist" in got.err
+    assert list(tmp_path.iterdir()) == []
+
+
+def _fifo(tmp_path: Path) -> Path:
+    path = tmp_path / "pipe"
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["backup", "{pipe}", "--force"],
+        ["backup", "{pipe}"],
+        ["export", "gemini", "{cid}", "{pipe}", "--force"],
+        ["export", "cline", "{cid}", "{folder}", "--force", "--history", "{pipe}"],
+    ],
+    ids=["backup-force", "backup", "gemini", "cline-history"],
+)
+def test_nothing_but_a_regular_file_is_replaced(
+    seeded: Seeded, tmp_path: Path, command: list[str]
+) -> None:
+    pipe = _fifo(tmp_path)
+    folder = tmp_path / "task"
+    args = [p.format(cid=seeded.cid, pipe=pipe, folder=folder) for p in command]
+    got = run("--db", seeded.db, *args)
+    assert got.code == 2, got.err
+    assert "is not a regular file" in got.err or "already exists" in got.err
+    assert stat.S_ISFIFO(pipe.stat().st_mode)
+    assert not folder.exists()
+
+
+def _files(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.mark.parametrize(
+    "history", ["folder", "{broken", '{"not": "a list"}'], ids=["folder", "broken", "object"]
+)
+def test_an_export_into_clines_storage_with_a_bad_history_file_writes_nothing(
+    seeded: Seeded, tmp_path: Path, history: str
+) -> None:
+    storage = tmp_path / "storage"
+    (storage / "tasks").mkdir(parents=True)
+    state = storage / "state"
+    state.mkdir()
+    history_file = state / "taskHistory.json"
+    if history == "folder":
+        history_file.mkdir()
+    else:
+        history_file.write_text(history, encoding="utf-8")
+    before = _files(storage)
+    got = run("--db", seeded.db, "export", "cline", seeded.cid, str(storage / "tasks" / "t1"))
+    assert got.code == 2, got.err
+    assert "taskHistory.json" in got.err and "internal error" not in got.err
+    assert _files(storage) == before
+    assert not (storage / "tasks" / "t1").exists()
+
+
+def test_a_missing_history_file_for_an_import_is_refused_before_the_store_is_made(
+    tmp_path: Path,
+) -> None:
+    task = tmp_path / "tasks" / "1700000000000"
+    task.mkdir(parents=True)
+    (task / "api_conversation_history.json").write_text(
+        '[{"role": "user", "content": "hi"}]', encoding="utf-8"
+    )
+    db = tmp_path / "new.db"
+    got = run(
+        "--db", str(db), "import", "cline", str(task), "--history", str(tmp_path / "none.json")
+    )
+    assert got.code == 2 and "'--history'" in got.err and "does not exist" in got.err
+    assert not db.exists()
+
+
+def test_a_backup_still_opens_as_a_store(seeded: Seeded, tmp_path: Path) -> None:
+    got = run("--db", seeded.db, "backup", str(tmp_path / "copy.db"))
+    assert got.code == 0, got.err
+    with ContextStore.open(tmp_path / "copy.db", read_only=True) as copy:
+        assert copy.get_conversation(seeded.cid).id == seeded.cid
