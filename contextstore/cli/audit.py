@@ -17,6 +17,7 @@ from contextstore.cli.output import ordered_counts
 from contextstore.cli.timeline import checkpoint_json
 from contextstore.cli.times import format_ts
 from contextstore.core.audit_records import AuditReport
+from contextstore.core.validate import MAX_INT32
 
 
 def audit_json(report: AuditReport) -> dict[str, Any]:
@@ -236,7 +237,7 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool) -> None:
 @click.command()
 @click.argument("text")
 @click.option(
-    "--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Most hits."
+    "--limit", type=click.IntRange(1, MAX_INT32), default=50, show_default=True, help="Most hits."
 )
 @click.option(
     "--conversation", "conversation_id", metavar="CID", default=None, help="Only this one."

@@ -22,7 +22,9 @@ from contextstore.cli.common import handle_errors
     "db_path",
     type=click.Path(dir_okay=False),
     default=None,
-    help="SQLite file to torture (default: a new file in a temporary directory).",
+    callback=lambda _ctx, _param, value: _new_file(value),
+    help="A new SQLite file to torture, kept afterwards (default: a new file in a temporary "
+    "directory).",
 )
 @click.option(
     "--max-delay",
@@ -54,6 +56,18 @@ def crash_test(kills: int, seed: int, db_path: str | None, max_delay: float) -> 
     terminal.out(tally.summary())
     if not tally.ok:
         click.get_current_context().exit(1)
+
+
+def _new_file(value: str | None) -> str | None:
+    """``--db`` of ``crash-test``: a file that is not there yet (the campaign builds its own
+    conversation in it, and would report another store's rows as lost)."""
+    if value is not None and Path(value).exists():
+        raise click.BadParameter(
+            f"{value} exists; crash-test builds its own store: name a new file, or leave --db "
+            "out to use a temporary one.",
+            param_hint="'--db'",
+        )
+    return value
 
 
 def _sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, ...]:

@@ -11,7 +11,7 @@ import click
 from contextstore.cli import terminal
 from contextstore.cli.common import confirm_or_refuse, json_option, open_store, yes_option
 from contextstore.cli.output import ordered_counts
-from contextstore.core.errors import CorruptDatabaseError
+from contextstore.core.errors import CorruptDatabaseError, ReadOnlyError
 from contextstore.store import ContextStore
 
 
@@ -19,6 +19,8 @@ from contextstore.store import ContextStore
 @click.pass_context
 def migrate(ctx: click.Context) -> None:
     """Upgrade the database schema to the current version."""
+    if (ctx.find_root().obj or {}).get("read_only"):
+        raise ReadOnlyError("migrate upgrades the schema, which writes; drop --read-only.")
     store = open_store(ctx)
     terminal.out(f"{store.location}: schema is up to date")
 

@@ -9,6 +9,7 @@ import click
 from contextstore.cli import report_chart, report_html, terminal
 from contextstore.cli.common import open_store
 from contextstore.cli.times import format_ts
+from contextstore.core.os_errors import NO_SPACE, NOT_WRITABLE, os_error
 from contextstore.storage.clock import now_ms
 
 
@@ -44,6 +45,8 @@ def report(ctx: click.Context, conversation_id: str, output: Path) -> None:
     try:
         output.write_text(page, encoding="utf-8")
     except OSError as exc:
+        if exc.errno in NO_SPACE | NOT_WRITABLE:
+            raise os_error(exc, "write the report") from exc
         raise click.BadParameter(
             f"cannot write {output}: {exc.strerror or exc}", param_hint="'-o' / '--output'"
         ) from exc

@@ -11,6 +11,7 @@ from contextstore.cli.common import json_option, open_store
 from contextstore.cli.times import format_ts
 from contextstore.core.errors import RequestNotFoundError
 from contextstore.core.records import RequestRecord
+from contextstore.core.validate import MAX_INT32
 
 
 def request_json(record: RequestRecord) -> dict[str, Any]:
@@ -82,7 +83,7 @@ def list_requests(ctx: click.Context, conversation_id: str, as_json: bool) -> No
 
 @click.command("request")
 @click.argument("conversation_id", metavar="CID")
-@click.argument("request_id", metavar="ID", type=click.IntRange(min=1))
+@click.argument("request_id", metavar="ID", type=click.IntRange(1, MAX_INT32))
 @click.option(
     "--payload",
     is_flag=True,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -125,9 +126,30 @@ def json_default(value: Any) -> Any:
 
 
 def print_json(value: Any) -> None:
-    """Print ``value`` as indented JSON on stdout."""
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=json_default))
+    """Print ``value`` as indented JSON on stdout; a number JSON cannot hold (infinity or
+    NaN, which SQL can compute) is printed as the string ``"Infinity"``, ``"-Infinity"`` or
+    ``"NaN"``, so every output parses as strict JSON."""
+    try:
+        text = json.dumps(
+            value, indent=2, ensure_ascii=False, default=json_default, allow_nan=False
+        )
+    except ValueError:
+        text = json.dumps(
+            _finite(value), indent=2, ensure_ascii=False, default=json_default, allow_nan=False
+        )
+    sys.stdout.write(text)
     sys.stdout.write("\n")
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with each non-finite float replaced by its name (see :func:`print_json`)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
 
 
 def print_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

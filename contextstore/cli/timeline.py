@@ -12,6 +12,7 @@ from contextstore.cli.history import conversation_json
 from contextstore.cli.output import ordered_counts
 from contextstore.cli.times import MOMENT, Moment, checked_moment, format_ts
 from contextstore.core.records import Checkpoint, RollbackReport
+from contextstore.core.validate import MAX_INT32
 
 
 def checkpoint_json(cp: Checkpoint) -> dict[str, Any]:
@@ -163,7 +164,7 @@ def rollback(
 
 @click.command()
 @click.argument("conversation_id", metavar="CID")
-@click.argument("rollback_id", metavar="ROLLBACK_ID", type=click.IntRange(min=1))
+@click.argument("rollback_id", metavar="ROLLBACK_ID", type=click.IntRange(1, MAX_INT32))
 @json_option
 @click.pass_context
 def restore(ctx: click.Context, conversation_id: str, rollback_id: int, as_json: bool) -> None:

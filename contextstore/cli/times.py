@@ -44,7 +44,7 @@ def parse_moment(text: str) -> Moment:
     """
     value = text.strip()
     if not value:
-        raise ValueError("is empty; pass a checkpoint label, an ISO date or milliseconds")
+        raise ValueError("the moment is empty")
     if re.fullmatch(r"-?\d+( ?ms)?", value):
         ts = int(value.removesuffix("ms").strip())
         if not 0 <= ts <= MAX_TS:
@@ -54,8 +54,12 @@ def parse_moment(text: str) -> Moment:
         try:
             parsed = datetime.fromisoformat(value.replace(" ", "T", 1))
         except ValueError as exc:
-            raise ValueError(f"{value!r} is not a valid date ({exc})") from exc
-        ts = to_ms(parsed)
+            reason = "its UTC offset is not within a day" if "offset" in str(exc) else exc
+            raise ValueError(f"{value!r} is not a valid date ({reason})") from exc
+        try:
+            ts = to_ms(parsed)
+        except (OverflowError, ValueError):  # a date the local time zone cannot place
+            ts = -1
         if not 0 <= ts <= MAX_TS:
             raise ValueError(f"{value!r} is before 1970 or too far in the future")
         return Moment(text, ts=ts)

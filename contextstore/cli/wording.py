@@ -25,6 +25,7 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"import again with replace=True", "import again with --replace"),
     (r"pass a larger max_file_bytes", "pass a larger --max-file-bytes"),
     (r"read_only=True \(--read-only on the command line\)", "--read-only"),
+    (r"open it without read_only=True to write", "drop --read-only to write"),
     (r"pass force=True \(--force\)", "pass --force"),
     (r" \(ContextStore\.recover\)", ""),
 )

@@ -5,7 +5,7 @@ and writes one request, notification or batch per line; each answer is one line 
 stdout carries nothing else: the process's file descriptor 1 is pointed at stderr while the
 server runs, so a stray write from any library lands in the log, never in the protocol.
 Calls run one at a time, in the order received. End of input stops the server; so does
-SIGTERM, after the call in progress has been answered.
+SIGTERM or SIGINT, after the call in progress has been answered (exit status 0).
 """
 
 from __future__ import annotations
@@ -28,15 +28,16 @@ def claim_stdout() -> BinaryIO:
 
 
 def serve_stdio(dispatcher: Dispatcher, stdin: BinaryIO, stdout: BinaryIO) -> None:
-    """Answer every line of ``stdin`` on ``stdout`` until end of input or SIGTERM."""
+    """Answer every line of ``stdin`` on ``stdout`` until end of input, SIGTERM or SIGINT."""
     state = {"busy": False, "stop": False}
 
-    def on_sigterm(signum: int, frame: Any) -> None:
+    def on_stop(signum: int, frame: Any) -> None:
         state["stop"] = True
         if not state["busy"]:
             raise SystemExit(0)
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    stopping = (signal.SIGTERM, signal.SIGINT)  # SIGINT: Ctrl-C where it runs in a terminal
+    previous = {signum: signal.signal(signum, on_stop) for signum in stopping}
     try:
         for line in stdin:
             if not line.strip():
@@ -52,4 +53,5 @@ def serve_stdio(dispatcher: Dispatcher, stdin: BinaryIO, stdout: BinaryIO) -> No
     except BrokenPipeError:
         logger.info("the client closed stdout; stopping")
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from contextstore import ContextStore
 from contextstore.cli import cli
 from contextstore.devtools import bench_data, bench_runner, bench_workloads
 from contextstore.devtools.bench_subjects import (
@@ -174,3 +175,13 @@ def test_a_bad_destination_is_refused_before_anything_is_measured(
 def test_a_crash_campaign_of_nothing_is_refused(args: list[str], option: str) -> None:
     result = CliRunner().invoke(cli, ["crash-test", *args], obj={})
     assert result.exit_code == 2 and f"Invalid value for '{option}'" in result.output
+
+
+def test_a_crash_campaign_refuses_an_existing_store(tmp_path: Path) -> None:
+    existing = tmp_path / "mine.db"
+    ContextStore.open(existing).close()
+    before = existing.read_bytes()
+    result = CliRunner().invoke(cli, ["crash-test", "--kills", "1", "--db", str(existing)], obj={})
+    assert result.exit_code == 2 and "Invalid value for '--db'" in result.output
+    assert "crash-test builds its own store" in result.output
+    assert existing.read_bytes() == before

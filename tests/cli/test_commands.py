@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 from pathlib import Path
 
@@ -160,11 +161,16 @@ def test_show_folds_the_hidden_range_and_labels_stored_indices(tmp_path: Path) -
         ),
         ("2026-13-45", 2, "Invalid value for '--as-of'"),
         ("-5", 2, "outside 0..2**53 milliseconds"),
+        ("2026-12-01T10:15+99:00", 2, "its UTC offset is not within a day"),
+        ("0001-01-01", 2, "is before 1970 or too far in the future"),
+        ("", 2, "the moment is empty; pass a checkpoint label"),
     ],
 )
 def test_show_as_of_mistakes(seeded: Seeded, moment: str, code: int, message: str) -> None:
     shown = run("--db", seeded.db, "show", seeded.cid, "--as-of", moment)
     assert shown.code == code and message in shown.err and "Traceback" not in shown.err
+    assert "timedelta" not in shown.err and "year 0" not in shown.err
+    assert shown.err.count("pass a checkpoint label") <= 1
 
 
 def test_render_is_a_hidden_alias_of_show(seeded: Seeded) -> None:
@@ -413,6 +419,18 @@ def test_sql_refusals(seeded: Seeded, query: str, code: int, message: str) -> No
     assert dump(Path(seeded.db)) == before
 
 
+def test_sql_json_output_is_strict_json_even_for_infinite_numbers(seeded: Seeded) -> None:
+    got = run("--db", seeded.db, "sql", "SELECT 1e999 AS big, -1e999 AS small, 1.5 AS x", "--json")
+    assert got.code == 0, got.err
+
+    def refuse(name: str) -> None:
+        raise AssertionError(f"{name} is not JSON")
+
+    assert json.loads(got.out, parse_constant=refuse) == [
+        {"big": "Infinity", "small": "-Infinity", "x": 1.5}
+    ]
+
+
 def test_sql_json_and_csv_together_is_a_usage_error(seeded: Seeded) -> None:
     got = run("--db", seeded.db, "sql", "SELECT 1", "--json", "--csv")
     assert got.code == 2 and "--json" in got.err and "--csv" in got.err
@@ -494,3 +512,10 @@ def test_report_into_a_missing_directory_is_a_usage_error(seeded: Seeded, tmp_pa
     got = run("--db", seeded.db, "report", seeded.cid, "-o", str(tmp_path / "no" / "r.html"))
     assert got.code == 2 and "cannot write" in got.err and "--output" in got.err
     assert "Traceback" not in got.err
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_report_that_does_not_fit_is_exit_8(seeded: Seeded) -> None:
+    got = run("--db", seeded.db, "report", seeded.cid, "-o", "/dev/full")
+    assert got.code == 8, got.err
+    assert got.err.startswith("error: could not write the report: No space left on device")

@@ -202,7 +202,7 @@ def test_every_wording_rule_still_matches_a_library_message() -> None:
 
 @pytest.mark.parametrize(
     "mistake",
-    ["conversation", "stale", "request", "unprepared", "export"],
+    ["conversation", "stale", "request", "unprepared", "export", "read-only", "read-only migrate"],
 )
 def test_library_messages_reach_the_user_in_cli_terms(
     seeded: Seeded, tmp_path: Path, mistake: str
@@ -218,6 +218,12 @@ def test_library_messages_reach_the_user_in_cli_terms(
         got = run("--db", seeded.db, "request", seeded.cid, "999", "--payload")
     elif mistake == "unprepared":
         got = run("--db", seeded.db, "request", seeded.cid, str(seeded.recorded_id), "--payload")
+    elif mistake == "read-only":
+        got = run("--db", seeded.db, "--read-only", "checkpoint", seeded.cid, "--label", "a")
+        assert got.code == 6 and "drop --read-only to write" in got.err
+    elif mistake == "read-only migrate":
+        got = run("--db", seeded.db, "--read-only", "migrate")
+        assert got.code == 6 and "drop --read-only" in got.err
     else:
         out = tmp_path / "task"
         out.mkdir()
@@ -400,3 +406,19 @@ def test_a_command_that_writes_creates_the_database(tmp_path: Path) -> None:
 def test_a_url_of_another_database_or_driver_is_refused_as_input(url: str, said: str) -> None:
     got = run("--db", url, "conversations")
     assert got.code == 2 and said in got.err and got.err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["search", "x", "--limit", "99999999999999999999"], "'--limit'"),
+        (["restore", "{cid}", "99999999999999999999"], "'ROLLBACK_ID'"),
+        (["request", "{cid}", "99999999999999999999"], "'ID'"),
+    ],
+)
+def test_a_number_past_the_stores_range_is_refused_in_the_flags_name(
+    seeded: Seeded, args: list[str], named: str
+) -> None:
+    got = run("--db", seeded.db, *[a.format(cid=seeded.cid) for a in args])
+    assert got.code == 2 and f"Invalid value for {named}" in got.err
+    assert "2147483647" in got.err

@@ -58,12 +58,17 @@ def test_the_stdio_server_needs_no_extra(monkeypatch: pytest.MonkeyPatch) -> Non
         importlib.import_module(name)
 
 
-def test_the_stdio_server_stops_on_sigterm_when_idle(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_the_stdio_server_stops_on_sigterm_or_sigint_when_idle(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
     process, client = start_stdio(tmp_path / "a.db", tmp_path / "data")
     try:
         assert client.result("list_conversations") == []
-        process.process.send_signal(signal.SIGTERM)
+        process.process.send_signal(signum)
         assert process.process.wait(WAIT_SECONDS) == 0
+        process.wait_closed()
+        assert "Aborted" not in process.stderr() and "Traceback" not in process.stderr()
     finally:
         process.stop()
 
