@@ -329,8 +329,13 @@ def _read_messages(
                 Note(
                     str(path),
                     f"message {idx}",
-                    f"{exc} The history was kept up to message {idx - 1}; this message and "
-                    f"the {len(value) - idx - 1} after it were left out.",
+                    f"{exc} "
+                    + (
+                        f"The history was kept up to message {idx - 1}; "
+                        if idx
+                        else "No message of the history was kept; "
+                    )
+                    + f"this message and the {len(value) - idx - 1} after it were left out.",
                 )
             )
             break

@@ -95,14 +95,19 @@ def find_chats(path: Path, folder: Folder) -> list[Path]:
     that a session's legacy ``.json`` comes before the ``.jsonl`` that continues it.
 
     Raises:
-        GeminiChatError: ``path`` does not exist.
+        GeminiChatError: ``path`` does not exist, or is neither a file nor a folder.
         OutsideFolderError: a link under it leads out of it.
     """
     if path.is_file():
         folder.check(path)
         return [path]
     if not path.is_dir():
-        raise GeminiChatError(path, None, "does not exist; pass a chat file or a folder.")
+        reason = (
+            "is not a regular file (a device, a pipe or a socket)"
+            if path.exists()
+            else "does not exist"
+        )
+        raise GeminiChatError(path, None, f"{reason}; pass a chat file or a folder.")
     in_chats = path.name == "chats"
     found = []
     for candidate in folder.walk(path):

@@ -497,6 +497,17 @@ def test_a_message_the_store_refuses_ends_the_history_there(
     assert memory_store.messages(report.conversation_id) == task.api[:5]
 
 
+def test_a_first_message_the_store_refuses_says_no_message_was_kept(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    task = story(4)
+    task.api[0] = 1  # type: ignore[assignment]  # a number where a message should be
+    folder = task.write(tmp_path / "t")
+    report = import_cline(memory_store, folder)
+    (note,) = [n for n in report.items[0].skipped if n.position == "message 0"]
+    assert "No message of the history was kept" in note.reason and "-1" not in note.reason
+
+
 def test_a_task_with_only_its_api_history_imports_its_messages(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:
