@@ -196,9 +196,7 @@ def store_removed_if_refused(ctx: click.Context) -> Iterator[ContextStore]:
     """:func:`open_store`, for a command that creates its store when it is missing and
     writes in one transaction: when the command fails, a store file it created is removed
     again, with the folders made for it, so that a refused command leaves nothing behind."""
-    location = (ctx.find_root().obj or {}).get("db")
-    text = default_location() if location is None else location
-    path = resolve_target(text, default_database_path()).sqlite_path
+    path = sqlite_file(ctx)
     new = path if path is not None and not os.path.lexists(path) else None
     made = [] if new is None else [folder for folder in new.parents if not folder.exists()]
     store = open_store(ctx)
@@ -214,6 +212,14 @@ def store_removed_if_refused(ctx: click.Context) -> Iterator[ContextStore]:
                 with suppress(OSError):
                     folder.rmdir()
         raise
+
+
+def sqlite_file(ctx: click.Context) -> Path | None:
+    """The SQLite file named by ``--db`` (or ``$CONTEXTSTORE_DB``, or the default); None
+    for an in-memory store or PostgreSQL."""
+    location = (ctx.find_root().obj or {}).get("db")
+    text = default_location() if location is None else location
+    return resolve_target(text, default_database_path()).sqlite_path
 
 
 def _refuse_missing_file(location: str | None) -> None:

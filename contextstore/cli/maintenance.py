@@ -9,9 +9,16 @@ from pathlib import Path
 import click
 
 from contextstore.cli import terminal
-from contextstore.cli.common import confirm_or_refuse, json_option, open_store, yes_option
+from contextstore.cli.common import (
+    confirm_or_refuse,
+    json_option,
+    open_store,
+    sqlite_file,
+    yes_option,
+)
 from contextstore.cli.output import ordered_counts
-from contextstore.core.errors import CorruptDatabaseError, ReadOnlyError
+from contextstore.core.errors import CorruptDatabaseError, ReadOnlyError, SchemaError
+from contextstore.storage.backup import backup_file
 from contextstore.store import ContextStore
 
 
@@ -76,14 +83,26 @@ def check(ctx: click.Context, conversation_id: str | None, full: bool, as_json: 
 
 
 @click.command()
-@click.argument("destination", metavar="DEST", type=click.Path(dir_okay=True, path_type=Path))
+@click.argument("destination", metavar="DEST", type=click.Path(dir_okay=True))
 @click.option("--force", is_flag=True, help="Replace DEST if it is an existing file.")
 @json_option
 @click.pass_context
-def backup(ctx: click.Context, destination: Path, force: bool, as_json: bool) -> None:
-    """Copy the store (SQLite) to DEST, a new file or a directory, while it stays in use."""
-    store = open_store(ctx, auto_migrate=False, read_only=True)
-    result = store.backup(destination, force=force)
+def backup(ctx: click.Context, destination: str, force: bool, as_json: bool) -> None:
+    """Copy the store (SQLite) to DEST, a new file or a directory, while it stays in use.
+
+    A store whose schema needs 'contextstore migrate' is copied as it is (back it up, then
+    migrate)."""
+    if not destination.strip():
+        raise click.BadParameter("is empty; name a new file or a directory.", param_hint="'DEST'")
+    try:
+        store = open_store(ctx, auto_migrate=False, read_only=True)
+    except SchemaError:
+        path = sqlite_file(ctx)
+        if path is None:
+            raise
+        result = backup_file(path, Path(destination).expanduser(), force=force)
+    else:
+        result = store.backup(destination, force=force)
     if as_json:
         terminal.print_json(dataclasses.asdict(result))
         return

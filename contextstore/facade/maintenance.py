@@ -133,10 +133,8 @@ class MaintenanceMixin(HistoryMixin):
         if not isinstance(force, bool):
             raise InvalidInputError("force must be True or False.")
         source = resolve_target(self.location, default_database_path()).sqlite_path
-        dest = backup_files.backup_destination(Path(destination).expanduser(), source)
-        if source is not None and dest.exists() and dest.resolve() == source.resolve():
-            raise InvalidInputError(f"{dest} is this store's own file; name another file.")
-        return backup_files.backup_sqlite(self._db.engine, dest, force=force)
+        dest = Path(destination).expanduser()
+        return backup_files.backup_to(self._db.engine, source, dest, force=force)
 
 
 def _problems_error(report: CheckReport) -> IntegrityViolationError:

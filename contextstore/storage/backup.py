@@ -21,6 +21,7 @@ from sqlalchemy import Engine
 from contextstore.core.errors import CorruptDatabaseError, InvalidInputError, StorageFullError
 from contextstore.core.health import BackupResult
 from contextstore.core.os_errors import os_errors
+from contextstore.storage.engine import DatabaseTarget, make_engine
 
 
 def backup_destination(dest: Path, source: Path | None) -> Path:
@@ -36,6 +37,36 @@ def backup_destination(dest: Path, source: Path | None) -> Path:
         candidate = dest / f"{base}-{number}.db"
         number += 1
     return candidate
+
+
+def backup_to(engine: Engine, source: Path | None, dest: Path, *, force: bool) -> BackupResult:
+    """:func:`backup_sqlite` of the store at ``source`` (None: in memory) to ``dest``, a
+    file or a directory (see :func:`backup_destination`).
+
+    Raises:
+        InvalidInputError: ``dest`` is the store's own file, or as :func:`backup_sqlite`.
+    """
+    target = backup_destination(dest, source)
+    if source is not None and target.exists() and target.resolve() == source.resolve():
+        raise InvalidInputError(f"{target} is this store's own file; name another file.")
+    return backup_sqlite(engine, target, force=force)
+
+
+def backup_file(source: Path, dest: Path, *, force: bool) -> BackupResult:
+    """:func:`backup_to` of the SQLite file ``source``, opened read-only without looking at
+    its schema: a store that needs ``contextstore migrate`` can be copied before it is
+    upgraded.
+
+    Raises:
+        InvalidInputError: there is no file at ``source``, or as :func:`backup_to`.
+        CorruptDatabaseError: ``source`` is not a whole SQLite database.
+    """
+    target = DatabaseTarget(f"sqlite:///{source}", source, False)
+    engine = make_engine(target, read_only=True, create=False)
+    try:
+        return backup_to(engine, source, dest, force=force)
+    finally:
+        engine.dispose()
 
 
 def backup_sqlite(engine: Engine, dest: Path, *, force: bool) -> BackupResult:

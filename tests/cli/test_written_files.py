@@ -11,14 +11,17 @@ import stat
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine
 
 from contextstore import ContextStore
 from contextstore.core.errors import (
     InvalidInputError,
     ReadOnlyLocationError,
+    SchemaOutdatedError,
     StorageFullError,
 )
 from contextstore.core.os_errors import os_error
+from contextstore.storage.migrate import downgrade
 from tests.cli.conftest import Seeded, run
 
 
@@ -173,3 +176,37 @@ def test_a_backup_still_opens_as_a_store(seeded: Seeded, tmp_path: Path) -> None
     assert got.code == 0, got.err
     with ContextStore.open(tmp_path / "copy.db", read_only=True) as copy:
         assert copy.get_conversation(seeded.cid).id == seeded.cid
+
+
+def test_a_store_that_needs_migrating_can_be_backed_up_first(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation(title="before the upgrade").id
+        store.append(cid, "user", "hello")
+    engine = create_engine(f"sqlite:///{db}")
+    try:
+        downgrade(engine, is_sqlite=True, revision="0005")
+    finally:
+        engine.dispose()
+    before = db.read_bytes()
+    assert run("--db", str(db), "conversations").code == 4  # as reads are
+
+    got = run("--db", str(db), "backup", str(tmp_path / "copy.db"), "--json")
+    assert got.code == 0, got.err
+    assert got.json()["conversations"] == 1
+    assert db.read_bytes() == before
+    with pytest.raises(SchemaOutdatedError):
+        ContextStore.open(tmp_path / "copy.db", auto_migrate=False).close()
+    with ContextStore.open(tmp_path / "copy.db") as copy:  # migrates the copy
+        assert copy.get_conversation(cid).title == "before the upgrade"
+
+
+def test_an_empty_backup_destination_is_refused(
+    seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    got = run("--db", seeded.db, "backup", "")
+    assert got.code == 2 and "Invalid value for 'DEST'" in got.err
+    assert list(here.iterdir()) == []
