@@ -217,7 +217,10 @@ def store_removed_if_refused(ctx: click.Context) -> Iterator[ContextStore]:
 def sqlite_file(ctx: click.Context) -> Path | None:
     """The SQLite file named by ``--db`` (or ``$CONTEXTSTORE_DB``, or the default); None
     for an in-memory store or PostgreSQL."""
-    location = (ctx.find_root().obj or {}).get("db")
+    return _sqlite_file_at((ctx.find_root().obj or {}).get("db"))
+
+
+def _sqlite_file_at(location: str | None) -> Path | None:
     text = default_location() if location is None else location
     return resolve_target(text, default_database_path()).sqlite_path
 
@@ -230,8 +233,7 @@ def _refuse_missing_file(location: str | None) -> None:
         NotFoundError: no file at the location named by ``--db``, $CONTEXTSTORE_DB or the
             default.
     """
-    text = default_location() if location is None else location
-    path = resolve_target(text, default_database_path()).sqlite_path
+    path = _sqlite_file_at(location)
     if path is None or path.exists():
         return  # in memory, or there
     named = "--db or $CONTEXTSTORE_DB" if location is not None else "the default location"

@@ -27,6 +27,10 @@ class ConversationState:
     """Bytes of the stored values the state was decoded from (a measure of its size)."""
     last_ts: int | None = None
     """The conversation's newest ``ts`` when the state was read (None when not read)."""
+    digest: int | None = None
+    """A hash of the rows the state was read from (None when not computed): an importer may
+    replace rows in place under the same timestamps (or delete a conversation and write it
+    again under the same id), so a timestamp alone does not name what was read."""
 
     def with_updates(self, updates: Sequence[BlockUpdate]) -> ConversationState:
         """This state with ``updates`` applied, as if they had been written."""

@@ -219,7 +219,9 @@ class HistoryMixin(NodesMixin):
         with collector_paused():
             with self._db.read() as connection:
                 newest = last_ts(connection, conversation_id)
-                state = history.load_state(connection, conversation_id, limit)
+                state = history.load_state(
+                    connection, conversation_id, limit, digest=bool(active and active.processors)
+                )
                 context = self._run_context(connection, conversation_id, active, limit)
             moment = (conversation_id, newest, min(limit, newest))
             view = self._processed(active, state, moment, context)
@@ -242,7 +244,7 @@ class HistoryMixin(NodesMixin):
         """
         if pipeline is None or not pipeline.processors:
             return view_with(state, ())
-        key = (*moment, pipeline.config_key())
+        key = (*moment, state.digest, pipeline.config_key())
         cacheable = not self._db.in_transaction
         cached = self.render_cache.get(key) if cacheable else None
         if cached is not None:

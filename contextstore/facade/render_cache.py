@@ -14,10 +14,12 @@ RENDER_CACHE_BYTES = 16 * 1024 * 1024
 class RenderCache:
     """What a render's processors proposed, kept so a repeat render does no processing;
     an LRU bounded by the size of the rewrites in bytes, keyed by the conversation's newest
-    ``ts``, the moment rendered and the pipeline's configuration.
+    ``ts``, the moment rendered, a hash of the rows read (``ConversationState.digest``) and
+    the pipeline's configuration.
 
-    Every write moves the conversation's clock, so a key naming the newest ``ts`` can never
-    return proposals that a later write made stale. The view itself is built again from
+    Every write moves the conversation's clock, and rows replaced under the timestamps they
+    had (an importer's, or a conversation written again under its id) change the hash, so
+    a key never returns proposals made for other rows. The view itself is built again from
     rows on every render (that costs about a SELECT and a decode), so nothing the caller
     receives is shared with the cache, and its memory stays proportional to the rewrites,
     not to the conversations. An entry larger than the whole budget is not kept. ``hits``

@@ -11,6 +11,7 @@ effective context updates of the visible blocks (:mod:`.updates`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import (
@@ -99,10 +100,19 @@ def load_messages(
         IntegrityViolationError: indices are not 0..n-1 or timestamps do not increase.
         CorruptRowError: a stored value does not decode.
     """
+    rows, hidden_through = _history_rows(connection, conversation_id, as_of, hidden_through)
+    return _decoded(conversation_id, rows, hidden_through)
+
+
+def _history_rows(
+    connection: Connection, conversation_id: str, as_of: int, hidden_through: int | None
+) -> tuple[list[tuple[Any, ...]], int | None]:
+    """The history rows :func:`load_messages` decodes, and the ``hidden_through`` they
+    were read with (None when the range hides nothing that is read at all)."""
     if hidden_through is not None and hidden_through < 2:
         hidden_through = None
     rows = _HISTORY.rows(connection, {"cid": conversation_id, "as_of": as_of}, hidden_through)
-    return _decoded(conversation_id, rows, hidden_through)
+    return rows, hidden_through
 
 
 _HISTORY_AFTER = Statement(
@@ -270,18 +280,26 @@ def load_state(
     *,
     every_message: bool = False,
     last_ts: int | None = None,
+    digest: bool = False,
 ) -> ConversationState:
     """Read the deleted range, the messages and the effective updates as of ``as_of``.
 
     Unless ``every_message``, the messages and updates the range hides are not read.
     ``last_ts`` (the conversation's clock, read in the same snapshot) is kept on the state
-    so that a write planned from it can check nothing changed since.
+    so that a write planned from it can check nothing changed since. With ``digest``, the
+    state carries a hash of the rows it was read from (see ``ConversationState.digest``).
     """
     deleted_range = load_deleted_range(connection, conversation_id, as_of)
     hidden = None if every_message or deleted_range is None else visible_start(deleted_range) - 1
-    loaded, _stamps, size = load_messages(connection, conversation_id, as_of, hidden_through=hidden)
+    rows, read_hidden = _history_rows(connection, conversation_id, as_of, hidden)
+    loaded, _stamps, size = _decoded(conversation_id, rows, read_hidden)
     overlays = load_overlays(connection, conversation_id, as_of, hidden_through=hidden)
-    return ConversationState(loaded, deleted_range, overlays, size, last_ts)
+    state = ConversationState(loaded, deleted_range, overlays, size, last_ts)
+    if not digest:
+        return state
+    # Python's own hashing, in C over the rows as read (text, JSON as text, keys, ts).
+    updates = tuple((a, u.kind, u.mode, u.text) for a, u in overlays.items())
+    return replace(state, digest=hash((tuple(rows), deleted_range, updates)))
 
 
 def _tallies() -> list[tuple[Any, list[Any]]]:

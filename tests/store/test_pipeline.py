@@ -51,6 +51,41 @@ def test_a_repeat_render_does_no_processing(store: ContextStore) -> None:
     assert store.render_cache.misses == misses + 1
 
 
+def _rewritten_in_place(rewriter: ContextStore, conversation_id: str, how: str) -> None:
+    """What an importer does when the other agent rewrote its history: the rows go and
+    come back under the same timestamps, now holding a secret."""
+    if how == "discarded":
+        rewriter.discard_imported_rows(conversation_id, after=3000)
+    else:
+        rewriter.delete_conversation(conversation_id)
+        rewriter.create_conversation(id=conversation_id, created_ts=1000)
+        rewriter.append(conversation_id, "user", "hello", ts=2000)
+        rewriter.append(conversation_id, "assistant", "hi", ts=3000)
+    rewriter.append(conversation_id, "user", f"token {TOKEN}", ts=4000)
+
+
+@pytest.mark.parametrize("how", ["discarded", "recreated"])
+@pytest.mark.parametrize("where", ["this store", "another process"])
+def test_rows_replaced_under_the_same_timestamps_are_never_rendered_from_the_cache(
+    tmp_path: Path, how: str, where: str
+) -> None:
+    path = tmp_path / "agent.db"
+    with ContextStore.open(path) as store:
+        cid = store.create_conversation(id="c1", created_ts=1000).id
+        store.append(cid, "user", "hello", ts=2000)
+        store.append(cid, "assistant", "hi", ts=3000)
+        store.append(cid, "user", "plain", ts=4000)
+        assert store.render(cid, format="openai")[-1]["content"] == "plain"
+        if where == "this store":
+            _rewritten_in_place(store, cid, how)
+        else:
+            with ContextStore.open(path) as other:
+                _rewritten_in_place(other, cid, how)
+        for format in (None, "anthropic", "openai", "gemini"):
+            rendered = json.dumps(store.render(cid, format=format))
+            assert TOKEN not in rendered and "[REDACTED:github_token]" in rendered, format
+
+
 def test_a_processor_result_for_a_changed_block_is_stale(store: ContextStore) -> None:
     conv = store.create_conversation()
     store.append(conv.id, [user("task"), assistant("x   \n\n\n\n\ny")])
