@@ -122,6 +122,18 @@ def block_text(block: Any) -> str | None:
     return None
 
 
+def text_document_data(block: Any) -> str | None:
+    """The text of a ``document`` block whose source is plain text (``{"type": "text",
+    "data": ...}``), or None for any other block."""
+    if not isinstance(block, dict) or block.get("type") != "document":
+        return None
+    source = block.get("source")
+    if not isinstance(source, dict) or source.get("type") != "text":
+        return None
+    data = source.get("data")
+    return data if isinstance(data, str) else None
+
+
 def with_block_text(block: Block, text: str, mode: str = UpdateMode.TEXT) -> Block | None:
     """Return a copy of ``block`` showing ``text``, or None if the block has no text slot.
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ahocorasick_rs import AhoCorasick, BytesAhoCorasick, MatchKind
 
-from contextstore.core.overlays import block_text
+from contextstore.core.overlays import block_text, text_document_data
 from contextstore.processors.secret_patterns import (
     PASSWORD_KEY_NAME,
     SECRET_KEY_NAME,
@@ -171,9 +171,15 @@ def scanned_texts(block: dict[str, Any], medium: bool) -> tuple[str, ...] | None
     content = block.get("content")
     if kind == "tool_result" and isinstance(content, list):
         return tuple(
-            item["text"]
+            text
             for item in content
-            if isinstance(item, dict) and isinstance(item.get("text"), str)
+            if isinstance(item, dict)
+            and (
+                text := item["text"]
+                if isinstance(item.get("text"), str)
+                else text_document_data(item)
+            )
+            is not None
         )
-    text = block_text(block)
+    text = block_text(block) if kind != "document" else text_document_data(block)
     return () if text is None else (text,)

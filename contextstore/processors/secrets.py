@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextstore.core.errors import InvalidInputError
-from contextstore.core.overlays import BlockUpdate, Message, UpdateMode, block_text
+from contextstore.core.overlays import (
+    BlockUpdate,
+    Message,
+    UpdateMode,
+    block_text,
+    text_document_data,
+)
 from contextstore.core.validate import json_copy
 from contextstore.core.view import IndexedView
 from contextstore.processors.base import (
@@ -276,11 +282,10 @@ def _mask_block_in_place(
         for item in block["content"]:
             if isinstance(item, dict) and isinstance(item.get("text"), str):
                 item["text"] = mask(item["text"])
-    elif kind == "document":
-        source = block.get("source")
-        data = source.get("data") if isinstance(source, dict) else None
-        if isinstance(source, dict) and source.get("type") == "text" and isinstance(data, str):
-            source["data"] = mask(data)
+            elif (data := text_document_data(item)) is not None:
+                item["source"]["data"] = mask(data)
+    elif (data := text_document_data(block)) is not None:
+        block["source"]["data"] = mask(data)
 
 
 def _counts(findings: Iterable[Finding]) -> dict[str, int]:
@@ -458,6 +463,9 @@ class SecretMasker:
             whole = self._propose_result_list(message_idx, block_idx, block)
             if whole is not None:
                 return whole
+        document = text_document_data(block)
+        if document is not None:
+            return self._propose_document(message_idx, block_idx, block, document)
         text = block_text(block)
         if text is None or not self._may_match(text):
             return None
@@ -473,25 +481,49 @@ class SecretMasker:
             metadata={"secrets": _counts(findings)},
         )
 
+    def _propose_document(
+        self, message_idx: int, block_idx: int, block: Any, text: str
+    ) -> BlockUpdate | None:
+        """Mask a plain-text document that holds a secret: it becomes a text block of its
+        masked text (BLOCK mode; no update rewrites a document's source in place)."""
+        if not self._may_match(text):
+            return None
+        masked, findings = self._mask(text)
+        if not findings:
+            return None
+        read = readable_text(block, UpdateMode.BLOCK)
+        assert read is not None
+        return make_update(
+            self.name,
+            message_idx,
+            block_idx,
+            read=read,
+            text=masked,
+            mode=UpdateMode.BLOCK,
+            metadata={"secrets": _counts(findings)},
+        )
+
     def _propose_result_list(
         self, message_idx: int, block_idx: int, block: Any
     ) -> BlockUpdate | None:
-        """Mask a list-content tool result whose later items hold secrets (BLOCK mode)."""
+        """Mask a list-content tool result whose later text items, or any plain-text
+        document, hold secrets (BLOCK mode; a first text item alone takes a TEXT update)."""
         items = block["content"]
-        later = [
-            self._mask(item["text"])[1]
+        beyond_reach = [
+            item["text"]
             for item in items[1:]
             if isinstance(item, dict) and isinstance(item.get("text"), str)
-        ]
-        if not any(later):
+        ] + [data for item in items if (data := text_document_data(item)) is not None]
+        if not any(self._mask(text)[1] for text in beyond_reach):
             return None
         parts: list[str] = []
         findings: list[Finding] = []
         for item in items:
             if not isinstance(item, dict):
                 continue
-            if isinstance(item.get("text"), str):
-                masked, found = self._mask(item["text"])
+            text = item["text"] if isinstance(item.get("text"), str) else text_document_data(item)
+            if text is not None:
+                masked, found = self._mask(text)
                 parts.append(masked)
                 findings.extend(found)
             elif item.get("type") in ("image", "document"):

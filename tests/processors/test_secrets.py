@@ -170,7 +170,7 @@ def test_secret_masker_proposals() -> None:
     updates = SecretMasker().propose(view)
     assert message == before
     by_block = {u.block_idx: u for u in updates}
-    assert set(by_block) == {0, 2, 3, 4}
+    assert set(by_block) == {0, 2, 3, 4, 5}
     assert all(u.kind == UpdateKind.PROCESSOR and u.source == "secret_mask" for u in updates)
     assert all(u.message_idx == 7 for u in updates)
     assert by_block[0].text == "my token is [REDACTED:github_token]"
@@ -182,6 +182,8 @@ def test_secret_masker_proposals() -> None:
     assert by_block[4].mode == UpdateMode.BLOCK
     assert "later [REDACTED:github_token]" in by_block[4].text
     assert "[image omitted: image/png" in by_block[4].text
+    assert by_block[5].mode == UpdateMode.BLOCK  # a plain-text document, as a text block
+    assert by_block[5].text == "doc [REDACTED:github_token]"
     assert all(token not in u.text for u in updates)
 
 

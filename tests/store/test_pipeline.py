@@ -51,6 +51,55 @@ def test_a_repeat_render_does_no_processing(store: ContextStore) -> None:
     assert store.render_cache.misses == misses + 1
 
 
+def _text_document(data: str) -> dict[str, object]:
+    return {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": data},
+    }
+
+
+TEXT_DOCUMENTS = {
+    "a document": [_text_document(f"token {TOKEN}"), {"type": "text", "text": "see"}],
+    "a document in a tool result": [
+        {
+            "type": "tool_result",
+            "tool_use_id": "t",
+            "content": [{"type": "text", "text": "read"}, _text_document(f"token {TOKEN}")],
+        }
+    ],
+    "a document first in a tool result": [
+        {"type": "tool_result", "tool_use_id": "t", "content": [_text_document(f"k {TOKEN}")]}
+    ],
+}
+
+
+@pytest.mark.parametrize("content", TEXT_DOCUMENTS.values(), ids=list(TEXT_DOCUMENTS))
+def test_a_secret_in_a_plain_text_document_is_masked(
+    store: ContextStore, content: list[dict[str, object]]
+) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, [user("task"), assistant(tool_use("t", name="read", path="a"))])
+    store.append(conv.id, "user", content)
+    for format in (None, "anthropic", "openai", "gemini"):
+        rendered = json.dumps(store.render(conv.id, format=format))
+        assert TOKEN not in rendered and "[REDACTED:github_token]" in rendered, format
+    ctx = store.prepare_request(conv.id, format="anthropic")
+    assert TOKEN not in json.dumps(ctx.payload)
+    assert TOKEN in json.dumps(store.messages(conv.id))  # the original stays
+
+
+@pytest.mark.parametrize("content", TEXT_DOCUMENTS.values(), ids=list(TEXT_DOCUMENTS))
+def test_masking_on_write_masks_plain_text_documents_wherever_they_are(
+    tmp_path: Path, content: list[dict[str, object]]
+) -> None:
+    with ContextStore.open(tmp_path / "masked.db", mask_secrets_on_write=True) as store:
+        conv = store.create_conversation()
+        store.append(conv.id, [user("task"), assistant(tool_use("t", name="read", path="a"))])
+        store.append(conv.id, "user", content)
+        assert TOKEN not in json.dumps(store.messages(conv.id))
+    assert TOKEN.encode() not in (tmp_path / "masked.db").read_bytes()
+
+
 def _rewritten_in_place(rewriter: ContextStore, conversation_id: str, how: str) -> None:
     """What an importer does when the other agent rewrote its history: the rows go and
     come back under the same timestamps, now holding a secret."""
