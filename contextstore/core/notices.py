@@ -128,7 +128,7 @@ def _first_block_is_nonempty_text(message: Message) -> bool:
 
 
 def first_user_replacement_update(
-    messages: Sequence[Message], overlays: OverlayMap
+    messages: Sequence[Message], overlays: OverlayMap, notice: str | None = None
 ) -> BlockUpdate | None:
     """Propose replacing the task text (block 0 of message 0) by a short continuation cue.
 
@@ -142,6 +142,8 @@ def first_user_replacement_update(
     Args:
         messages: The original, unmodified history.
         overlays: The effective update per block.
+        notice: The truncation notice (with its summary) to show after the cue, when
+            message 1 has no block that can show it.
 
     Returns:
         The proposed update, or None.
@@ -154,7 +156,7 @@ def first_user_replacement_update(
         message_idx=0,
         block_idx=0,
         kind=UpdateKind.FIRST_USER_REPLACEMENT,
-        text=FIRST_USER_REPLACEMENT,
+        text=FIRST_USER_REPLACEMENT if notice is None else f"{FIRST_USER_REPLACEMENT}\n\n{notice}",
         source=NOTICE_SOURCE,
         metadata={},
         base_hash=text_hash(_visible_text(messages[0], 0, 0, overlays)),

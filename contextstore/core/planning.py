@@ -150,7 +150,10 @@ def _notice_updates(
     if notice is not None:
         updates.append(notice)
     if first_user:
-        replacement = first_user_replacement_update(state.messages, state.overlays)
+        # Message 1 with no block that shows text cannot carry the notice: the summary then
+        # goes with the cue that replaces the task, where the model reads it.
+        carried = notice_text(summary) if notice is None and summary else None
+        replacement = first_user_replacement_update(state.messages, state.overlays, carried)
         if replacement is not None:
             updates.append(replacement)
     return updates

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from tests.conftest import (
     file_read,
     open_backend,
     session,
+    tool_result,
     tool_use,
     user,
 )
@@ -130,6 +132,27 @@ def test_explicit_truncations_apply_both_notices(
     assert view[0]["content"][0]["text"] == FIRST_USER_REPLACEMENT
     assert "we fixed the parser" in view[1]["content"][0]["text"]
     assert store.messages(conv.id)[0]["content"][0]["text"] == "<task>fix the bug</task>"
+
+
+def test_a_summary_reaches_the_model_when_message_1_shows_no_text(store: ContextStore) -> None:
+    """Message 1 a tool call alone: the notice has no block to go on, so the summary goes
+    with the cue that replaces the task instead of being lost with it."""
+    conv = store.create_conversation()
+    store.append(
+        conv.id,
+        [
+            user("<task>fix the bug</task>"),
+            assistant(tool_use("a0", name="ls")),
+            user(tool_result("a0", "files")),
+            *[m for i in range(5) for m in (assistant(f"step {i}"), user(f"ok {i}"))],
+        ],
+    )
+    store.truncate(conv.id, keep="half", summary="SUMMARY-OF-HIDDEN")
+    for format in ("anthropic", "openai", "gemini"):
+        rendered = json.dumps(store.render(conv.id, format=format))
+        assert "SUMMARY-OF-HIDDEN" in rendered and TRUNCATION_NOTICE[:40] in rendered, format
+    first = store.render(conv.id)[0]["content"][0]["text"]
+    assert first.startswith(FIRST_USER_REPLACEMENT) and "SUMMARY-OF-HIDDEN" in first
 
 
 def test_an_explicit_truncation_reports_the_range_before_it_and_the_last_total(
