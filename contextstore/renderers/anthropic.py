@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextstore.core.errors import InvalidInputError, InvalidMessageError
+from contextstore.core.hardening import DEFAULT_CONTINUATION
 from contextstore.core.overlays import Block, Message
 from contextstore.core.validate import canonical_json, json_copy
 
@@ -185,7 +186,8 @@ def render_messages(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
     Blocks keep only the fields the API documents for their type; thinking blocks without
     a signature and blank text blocks (which the API refuses) are dropped. A message left
     without content is dropped and its neighbours, now of the same role, are merged so
-    that roles still alternate.
+    that roles still alternate; when that leaves the model first, a user turn saying
+    :data:`~contextstore.core.hardening.DEFAULT_CONTINUATION` opens the list.
 
     Args:
         messages: Anthropic-style messages, already cut and tool-paired. Not modified.
@@ -197,7 +199,11 @@ def render_messages(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
         InvalidMessageError: The input is not a list of Anthropic-style messages.
     """
     check_messages(messages)
-    return _merge_same_role([_clean_message(m) for m in messages])
+    rendered = _merge_same_role([_clean_message(m) for m in messages])
+    if rendered and rendered[0]["role"] != "user":
+        # The first user message was left empty (a blank text): the API wants a user first.
+        rendered.insert(0, {"role": "user", "content": DEFAULT_CONTINUATION})
+    return rendered
 
 
 def build_request(

@@ -9,6 +9,7 @@ from aliasing import shares_containers
 from conversations import Case, cases, message_fields, text, tool_result, tool_use
 
 from contextstore.core.errors import InvalidMessageError
+from contextstore.core.hardening import DEFAULT_CONTINUATION
 from contextstore.renderers.anthropic import build_request, render_messages, violations
 
 
@@ -149,3 +150,16 @@ def test_blank_text_is_dropped() -> None:
         {"role": "user", "content": [text("q")]},
         {"role": "assistant", "content": "a"},
     ]
+
+
+@pytest.mark.parametrize("blank", ["", "  ", [text("")], [text("\n")]])
+def test_a_first_user_message_left_blank_is_opened_by_a_continuation(blank: object) -> None:
+    messages = [
+        {"role": "user", "content": blank},
+        {"role": "assistant", "content": "a"},
+        {"role": "user", "content": "b"},
+    ]
+    rendered = render_messages(messages)
+    assert rendered[0] == {"role": "user", "content": DEFAULT_CONTINUATION}
+    assert [m["role"] for m in rendered] == ["user", "assistant", "user"]
+    assert violations(rendered) == []
