@@ -448,3 +448,28 @@ def check_choice(name: str, value: Any, choices: frozenset[str] | tuple[str, ...
             f"{name} {shown(value)} is not valid; use one of {', '.join(listed)}."
         )
     return value
+
+
+def check_tool_input_json(text: str) -> None:
+    """Refuse a ``tool_input`` update whose text is not the JSON of an object (what a
+    ``tool_use`` block's ``input`` is), NaN and Infinity included.
+
+    Raises:
+        InvalidInputError: the text is not such JSON.
+    """
+
+    def refuse(name: str) -> None:
+        raise ValueError(f"{name} is not a JSON number")
+
+    try:
+        value = json.loads(text, parse_constant=refuse)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidInputError(
+            f"a tool_input update's text must be the JSON of the call's new input object ({exc})."
+        ) from exc
+    if not isinstance(value, dict):
+        raise InvalidInputError(
+            "a tool_input update's text must be the JSON of an object (a tool call's input), "
+            f"got {type(value).__name__}."
+        )
+    check_json_object("the tool_input update's object", value, max_bytes=None)

@@ -30,6 +30,7 @@ from contextstore.core.validate import (
     check_int,
     check_json_object,
     check_text,
+    check_tool_input_json,
 )
 from contextstore.core.view import pending_calls
 from contextstore.facade.base import Snapshot
@@ -413,6 +414,8 @@ class HistoryMixin(NodesMixin):
         check_free_text("text", text, self.max_message_bytes, optional=False, allow_nul=True)
         check_choice("kind", kind, UpdateKind.ALL)
         check_choice("mode", mode, UpdateMode.ALL)
+        if mode == UpdateMode.TOOL_INPUT:
+            check_tool_input_json(text)
         check_text("source", source, MAX_NAME_LENGTH, optional=False)
         check_text("base_hash", base_hash, MAX_HASH_LENGTH)
         meta = self._masked(check_json_object("metadata", metadata))

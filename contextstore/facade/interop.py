@@ -38,6 +38,7 @@ from contextstore.core.validate import (
     check_json_value,
     check_number,
     check_text,
+    check_tool_input_json,
     check_ts,
     shown,
     text_bytes,
@@ -444,6 +445,8 @@ def _update_values(
         )
     if row.mode == UpdateMode.TOOL_INPUT and block.get("type") != "tool_use":
         raise InvalidInputError("mode='tool_input' applies to tool_use blocks only.")
+    if row.mode == UpdateMode.TOOL_INPUT:
+        check_tool_input_json(text)
     values = {
         "ts": row.ts,
         "message_idx": row.message_idx,

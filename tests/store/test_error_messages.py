@@ -75,6 +75,29 @@ CASES: list[tuple[str, Call, str]] = [
         lambda s, c: s.import_timeline(c, [UpdateRow(START + 100, 0, 0, "{}", mode="tool_input")]),
         r"^row 0 \(context_updates, ts \d+\): mode='tool_input' applies to tool_use blocks only\.$",
     ),
+    *[
+        (
+            f"tool_input {label}",
+            lambda s, c, text=text: s.add_context_update(c, 1, 1, text, mode="tool_input"),
+            r"^a tool_input update's text must be the JSON of",
+        )
+        for label, text in [
+            ("not JSON", "not json"),
+            ("NaN", '{"p": NaN}'),
+            ("an array", "[1, 2]"),
+            ("a string", '"path"'),
+        ]
+    ],
+    (
+        "tool_input infinity",
+        lambda s, c: s.add_context_update(c, 1, 1, '{"p": 1e999}', mode="tool_input"),
+        r"inf",
+    ),
+    (
+        "import tool_input not an object",
+        lambda s, c: s.import_timeline(c, [UpdateRow(START + 100, 1, 1, "[1]", mode="tool_input")]),
+        r"^row 0 \(context_updates, ts \d+\): a tool_input update's text must be the JSON of",
+    ),
 ]
 
 
