@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -44,6 +44,9 @@ class Note:
     file: str
     position: str | None
     reason: str
+    cut_short: bool = field(default=False, compare=False)
+    """The file breaks off, or holds no JSON at all (a write the agent did not finish):
+    what it lacks may still be on its way, so rows imported from it earlier are kept."""
 
     def __str__(self) -> str:
         where = self.file if self.position is None else f"{self.file}, {self.position}"
@@ -52,6 +55,44 @@ class Note:
     def to_json(self) -> dict[str, Any]:
         """The note as a JSON object (``file``, ``position``, ``reason``)."""
         return {"file": self.file, "position": self.position, "reason": self.reason}
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_lone_surrogates(text: str, value: Any) -> tuple[Any, int]:
+    """``value`` (decoded from the JSON ``text``) with each lone surrogate in its strings
+    and keys replaced by U+FFFD, and how many were: JSON may escape half of a UTF-16 pair
+    (JavaScript writes one when it cuts a string inside an emoji), which no store of text
+    can hold. Values of a text without such an escape come back as they are."""
+    if not _SURROGATE_ESCAPE.search(text):
+        return value, 0
+    count = 0
+
+    def fixed(item: Any) -> Any:
+        nonlocal count
+        if isinstance(item, str):
+            replaced, found = _SURROGATE.subn("\ufffd", item)
+            count += found
+            return replaced
+        if isinstance(item, list):
+            return [fixed(member) for member in item]
+        if isinstance(item, dict):
+            return {fixed(key): fixed(member) for key, member in item.items()}
+        return item
+
+    return fixed(value), count
+
+
+def surrogate_note(path: Path, position: str | None, count: int) -> Note:
+    """The note for ``count`` lone surrogates replaced (see :func:`without_lone_surrogates`)."""
+    return Note(
+        str(path),
+        position,
+        f"{count} lone surrogate escape(s) (half of an emoji, as JavaScript can write) "
+        "replaced by U+FFFD; the rest was read.",
+    )
 
 
 def json_kind(value: Any) -> str:
@@ -176,6 +217,9 @@ class Folder:
         text = self.read_text(path, notes)
         check_depth(text, path)
         value, damage = recover(text, keep_depth=keep_depth)
+        value, surrogates = without_lone_surrogates(text, value)
+        if surrogates:
+            notes.append(surrogate_note(path, None, surrogates))
         if damage is not None:
             if value is None:
                 reason = f"is not JSON ({damage.problem}); nothing in it could be read."
@@ -190,7 +234,8 @@ class Folder:
                     f"complete entries were kept and the remaining {damage.dropped_chars:,} "
                     "characters left out."
                 )
-            notes.append(Note(str(path), damage.describe(), reason))
+            cut_short = value is None or not damage.problem.startswith("Extra data")
+            notes.append(Note(str(path), damage.describe(), reason, cut_short=cut_short))
         return value
 
 

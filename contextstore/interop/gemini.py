@@ -35,7 +35,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from contextstore.interop.errors import GeminiChatError
-from contextstore.interop.files import Folder, Note, check_depth, json_kind
+from contextstore.interop.files import (
+    Folder,
+    Note,
+    check_depth,
+    json_kind,
+    surrogate_note,
+    without_lone_surrogates,
+)
 from contextstore.interop.gemini_convert import MESSAGE_TYPES, ROLES, Turn
 
 SESSION: Final = "session"
@@ -204,10 +211,13 @@ class SessionReplay:
         except json.JSONDecodeError as exc:
             self._note(
                 f"line {number}",
-                f"is not JSON ({exc.msg} at column {exc.colno}); the "
+                f"is not JSON ({exc.msg}, column {exc.colno}); the "
                 "line was left out (a write cut short?), the rest was read.",
             )
             return
+        record, surrogates = without_lone_surrogates(text, record)
+        if surrogates:
+            self.notes.append(surrogate_note(self.path, f"line {number}", surrogates))
         self.apply(record, f"line {number}")
 
     def apply(self, record: Any, position: str) -> None:

@@ -158,6 +158,7 @@ def _continue(
     tail_ts = list(state.get("tail_ts", []))
     head = count - len(tail_prints)
     if head > len(prints) or chain(prints[:head]) != state.get("head"):
+        _refuse_a_cut_short_file(plan, count - min(head, len(prints)))
         raise _rewritten(plan, count)
     same = head
     while same < min(count, len(prints)) and prints[same] == tail_prints[same - head]:
@@ -179,6 +180,7 @@ def _continue(
     replaced = 0
     cutoff = existing.last_ts
     if same < count:
+        _refuse_a_cut_short_file(plan, count - same)
         cutoff = int(tail_ts[same - head - 1]) if same > head else int(state["head_ts"])
         replaced = store.discard_imported_rows(plan.conversation_id, after=cutoff)
     new_rows = _after(plan.rows[same:], cutoff)
@@ -190,6 +192,25 @@ def _continue(
     if replaced:
         return dataclasses.replace(report, replaced=replaced)
     return report
+
+
+def _refuse_a_cut_short_file(plan: ImportPlan, missing: int) -> None:
+    """Refuse to replace imported rows from a file that breaks off (an agent's write cut
+    short by a crash, or still under way): its missing rows would be deleted for good.
+
+    Raises:
+        ImportConflictError: a note of the plan says a file was cut short.
+    """
+    cut = next((note for note in plan.notes if note.cut_short), None)
+    if cut is not None:
+        raise ImportConflictError(
+            Path(plan.path),
+            None,
+            f"{cut.file} is cut short ({cut.reason}) and no longer holds {missing} of the "
+            f"rows imported into conversation {plan.conversation_id!r}; they were kept and "
+            "nothing was written. Import again once the agent has written the file whole, "
+            "or with replace=True to take the file as it is.",
+        )
 
 
 def _rewritten(plan: ImportPlan, count: int) -> ImportConflictError:

@@ -356,6 +356,32 @@ def test_an_older_row_that_changed_is_a_conflict_and_replace_starts_over(
     assert memory_store.messages("1760000000000") == task.api
 
 
+@pytest.mark.parametrize(
+    ("file", "damage"),
+    [
+        ("api_conversation_history.json", "emptied"),
+        ("api_conversation_history.json", "cut"),
+        ("ui_messages.json", "cut"),
+    ],
+)
+@pytest.mark.parametrize("size", [6, 40], ids=["short", "long"])
+def test_a_file_cut_short_by_a_crash_never_deletes_imported_rows(
+    memory_store: ContextStore, tmp_path: Path, file: str, damage: str, size: int
+) -> None:
+    folder = story(size).write(tmp_path / "tasks" / "1760000000000")
+    import_cline(memory_store, folder)
+    before = memory_store.row_counts()
+    path = folder / file
+    whole = path.read_bytes()
+    path.write_bytes(b"" if damage == "emptied" else whole[: len(whole) * 2 // 3])
+    with pytest.raises(ImportConflictError, match="is cut short") as caught:
+        import_cline(memory_store, folder)
+    assert "were kept and nothing was written" in str(caught.value)
+    assert memory_store.row_counts() == before
+    path.write_bytes(whole)  # the agent writes it whole again
+    assert import_cline(memory_store, folder).items[0].status == "unchanged"
+
+
 def test_a_task_grown_after_a_change_in_contextstore_is_a_conflict(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:
@@ -678,3 +704,19 @@ def test_imported_overlay_updates_record_the_node_each_replaces(
     edges = memory_store.lineage_edges(cid)
     assert {(e.derived.key, e.relation, e.source.key) for e in edges} == expected
     assert len(edges) == len(updates)
+
+
+def test_a_lone_surrogate_escape_becomes_a_replacement_character_with_a_note(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    task = story(4)
+    task.api[0]["content"][0]["text"] = "task \ud83d cut inside an emoji"
+    folder = task.write(tmp_path / "tasks" / "1760000000000")
+    raw = (folder / "api_conversation_history.json").read_text(encoding="utf-8")
+    assert "\\ud83d" in raw  # as JavaScript's JSON.stringify writes it
+    report = import_cline(memory_store, folder)
+    item = report.items[0]
+    assert item.status == "imported"
+    assert any("lone surrogate" in note.reason for note in item.skipped)
+    first = memory_store.messages(item.conversation_id)[0]["content"][0]["text"]
+    assert first == "task \ufffd cut inside an emoji"

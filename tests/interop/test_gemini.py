@@ -662,3 +662,14 @@ def test_a_message_over_the_size_limit_is_refused_before_writing(tmp_path: Path)
         with pytest.raises(GeminiChatError, match="over the store's limit"):
             import_gemini(small, path)
         assert small.row_counts()["conversations"] == 0
+
+
+def test_a_lone_surrogate_in_a_jsonl_line_becomes_a_replacement_character(tmp_path: Path) -> None:
+    from contextstore.interop.files import Note
+    from contextstore.interop.gemini import SessionReplay
+
+    notes: list[Note] = []
+    replay = SessionReplay(tmp_path / "session.jsonl", notes)
+    replay.line('{"id": "u1", "type": "user", "content": [{"text": "a \\ud83d b"}]}', 2)
+    assert replay.records["u1"]["content"][0]["text"] == "a \ufffd b"
+    assert [(n.position, "lone surrogate" in n.reason) for n in notes] == [("line 2", True)]
