@@ -211,7 +211,7 @@ def with_positions(
     for ts, entry in entries:
         if "conversationHistoryIndex" not in entry:
             entry = dict(entry)
-            entry["conversationHistoryIndex"] = bisect.bisect_right(message_ts, ts) - 1
+            entry["conversationHistoryIndex"] = bisect.bisect_left(message_ts, ts) - 1
             end = ends.get(ts)
             if end is not None:
                 entry["conversationHistoryDeletedRange"] = [2, end]

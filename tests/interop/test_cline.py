@@ -640,13 +640,15 @@ def test_a_conversation_made_here_exports_as_a_task_cline_opens(
     }
     assert _load(out / "api_conversation_history.json") == memory_store.messages(conv.id)
     ui = _load(out / "ui_messages.json")
+    # Cline stamps a message's text before it adds the message to the API history, so the
+    # text of message k reads k - 1 (the task's -1, as in the real files).
     assert [(m["say"], m["conversationHistoryIndex"]) for m in ui] == [
-        ("text", 0),
+        ("text", -1),
         ("checkpoint_created", 0),
         ("api_req_started", 0),
-        ("text", 1),
-        ("user_feedback", 2),
-        ("text", 3),
+        ("text", 0),
+        ("user_feedback", 1),
+        ("text", 2),
     ]
     assert ui[0]["text"] == "Rename the module"
     items = _load(storage_root / "state" / "taskHistory.json")
