@@ -36,6 +36,15 @@ LEGACY_UI_MESSAGES_FILE: Final = "claude_messages.json"
 CONTEXT_HISTORY_FILE: Final = "context_history.json"
 TASK_METADATA_FILE: Final = "task_metadata.json"
 TASK_HISTORY_FILE: Final = "taskHistory.json"
+FOCUS_CHAIN_PREFIX: Final = "focus_chain_taskid_"
+"""Cline's focus chain (its task's to-do list, Markdown) is ``focus_chain_taskid_<id>.md``."""
+
+
+def focus_chain_file(task_id: str) -> str:
+    """The name of a task's focus chain file."""
+    return f"{FOCUS_CHAIN_PREFIX}{task_id}.md"
+
+
 TASK_FILES: Final = (
     API_HISTORY_FILE,
     UI_MESSAGES_FILE,
@@ -153,6 +162,7 @@ class ClineTask:
         updates: every ``context_history.json`` update, in file order.
         history_item: the task's ``HistoryItem``, if one was found.
         task_metadata: ``task_metadata.json``, if readable.
+        focus_chain: the focus chain file's name and text, if there is one.
         files: the task files present.
         notes: what was left out or repaired while reading.
         sizes: each message's size as the store measures it (``json_size``).
@@ -169,6 +179,7 @@ class ClineTask:
     files: tuple[str, ...]
     notes: list[Note] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
+    focus_chain: tuple[str, str] | None = None
 
 
 # -- finding tasks ------------------------------------------------------------------------
@@ -275,6 +286,7 @@ def read_task(
     if TASK_METADATA_FILE in files:
         value = folder.read_json(task_dir / TASK_METADATA_FILE, notes, keep_depth=1)
         task_metadata = value if isinstance(value, dict) else None
+    focus_chain = _read_focus_chain(task_dir, folder, notes)
     history = history_path or history_file_for(task_dir)
     item = (
         _read_history_item(history, history_folder or folder, task_dir.name, notes)
@@ -293,7 +305,18 @@ def read_task(
         files=files,
         notes=notes,
         sizes=sizes,
+        focus_chain=focus_chain,
     )
+
+
+def _read_focus_chain(task_dir: Path, folder: Folder, notes: list[Note]) -> tuple[str, str] | None:
+    """The task's focus chain file, named by the task id (the folder's name, else the one
+    such file the folder holds), and its text; None when there is none."""
+    named = task_dir / focus_chain_file(task_dir.name)
+    found = [named] if folder.is_file(named) else sorted(task_dir.glob(f"{FOCUS_CHAIN_PREFIX}*.md"))
+    if len(found) != 1 or not folder.is_file(found[0]):
+        return None
+    return found[0].name, folder.read_text(found[0], notes)
 
 
 def _ui_file(files: Sequence[str]) -> str | None:

@@ -17,10 +17,12 @@ from contextstore.core.validate import check_id
 from contextstore.interop.cline import (
     API_HISTORY_FILE,
     CONTEXT_HISTORY_FILE,
+    FOCUS_CHAIN_PREFIX,
     TASK_HISTORY_FILE,
     TASK_METADATA_FILE,
     UI_MESSAGES_FILE,
     find_tasks,
+    focus_chain_file,
     is_task_dir,
     read_task,
 )
@@ -43,7 +45,11 @@ from contextstore.interop.plan import ImportPlan
 from contextstore.interop.report import ExportReport, ImportReport
 from contextstore.interop.store_api import InteropStore
 from contextstore.interop.sync import Progress, import_state, run_import
-from contextstore.interop.writing import check_regular_targets, write_json_atomic
+from contextstore.interop.writing import (
+    check_regular_targets,
+    write_json_atomic,
+    write_text_atomic,
+)
 
 EMPTY_TASK_METADATA: dict[str, Any] = {
     "files_in_context": [],
@@ -168,7 +174,8 @@ def export_cline(
         changed=changed,
     )
     history_file = _history_file(target, history_path)
-    paths = [target / name for name in files]
+    texts = _focus_chain(cline, target) if imported else {}
+    paths = [target / name for name in [*files, *texts]]
     check_targets(
         [*paths, *([history_file] if history_file.parent == target else [])], overwrite=overwrite
     )
@@ -179,6 +186,8 @@ def export_cline(
         for name, value in files.items():
             indent = 2 if name == TASK_METADATA_FILE else None
             write_json_atomic(target / name, value, indent=indent)
+        for name, text in texts.items():
+            write_text_atomic(target / name, text)
         write_json_atomic(history_file, history)
     counts = {
         "messages": len(messages),
@@ -186,6 +195,24 @@ def export_cline(
         "context_updates": len(updates),
     }
     return ExportReport(conversation_id, (*paths, history_file), tuple(notes), counts)
+
+
+def _focus_chain(cline: dict[str, Any], target: Path) -> dict[str, str]:
+    """The imported focus chain file to write into ``target``: under its own name in a
+    folder named as the imported one, else named by ``target``'s name (the task id Cline
+    reads it by)."""
+    focus = cline.get("focus_chain")
+    if not isinstance(focus, dict) or not isinstance(focus.get("text"), str):
+        return {}
+    stored = focus.get("file")
+    own_name = (
+        isinstance(stored, str)
+        and Path(stored).name == stored  # a name, never a path (metadata can be edited)
+        and stored.startswith(FOCUS_CHAIN_PREFIX)
+        and target.name == cline.get("task_id")
+    )
+    name = stored if own_name and isinstance(stored, str) else focus_chain_file(target.name)
+    return {name: focus["text"]}
 
 
 def _history_file(target: Path, history_path: str | os.PathLike[str] | None) -> Path:

@@ -508,6 +508,9 @@ def _metadata(task: ClineTask) -> dict[str, Any]:
     }
     if task.task_metadata is not None:
         cline["task_metadata"] = task.task_metadata
+    if task.focus_chain is not None:
+        name, text = task.focus_chain
+        cline["focus_chain"] = {"file": name, "text": text}
     if task.history_item is not None:
         cline["history_item"] = task.history_item
     return {"source": ORIGIN, "cline": cline}

@@ -722,3 +722,25 @@ def test_a_lone_surrogate_escape_becomes_a_replacement_character_with_a_note(
     assert any("lone surrogate" in note.reason for note in item.skipped)
     first = memory_store.messages(item.conversation_id)[0]["content"][0]["text"]
     assert first == "task \ufffd cut inside an emoji"
+
+
+def test_the_focus_chain_comes_back_byte_for_byte_under_the_task_id_read_by_cline(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    folder = story(4).write(tmp_path / "tasks" / "1760000000000")
+    focus = folder / "focus_chain_taskid_1760000000000.md"
+    focus.write_bytes("# Focus\r\n- [x] read a.py\n- [ ] fix \u00e9\n".encode())
+    cid = import_cline(memory_store, folder).conversation_id
+    same = tmp_path / "again" / "1760000000000"
+    report = export_cline(memory_store, cid, same)
+    assert (same / focus.name).read_bytes() == focus.read_bytes()
+    assert same / focus.name in report.files
+    other = tmp_path / "elsewhere" / "1770000000000"
+    export_cline(memory_store, cid, other)
+    assert (other / "focus_chain_taskid_1770000000000.md").read_bytes() == focus.read_bytes()
+    metadata = memory_store.get_conversation(cid).metadata
+    metadata["cline"]["focus_chain"]["file"] = "../escaped.md"  # an edited name is no path
+    memory_store.set_conversation_metadata(cid, metadata)
+    third = tmp_path / "third" / "1760000000000"
+    export_cline(memory_store, cid, third)
+    assert (third / focus.name).exists() and not (tmp_path / "third" / "escaped.md").exists()
