@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -294,6 +295,7 @@ class RequestsMixin(StoreBase):
         if tools is not None:
             tool_list = [dict(t) for t in tools]
             check_json_value("tools", tool_list)
+            _check_tool_definitions(tool_list, format)
         options = {
             "format": format,
             "system": system,
@@ -483,3 +485,44 @@ class RequestsMixin(StoreBase):
                 "when it was sent; rows it depends on were changed outside contextstore."
             )
         return payload
+
+
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+"""A tool name every provider accepts (Anthropic's and OpenAI's rule; Gemini's admits more)."""
+
+
+def _check_tool_definitions(tools: list[dict[str, Any]], format: str) -> None:
+    """Refuse tools a provider would reject the request for: a name outside
+    :data:`TOOL_NAME`, a name given twice, and (Anthropic) a custom tool without an
+    ``input_schema`` object. Checked when a request is prepared; a stored request is rebuilt
+    as it was sent.
+
+    Raises:
+        InvalidInputError: naming the tool by its position.
+    """
+    seen: dict[str, int] = {}
+    for position, tool in enumerate(tools):
+        name = tool["name"]
+        if not TOOL_NAME.fullmatch(name):
+            raise InvalidInputError(
+                f"tools[{position}].name {name!r} is not a name the providers accept: 1 to 64 "
+                "letters, digits, '_' or '-'."
+            )
+        if name in seen:
+            raise InvalidInputError(
+                f"tools[{position}].name {name!r} is already the name of tools[{seen[name]}]; "
+                "tool names must be unique."
+            )
+        seen[name] = position
+        schema = tool.get("input_schema")
+        if schema is not None and not isinstance(schema, dict):
+            raise InvalidInputError(
+                f"tools[{position}].input_schema must be a JSON Schema object, got "
+                f"{type(schema).__name__}."
+            )
+        custom = tool.get("type") in (None, "custom")
+        if format == "anthropic" and custom and schema is None:
+            raise InvalidInputError(
+                f"tools[{position}] ({name!r}) has no input_schema; Anthropic needs one for a "
+                "tool of your own, such as {'type': 'object', 'properties': {}}."
+            )

@@ -61,6 +61,31 @@ CASES: list[tuple[str, Call, str]] = [
         r"^tools\[0\]\.limit is nan",
     ),
     (
+        "prepare tool name with a space",
+        lambda s, c: s.prepare_request(c, tools=[{"name": "a b", "input_schema": {}}]),
+        r"^tools\[0\]\.name 'a b' is not a name the providers accept",
+    ),
+    (
+        "prepare tool name empty",
+        lambda s, c: s.prepare_request(c, format="openai", tools=[{"name": ""}]),
+        r"^tools\[0\]\.name '' is not a name",
+    ),
+    (
+        "prepare tool name too long",
+        lambda s, c: s.prepare_request(c, format="gemini", tools=[{"name": "x" * 65}]),
+        r"^tools\[0\]\.name 'x+' is not a name",
+    ),
+    (
+        "prepare tool name twice",
+        lambda s, c: s.prepare_request(c, format="openai", tools=[{"name": "t"}, {"name": "t"}]),
+        r"^tools\[1\]\.name 't' is already the name of tools\[0\]",
+    ),
+    (
+        "prepare anthropic tool without a schema",
+        lambda s, c: s.prepare_request(c, tools=[{"name": "t", "description": "d"}]),
+        r"^tools\[0\] \('t'\) has no input_schema",
+    ),
+    (
         "import a foreign row",
         lambda s, c: s.import_timeline(c, [object()]),
         r"^row 0 is a object; pass rows from contextstore\.core\.rows\.$",
@@ -150,3 +175,14 @@ def test_a_read_only_store_needs_an_existing_file(tmp_path: Path) -> None:
     ):
         ContextStore.open(missing, read_only=True)
     assert not missing.exists()
+
+
+def test_tools_the_providers_accept_are_prepared(store: ContextStore, conversation: str) -> None:
+    tools = [
+        {"name": "read_file", "description": "Read", "input_schema": {"type": "object"}},
+        {"name": "x" * 64, "input_schema": {"type": "object", "properties": {}}},
+        {"type": "web_search_20250305", "name": "web_search"},  # a server tool: no schema
+    ]
+    ctx = store.prepare_request(conversation, tools=tools)
+    assert [t["name"] for t in ctx.payload["tools"]] == ["read_file", "x" * 64, "web_search"]
+    assert store.prepare_request(conversation, format="openai", tools=[{"name": "t"}]).payload
