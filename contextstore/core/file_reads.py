@@ -39,6 +39,7 @@ from contextstore.core.overlays import (
     with_block_text,
 )
 from contextstore.core.truncation import FIRST_HIDABLE, visible_start
+from contextstore.core.validate import plain_lists_only
 from contextstore.core.view import repair_indexed
 
 SAVINGS_THRESHOLD: Final = 0.3
@@ -425,6 +426,7 @@ def plan_file_read_dedupe(
     )
 
 
+@plain_lists_only
 def optimize_file_reads(
     messages: Sequence[Message], deleted_range: Sequence[int] | None = None
 ) -> FileReadOptimization:

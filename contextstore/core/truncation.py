@@ -12,7 +12,7 @@ from typing import Any, Final, Literal, cast
 
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import Message
-from contextstore.core.validate import shown
+from contextstore.core.validate import plain_lists_only, shown
 
 KeepStrategy = Literal["none", "last_two", "half", "quarter"]
 """How much of the not-yet-hidden history a truncation keeps."""
@@ -96,6 +96,7 @@ def _role(message: Any) -> Any:
     return message.get("role") if isinstance(message, dict) else None
 
 
+@plain_lists_only
 def next_truncation_range(
     messages: Sequence[Message],
     current_range: Sequence[int] | None,

@@ -12,8 +12,9 @@ import json
 import math
 import os
 import reprlib
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Mapping, Sequence
+from functools import wraps
+from typing import Any, Final, ParamSpec, TypeVar
 
 from contextstore.core.errors import ContentTooLargeError, InvalidInputError
 
@@ -473,3 +474,27 @@ def check_tool_input_json(text: str) -> None:
             f"got {type(value).__name__}."
         )
     check_json_object("the tool_input update's object", value, max_bytes=None)
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def plain_lists_only(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """For the public functions on plain message lists (they take what the caller built,
+    unchecked): an input of the wrong shape (None, a string, a block id that is a list...)
+    raises :class:`InvalidInputError` naming the function, not the Python error it would
+    cause somewhere inside."""
+
+    @wraps(function)
+    def checked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return function(*args, **kwargs)
+        except (TypeError, AttributeError, KeyError, OverflowError) as exc:
+            raise InvalidInputError(
+                f"{function.__name__} was given input it cannot read ({type(exc).__name__}: "
+                f"{exc}); pass a list of message dicts, each with 'role' and 'content', and "
+                "string ids."
+            ) from exc
+
+    return checked

@@ -14,6 +14,7 @@ from typing import Any
 
 from contextstore.core.overlays import BlockUpdate, Message, OverlayMap, apply_overlays
 from contextstore.core.truncation import DeletedRange, visible_start
+from contextstore.core.validate import plain_lists_only
 
 IndexedView = Sequence[tuple[int, Message]]
 """The visible messages as ``(original message index, message)`` pairs, in order."""
@@ -214,6 +215,7 @@ def _paired_user_message(user: Message, ids: list[str]) -> Message | None:
     return new_message
 
 
+@plain_lists_only
 def ensure_tool_results_follow_tool_use(messages: Sequence[Message]) -> list[Message]:
     """Make every assistant ``tool_use`` be answered first thing in the next user message.
 
@@ -376,6 +378,7 @@ def adopt_text_results(view: IndexedView) -> IndexedView:
     return out
 
 
+@plain_lists_only
 def truncated_messages(
     messages: Sequence[Message], deleted_range: DeletedRange | None
 ) -> list[Message]:

@@ -33,6 +33,10 @@ class ContextWindowInfo(NamedTuple):
     max_allowed_size: float
 
 
+MAX_COUNT = 2**53
+"""The largest token count these functions take (a float holds every integer up to it)."""
+
+
 def _require_count(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInputError(
@@ -40,6 +44,8 @@ def _require_count(name: str, value: object) -> int:
         )
     if value < 0:
         raise InvalidInputError(f"{name} must not be negative, got {value}")
+    if value > MAX_COUNT:
+        raise InvalidInputError(f"{name} must be at most 2**53 tokens, got a larger number")
     return value
 
 

@@ -4,10 +4,18 @@ them is tested through the store in ``tests/robustness/test_bad_input.py``)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from contextstore import (
+    ensure_tool_results_follow_tool_use,
+    harden_history,
+    next_truncation_range,
+    optimize_file_reads,
+    truncated_messages,
+)
 from contextstore.core.content import normalize_message, normalize_message_dict
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.validate import check_json_object, check_number, json_copy
@@ -418,3 +426,31 @@ def test_a_result_s_text_items_may_hold_nul_its_other_items_are_checked() -> Non
 def test_a_block_key_holding_a_nul_is_refused_by_name() -> None:
     with pytest.raises(InvalidInputError, match=r"key contains a NUL"):
         normalize_message("user", [{"type": "text", "text": "x", "bad\x00key": 1}])
+
+
+_CALL_WITH_LIST_IDS = [
+    {"role": "user", "content": "x"},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": ["a"], "name": "f", "input": {}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": ["a"], "content": "r"}]},
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "call"),
+    [
+        ("ensure_tool_results_follow_tool_use", lambda: ensure_tool_results_follow_tool_use(None)),
+        (
+            "ensure_tool_results_follow_tool_use",
+            lambda: ensure_tool_results_follow_tool_use(_CALL_WITH_LIST_IDS),
+        ),
+        ("truncated_messages", lambda: truncated_messages(None, None)),
+        ("next_truncation_range", lambda: next_truncation_range(None, None, "half")),
+        ("optimize_file_reads", lambda: optimize_file_reads(None)),
+        ("harden_history", lambda: harden_history(None)),
+    ],
+)
+def test_the_public_list_functions_refuse_malformed_input_by_name(
+    name: str, call: Callable[[], object]
+) -> None:
+    with pytest.raises(InvalidInputError, match=rf"^{name} was given input it cannot read"):
+        call()

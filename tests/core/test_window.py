@@ -147,3 +147,9 @@ def test_a_bad_count_is_refused_naming_it(call: Any, message: str) -> None:
     with pytest.raises(InvalidInputError) as raised:
         call()
     assert message in str(raised.value)
+
+
+def test_a_window_past_what_a_float_holds_is_refused() -> None:
+    with pytest.raises(InvalidInputError, match=r"at most 2\*\*53 tokens"):
+        context_window_info(10**400)
+    assert context_window_info(2**53).context_window == 2**53
