@@ -173,7 +173,8 @@ def _continue(
             Path(plan.path),
             None,
             f"changed since it was imported, but conversation {plan.conversation_id!r} was "
-            "also changed in contextstore since (a rollback, an append), so the file's new "
+            "also changed in contextstore since (a rollback or a restore, an append), so the "
+            "file's new "
             "rows cannot continue the agent's timeline. Nothing was written; fork the "
             "conversation to keep your changes, then import again with replace=True.",
         )

@@ -210,3 +210,21 @@ def test_an_empty_backup_destination_is_refused(
     got = run("--db", seeded.db, "backup", "")
     assert got.code == 2 and "Invalid value for 'DEST'" in got.err
     assert list(here.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["export", "gemini", "{cid}", "{file}/session.jsonl"],
+        ["export", "cline", "{cid}", "{file}/tasks/t1"],
+    ],
+    ids=["gemini", "cline"],
+)
+def test_an_export_below_a_file_names_the_file(
+    seeded: Seeded, tmp_path: Path, command: list[str]
+) -> None:
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("mine", encoding="utf-8")
+    got = run("--db", seeded.db, *[p.format(cid=seeded.cid, file=blocker) for p in command])
+    assert got.code == 2 and f"{blocker} is a file, not a folder" in got.err
+    assert blocker.read_text(encoding="utf-8") == "mine"
