@@ -9,6 +9,7 @@ caller's data: the store keeps the caller's dicts (deep-copied), not the models'
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -389,7 +390,30 @@ def normalize_message(role: Any, content: Any, meta: Any = None) -> NormalizedMe
             "an assistant message cannot contain tool_result blocks; send results in the "
             "next user message."
         )
+    _refuse_repeated_ids(blocks)
     return NormalizedMessage(role, blocks, False, json_copy(meta))
+
+
+def _refuse_repeated_ids(blocks: Sequence[dict[str, Any]]) -> None:
+    """Refuse two calls with one id in a message, or two results for one call: no provider
+    can pair them (Anthropic refuses the request, OpenAI's ids collide).
+
+    Raises:
+        InvalidMessageError: naming the repeated id and the two blocks.
+    """
+    seen: dict[str, int] = {}
+    for position, block in enumerate(blocks):
+        kind = block["type"]
+        key = block.get("id") if kind == "tool_use" else block.get("tool_use_id")
+        if kind not in ("tool_use", "tool_result") or not isinstance(key, str):
+            continue
+        if key in seen:
+            what = "calls" if kind == "tool_use" else "results"
+            raise InvalidMessageError(
+                f"content[{seen[key]}] and content[{position}] are two {what} with the id "
+                f"{key!r}; give each call its own id and one result per call."
+            )
+        seen[key] = position
 
 
 def normalize_message_dict(message: Any) -> NormalizedMessage:
