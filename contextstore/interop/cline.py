@@ -266,8 +266,8 @@ def read_task(
         raise ClineTaskError(
             task_dir,
             None,
-            f"has neither a readable {API_HISTORY_FILE} nor {UI_MESSAGES_FILE}; there is "
-            "nothing to import." + (f" ({'; '.join(map(str, notes))})" if notes else ""),
+            f"has no message that can be read, in {API_HISTORY_FILE} or {UI_MESSAGES_FILE}; "
+            "there is nothing to import." + (f" ({'; '.join(map(str, notes))})" if notes else ""),
         )
     if API_HISTORY_FILE not in files:
         notes.append(

@@ -220,6 +220,8 @@ class Folder:
         value, surrogates = without_lone_surrogates(text, value)
         if surrogates:
             notes.append(surrogate_note(path, None, surrogates))
+        if value is None and damage is None:
+            notes.append(Note(str(path), None, "holds null; nothing in it was read."))
         if damage is not None:
             if value is None:
                 reason = f"is not JSON ({damage.problem}); nothing in it could be read."

@@ -188,6 +188,6 @@ def test_a_refused_import_into_an_existing_database_keeps_it(tmp_path: Path) -> 
     not_a_chat = tmp_path / "null.json"
     not_a_chat.write_text("null", encoding="utf-8")
     code, _, err = _run(db, "import", "gemini", str(not_a_chat))
-    assert code == 2 and "got null" in err
+    assert code == 2 and "holds null" in err
     with ContextStore.open(db) as store:
         assert store.row_counts() == counts
