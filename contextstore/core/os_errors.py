@@ -1,13 +1,14 @@
-"""Errors of the files a call writes for its caller (a backup, an export, a recovered
-store), as the store's own errors: the caller then reads what happened and what to do,
-and the command line gives its exit code, instead of an ``OSError`` escaping.
+"""The files a call writes for its caller (a backup, an export, a recovered store): what
+may be written over, and their ``OSError`` as the store's own errors, so the caller reads
+what happened and what to do, and the command line gives its exit code.
 """
 
 from __future__ import annotations
 
 import errno
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 from contextstore.core.errors import (
     ContextStoreError,
@@ -47,3 +48,25 @@ def os_errors(doing: str) -> Iterator[None]:
         yield
     except OSError as exc:
         raise os_error(exc, doing) from exc
+
+
+def check_regular_targets(paths: Sequence[Path]) -> None:
+    """Refuse to write over anything but a regular file (a folder, a device such as
+    ``/dev/null``, a pipe or a socket would be replaced by the file), or below a file.
+
+    Raises:
+        InvalidInputError: one of ``paths`` exists and is not a regular file, or the
+            nearest of its folders that exists is a file.
+    """
+    for path in paths:
+        parent = next((p for p in path.parents if p.exists()), None)
+        if parent is not None and not parent.is_dir():
+            raise InvalidInputError(
+                f"{parent} is a file, not a folder; name a path in a folder to write to. "
+                "Nothing was written."
+            )
+        if path.exists() and not path.is_file():
+            raise InvalidInputError(
+                f"{path} is not a regular file (a folder, a device, a pipe or a socket); name "
+                "a file to write. Nothing was written."
+            )

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from contextstore.core.os_errors import os_errors
+from contextstore.core.os_errors import check_regular_targets, os_errors
 from contextstore.core.validate import check_id
 from contextstore.interop.cline import (
     API_HISTORY_FILE,
@@ -46,7 +46,6 @@ from contextstore.interop.report import ExportReport, ImportReport
 from contextstore.interop.store_api import InteropStore
 from contextstore.interop.sync import Progress, import_state, run_import
 from contextstore.interop.writing import (
-    check_regular_targets,
     write_json_atomic,
     write_text_atomic,
 )

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from contextstore.core.file_reads import ALL_PATHS, REPLACED_PATHS
+from contextstore.core.os_errors import check_regular_targets
 from contextstore.core.records import Checkpoint, RemovedSourceRecords, RequestRecord
 from contextstore.core.validate import MAX_INT32
 from contextstore.interop.cline import (
@@ -28,7 +29,6 @@ from contextstore.interop.cline import (
 )
 from contextstore.interop.cline_plan import USAGE_FIELDS, request_info
 from contextstore.interop.errors import ClineTaskError
-from contextstore.interop.writing import check_regular_targets
 
 TimedEntry = tuple[int, dict[str, Any]]
 """A UI message and the timeline ``ts`` that orders it."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from contextstore.core.hardening import DEFAULT_FINAL_USER_TEXT
-from contextstore.core.os_errors import os_errors
+from contextstore.core.os_errors import check_regular_targets, os_errors
 from contextstore.core.records import Conversation
 from contextstore.core.validate import check_id
 from contextstore.core.view import build_view
@@ -35,7 +35,6 @@ from contextstore.interop.report import ExportReport, ImportReport
 from contextstore.interop.store_api import InteropStore
 from contextstore.interop.sync import Progress, import_state, run_import
 from contextstore.interop.writing import (
-    check_regular_targets,
     write_json_atomic,
     write_text_atomic,
 )

@@ -1,5 +1,5 @@
-"""Writing the files an export makes: each one whole or not at all, and never over
-something that is not a regular file.
+"""Writing the files an export makes, each one whole or not at all (what may be written
+over is :func:`~contextstore.core.os_errors.check_regular_targets`'s to say).
 """
 
 from __future__ import annotations
@@ -7,33 +7,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-from contextstore.core.errors import InvalidInputError
-
-
-def check_regular_targets(paths: Sequence[Path]) -> None:
-    """Refuse to write over anything but a regular file (a folder, a device such as
-    ``/dev/null``, a pipe or a socket would be replaced by the file), or below a file.
-
-    Raises:
-        InvalidInputError: one of ``paths`` exists and is not a regular file, or the
-            nearest of its folders that exists is a file.
-    """
-    for path in paths:
-        parent = next((p for p in path.parents if p.exists()), None)
-        if parent is not None and not parent.is_dir():
-            raise InvalidInputError(
-                f"{parent} is a file, not a folder; name a path in a folder to write to. "
-                "Nothing was written."
-            )
-        if path.exists() and not path.is_file():
-            raise InvalidInputError(
-                f"{path} is not a regular file (a folder, a device, a pipe or a socket); name "
-                "a file to write. Nothing was written."
-            )
 
 
 def write_text_atomic(path: Path, text: str) -> None:

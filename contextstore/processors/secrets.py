@@ -491,6 +491,12 @@ class SecretMasker:
         masked, findings = self._mask(text)
         if not findings:
             return None
+        return self._whole_block(message_idx, block_idx, block, masked, findings)
+
+    def _whole_block(
+        self, message_idx: int, block_idx: int, block: Any, text: str, findings: list[Finding]
+    ) -> BlockUpdate:
+        """A BLOCK update showing ``text`` in place of ``block``."""
         read = readable_text(block, UpdateMode.BLOCK)
         assert read is not None
         return make_update(
@@ -498,7 +504,7 @@ class SecretMasker:
             message_idx,
             block_idx,
             read=read,
-            text=masked,
+            text=text,
             mode=UpdateMode.BLOCK,
             metadata={"secrets": _counts(findings)},
         )
@@ -529,14 +535,4 @@ class SecretMasker:
             elif item.get("type") in ("image", "document"):
                 media, _, digest = media_digest(item)
                 parts.append(f"[{item['type']} omitted: {media}, sha256 {digest[:12]}]")
-        read = readable_text(block, UpdateMode.BLOCK)
-        assert read is not None
-        return make_update(
-            self.name,
-            message_idx,
-            block_idx,
-            read=read,
-            text="\n\n".join(parts),
-            mode=UpdateMode.BLOCK,
-            metadata={"secrets": _counts(findings)},
-        )
+        return self._whole_block(message_idx, block_idx, block, "\n\n".join(parts), findings)

@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 
 from contextstore.core.errors import CorruptDatabaseError, InvalidInputError, StorageFullError
 from contextstore.core.health import BackupResult
-from contextstore.core.os_errors import os_errors
+from contextstore.core.os_errors import check_regular_targets, os_errors
 from contextstore.storage.engine import DatabaseTarget, make_engine
 
 
@@ -85,11 +85,7 @@ def backup_sqlite(engine: Engine, dest: Path, *, force: bool) -> BackupResult:
             f"{dest} already exists; name a new file or a directory, or pass force=True "
             "(--force) to replace it."
         )
-    if dest.exists() and not dest.is_file():
-        raise InvalidInputError(
-            f"{dest} is not a regular file (a device, a pipe or a socket); name a new file or "
-            "a directory."
-        )
+    check_regular_targets([dest])
     if not dest.parent.is_dir():
         raise InvalidInputError(f"the directory {dest.parent} does not exist; create it first.")
     with os_errors("write the backup"):
