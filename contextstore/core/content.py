@@ -395,23 +395,21 @@ def normalize_message(role: Any, content: Any, meta: Any = None) -> NormalizedMe
 
 
 def _refuse_repeated_ids(blocks: Sequence[dict[str, Any]]) -> None:
-    """Refuse two calls with one id in a message, or two results for one call: no provider
-    can pair them (Anthropic refuses the request, OpenAI's ids collide).
+    """Refuse two calls with one id in a message: no provider can pair their results
+    (Anthropic refuses the request, OpenAI's ids collide).
 
     Raises:
         InvalidMessageError: naming the repeated id and the two blocks.
     """
     seen: dict[str, int] = {}
     for position, block in enumerate(blocks):
-        kind = block["type"]
-        key = block.get("id") if kind == "tool_use" else block.get("tool_use_id")
-        if kind not in ("tool_use", "tool_result") or not isinstance(key, str):
+        key = block.get("id") if block["type"] == "tool_use" else None
+        if not isinstance(key, str):
             continue
         if key in seen:
-            what = "calls" if kind == "tool_use" else "results"
             raise InvalidMessageError(
-                f"content[{seen[key]}] and content[{position}] are two {what} with the id "
-                f"{key!r}; give each call its own id and one result per call."
+                f"content[{seen[key]}] and content[{position}] are two calls with the id "
+                f"{key!r}; give each call its own id."
             )
         seen[key] = position
 

@@ -160,7 +160,6 @@ def test_images_and_documents_get_documented_estimates(store: ContextStore) -> N
             [tool_use("d"), tool_use("d")],
             r"content\[0\] and content\[1\] are two calls with the id 'd'",
         ),
-        ("user", [tool_result("d"), tool_result("d")], "are two results with the id 'd'"),
     ],
 )
 def test_bad_messages_are_refused_and_nothing_is_written(
