@@ -181,6 +181,29 @@ def make_update(
     )
 
 
+def make_block_update(
+    processor: str,
+    message_idx: int,
+    block_idx: int,
+    block: Block,
+    text: str,
+    metadata: Mapping[str, Any] | None = None,
+) -> BlockUpdate:
+    """A proposal that shows ``text`` in place of the whole ``block`` (``BLOCK`` mode),
+    made against what :func:`readable_text` reads of it."""
+    read = readable_text(block, UpdateMode.BLOCK)
+    assert read is not None  # BLOCK mode reads every block
+    return make_update(
+        processor,
+        message_idx,
+        block_idx,
+        read=read,
+        text=text,
+        mode=UpdateMode.BLOCK,
+        metadata=metadata,
+    )
+
+
 def tool_names(view: IndexedView) -> dict[str, str]:
     """Map each ``tool_use`` id in ``view`` to its tool name."""
     names: dict[str, str] = {}

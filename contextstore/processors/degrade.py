@@ -12,14 +12,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from contextstore.core.errors import InvalidInputError
-from contextstore.core.overlays import Block, BlockUpdate, UpdateMode
+from contextstore.core.overlays import Block, BlockUpdate
 from contextstore.core.view import IndexedView
 from contextstore.processors.base import (
     MEDIA_TYPES,
     iter_blocks,
-    make_update,
+    make_block_update,
     media_digest,
-    readable_text,
 )
 from contextstore.processors.triggers import Trigger
 
@@ -100,18 +99,9 @@ class MediaDegrader:
             text = self._replacement(block)
             if text is None:
                 continue
-            read = readable_text(block, UpdateMode.BLOCK)
-            assert read is not None
+            metadata = {"degraded": self._digests(block)}
             updates.append(
-                make_update(
-                    self.name,
-                    message_idx,
-                    block_idx,
-                    read=read,
-                    text=text,
-                    mode=UpdateMode.BLOCK,
-                    metadata={"degraded": self._digests(block)},
-                )
+                make_block_update(self.name, message_idx, block_idx, block, text, metadata)
             )
         return updates
 

@@ -26,9 +26,9 @@ from contextstore.core.view import IndexedView
 from contextstore.processors.base import (
     canonical_json,
     iter_blocks,
+    make_block_update,
     make_update,
     media_digest,
-    readable_text,
 )
 from contextstore.processors.secret_hints import (
     BATCH_CHARS,
@@ -497,17 +497,8 @@ class SecretMasker:
         self, message_idx: int, block_idx: int, block: Any, text: str, findings: list[Finding]
     ) -> BlockUpdate:
         """A BLOCK update showing ``text`` in place of ``block``."""
-        read = readable_text(block, UpdateMode.BLOCK)
-        assert read is not None
-        return make_update(
-            self.name,
-            message_idx,
-            block_idx,
-            read=read,
-            text=text,
-            mode=UpdateMode.BLOCK,
-            metadata={"secrets": _counts(findings)},
-        )
+        metadata = {"secrets": _counts(findings)}
+        return make_block_update(self.name, message_idx, block_idx, block, text, metadata)
 
     def _propose_result_list(
         self, message_idx: int, block_idx: int, block: Any
