@@ -125,6 +125,19 @@ def find_chats(path: Path, folder: Folder) -> list[Path]:
     return found
 
 
+def continued_in(path: Path) -> Path | None:
+    """The ``.jsonl`` that continues a legacy ``.json`` session, if it sits beside it.
+
+    When Gemini CLI (0.39 and later) resumes a ``session-….json``, it copies the whole
+    session into ``session-….jsonl`` and records there from then on, leaving the ``.json``
+    as an older copy of the same session.
+    """
+    if path.suffix != ".json":
+        return None
+    twin = path.with_suffix(".jsonl")
+    return twin if twin.is_file() else None
+
+
 # -- reading ------------------------------------------------------------------------------
 
 

@@ -26,6 +26,7 @@ from contextstore.interop.files import MAX_FILE_BYTES, Folder
 from contextstore.interop.gemini import (
     CHECKPOINT,
     CONTENTS,
+    continued_in,
     find_chats,
     read_chat,
 )
@@ -56,23 +57,36 @@ def import_gemini(
     ``path`` is a session recording (``session-*.jsonl`` or ``.json``), a ``/chat save``
     checkpoint, a ``/chat share`` export, or a folder holding them (``chats/``, a project's
     folder, ``~/.gemini/tmp``). A session becomes the conversation whose id is its
-    ``sessionId``; importing again adds only what is new.
+    ``sessionId``; importing again adds only what is new. A legacy ``.json`` session that
+    Gemini CLI continued in a ``.jsonl`` beside it is an older copy of that file: it is
+    skipped (with a note) in a folder, and refused when named.
 
     Raises:
-        GeminiChatError: ``path`` holds no chat, or a single file holds nothing readable.
+        GeminiChatError: ``path`` holds no chat, a single file holds nothing readable, or
+            it is a ``.json`` session continued in the ``.jsonl`` beside it.
         UnsafeInputError: a link leads out of ``path``, or a file is too large or too deep.
         ImportConflictError: a single file no longer matches its conversation.
     """
     root = Path(path)
     folder, files = gemini_chats(root, max_file_bytes=max_file_bytes)
+    single = root.is_file()
 
     def plan(file: Path) -> ImportPlan:
+        twin = continued_in(file)
+        if twin is not None:
+            raise GeminiChatError(file, None, _older_copy(twin, single))
         chat = read_chat(file, folder)
         modified = int(file.stat().st_mtime * 1000)
         return plan_chat(chat, max_message_bytes=store.max_message_bytes, file_ms=modified)
 
-    return run_import(
-        store, ORIGIN, files, plan, single=root.is_file(), replace=replace, progress=progress
+    return run_import(store, ORIGIN, files, plan, single=single, replace=replace, progress=progress)
+
+
+def _older_copy(twin: Path, single: bool) -> str:
+    instead = f"import {twin} instead" if single else f"{twin.name} is imported instead"
+    return (
+        f"is an older copy of {twin.name}: Gemini CLI copied the session there whole when it "
+        f"was resumed and has recorded it there since, so this file was left out; {instead}."
     )
 
 

@@ -602,8 +602,43 @@ def test_a_legacy_json_session_and_its_jsonl_continuation_are_one_conversation(
     _write(legacy, {**chat.metadata, "messages": earlier})
     report = import_gemini(memory_store, tmp_path / "chats")
     assert [Path(i.path).suffix for i in report.items] == [".json", ".jsonl"]
-    assert [i.status for i in report.items] == ["imported", "updated"]
-    assert {i.conversation_id for i in report.items} == {SESSION_ID}
+    assert [i.status for i in report.items] == ["skipped", "imported"]
+    (note,) = report.items[0].skipped
+    assert "older copy of session-2026-08-04T10-00-5e55e55e.jsonl" in note.reason
+    assert [r.data["id"] for r in memory_store.source_records(SESSION_ID)] == [
+        r["id"] for r in chat.records
+    ]
+
+
+def test_importing_a_resumed_legacy_session_again_writes_nothing(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    # Gemini CLI copies a resumed .json whole into the .jsonl; with more new records than
+    # an import re-checks, reading the .json as its own item made a false conflict.
+    path = session_log(tmp_path)
+    chat = read_chat(path, Folder(tmp_path))
+    _write(path.with_suffix(".json"), {**chat.metadata, "messages": chat.records[:2]})
+    later = [_record(f"n{i}", "info", f"note {i}", 30 + i) for i in range(300)]
+    with path.open("a") as file:
+        file.writelines(json.dumps(record) + "\n" for record in later)
+    import_gemini(memory_store, tmp_path / "chats")
+    before = memory_store.source_records(SESSION_ID)
+    again = import_gemini(memory_store, tmp_path / "chats")
+    assert [i.status for i in again.items] == ["skipped", "unchanged"]
+    assert memory_store.source_records(SESSION_ID) == before
+
+
+def test_a_legacy_session_continued_beside_it_is_refused_when_named(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    path = session_log(tmp_path)
+    chat = read_chat(path, Folder(tmp_path))
+    legacy = _write(path.with_suffix(".json"), {**chat.metadata, "messages": chat.records[:2]})
+    import_gemini(memory_store, path)
+    before = memory_store.source_records(SESSION_ID)
+    with pytest.raises(GeminiChatError, match=r"older copy of .*; import .*\.jsonl instead"):
+        import_gemini(memory_store, legacy)
+    assert memory_store.source_records(SESSION_ID) == before
 
 
 def test_a_truncated_legacy_session_keeps_its_complete_records(
