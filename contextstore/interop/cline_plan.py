@@ -57,7 +57,7 @@ from contextstore.interop.cline import (
     is_int,
 )
 from contextstore.interop.errors import ClineTaskError
-from contextstore.interop.files import Note
+from contextstore.interop.files import Note, without_nonfinite_numbers
 from contextstore.interop.plan import ImportPlan, Slot, clock_start, stamp, usable_ts
 
 ORIGIN: Final = "cline"
@@ -83,7 +83,8 @@ def record_kind(message: Mapping[str, Any]) -> str:
 
 
 def request_info(message: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The JSON object in a ``say`` message's ``text`` (``ClineApiReqInfo``), or None."""
+    """The JSON object in a ``say`` message's ``text`` (``ClineApiReqInfo``), or None; a
+    number JSON cannot hold (NaN, Infinity) in it reads as null."""
     text = message.get("text")
     if not isinstance(text, str):
         return None
@@ -91,7 +92,7 @@ def request_info(message: Mapping[str, Any]) -> dict[str, Any] | None:
         info = json.loads(text)
     except json.JSONDecodeError:
         return None
-    return info if isinstance(info, dict) else None
+    return without_nonfinite_numbers(text, info)[0] if isinstance(info, dict) else None
 
 
 @dataclass

@@ -29,6 +29,7 @@ from contextstore.interop.cline import (
 )
 from contextstore.interop.cline_plan import USAGE_FIELDS, request_info
 from contextstore.interop.errors import ClineTaskError
+from contextstore.interop.files import without_nonfinite_numbers
 
 TimedEntry = tuple[int, dict[str, Any]]
 """A UI message and the timeline ``ts`` that orders it."""
@@ -280,11 +281,13 @@ def upsert_history_item(path: Path, item: Mapping[str, Any]) -> list[Any]:
     items: list[Any] = []
     if path.is_file():
         try:
-            value = json.loads(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
+            value = json.loads(text)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ClineTaskError(
                 path, None, f"cannot be read as JSON ({exc}); the item was not written."
             ) from exc
+        value = without_nonfinite_numbers(text, value)[0]
         if not isinstance(value, list):
             raise ClineTaskError(path, None, "is not a JSON array of HistoryItems.")
         items = value

@@ -14,6 +14,7 @@ before anything is parsed or written):
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -92,6 +93,42 @@ def surrogate_note(path: Path, position: str | None, count: int) -> Note:
         position,
         f"{count} lone surrogate escape(s) (half of an emoji, as JavaScript can write) "
         "replaced by U+FFFD; the rest was read.",
+    )
+
+
+_NONFINITE_TEXT = re.compile(r"NaN|Infinity|\d[eE][+]?\d{3}")
+
+
+def without_nonfinite_numbers(text: str, value: Any) -> tuple[Any, int]:
+    """``value`` (decoded from the JSON ``text``) with each NaN, Infinity or number too
+    large for a double replaced by None, and how many were: Python's decoder accepts them,
+    but JSON has no such numbers (JavaScript writes null for them) and no backend stores
+    them. Values of a text that cannot hold one come back as they are."""
+    if not _NONFINITE_TEXT.search(text):
+        return value, 0
+    count = 0
+
+    def fixed(item: Any) -> Any:
+        nonlocal count
+        if isinstance(item, float) and not math.isfinite(item):
+            count += 1
+            return None
+        if isinstance(item, list):
+            return [fixed(member) for member in item]
+        if isinstance(item, dict):
+            return {key: fixed(member) for key, member in item.items()}
+        return item
+
+    return fixed(value), count
+
+
+def nonfinite_note(path: Path, position: str | None, count: int) -> Note:
+    """The note for ``count`` numbers replaced (see :func:`without_nonfinite_numbers`)."""
+    return Note(
+        str(path),
+        position,
+        f"{count} number(s) JSON cannot hold (NaN, Infinity, or too large) read as null, "
+        "as JavaScript writes them; the rest was read.",
     )
 
 
@@ -220,6 +257,9 @@ class Folder:
         value, surrogates = without_lone_surrogates(text, value)
         if surrogates:
             notes.append(surrogate_note(path, None, surrogates))
+        value, nonfinite = without_nonfinite_numbers(text, value)
+        if nonfinite:
+            notes.append(nonfinite_note(path, None, nonfinite))
         if value is None and damage is None:
             notes.append(Note(str(path), None, "holds null; nothing in it was read."))
         if damage is not None:

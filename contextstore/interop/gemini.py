@@ -40,8 +40,10 @@ from contextstore.interop.files import (
     Note,
     check_depth,
     json_kind,
+    nonfinite_note,
     surrogate_note,
     without_lone_surrogates,
+    without_nonfinite_numbers,
 )
 from contextstore.interop.gemini_convert import MESSAGE_TYPES, ROLES, Turn
 
@@ -231,6 +233,9 @@ class SessionReplay:
         record, surrogates = without_lone_surrogates(text, record)
         if surrogates:
             self.notes.append(surrogate_note(self.path, f"line {number}", surrogates))
+        record, nonfinite = without_nonfinite_numbers(text, record)
+        if nonfinite:
+            self.notes.append(nonfinite_note(self.path, f"line {number}", nonfinite))
         self.apply(record, f"line {number}")
 
     def apply(self, record: Any, position: str) -> None:

@@ -663,6 +663,23 @@ def test_a_conversation_made_here_exports_as_a_task_cline_opens(
         assert other.deleted_range(cid) == (2, 2)
 
 
+def test_an_existing_history_is_written_back_as_json_cline_can_parse(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    conv = memory_store.create_conversation()
+    memory_store.append(conv.id, "user", "Rename the module")
+    history = tmp_path / "state" / "taskHistory.json"
+    history.parent.mkdir()
+    history.write_text('[{"id": "other", "ts": 1, "task": "x", "totalCost": NaN}]')
+    export_cline(memory_store, conv.id, tmp_path / "tasks" / "1760000000000")
+
+    def not_json(name: str) -> None:
+        raise AssertionError(f"{name} in a file JavaScript's JSON.parse reads")
+
+    items = json.loads(history.read_text(), parse_constant=not_json)
+    assert items[0] == {"id": "other", "ts": 1, "task": "x", "totalCost": None}
+
+
 def test_export_refuses_to_overwrite_unless_asked(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:
@@ -722,6 +739,28 @@ def test_a_lone_surrogate_escape_becomes_a_replacement_character_with_a_note(
     assert any("lone surrogate" in note.reason for note in item.skipped)
     first = memory_store.messages(item.conversation_id)[0]["content"][0]["text"]
     assert first == "task \ufffd cut inside an emoji"
+
+
+def test_numbers_json_cannot_hold_are_read_as_null_with_a_note(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    # Python's decoder takes NaN, Infinity and 1e999; JSON has no such numbers, no backend
+    # stores them, and one of them used to refuse a whole storage folder's import.
+    task = story(4)
+    task.api[1]["metrics"] = {"cost": float("nan"), "tokens": {"prompt": 1e999}}
+    started = next(m for m in task.ui if m.get("say") == "api_req_started")
+    started["text"] = json.dumps({"tokensIn": 10, "retryStatus": {"delay": float("inf")}})
+    folder = task.write(tmp_path / "tasks" / "1760000000000")
+    report = import_cline(memory_store, folder)
+    item = report.items[0]
+    assert item.status == "imported"
+    (note,) = [n for n in item.skipped if "JSON cannot hold" in n.reason]
+    assert note.reason.startswith("2 number(s)")
+    assert Path(note.file).name == "api_conversation_history.json"
+    metrics = memory_store.messages(item.conversation_id)[1]["metrics"]
+    assert metrics == {"cost": None, "tokens": {"prompt": None}}
+    (first, *_) = memory_store.requests(item.conversation_id)
+    assert first.details == {"retryStatus": {"delay": None}}
 
 
 def test_the_focus_chain_comes_back_byte_for_byte_under_the_task_id_read_by_cline(

@@ -708,3 +708,19 @@ def test_a_lone_surrogate_in_a_jsonl_line_becomes_a_replacement_character(tmp_pa
     replay.line('{"id": "u1", "type": "user", "content": [{"text": "a \\ud83d b"}]}', 2)
     assert replay.records["u1"]["content"][0]["text"] == "a \ufffd b"
     assert [(n.position, "lone surrogate" in n.reason) for n in notes] == [("line 2", True)]
+
+
+def test_numbers_json_cannot_hold_in_a_jsonl_line_are_read_as_null(tmp_path: Path) -> None:
+    from contextstore.interop.files import Note
+    from contextstore.interop.gemini import SessionReplay
+
+    notes: list[Note] = []
+    replay = SessionReplay(tmp_path / "session.jsonl", notes)
+    line = '{"id": "g1", "type": "gemini", "content": "1e999", "tokens": {"input": NaN, '
+    line += '"output": -Infinity, "total": 1e308, "cached": -1E400, '
+    replay.line(line + '"thoughts": 1E-400}}', 3)
+    tokens = replay.records["g1"]["tokens"]
+    expected = {"input": None, "output": None, "total": 1e308, "cached": None, "thoughts": 0.0}
+    assert tokens == expected
+    assert replay.records["g1"]["content"] == "1e999"
+    assert [(n.position, n.reason[:12]) for n in notes] == [("line 3", "3 number(s) ")]
