@@ -36,6 +36,9 @@ from tests.conftest import assistant, file_read, tool_use, user
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="flock is POSIX")
 
 HUNG = 60.0
+POLL = 0.001
+POLLS = int(HUNG / POLL)
+"""Polls of a condition before a test gives up (at least :data:`HUNG` seconds of sleeps)."""
 """Seconds after which a wait in a test is taken to have hung (a deadline, not a measure)."""
 
 NEVER = 3_600.0
@@ -56,14 +59,14 @@ def held(path: Path) -> Iterator[Callable[[], None]]:
     """Another writer's hold on the queue (its own open file, as another process has);
     yields a function that lets go early."""
     fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, 0o600)
-    deadline = time.monotonic() + HUNG
-    while True:
+    for _ in range(POLLS):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             break
         except BlockingIOError:
-            assert time.monotonic() < deadline, "the queue was never let go"
-            time.sleep(0.001)
+            time.sleep(POLL)
+    else:
+        raise AssertionError("the queue was never let go")
     try:
         yield lambda: fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
@@ -148,10 +151,11 @@ def finished(thread: threading.Thread, out: list[Any]) -> Any:
 
 def settle(queue: writer_queue.WriterQueue) -> None:
     """Wait until the queue's helper has no wait left in the kernel."""
-    deadline = time.monotonic() + HUNG
-    while queue._helper is not None and not queue._helper.idle():
-        assert time.monotonic() < deadline, "the helper never came back from the kernel"
-        time.sleep(0.001)
+    for _ in range(POLLS):
+        if queue._helper is None or queue._helper.idle():
+            return
+        time.sleep(POLL)
+    raise AssertionError("the helper never came back from the kernel")
 
 
 def queue_of(store: ContextStore) -> writer_queue.WriterQueue:
