@@ -166,10 +166,14 @@ class TimelineMixin(StoreBase):
         be newer than the rollback's cutoff (roll back what was written since first). The
         rollback's row stays, marked with the restore's ``ts``.
 
+        Its archived rows continue the history up to its cutoff, so a later rollback to an
+        earlier moment must be restored first.
+
         Raises:
             RollbackNotFoundError: the conversation has no rollback with this id.
-            InvalidInputError: the rollback purged its rows, was already restored, or rows
-                were written after its cutoff since.
+            InvalidInputError: the rollback purged its rows, was already restored, rows
+                were written after its cutoff since, or a later rollback to an earlier
+                moment still holds rows before its cutoff.
         """
         check_id(conversation_id)
         check_int("rollback_id", rollback_id, minimum=1, optional=False)
@@ -191,6 +195,9 @@ class TimelineMixin(StoreBase):
                 raise InvalidInputError(
                     f"rollback {rollback_id} was already restored (at ts {row.restored_ts})."
                 )
+            taken = timeline.later_rollbacks_below(connection, row)
+            if taken:
+                raise InvalidInputError(_restore_first(rollback_id, taken))
             (stamp,) = tick(connection, conversation_id)
             if timeline.any_row_after(connection, conversation_id, int(row.cutoff_ts)):
                 raise InvalidInputError(
@@ -243,3 +250,21 @@ class TimelineMixin(StoreBase):
             return forked
 
         return self._db.write(work)
+
+
+def _restore_first(rollback_id: int, taken: list[tuple[int, bool]]) -> str:
+    """Why rollback ``rollback_id`` cannot be restored while the later rollbacks ``taken``
+    (newest first, each ``(id, purged)``) hold rows of the history it continues."""
+    purged = [rid for rid, was_purged in taken if was_purged]
+    if purged:
+        return (
+            f"rollback {purged[0]} ran after rollback {rollback_id} to an earlier moment and "
+            f"purged rows that rollback {rollback_id}'s rows continue; they are gone, so "
+            "restoring would leave a gap in the conversation. Nothing was changed."
+        )
+    order = ", then ".join(str(rid) for rid, _ in taken)
+    return (
+        f"rollback {taken[0][0]} ran after rollback {rollback_id} to an earlier moment and "
+        f"holds rows that rollback {rollback_id}'s rows continue; restore rollback {order} "
+        f"first, then {rollback_id}. Nothing was changed."
+    )

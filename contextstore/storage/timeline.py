@@ -208,6 +208,18 @@ _ROLLBACK = Statement(
         _r.restored_ts,
     ).where(_r.id == bindparam("id"), _r.conversation_id == bindparam("cid"))
 )
+_LATER_BELOW = Statement(
+    lambda: (
+        select(_r.id, _r.purged, _r.counts)
+        .where(
+            _r.conversation_id == bindparam("cid"),
+            _r.ran_at > bindparam("ran_at"),
+            _r.cutoff_ts < bindparam("cutoff"),
+            _r.restored_ts.is_(None),
+        )
+        .order_by(_r.ran_at.desc())
+    )
+)
 _MARK_RESTORED = Statement(
     lambda: update(rollbacks).where(_r.id == bindparam("id")).values(restored_ts=bindparam("ts"))
 )
@@ -306,6 +318,21 @@ def load_rollback(
     values[5] = bool(values[5])
     values[6] = decode_object(values[6], f"rollback {rollback_id} counts")
     return RollbackRow(*values)
+
+
+def later_rollbacks_below(connection: Connection, rollback: RollbackRow) -> list[tuple[int, bool]]:
+    """The rollbacks of ``rollback``'s conversation run after it to an earlier cutoff that
+    removed rows and are not restored (newest first), each as ``(id, purged)``: they took
+    rows of the history ``rollback``'s archived rows continue."""
+    found = _LATER_BELOW.rows(
+        connection,
+        {"cid": rollback.conversation_id, "ran_at": rollback.ran_at, "cutoff": rollback.cutoff_ts},
+    )
+    return [
+        (int(rid), bool(purged))
+        for rid, purged, counts in found
+        if any(decode_object(counts, f"rollback {rid} counts").values())
+    ]
 
 
 def mark_restored(connection: Connection, rollback_id: int, ts: int) -> None:

@@ -324,6 +324,59 @@ def test_restore_is_refused_once_rows_were_written_after_the_cutoff(store: Conte
     ]
 
 
+def test_a_later_rollback_to_an_earlier_moment_is_restored_first(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, [user("m0"), assistant("m1")])
+    store.checkpoint(conv.id, "cp1")
+    store.append(conv.id, [user("m2"), assistant("m3")])
+    store.checkpoint(conv.id, "cp2")
+    store.append(conv.id, [user("m4"), assistant("m5")])
+    whole = store.messages(conv.id)
+    later = store.rollback(conv.id, to="cp2").rollback_id
+    earlier = store.rollback(conv.id, to="cp1").rollback_id
+    assert later is not None and earlier is not None
+    before = store.row_counts(conv.id)
+    # rollback `later`'s rows continue m2 and m3, which rollback `earlier` holds
+    with pytest.raises(InvalidInputError, match=f"restore rollback {earlier} first"):
+        store.restore(conv.id, later)
+    assert store.row_counts(conv.id) == before
+    store.restore(conv.id, earlier)
+    store.restore(conv.id, later)
+    assert store.messages(conv.id) == whole
+    assert not store.check(conv.id, raise_on_problems=False).problems
+
+
+def test_a_purged_later_rollback_leaves_nothing_to_restore_onto(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, [user("m0"), assistant("m1")])
+    store.checkpoint(conv.id, "cp1")
+    store.append(conv.id, [user("m2"), assistant("m3")])
+    store.checkpoint(conv.id, "cp2")
+    store.append(conv.id, [user("m4"), assistant("m5")])
+    later = store.rollback(conv.id, to="cp2").rollback_id
+    assert later is not None
+    store.rollback(conv.id, to="cp1", purge=True)
+    with pytest.raises(InvalidInputError, match="purged rows .* gap"):
+        store.restore(conv.id, later)
+    assert [m["content"][0]["text"] for m in store.messages(conv.id)] == ["m0", "m1"]
+    store.append(conv.id, "user", "the conversation goes on")
+
+
+def test_a_later_rollback_that_removed_nothing_does_not_block_a_restore(
+    store: ContextStore,
+) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, [user("m0"), assistant("m1")])
+    store.checkpoint(conv.id, "cp1")
+    store.append(conv.id, [user("m2"), assistant("m3")])
+    first = store.rollback(conv.id, to="cp1").rollback_id
+    assert first is not None
+    nothing = store.rollback(conv.id, to=store.checkpoints(conv.id)[0].ts)
+    assert nothing.total_removed == 0
+    store.restore(conv.id, first)
+    assert len(store.messages(conv.id)) == 4
+
+
 def test_restore_refuses_purged_and_unknown_rollbacks(store: ContextStore) -> None:
     from contextstore import RollbackNotFoundError
 
