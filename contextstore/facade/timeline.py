@@ -219,7 +219,13 @@ class TimelineMixin(StoreBase):
 
         ``at`` is a ts, a checkpoint label, or None for now. The rows with ``ts <= at``
         (messages, blocks, ranges, updates, requests, checkpoints) are copied with their
-        timestamps, so the fork renders exactly as its parent did at ``at``.
+        timestamps, so the fork renders exactly as its parent did at ``at``. A past ``at``
+        after the last row forks at the last row (``forked_at_ts``); a future one is refused,
+        since the parent may yet write rows before it.
+
+        Raises:
+            InvalidInputError: ``at`` is in the future or not a moment.
+            CheckpointNotFoundError: ``at`` names no checkpoint of the conversation.
         """
         check_id(conversation_id)
         check_text("title", title, MAX_TITLE_LENGTH)
@@ -233,6 +239,16 @@ class TimelineMixin(StoreBase):
                 if at is None
                 else self._resolve_cutoff(connection, conversation_id, at, name="at")
             )
+            if cutoff > parent.last_ts:
+                if cutoff > now_ms():
+                    raise InvalidInputError(
+                        f"the moment to fork at (ts {cutoff}) is in the future: a fork "
+                        "starts from a moment the conversation has reached (its last row is "
+                        f"at ts {parent.last_ts}). Fork as of now, or at an earlier moment."
+                    )
+                # Nothing can be written at or before a past moment any more: the history
+                # up to it is the history up to the last row.
+                cutoff = parent.last_ts
             forked = Conversation(
                 id=new_id,
                 created_ts=now_ms(),

@@ -520,7 +520,12 @@ def _copy_statement(table: Table) -> Any:
         where = (table.c.conversation_id == bindparam("source")) & (
             table.c.ts <= bindparam("cutoff")
         )
-    query = select(bindparam("target", type_=table.c.conversation_id.type), *columns).where(where)
+    # In key order, so that rows given new ids (several may share a ts) keep their order.
+    query = (
+        select(bindparam("target", type_=table.c.conversation_id.type), *columns)
+        .where(where)
+        .order_by(*table.primary_key.columns)
+    )
     return insert(table).from_select(["conversation_id", *[c.name for c in columns]], query)
 
 

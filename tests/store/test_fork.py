@@ -160,3 +160,41 @@ def test_a_fork_s_stored_record_names_its_parent_and_its_moment(store: ContextSt
         assert (record.parent_id, record.forked_at_ts) == (parent.id, at)
     original = store.get_conversation(parent.id)
     assert (original.parent_id, original.forked_at_ts) == (None, None)
+
+
+def test_a_past_moment_after_the_last_row_forks_at_the_last_row(store: ContextStore) -> None:
+    from contextstore.core.rows import MessageRow
+
+    parent = store.create_conversation(created_ts=1_700_000_000_000)
+    store.import_timeline(
+        parent.id,
+        [MessageRow(1_700_000_000_100, user("a")), MessageRow(1_700_000_000_200, assistant("b"))],
+    )
+    fork = store.fork(parent.id, at=1_700_000_086_400)  # a day later, long past
+    assert fork.forked_at_ts == fork.last_ts == 1_700_000_000_200
+    assert store.messages(fork.id) == store.messages(parent.id)
+
+
+def test_a_fork_at_a_future_moment_is_refused_and_writes_nothing(store: ContextStore) -> None:
+    from contextstore import InvalidInputError
+
+    history = _build(store)
+    parent = store.get_conversation(history.conversation_id)
+    before = store.row_counts()
+    with pytest.raises(InvalidInputError, match=r"fork at \(ts \d+\) is in the future"):
+        store.fork(parent.id, at=parent.last_ts + 86_400_000_000)
+    assert store.row_counts() == before
+
+
+def test_rows_sharing_a_ts_keep_their_order_in_the_fork(store: ContextStore) -> None:
+    conv = store.create_conversation(context_window=128_000)
+    for i in range(8):
+        store.append(conv.id, "user" if i % 2 == 0 else "assistant", f"m{i}")
+    store.truncate(conv.id, keep="half")  # a notice and a first-user cue at one ts
+    fork = store.fork(conv.id)
+
+    def written(cid: str) -> list[tuple[int, int, str]]:
+        return [(u["ts"], u["message_idx"], u["kind"]) for u in store.context_updates(cid)]
+
+    assert len({ts for ts, _, _ in written(conv.id)}) < len(written(conv.id))
+    assert written(fork.id) == written(conv.id)

@@ -356,7 +356,7 @@ def test_a_purged_later_rollback_leaves_nothing_to_restore_onto(store: ContextSt
     later = store.rollback(conv.id, to="cp2").rollback_id
     assert later is not None
     store.rollback(conv.id, to="cp1", purge=True)
-    with pytest.raises(InvalidInputError, match="purged rows .* gap"):
+    with pytest.raises(InvalidInputError, match=r"purged rows .* gap"):
         store.restore(conv.id, later)
     assert [m["content"][0]["text"] for m in store.messages(conv.id)] == ["m0", "m1"]
     store.append(conv.id, "user", "the conversation goes on")
