@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import click
@@ -137,7 +138,7 @@ def rollback(
     if preview.total_removed == 0:
         terminal.note(f"nothing was written after {format_ts(preview.cutoff_ts)}; no rollback ran.")
         if as_json:
-            terminal.print_json(rollback_json(preview))
+            terminal.print_json(rollback_json(dataclasses.replace(preview, dry_run=False)))
         return
     summary = ", ".join(f"{n} {name}" for name, n in ordered_counts(preview.removed) if n)
     how = "deleted for good (--purge)" if purge else "archived (undo with restore)"

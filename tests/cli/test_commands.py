@@ -244,6 +244,16 @@ def test_rollback_with_yes_removes_reports_and_names_the_undo(seeded: Seeded) ->
     assert counts(seeded)["messages"] == 5
     again = run("--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label, "--yes")
     assert again.code == 0 and "no rollback ran" in again.err
+    quiet = run("--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label, "--yes", "--json")
+    assert json.loads(quiet.out) | {"cutoff_ts": 0} == {
+        "conversation_id": seeded.cid,
+        "cutoff_ts": 0,
+        "dry_run": False,
+        "rollback_id": None,
+        "archived": False,
+        "removed": dict.fromkeys(json.loads(quiet.out)["removed"], 0),
+        "total_removed": 0,
+    }
 
 
 def test_rollback_to_a_moment_before_everything_previews_the_whole_conversation(
