@@ -26,7 +26,8 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from contextstore.cli import terminal
 from contextstore.cli.wording import cli_wording
-from contextstore.core.errors import ContextStoreError, NotFoundError
+from contextstore.core.errors import ContextStoreError, DatabaseUnavailableError, NotFoundError
+from contextstore.storage.driver_errors import first_line
 from contextstore.storage.engine import resolve_target
 from contextstore.storage.paths import default_database_path, default_location
 from contextstore.storage.wal_sync import WAL_SUFFIX
@@ -181,11 +182,12 @@ def open_store(ctx: click.Context, *, existing: bool | None = None, **kwargs: An
         _refuse_missing_file(location)
     try:
         store = ContextStore.open(location, **kwargs)
-    except DBAPIError as exc:
-        reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
+    except (DBAPIError, DatabaseUnavailableError) as exc:
+        cause = exc.__cause__ if isinstance(exc, DatabaseUnavailableError) else exc
+        driver = getattr(cause, "orig", None) or cause or exc
         where = _shown_location(location)
         raise ContextStoreError(
-            f"cannot open {where}: {reason}; check --db (or $CONTEXTSTORE_DB)."
+            f"cannot open {where}: {first_line(driver)}; check --db (or $CONTEXTSTORE_DB)."
         ) from exc
     ctx.call_on_close(store.close)
     return store

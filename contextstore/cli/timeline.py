@@ -44,7 +44,7 @@ def checkpoint(
     as_json: bool,
 ) -> None:
     """Mark the present moment of a conversation; print the checkpoint."""
-    store = open_store(ctx, existing=True)
+    store = open_store(ctx, auto_migrate=False)
     cp = store.checkpoint(conversation_id, label, note=note, git_hash=git_hash)
     if as_json:
         terminal.print_json(checkpoint_json(cp))

@@ -130,6 +130,16 @@ class StorageFullError(ContextStoreError):
     exit_code = 8
 
 
+class DatabaseUnavailableError(ContextStoreError):
+    """The database server cannot be reached, refused the connection, or dropped it
+    (PostgreSQL: a server that is down, a wrong host, port, database name or user, a
+    server shut down under an open connection).
+
+    What to do: check the URL and that the server is running, then retry; a connection
+    the server dropped is replaced on the next call.
+    """
+
+
 class DatabaseBusyError(ContextStoreError):
     """The database stayed locked by other writers beyond the bounded retry."""
 

@@ -20,6 +20,7 @@ from contextstore.core.errors import (
     ContextStoreError,
     CorruptDatabaseError,
     DatabaseBusyError,
+    DatabaseUnavailableError,
     IntegrityViolationError,
     InvalidInputError,
     ReadOnlyLocationError,
@@ -61,6 +62,20 @@ def _is_read_only(driver: BaseException) -> bool:
     ).lower().replace("-", "").replace(" ", "")
 
 
+def _is_unavailable(driver: BaseException) -> bool:
+    """PostgreSQL could not be reached or refused or dropped the connection: a connection
+    SQLSTATE (class 08, a missing database, a refused login, a server shutting down), or
+    psycopg's ``OperationalError`` without one (a refused or timed-out connect)."""
+    state = getattr(driver, "sqlstate", None)
+    if isinstance(state, str):
+        return state.startswith("08") or state in _POSTGRES_UNAVAILABLE
+    return any(
+        kind.__name__ == "OperationalError" and kind.__module__.startswith("psycopg")
+        for kind in type(driver).__mro__
+    )
+
+
+_POSTGRES_UNAVAILABLE = ("3D000", "28000", "28P01", "57P01", "57P02", "57P03")
 _SQLITE_CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 _POSTGRES_CORRUPT = ("XX001", "XX002")
 _POSTGRES_FULL = ("53100",)
@@ -79,12 +94,13 @@ def _sqlite_code(driver: BaseException) -> str:
 
 
 def classify_database_error(exc: BaseException) -> ContextStoreError | None:
-    """The store's error for a damaged, full or read-only database behind ``exc``, or None.
+    """The store's error for a damaged, full, unreachable or read-only database behind
+    ``exc``, or None.
 
     SQLite's result codes (``SQLITE_CORRUPT``, ``SQLITE_NOTADB``, ``SQLITE_FULL``,
     ``SQLITE_READONLY``) and PostgreSQL's SQLSTATEs (``XX001``/``XX002`` data or index
-    corrupted, ``53100`` disk full, ``25006`` a read-only server) are recognised; other
-    errors are left to the caller.
+    corrupted, ``53100`` disk full, ``25006`` a read-only server, connection failures) are
+    recognised; other errors are left to the caller.
     """
     driver = _driver_error(exc)
     if driver is None:
@@ -100,6 +116,12 @@ def classify_database_error(exc: BaseException) -> ContextStoreError | None:
         return StorageFullError(
             f"the disk or quota is full ({reason}); the write was rolled back, so the store is "
             "unchanged and still readable. Free space and retry."
+        )
+    if _is_unavailable(driver):
+        return DatabaseUnavailableError(
+            f"the database server cannot be reached or refused the connection ({reason}); "
+            "check the URL (host, port, database name, user) and that the server is "
+            "running, then retry."
         )
     if code.startswith("SQLITE_READONLY") or state in _POSTGRES_READ_ONLY:
         return ReadOnlyLocationError(

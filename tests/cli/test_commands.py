@@ -529,3 +529,19 @@ def test_a_report_that_does_not_fit_is_exit_8(seeded: Seeded) -> None:
     got = run("--db", seeded.db, "report", seeded.cid, "-o", "/dev/full")
     assert got.code == 8, got.err
     assert got.err.startswith("error: could not write the report: No space left on device")
+
+
+@pytest.mark.parametrize("command", [["checkpoint", "cid", "--label", "a"], ["fork", "cid"]])
+def test_commands_that_change_a_conversation_never_migrate_the_database(
+    tmp_path: Path, command: list[str]
+) -> None:
+    import contextlib
+    import sqlite3
+
+    db = tmp_path / "stale.db"
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        connection.execute("PRAGMA user_version = 1")  # a database without the schema
+    got = run("--db", str(db), *command)
+    assert got.code == 4 and "contextstore migrate" in got.err
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        assert connection.execute("SELECT count(*) FROM sqlite_master").fetchone() == (0,)
