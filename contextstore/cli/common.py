@@ -11,6 +11,8 @@ line, and the full traceback written to a file).
 from __future__ import annotations
 
 import os
+import signal
+import sys
 import tempfile
 import time
 import traceback
@@ -42,6 +44,9 @@ REFUSED_EXIT = 2
 """Exit code when a destructive command is refused for want of ``--yes``."""
 DECLINED_EXIT = 1
 """Exit code when the person at the terminal answers no."""
+CLOSED_OUTPUT_EXIT = 128 + signal.SIGPIPE
+"""Exit code when the reader of the output went away (``| head``): what a shell reports
+for a program that SIGPIPE ended, as ``git log | head`` gives."""
 
 DB_HELP = (
     "Database file or SQLAlchemy URL (default: $CONTEXTSTORE_DB, else the per-user data "
@@ -69,6 +74,15 @@ def report_internal_error(exc: BaseException) -> int:
     return INTERNAL_ERROR_EXIT
 
 
+def output_closed() -> int:
+    """The reader of standard output went away: stop quietly (what is left to print, and
+    the interpreter's last flush, go nowhere); return :data:`CLOSED_OUTPUT_EXIT`."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return CLOSED_OUTPUT_EXIT
+
+
 def run_reporting_errors(ctx: click.Context, work: Callable[[], Any]) -> Any:
     """Run ``work``; a library error or an internal error ends the command with its code."""
     try:
@@ -77,6 +91,8 @@ def run_reporting_errors(ctx: click.Context, work: Callable[[], Any]) -> Any:
         raise
     except ContextStoreError as exc:
         ctx.exit(report_library_error(exc))
+    except BrokenPipeError:
+        ctx.exit(output_closed())
     except Exception as exc:
         ctx.exit(report_internal_error(exc))
 

@@ -420,3 +420,30 @@ def test_a_number_past_the_stores_range_is_refused_in_the_flags_name(
     got = run("--db", seeded.db, *[a.format(cid=seeded.cid) for a in args])
     assert got.code == 2 and f"Invalid value for {named}" in got.err
     assert "2147483647" in got.err
+
+
+@pytest.mark.parametrize("output", ["--json", "--csv"])
+def test_output_cut_short_by_its_reader_ends_quietly(tmp_path: Path, output: str) -> None:
+    """``contextstore sql ... | head``: no internal error, no traceback file, SIGPIPE's code."""
+    db = tmp_path / "big.db"
+    with ContextStore.open(db) as store:
+        conv = store.create_conversation()
+        store.append_many(
+            conv.id, [{"role": "user", "content": f"{i} " + "x" * 2_000} for i in range(200)]
+        )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "contextstore", "--db", str(db), "sql", "SELECT * FROM blocks"]
+        + [output],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=ROOT,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    assert child.stdout.read(10)
+    child.stdout.close()  # as head does once it has its lines
+    err = child.stderr.read()
+    assert child.wait(timeout=120) == 128 + 13
+    assert err == b""
+    assert not list(tmp_path.glob("contextstore-error-*"))
