@@ -53,5 +53,5 @@ def report(ctx: click.Context, conversation_id: str, output: Path) -> None:
     terminal.out(str(output))
     terminal.note(
         f"report of {conversation_id}: {len(audit.requests)} requests, {len(events)} events, "
-        f"{len(messages)} messages ({len(page):,} bytes)"
+        f"{len(messages)} messages ({len(page.encode('utf-8')):,} bytes)"
     )

@@ -7,6 +7,7 @@ JavaScript needed, so the report stays one small self-contained file that opens 
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -147,4 +148,9 @@ def render_svg(report: AuditReport, events: Sequence[TimelineEvent]) -> str:
                 values += [(m.x, 0), {"value": (m.x, top), "label": m.label}, None]
         chart.add(name, values, show_dots=False, stroke_style={"width": 2})
     svg: str = chart.render(is_unicode=True)
-    return svg.split("?>", 1)[1] if svg.startswith("<?xml") else svg
+    svg = svg.split("?>", 1)[1] if svg.startswith("<?xml") else svg
+    # pygal writes its configuration in a script even with js=[]; only its scripts read it.
+    return _SCRIPT.sub("", svg)
+
+
+_SCRIPT = re.compile(r"<script\b[^>]*>.*?</script>", re.DOTALL)

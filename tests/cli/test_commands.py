@@ -476,7 +476,8 @@ def test_report_writes_one_self_contained_file(seeded: Seeded, tmp_path: Path) -
     page = out.read_text(encoding="utf-8")
     assert page.startswith("<!doctype html>") and "<svg" in page
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
-    assert "<script src" not in page and "<link" not in page and "@import" not in page
+    assert "<script" not in page and "<link" not in page and "@import" not in page
+    assert f"({out.stat().st_size:,} bytes)" in made.err
     assert "hidden from the model by truncation" not in page  # no range in this conversation
     assert "cli test" in page and "as the model saw it at request" in page
 

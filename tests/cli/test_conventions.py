@@ -432,9 +432,9 @@ def test_output_cut_short_by_its_reader_ends_quietly(tmp_path: Path, output: str
             conv.id, [{"role": "user", "content": f"{i} " + "x" * 2_000} for i in range(200)]
         )
     env = {**os.environ, "TMPDIR": str(tmp_path)}
+    command = ["sql", "SELECT * FROM blocks", output]
     child = subprocess.Popen(
-        [sys.executable, "-m", "contextstore", "--db", str(db), "sql", "SELECT * FROM blocks"]
-        + [output],
+        [sys.executable, "-m", "contextstore", "--db", str(db), *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
