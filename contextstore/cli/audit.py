@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.resources
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +204,22 @@ def audit(ctx: click.Context, conversation_id: str, as_json: bool) -> None:
         _print_audit(report)
 
 
+def distinct_keys(columns: Sequence[str]) -> list[str]:
+    """Column names as the keys of a JSON object: a name seen before gets ``_2``, ``_3``...
+    (``SELECT r.id, c.id`` keeps both ids), never a name another column of the query has."""
+    taken = set(columns)
+    used: set[str] = set()
+    keys = []
+    for name in columns:
+        key, n = name, 1
+        while key in used or (key != name and key in taken):
+            n += 1
+            key = f"{name}_{n}"
+        used.add(key)
+        keys.append(key)
+    return keys
+
+
 @click.command()
 @click.argument("query", metavar='"SELECT ..."')
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as a JSON list of objects.")
@@ -215,7 +232,8 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool) -> None:
     store = open_store(ctx, auto_migrate=False)
     result = store.query(query)
     if as_json:
-        terminal.print_json([dict(zip(result.columns, row, strict=True)) for row in result.rows])
+        keys = distinct_keys(result.columns)
+        terminal.print_json([dict(zip(keys, row, strict=True)) for row in result.rows])
     elif as_csv:
         terminal.print_csv(result.columns, result.rows)
     elif result.columns:

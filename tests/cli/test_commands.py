@@ -441,6 +441,12 @@ def test_sql_json_output_is_strict_json_even_for_infinite_numbers(seeded: Seeded
     ]
 
 
+def test_sql_json_keeps_every_column_of_a_shared_name(seeded: Seeded) -> None:
+    query = "SELECT 1 AS id, 2 AS id, 3 AS id_2, 4 AS id"
+    got = run("--db", seeded.db, "sql", query, "--json")
+    assert got.json() == [{"id": 1, "id_3": 2, "id_2": 3, "id_4": 4}]
+
+
 def test_sql_json_and_csv_together_is_a_usage_error(seeded: Seeded) -> None:
     got = run("--db", seeded.db, "sql", "SELECT 1", "--json", "--csv")
     assert got.code == 2 and "--json" in got.err and "--csv" in got.err
