@@ -14,7 +14,10 @@ of its NUL-separated pieces under :data:`EXACT_KEY`.
 from __future__ import annotations
 
 import json
+import re
+import uuid
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 from contextstore.core.errors import CorruptRowError
@@ -47,10 +50,46 @@ def loads(text: str) -> Any:
 
 
 def encode_json(value: Any) -> str:
-    """``value`` as compact JSON text, as JSON columns store it."""
+    """``value`` as compact JSON text, as JSON columns store it.
+
+    A float Python writes with an exponent (``1e+20``, ``1e-07``) is written out in digits
+    with a decimal point (``100000000000000000000.0``): PostgreSQL's ``jsonb`` keeps a
+    number's digits and scale, not its form, and would give ``1e+20`` back as the integer
+    ``100000000000000000000`` (a 301-digit one for ``1e300``, which the store refuses).
+    """
     if not value and isinstance(value, dict):
         return "{}"
-    return _encoder.encode(value)
+    text = _encoder.encode(value)
+    if _EXPONENT_NUMBER.search(text) is None:
+        return text
+    return _with_floats_in_digits(value)
+
+
+_EXPONENT_NUMBER = re.compile(r"[:,\[]-?\d+(?:\.\d+)?e[+-]\d+[,}\]]")
+"""A number written with an exponent, as a value (a string holding such text also matches:
+the slow path then finds no float to change)."""
+
+
+def _with_floats_in_digits(value: Any) -> str:
+    marker = f"\x00{uuid.uuid4().hex}:"
+    digits: list[str] = []
+
+    def marked(item: Any) -> Any:
+        if item.__class__ is float and "e" in repr(item):
+            written = format(Decimal(repr(item)), "f")
+            digits.append(written if "." in written else written + ".0")
+            return f"{marker}{len(digits) - 1}"
+        if isinstance(item, list):
+            return [marked(member) for member in item]
+        if isinstance(item, dict):
+            return {key: marked(member) for key, member in item.items()}
+        return item
+
+    text = _encoder.encode(marked(value))
+    if not digits:
+        return text
+    token = re.compile('"' + re.escape(_encoder.encode(marker)[1:-1]) + r'(\d+)"')
+    return token.sub(lambda found: digits[int(found.group(1))], text)
 
 
 def corrupt(what: str) -> CorruptRowError:

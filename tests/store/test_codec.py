@@ -291,3 +291,37 @@ def test_a_block_row_decodes_on_the_render_path_as_decode_block_does(
 def test_a_damaged_tool_call_row_is_damaged_on_the_render_path(data: str) -> None:
     with pytest.raises(CorruptRowError, match=r"block 0\.0"):
         history._decoded("c", [_history_row(data)], None)
+
+
+NUMBERS = {"big": 1e20, "huge": -1e300, "tiny": 1e-7, "least": 5e-324, "plain": 2.0, "n": 10**20}
+
+
+def _kinds(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _kinds(member) for key, member in value.items()}
+    if isinstance(value, list):
+        return [_kinds(member) for member in value]
+    return (type(value).__name__, value)
+
+
+def test_floats_with_an_exponent_come_back_as_the_same_floats(store: Any) -> None:
+    # PostgreSQL's jsonb keeps a number's digits, not its form: 1e+20 came back an integer,
+    # and 1e300 as one of 301 digits, which the store then refused to write back.
+    conv = store.create_conversation(metadata={"scale": NUMBERS})
+    call = {"type": "tool_use", "id": "t1", "name": "calc", "input": {"args": NUMBERS}}
+    store.append(conv.id, "user", "go")
+    store.append(conv.id, "assistant", [call])
+    stored = store.messages(conv.id)[1]["content"][0]["input"]["args"]
+    assert _kinds(stored) == _kinds(NUMBERS)
+    metadata = store.get_conversation(conv.id).metadata
+    assert _kinds(metadata["scale"]) == _kinds(NUMBERS)
+    store.set_conversation_metadata(conv.id, metadata)
+    store.append(conv.id, "user", [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}])
+    store.append(conv.id, "assistant", store.messages(conv.id)[1]["content"])
+
+
+@given(st.recursive(st.floats(allow_nan=False, allow_infinity=False), st.lists, max_leaves=8))
+def test_encoded_floats_decode_to_themselves(value: Any) -> None:
+    encoded = encode_json({"v": value})
+    assert _kinds(json.loads(encoded)) == _kinds({"v": value})
+    assert "e" not in encoded.replace("\\u", "")
