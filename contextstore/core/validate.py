@@ -40,6 +40,9 @@ MAX_ID_LENGTH = 64
 MAX_LABEL_LENGTH = 200
 MAX_TITLE_LENGTH = 1_000
 MAX_NAME_LENGTH = 200
+MAX_SEARCH_LENGTH: Final = 4_096
+"""Longest search text, in characters: SQLite refuses a ``LIKE`` pattern over 50,000 bytes,
+and this one, escaped and in UTF-8, stays under it on every backend alike."""
 """Model ids, tool ids and names, update sources, failure reasons (``String(200)`` columns)."""
 MAX_KEEP_LENGTH = 16
 """A range's keep strategy (``String(16)`` column)."""

@@ -3,7 +3,6 @@ across conversations, what the model was shown at a moment, and read-only SQL.""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -27,6 +26,7 @@ from contextstore.core.overlays import block_text
 from contextstore.core.records import Checkpoint
 from contextstore.core.validate import (
     MAX_LABEL_LENGTH,
+    MAX_SEARCH_LENGTH,
     check_free_text,
     check_id,
     check_int,
@@ -156,11 +156,17 @@ class AuditMixin(HistoryMixin, TimelineMixin):
         Searches the stored originals (what was said), not rewrites.
 
         Raises:
-            InvalidInputError: ``text`` is empty or ``limit`` is not positive.
+            InvalidInputError: ``text`` is empty or longer than ``MAX_SEARCH_LENGTH``, or
+                ``limit`` is not positive.
         """
         if not isinstance(text, str) or not text.strip():
             raise InvalidInputError("the search text is empty; pass the words to look for.")
         check_free_text("the search text", text)
+        if len(text) > MAX_SEARCH_LENGTH:
+            raise InvalidInputError(
+                f"the search text is {len(text):,} characters, over the "
+                f"{MAX_SEARCH_LENGTH:,} a search takes; search for a shorter part of it."
+            )
         check_int("limit", limit, minimum=1, optional=False)
         if conversation_id is not None:
             check_id(conversation_id)
@@ -172,11 +178,8 @@ class AuditMixin(HistoryMixin, TimelineMixin):
             )
         hits = []
         for row in rows:
-            body = row["text"] if text.lower() in (row["text"] or "").lower() else None
-            if body is None:
-                data = row["data"]
-                decoded = json.loads(data) if isinstance(data, str) else data
-                body = json.dumps(decoded.get("input"), ensure_ascii=False)
+            found_in_text = text.lower() in (row["text"] or "").lower()
+            body = row["text"] if found_in_text or row["input"] is None else row["input"]
             hits.append(
                 _fields(SearchHit, row, snippet=snippet(body, text), title=row["title"] or None)
             )

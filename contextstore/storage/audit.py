@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Text, and_, cast, func, or_, select, text, type_coerce
+from sqlalchemy import Connection, Engine, Text, and_, cast, func, or_, select, text
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from contextstore.core.errors import InvalidInputError, ReadOnlyError
@@ -118,10 +118,11 @@ def _like_pattern(needle: str) -> str:
 def search_blocks(
     connection: Connection, needle: str, *, limit: int, conversation_id: str | None = None
 ) -> Rows:
-    """Blocks whose text, or whose tool call input, contains ``needle`` (case-insensitive
-    for ASCII), newest first; each row carries the text or input that matched."""
+    """Blocks whose text, or whose tool call's input, contains ``needle`` (case-insensitive
+    for ASCII), newest first; each row carries its text and its input as JSON text (as
+    the database writes it; other parts of a call, such as a signature, are not searched)."""
     pattern = _like_pattern(needle)
-    data_text = type_coerce(blocks.c.data, Text)
+    input_text = cast(blocks.c.data["input"], Text)
     query = (
         select(
             blocks.c.conversation_id,
@@ -132,7 +133,7 @@ def search_blocks(
             messages.c.role,
             messages.c.ts,
             blocks.c.text,
-            data_text.label("data"),
+            input_text.label("input"),
         )
         .join(
             messages,
@@ -147,7 +148,7 @@ def search_blocks(
                 blocks.c.text.ilike(pattern, escape="\\"),
                 and_(
                     blocks.c.type == "tool_use",
-                    cast(blocks.c.data, Text).ilike(pattern, escape="\\"),
+                    input_text.ilike(pattern, escape="\\"),
                 ),
             )
         )

@@ -251,6 +251,30 @@ def test_search_matches_text_and_tool_input_literally(store: ContextStore) -> No
         store.search("cover\x00age")
 
 
+def test_search_looks_in_a_calls_input_only_and_shows_where_it_matched(
+    store: ContextStore,
+) -> None:
+    cid = store.create_conversation().id
+    call = tool_use("t1", "read_file", path="src/a.py")
+    call["thoughtSignature"] = "EoshCoghAXLI2nzy"  # opaque, kept beside the call by Gemini
+    store.append(cid, [user("go"), assistant(call), user(result("t1", "x"))])
+    assert store.search("EoshCoghAXLI2nzy") == []
+    assert store.search("input") == []  # a key of the stored JSON, not of the input
+    (hit,) = store.search("src/a.py")
+    assert hit.type == "tool_use" and "src/a.py" in hit.snippet
+
+
+def test_search_text_is_bounded_alike_on_every_backend(store: ContextStore) -> None:
+    from contextstore.core.validate import MAX_SEARCH_LENGTH
+
+    cid = store.create_conversation().id
+    longest = "\u00e9%" * (MAX_SEARCH_LENGTH // 2)  # two UTF-8 bytes and an escape each
+    store.append(cid, "user", longest)
+    assert [h.conversation_id for h in store.search(longest)] == [cid]
+    with pytest.raises(InvalidInputError, match=r"^the search text is 4,097 characters"):
+        store.search(longest + "x")
+
+
 def test_viewed_messages_mark_the_hidden_range_and_rewrites(store: ContextStore) -> None:
     cid = store.create_conversation().id
     store.append(cid, [user("a"), assistant("b"), user("c"), assistant("d"), user("e")])
