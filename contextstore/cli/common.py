@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import tempfile
 import time
 import traceback
@@ -74,15 +73,6 @@ def report_internal_error(exc: BaseException) -> int:
     return INTERNAL_ERROR_EXIT
 
 
-def output_closed() -> int:
-    """The reader of standard output went away: stop quietly (what is left to print, and
-    the interpreter's last flush, go nowhere); return :data:`CLOSED_OUTPUT_EXIT`."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-    return CLOSED_OUTPUT_EXIT
-
-
 def run_reporting_errors(ctx: click.Context, work: Callable[[], Any]) -> Any:
     """Run ``work``; a library error or an internal error ends the command with its code."""
     try:
@@ -92,7 +82,9 @@ def run_reporting_errors(ctx: click.Context, work: Callable[[], Any]) -> Any:
     except ContextStoreError as exc:
         ctx.exit(report_library_error(exc))
     except BrokenPipeError:
-        ctx.exit(output_closed())
+        # The reader of the output went away: what is left to print goes nowhere.
+        terminal.discard_output()
+        ctx.exit(CLOSED_OUTPUT_EXIT)
     except Exception as exc:
         ctx.exit(report_internal_error(exc))
 

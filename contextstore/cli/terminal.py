@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -216,3 +217,11 @@ def status(text: str) -> Iterator[None]:
         return
     with console.status(Text(text)):
         yield
+
+
+def discard_output() -> None:
+    """Send what is left to print on standard output nowhere, the interpreter's last
+    flush included: its reader went away (``| head``)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

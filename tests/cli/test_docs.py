@@ -77,7 +77,7 @@ def test_every_option_is_documented_in_the_command_line_section(command: str, op
 
 
 def test_every_exit_code_is_documented() -> None:
-    from contextstore.cli.common import INTERNAL_ERROR_EXIT, REFUSED_EXIT
+    from contextstore.cli.common import CLOSED_OUTPUT_EXIT, INTERNAL_ERROR_EXIT, REFUSED_EXIT
     from contextstore.core import errors
 
     codes = {
@@ -87,7 +87,7 @@ def test_every_exit_code_is_documented() -> None:
     }
     table = COMMAND_LINE.split("Exit codes:", 1)[1].split("\n\n", 2)[1]
     documented = {int(m) for m in re.findall(r"^\| (\d+) \|", table, flags=re.M)}
-    assert codes | {0, INTERNAL_ERROR_EXIT, REFUSED_EXIT} == documented
+    assert codes | {0, INTERNAL_ERROR_EXIT, REFUSED_EXIT, CLOSED_OUTPUT_EXIT} == documented
 
 
 def test_the_library_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
