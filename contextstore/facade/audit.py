@@ -37,6 +37,7 @@ from contextstore.facade.history import HistoryMixin
 from contextstore.facade.timeline import TimelineMixin
 from contextstore.storage import audit as audit_sql
 from contextstore.storage import history, ranges, updates
+from contextstore.storage.codec import decode_object
 from contextstore.storage.engine import resolve_target
 from contextstore.storage.paths import default_database_path
 
@@ -51,6 +52,15 @@ _REMOVED_COLUMNS = {
     "api_requests": "requests_removed",
     "checkpoints": "checkpoints_removed",
 }
+
+
+def _removed(row: dict[str, Any]) -> dict[str, int]:
+    """What a rollback removed per table: its ``counts`` (every table, as its report said),
+    the view's columns for any table they lack."""
+    counts = decode_object(row["counts"], f"rollback {row['rollback_id']} counts")
+    removed = {name: int(row[column]) for name, column in _REMOVED_COLUMNS.items()}
+    removed.update({name: int(n) for name, n in counts.items()})
+    return removed
 
 
 def _fields(cls: type, row: dict[str, Any], **overrides: Any) -> Any:
@@ -132,7 +142,7 @@ class AuditMixin(HistoryMixin, TimelineMixin):
                     RollbackEvent,
                     r,
                     purged=bool(r["purged"]),
-                    removed={name: int(r[column]) for name, column in _REMOVED_COLUMNS.items()},
+                    removed=_removed(r),
                 )
                 for r in rollbacks
             ],

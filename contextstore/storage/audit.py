@@ -39,7 +39,8 @@ _FAILED = text(
     "ORDER BY result_message_idx, tool_use_id"
 )
 _ROLLBACKS = text(
-    "SELECT * FROM audit_rollbacks WHERE conversation_id = :c ORDER BY ran_at, rollback_id"
+    "SELECT v.*, k.counts FROM audit_rollbacks v JOIN rollbacks k ON k.id = v.rollback_id "
+    "WHERE v.conversation_id = :c ORDER BY v.ran_at, v.rollback_id"
 )
 _CHECKPOINTS = text(
     "SELECT id, conversation_id, ts, label, git_hash, note FROM checkpoints "
@@ -87,7 +88,8 @@ def failed_tool_calls(connection: Connection, conversation_id: str) -> Rows:
 
 
 def rollback_events(connection: Connection, conversation_id: str) -> Rows:
-    """Rows of ``audit_rollbacks``: each rollback and the rows it removed, per table."""
+    """Rows of ``audit_rollbacks``: each rollback and the rows it removed, per table (the
+    view's columns for the history tables, ``counts`` for every table)."""
     return _rows(connection, _ROLLBACKS, conversation_id)
 
 

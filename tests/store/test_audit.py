@@ -12,6 +12,7 @@ import pytest
 
 from contextstore import ContextStore, context_window_info
 from contextstore.core.errors import InvalidInputError, ReadOnlyError
+from contextstore.core.rows import SourceRecordRow
 from contextstore.facade.audit import snippet
 from contextstore.processors.secrets import find_secrets
 from tests.conftest import BACKENDS, assistant, open_backend, session, text, tool_use, user
@@ -166,9 +167,16 @@ def test_rollbacks_report_what_they_removed_and_their_restore(store: ContextStor
     store.checkpoint(cid, "cp")
     store.append(cid, [user(text("c"), text("d")), assistant("e")])
     store.record_request(cid, tokens_in=5)
+    after = store.get_conversation(cid).last_ts + 1
+    store.import_timeline(cid, [SourceRecordRow(after, "test", "note", {"n": 1})])
     report = store.rollback(cid, "cp")
     (event,) = store.audit(cid).rollbacks
-    assert event.removed == {k: report.removed.get(k, 0) for k in event.removed}
+    # every table the rollback removed rows from, as its report says (source records too)
+    assert {k: n for k, n in event.removed.items() if n} == {
+        k: n for k, n in report.removed.items() if n
+    }
+    assert event.removed["source_records"] == 1
+    assert event.total_removed == report.total_removed
     assert event.removed["messages"] == 2 and event.removed["blocks"] == 3
     assert event.rows_archived == report.total_removed and event.restored_ts is None
     assert event.target == "cp" and not event.purged
