@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import click
@@ -104,7 +105,7 @@ def show_request(
     if not found:
         raise RequestNotFoundError(
             f"conversation {conversation_id!r} has no request {request_id}; list them with "
-            f"'contextstore requests {conversation_id}'."
+            f"'contextstore requests {shlex.quote(conversation_id)}'."
         )
     record = found[0]
     if as_json:
@@ -128,6 +129,5 @@ def show_request(
         ]
     )
     if record.payload_sha256:
-        terminal.note(
-            f"the exact body: contextstore request {conversation_id} {record.id} --payload"
-        )
+        quoted = shlex.quote(conversation_id)
+        terminal.note(f"the exact body: contextstore request {quoted} {record.id} --payload")

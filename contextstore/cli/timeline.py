@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from typing import Any
 
 import click
@@ -160,7 +161,9 @@ def rollback(
         f"{format_ts(report.cutoff_ts)} (ts {report.cutoff_ts})",
     )
     if report.archived:
-        terminal.note(f"undo with: contextstore restore {conversation_id} {report.rollback_id}")
+        terminal.note(
+            f"undo with: contextstore restore {shlex.quote(conversation_id)} {report.rollback_id}"
+        )
 
 
 @click.command()

@@ -12,6 +12,7 @@ milliseconds and the UTC offset, which parse back to the same millisecond.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -145,5 +146,5 @@ def missing_label(store: ContextStore, conversation_id: str, label: str, flag: s
     return (
         f"conversation {conversation_id!r} has no checkpoint labelled {label!r} (labels: "
         f"{known}); pass {flag} an existing label, an ISO date or milliseconds "
-        f"('contextstore checkpoints {conversation_id}' lists them)."
+        f"('contextstore checkpoints {shlex.quote(conversation_id)}' lists them)."
     )

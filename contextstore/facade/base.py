@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from contextstore.core.errors import (
     ConcurrentChangeError,
+    ConversationNotFoundError,
     InvalidInputError,
     RequestNotFoundError,
 )
@@ -139,6 +140,11 @@ class StoreBase:
     def _request(connection: Connection, conversation_id: str, request_id: int) -> RequestRecord:
         found = requests.find_request(connection, conversation_id, request_id)
         if found is None:
+            try:
+                conversations.get_conversation(connection, conversation_id)
+            except ConversationNotFoundError as exc:
+                # Still a missing request to callers who catch that; the message says why.
+                raise RequestNotFoundError(str(exc)) from exc
             raise RequestNotFoundError(
                 f"conversation {conversation_id!r} has no request {request_id}; use the "
                 "request_id returned by prepare_request."

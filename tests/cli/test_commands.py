@@ -552,3 +552,25 @@ def test_commands_that_change_a_conversation_never_migrate_the_database(
     assert got.code == 4 and "contextstore migrate" in got.err
     with contextlib.closing(sqlite3.connect(db)) as connection:
         assert connection.execute("SELECT count(*) FROM sqlite_master").fetchone() == (0,)
+
+
+def test_hints_quote_an_id_for_the_shell(tmp_path: Path) -> None:
+    import shlex
+
+    db = str(tmp_path / "q.db")
+    odd = "conv with space's"
+    with ContextStore.open(db) as store:
+        store.create_conversation(id=odd)
+        store.append(odd, "user", "hello")
+        store.checkpoint(odd, "cp")
+        store.append(odd, "assistant", "hi")
+    missing = run("--db", db, "show", odd, "--as-of", "nolabel")
+    assert missing.code == 3 and f"'contextstore checkpoints {shlex.quote(odd)}'" in missing.err
+    done = run("--db", db, "rollback", odd, "--to", "cp", "--yes")
+    hint = re.search(r"undo with: (.*)$", done.err, re.M)
+    assert hint and shlex.split(hint.group(1)) == ["contextstore", "restore", odd, "1"]
+
+
+def test_a_request_of_a_conversation_that_is_not_there_says_so(seeded: Seeded) -> None:
+    got = run("--db", seeded.db, "request", "nope", "3", "--payload")
+    assert got.code == 3 and got.err.startswith("error: no conversation has id 'nope'")
