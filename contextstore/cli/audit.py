@@ -14,7 +14,7 @@ import click
 from contextstore.cli import terminal
 from contextstore.cli.common import json_option, open_store
 from contextstore.cli.history import conversation_json
-from contextstore.cli.output import ordered_counts
+from contextstore.cli.output import has_usage, ordered_counts
 from contextstore.cli.timeline import checkpoint_json
 from contextstore.cli.times import format_ts
 from contextstore.core.audit_records import AuditReport
@@ -100,8 +100,8 @@ def _print_audit(report: AuditReport) -> None:
             (
                 r.request_id,
                 format_ts(r.ts),
-                r.total_tokens,
-                f"{r.percent_of_window:.1f}",
+                r.total_tokens if has_usage(r) else "",
+                f"{r.percent_of_window:.1f}" if has_usage(r) else "",
                 "yes" if r.over_max_allowed else "",
                 "" if r.cost is None else f"{r.cost:.4f}",
                 r.cumulative_tokens,

@@ -8,6 +8,13 @@ from collections.abc import Sequence
 from typing import Any
 
 
+def has_usage(request: Any) -> bool:
+    """True when any token count was recorded for a request (a ``RequestRecord`` or an
+    audit's ``RequestUsage``); one prepared here whose usage never came is a gap, not 0."""
+    counts = (request.tokens_in, request.tokens_out, request.cache_writes, request.cache_reads)
+    return any(value is not None for value in counts)
+
+
 def summarise_block(block: Any) -> str:
     """One line for a content block: its type and the start of its text or input."""
     if not isinstance(block, dict):

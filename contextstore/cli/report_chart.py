@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contextstore.core.audit_records import AuditReport, RequestUsage, TimelineEvent
+from contextstore.cli.output import has_usage
+from contextstore.core.audit_records import AuditReport, TimelineEvent
 
 INSTALL_HINT = 'the report draws its chart with pygal: pip install "contextstore[report]"'
 
@@ -52,12 +53,6 @@ def markers(request_ts: Sequence[int], events: Sequence[TimelineEvent]) -> list[
         taken[x] = nudge + 1
         placed.append(Marker(e.event, x - 0.06 * nudge, f"{e.event}: {e.detail}"))
     return placed
-
-
-def has_usage(request: RequestUsage) -> bool:
-    """True when any token count was recorded for the request."""
-    counts = (request.tokens_in, request.tokens_out, request.cache_writes, request.cache_reads)
-    return any(value is not None for value in counts)
 
 
 def _pygal() -> Any:

@@ -9,6 +9,7 @@ import click
 
 from contextstore.cli import terminal
 from contextstore.cli.common import json_option, open_store
+from contextstore.cli.output import has_usage
 from contextstore.cli.times import format_ts
 from contextstore.core.errors import RequestNotFoundError
 from contextstore.core.records import RequestRecord
@@ -72,7 +73,7 @@ def list_requests(ctx: click.Context, conversation_id: str, as_json: bool) -> No
                 r.tokens_out,
                 r.cache_writes,
                 r.cache_reads,
-                r.total_tokens,
+                r.total_tokens if has_usage(r) else "",
                 _cost(r.cost),
                 r.format or "" if r.payload_sha256 else "",
                 r.failure or "",
@@ -122,7 +123,7 @@ def show_request(
             ("tokens out", record.tokens_out),
             ("cache writes", record.cache_writes),
             ("cache reads", record.cache_reads),
-            ("total tokens", record.total_tokens),
+            ("total tokens", record.total_tokens if has_usage(record) else "(no usage recorded)"),
             ("cost", _cost(record.cost)),
             ("failure", record.failure),
             ("payload sha256", record.payload_sha256 or "(not prepared here: no payload)"),

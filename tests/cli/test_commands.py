@@ -574,3 +574,16 @@ def test_hints_quote_an_id_for_the_shell(tmp_path: Path) -> None:
 def test_a_request_of_a_conversation_that_is_not_there_says_so(seeded: Seeded) -> None:
     got = run("--db", seeded.db, "request", "nope", "3", "--payload")
     assert got.code == 3 and got.err.startswith("error: no conversation has id 'nope'")
+
+
+def test_a_request_whose_usage_never_came_shows_no_total(tmp_path: Path) -> None:
+    db = str(tmp_path / "u.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "hello")
+        prepared = store.prepare_request(cid, format="anthropic")
+    shown = run("--db", db, "request", cid, str(prepared.request_id))
+    assert re.search(r"total tokens\s+\(no usage recorded\)", shown.out)
+    listed = run("--db", db, "requests", cid)
+    row = next(line for line in listed.out.splitlines() if line.strip().startswith("1 "))
+    assert row.split()[2:] == ["anthropic"]  # after the id and the time: no 0 anywhere

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from contextstore import ContextStore
-from contextstore.cli.report_chart import has_usage
+from contextstore.cli.output import has_usage
 from tests.cli.chromium import Browser, chromium_path
 from tests.cli.conftest import run
 
