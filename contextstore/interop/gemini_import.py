@@ -40,6 +40,7 @@ from contextstore.interop.writing import (
     write_text_atomic,
 )
 from contextstore.renderers import registry
+from contextstore.renderers.gemini import content_part
 
 SESSION_RECORD_KINDS = frozenset({"user", "gemini", "info", "error", "warning"})
 
@@ -128,7 +129,8 @@ def export_gemini(
     single-object form. With ``checkpoint``, a checkpoint (``{"history": [...]}``, or the
     bare array when that is what was imported). An imported file comes back JSON-equal
     (for JSONL: equal once its records are replayed); messages written in contextstore
-    become records of their own.
+    become records of their own, and so does every message of an imported checkpoint
+    exported as a session.
 
     Raises:
         GeminiChatError: the file exists and ``overwrite`` is False (nothing written).
@@ -156,8 +158,12 @@ def export_gemini(
             target.parent.mkdir(parents=True, exist_ok=True)
             write_json_atomic(target, value, indent=2)
         return ExportReport(conversation_id, (target,), (), counts)
-    session = [r.data for r in records if r.kind in SESSION_RECORD_KINDS]
-    session += _generated_records(store, conversation, imported_until)
+    if gemini.get("kind") in (CHECKPOINT, CONTENTS):
+        # A checkpoint's Contents are no session records: every message becomes one.
+        session = _generated_records(store, conversation, -1)
+    else:
+        session = [r.data for r in records if r.kind in SESSION_RECORD_KINDS]
+        session += _generated_records(store, conversation, imported_until)
     metadata = _session_metadata(conversation, gemini, state)
     with os_errors("write the Gemini CLI session"):
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -238,7 +244,7 @@ def _generated_records(
         record_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"contextstore:{conversation.id}:{index}"))
         base = {"id": record_id, "timestamp": format_timestamp(ts)}
         blocks = _blocks(message)
-        texts = [{"text": b["text"]} for b in blocks if b.get("type") == "text"]
+        texts = _record_parts(blocks)
         if message["role"] == "user":
             if texts:
                 records.append({**base, "type": "user", "content": texts})
@@ -266,6 +272,18 @@ def _generated_records(
             record["model"] = conversation.model_id
         records.append(record)
     return records
+
+
+def _record_parts(blocks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A record's ``content``: its text, images and documents as Gemini parts (calls and
+    results go in ``toolCalls``; thinking is not part of what a record says)."""
+    parts = []
+    for block in blocks:
+        if block.get("type") in ("text", "image", "document"):
+            part = content_part(block)
+            if part is not None and part.get("text") != "":
+                parts.append({k: v for k, v in part.items() if k != "thoughtSignature"})
+    return parts
 
 
 def _blocks(message: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -102,7 +102,7 @@ def _result_payload(block: Block) -> tuple[str, list[Part]]:
         if item.get("type") == "text":
             texts.append(str(item.get("text", "")))
             continue
-        part = _content_part(item) if item.get("type") in {"image", "document"} else None
+        part = content_part(item) if item.get("type") in {"image", "document"} else None
         if part is not None and "text" in part:
             texts.append(part["text"])
         elif part is not None:
@@ -123,8 +123,9 @@ def _response_parts(block: Block, names: Mapping[str, str]) -> list[Part]:
     return [{"functionResponse": response}, *media]
 
 
-def _content_part(block: Block) -> Part | None:
-    """Convert one block that maps to a single part (not a tool result)."""
+def content_part(block: Block) -> Part | None:
+    """The Gemini part of one block that maps to a single part (not a tool result), or
+    None for a block Gemini has no part for."""
     kind = block.get("type")
     if kind == "text":
         return _signed({"text": str(block.get("text", ""))}, block)
@@ -150,7 +151,7 @@ def _parts(blocks: Sequence[Block], names: Mapping[str, str]) -> list[Part]:
         if block.get("type") == "tool_result":
             parts.extend(_response_parts(block, names))
             continue
-        part = _content_part(block)
+        part = content_part(block)
         # An empty text part is rejected by the API and says nothing.
         if part is not None and part.get("text") != "":
             parts.append(part)

@@ -435,6 +435,31 @@ def test_a_session_exports_as_a_checkpoint_of_its_history(
     assert value["history"][-1]["parts"] == [{"text": "a.py has tests."}]
 
 
+@pytest.mark.parametrize("source", [CHECKPOINT, LEGACY], ids=["checkpoint", "bare array"])
+def test_a_checkpoint_exports_as_a_session_of_its_messages(
+    memory_store: ContextStore, tmp_path: Path, source: Path
+) -> None:
+    cid = import_gemini(memory_store, source).conversation_id
+    out = tmp_path / "session.jsonl"
+    export_gemini(memory_store, cid, out)
+    chat = read_chat(out, Folder(tmp_path))
+    assert {r["type"] for r in chat.records} == {"user", "gemini"}  # it wrote nothing before
+    with ContextStore.open(":memory:") as other:
+        again = import_gemini(other, out).conversation_id
+
+        def unsigned(contents: Any) -> Any:  # a session's tool calls carry no signature
+            if isinstance(contents, list):
+                return [unsigned(item) for item in contents]
+            if isinstance(contents, dict):
+                return {k: unsigned(v) for k, v in contents.items() if k != "thoughtSignature"}
+            return contents
+
+        theirs, ours = (
+            s.render(c, format="gemini") for s, c in ((other, again), (memory_store, cid))
+        )
+        assert unsigned(theirs) == unsigned(ours)
+
+
 # -- conversion rules --------------------------------------------------------------------------
 
 
