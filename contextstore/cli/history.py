@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from typing import Any
 
 import click
@@ -113,6 +114,27 @@ def _show_nodes(
 _PREVIEW = 120
 
 
+def _note_later_rollbacks(store: Any, conversation_id: str, ts: int) -> None:
+    """Say when a rollback that ran after ``ts`` removed rows written before it: the view
+    of ``ts`` is then the history as it stands, without them, not what was seen then."""
+    quoted = shlex.quote(conversation_id)
+    for event in store.audit(conversation_id).rollbacks:
+        if not (event.cutoff_ts < ts < event.ran_at) or event.restored_ts is not None:
+            continue
+        if not event.total_removed:
+            continue
+        back = (
+            "they were purged"
+            if event.purged
+            else f"'contextstore restore {quoted} {event.rollback_id}' puts them back"
+        )
+        terminal.note(
+            f"rollback {event.rollback_id} ran later ({format_ts(event.ran_at)}) and removed "
+            f"what was written after {format_ts(event.cutoff_ts)}: this is the history "
+            f"without those rows, not all that was there at that moment ({back})."
+        )
+
+
 def _show(
     ctx: click.Context,
     conversation_id: str,
@@ -131,6 +153,8 @@ def _show(
     store = open_store(ctx, auto_migrate=False)
     store.get_conversation(conversation_id)
     ts = None if as_of is None else resolve(store, conversation_id, as_of, "--as-of")
+    if ts is not None:
+        _note_later_rollbacks(store, conversation_id, ts)
     if nodes:
         _show_nodes(store, conversation_id, ts, pristine, as_json)
         return

@@ -587,3 +587,21 @@ def test_a_request_whose_usage_never_came_shows_no_total(tmp_path: Path) -> None
     listed = run("--db", db, "requests", cid)
     row = next(line for line in listed.out.splitlines() if line.strip().startswith("1 "))
     assert row.split()[2:] == ["anthropic"]  # after the id and the time: no 0 anywhere
+
+
+def test_show_as_of_a_moment_a_later_rollback_removed_says_so(tmp_path: Path) -> None:
+    db = str(tmp_path / "r.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "kept")
+        store.checkpoint(cid, "cp")
+        store.append(cid, "assistant", "removed later")
+        seen = store.get_conversation(cid).last_ts
+        store.append(cid, "user", "also removed")
+        rollback = store.rollback(cid, "cp").rollback_id
+    at_the_moment = run("--db", db, "show", cid, "--as-of", str(seen), "--format", "stored")
+    assert at_the_moment.code == 0 and "removed later" not in at_the_moment.out
+    assert f"rollback {rollback} ran later" in at_the_moment.err
+    assert f"contextstore restore {cid} {rollback}' puts them back" in at_the_moment.err
+    before_the_cutoff = run("--db", db, "show", cid, "--as-of", "cp")
+    assert before_the_cutoff.code == 0 and "ran later" not in before_the_cutoff.err
