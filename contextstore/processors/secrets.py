@@ -80,6 +80,12 @@ def _levels(confidence: str) -> tuple[str, ...]:
         ) from None
 
 
+MAX_REJECTED_SPAN = 4_096
+"""A match its validator refuses that is longer than this (no credential is) is skipped
+whole: retrying one character later would match the same long run again, and a text of
+such runs took quadratic time (seconds for 100 KB)."""
+
+
 def _next_match(
     pattern: SecretPattern, text: str, position: int
 ) -> tuple[int, int, SecretPattern] | None:
@@ -93,7 +99,8 @@ def _next_match(
         valid = bool(secret) and "[REDACTED:" not in secret and start >= position
         if valid and (pattern.validator is None or pattern.validator(match, secret)):
             return (start, end, pattern)
-        position = match.start() + 1
+        long_run = match.end() - match.start() > MAX_REJECTED_SPAN
+        position = match.end() if long_run else match.start() + 1
     return None
 
 

@@ -404,3 +404,43 @@ def _text(text: str) -> dict[str, Any]:
 def test_each_rule_of_the_batched_hint_scan(blocks: list[Any], batch_chars: int) -> None:
     view = [(0, {"role": "user", "content": "task"}), (3, {"role": "user", "content": blocks})]
     _assert_batched_equals_block_by_block(view, batch_chars)
+
+
+class _CountedRegex:
+    """A pattern's regex that counts its searches."""
+
+    def __init__(self, regex: Any) -> None:
+        self.regex = regex
+        self.searches = 0
+
+    def search(self, text: str, position: int = 0) -> Any:
+        self.searches += 1
+        return self.regex.search(text, position)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.regex, name)
+
+
+@pytest.mark.parametrize(
+    ("kind", "unit"),
+    [
+        ("slack_token", "xoxb-0000-xxxxxxxxxxxx-"),
+        ("gitlab_token", "glpat-aaaaaaaaaaaaaaaaaaaaaaa-"),
+    ],
+)
+def test_a_long_run_the_validator_refuses_is_scanned_once(kind: str, unit: str) -> None:
+    # Retrying one character later matched the same run to its end again: 100 KB of such
+    # runs took seconds (quadratic). The searches are counted, not timed.
+    from contextstore.processors.secrets import find_secrets
+
+    text = unit * (100_000 // len(unit))
+    counted = []
+    for pattern in PATTERNS:
+        if pattern.kind == kind:
+            regex = _CountedRegex(pattern.regex)
+            counted.append(regex)
+            pattern = dataclasses.replace(pattern, regex=regex)
+            assert find_secrets(text, patterns=[pattern]) == []
+    assert counted and all(regex.searches <= 3 for regex in counted)
+    real = unit.split("-")[0] + "-" + "1234567890-" + "Zq8" * 10
+    assert mask_text(text + " " + real)[0] == text + f" [REDACTED:{kind}]"
