@@ -30,7 +30,10 @@ GENERIC_MIN_LENGTH = 16
 # Token boundaries exclude letters, digits and "_" only: if "-" also blocked a match, a
 # token glued to a PEM "-----END ...-----" line would surface only after the key was
 # masked, and masking would not be idempotent.
-_START = r"(?<![A-Za-z0-9_])"
+_ESCAPED = r"|(?<=\\[nrt])|(?<=%[0-9A-Fa-f]{2})"
+"""Also a start: right after an escape that ends in a letter or digit, as a secret sits in
+JSON-encoded text (``...\\nghp_...``) or in a URL-encoded query (``token%3Dghp_...``)."""
+_START = r"(?:(?<![A-Za-z0-9_])" + _ESCAPED + ")"
 _END = r"(?![A-Za-z0-9_])"
 _KEY_PREFIX = r"(?:^|(?<=[\s,{;(&?\"']))[A-Za-z0-9_.\-]*"
 _SEPARATOR = r"[\"']?\s*(?:=>|:=|[:=])\s*"
@@ -284,7 +287,7 @@ PATTERNS: tuple[SecretPattern, ...] = (
     ),
     _pattern(
         "aws_access_key_id",
-        r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])",
+        r"(?:(?<![A-Za-z0-9])" + _ESCAPED + r")(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])",
         "AWS access key ids (AKIA long-term, ASIA temporary)",
     ),
     _pattern(

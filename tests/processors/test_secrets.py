@@ -444,3 +444,19 @@ def test_a_long_run_the_validator_refuses_is_scanned_once(kind: str, unit: str) 
     assert counted and all(regex.searches <= 3 for regex in counted)
     real = unit.split("-")[0] + "-" + "1234567890-" + "Zq8" * 10
     assert mask_text(text + " " + real)[0] == text + f" [REDACTED:{kind}]"
+
+
+@pytest.mark.parametrize(
+    "wrapped",
+    [
+        lambda s: json.dumps({"content": f"first line\n{s}\n"}),  # JSON-encoded text: \n
+        lambda s: f"https://example.com/cb?next=%2Fhome%3Ftoken%3D{s}",  # URL-encoded
+        lambda s: json.dumps(f"\t{s}"),
+    ],
+    ids=["json escape", "url encoding", "tab escape"],
+)
+def test_a_secret_right_after_an_escape_is_masked(wrapped: Any) -> None:
+    token = "ghp_R8mKq2Lx9Vb4Nw7Tz1Yc6Hd3Jf5Gs0Pa8Qe2"
+    masked, _ = mask_text(wrapped(token))
+    assert token not in masked and "[REDACTED:github_token]" in masked
+    assert mask_text(masked)[0] == masked
