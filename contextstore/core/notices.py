@@ -89,7 +89,8 @@ def truncation_notice_update(
     proposed only while message 1 carries no effective notice. Deliberate difference:
     Cline always targeted block 0, so the notice was silently invisible when that block
     was thinking, a tool use or an image; here the first block of message 1 that has a
-    text slot is targeted, and None is returned when there is none. A string content is
+    text slot is targeted, and None is returned when there is none, or when message 1 is
+    not the assistant's (a history may open with two user messages). A string content is
     block 0. A non-empty ``summary`` is appended after a blank line under
     :data:`SUMMARY_HEADING` (an extension: Cline had no place for it).
 
@@ -103,6 +104,8 @@ def truncation_notice_update(
     """
     if len(messages) < 2 or _has_update_of_kind(overlays, 1, UpdateKind.TRUNCATION_NOTICE):
         return None
+    if messages[1].get("role") != "assistant":
+        return None  # the notice replaces text: never a user's words
     block_idx = _first_text_slot(messages[1])
     if block_idx is None:
         return None

@@ -18,6 +18,7 @@ from typing import Any
 from contextstore.core.errors import ContextStoreError, InvalidInputError
 from contextstore.core.file_reads import plan_file_read_dedupe
 from contextstore.core.notices import (
+    SUMMARY_HEADING,
     first_user_replacement_update,
     notice_text,
     truncation_notice_update,
@@ -125,6 +126,15 @@ def _summarise(
         apply_overlays(state.messages[i], i, state.overlays)
         for i in range(visible_start(state.deleted_range), new_range[1] + 1)
     ]
+    if any(
+        update.kind == UpdateKind.TRUNCATION_NOTICE and SUMMARY_HEADING in update.text
+        for (message_idx, _), update in state.overlays.items()
+        if message_idx == 1
+    ):
+        # The new notice replaces the one that holds the earlier summary: the summarizer
+        # reads that one first, so that what it writes can keep it (as Cline summarises the
+        # whole visible conversation).
+        hidden.insert(0, apply_overlays(state.messages[1], 1, state.overlays))
     try:
         result = summarizer(hidden)
     except ContextStoreError:

@@ -189,6 +189,35 @@ def test_a_summarizer_sees_the_messages_being_hidden(store: ContextStore) -> Non
     assert "6 messages about reading files" in store.render(conv.id)[1]["content"][0]["text"]
 
 
+def test_a_second_summary_is_written_from_the_first(store: ContextStore) -> None:
+    """The new notice replaces the one holding the earlier summary: the summarizer reads
+    that notice first, or what the first summary said would be gone from the model's view."""
+    conv = store.create_conversation()
+    store.append(conv.id, session(6))
+    seen: list[list[dict[str, Any]]] = []
+
+    def summarize(hidden: list[dict[str, Any]]) -> str:
+        seen.append(hidden)
+        return f"SUMMARY-{len(seen)}"
+
+    store.truncate(conv.id, keep="half", summarizer=summarize)
+    store.append(conv.id, session(2))
+    store.truncate(conv.id, keep="half", summarizer=summarize)
+    assert "SUMMARY-1" not in json.dumps(seen[0])
+    earlier = seen[1][0]
+    assert earlier["role"] == "assistant" and "SUMMARY-1" in json.dumps(earlier)
+    assert "SUMMARY-2" in store.render(conv.id)[1]["content"][0]["text"]
+
+
+def test_the_notice_never_replaces_a_users_words(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, [user("<task>fix it</task>"), user("IMPORTANT: never touch prod.db")])
+    store.append(conv.id, [m for i in range(6) for m in (assistant(f"step {i}"), user(f"ok {i}"))])
+    store.truncate(conv.id, keep="half")
+    assert store.render(conv.id)[1]["content"][0]["text"] == "IMPORTANT: never touch prod.db"
+    assert all(u["message_idx"] != 1 for u in store.context_updates(conv.id))
+
+
 def test_a_failing_summarizer_writes_nothing(store: ContextStore) -> None:
     from contextstore import ContextStoreError
 
