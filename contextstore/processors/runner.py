@@ -92,12 +92,14 @@ def _proposed(
         return [], ()
     firings = None
     if context is not None:
+        visible = [i for i, _ in indexed]
         firings = plan_firings(
             pipeline.ordered,
-            [i for i, _ in indexed],
+            visible,
             context.seen,
             tokens=context.tokens,
             demand=context.demand,
+            rewritten=rewritten_outside(state, visible),
         )
     report = pipeline.run_report(
         indexed,
@@ -108,6 +110,19 @@ def _proposed(
     )
     updates = list(report.updates)
     return (collapse(drop_stale(updates, indexed)) if updates else []), report.steps
+
+
+OUTSIDE_KINDS = frozenset(
+    {UpdateKind.MANUAL, UpdateKind.TRUNCATION_NOTICE, UpdateKind.FIRST_USER_REPLACEMENT}
+)
+"""Rewrites written from outside the pipeline whose text a caller or a summarizer chose
+(file-read notes are the store's own fixed words)."""
+
+
+def rewritten_outside(state: ConversationState, visible: Sequence[int]) -> set[int]:
+    """The visible messages a rewrite of :data:`OUTSIDE_KINDS` now shows text of."""
+    shown = set(visible)
+    return {m for (m, _), u in state.overlays.items() if u.kind in OUTSIDE_KINDS and m in shown}
 
 
 def propose_and_view(

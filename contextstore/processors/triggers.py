@@ -218,6 +218,7 @@ def fire(
     *,
     tokens: Mapping[int, int] | None = None,
     demanded: bool = False,
+    rewritten: Collection[int] = (),
 ) -> Firing | None:
     """Whether ``trigger`` fires on a view, and for which messages.
 
@@ -227,6 +228,9 @@ def fire(
         seen: The newest message index the processor handled before (-1: none).
         tokens: Stored token count per message index (for the token triggers).
         demanded: The run names this processor.
+        rewritten: Visible messages whose text a rewrite from outside the pipeline now
+            shows (a manual update, a notice with its summary): a ``new_message``
+            processor is given them again, as it was not given that text before.
 
     Returns:
         None when the trigger does not fire; else a :class:`Firing` (its messages may be
@@ -237,6 +241,10 @@ def fire(
         return Firing(trigger.label, tuple(visible), max(seen, newest))
     unseen = tuple(i for i in visible if i > seen)
     if trigger.kind == Trigger.NEW_MESSAGE:
+        again = [i for i in rewritten if i <= seen]
+        if again:
+            given = tuple(sorted({*unseen, *again}))
+            return Firing(trigger.label, given, max([seen, *unseen]))
         fired = bool(unseen)
     elif trigger.kind == Trigger.ON_DEMAND:
         fired = demanded and bool(unseen)
@@ -265,17 +273,25 @@ def plan_firings(
     *,
     tokens: Mapping[int, int] | None = None,
     demand: Collection[str] = (),
+    rewritten: Collection[int] = (),
 ) -> dict[str, Firing]:
     """The processors whose trigger fires, by name, with what each is given.
 
     ``seen`` maps a processor's :func:`processor_key` to the newest message index it
-    handled (absent: none).
+    handled (absent: none); ``rewritten`` is as :func:`fire` takes it.
     """
     firings: dict[str, Firing] = {}
     for processor in processors:
         trigger = trigger_of(processor)
         handled = seen.get(processor_key(processor, trigger), -1)
-        firing = fire(trigger, visible, handled, tokens=tokens, demanded=processor.name in demand)
+        firing = fire(
+            trigger,
+            visible,
+            handled,
+            tokens=tokens,
+            demanded=processor.name in demand,
+            rewritten=rewritten,
+        )
         if firing is not None:
             firings[processor.name] = firing
     return firings

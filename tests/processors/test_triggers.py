@@ -308,3 +308,29 @@ def test_a_token_trigger_in_the_store_reads_the_stored_token_counts(store: Conte
     store.run_processors(cid, pipeline=Pipeline([quiet, loud]))
     assert quiet.calls == [] and loud.calls == ["loud"]
     assert sorted(set(loud.given)) == [0, 1, 2, 3]
+
+
+def test_a_new_message_trigger_is_given_old_messages_rewritten_from_outside_again() -> None:
+    trigger = Trigger.new_message()
+    again = fire(trigger, [0, 1, 2, 3], 3, rewritten=[1, 9])
+    assert again is not None and (again.messages, again.seen_through) == ((1,), 3)
+    both = fire(trigger, [0, 1, 2, 3, 4], 3, rewritten=[1])
+    assert both is not None and (both.messages, both.seen_through) == ((1, 4), 4)
+    assert fire(trigger, [0, 1, 2, 3], 3) is None
+
+
+def test_a_manual_rewrite_after_a_prepare_is_masked_before_the_model_sees_it(
+    store: ContextStore,
+) -> None:
+    # The masker had handled message 1 already; the rewrite's text is new to it.
+    token = "npm_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+    cid = store.create_conversation().id
+    store.append(cid, [user("hello"), assistant("hi there")])
+    store.prepare_request(cid, format="anthropic")
+    store.add_context_update(cid, 1, 0, f"token is {token}", kind="manual", source="test")
+    assert token not in str(store.render(cid, format="anthropic"))
+    store.append(cid, "user", "go on")
+    prepared = store.prepare_request(cid, format="anthropic")
+    assert token not in str(prepared.payload)
+    assert token not in str(store.request_payload(cid, prepared.request_id))
+    assert "[REDACTED:npm_token]" in str(prepared.payload)
