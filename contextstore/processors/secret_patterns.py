@@ -394,7 +394,7 @@ PATTERNS: tuple[SecretPattern, ...] = (
     ),
     _pattern(
         "basic_auth",
-        r"(?i)\bauthorization\s*[:=]\s*[\"']?basic\s+(?P<secret>[A-Za-z0-9+/]{8,}={0,2})",
+        r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?basic\s+(?P<secret>[A-Za-z0-9+/]{8,}={0,2})",
         "HTTP Basic credentials in an Authorization header",
         validator=_not_placeholder,
     ),
@@ -447,4 +447,9 @@ SECRET_KEY_NAME = re.compile(
 """A key named like a secret: at medium confidence a generic-looking value under it is
 masked."""
 SECRET_KEY_WORD = re.compile(SECRET_KEY_NAME.pattern.removesuffix("$"))
+KEY_IN_CONTEXT = re.compile(r"(?i)secret|authorization")
+"""A dict key under which a value is masked as ``key=value``: the patterns that recognise
+a secret by the name assigned it (``AWS_SECRET_ACCESS_KEY``, ``Authorization``) then see it."""
+PASSWORD_FLAG = re.compile(r"(?i)--?(?:password|passwd)")
+"""An argument list's flag whose next item is a password (``["mysql", "--password", "x"]``)."""
 """A secret-like key name anywhere in a text (the key check of ``mask_value``)."""

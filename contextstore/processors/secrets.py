@@ -41,7 +41,9 @@ from contextstore.processors.secret_hints import (
 from contextstore.processors.secret_patterns import (
     CONFIDENCE_LEVELS,
     HIGH,
+    KEY_IN_CONTEXT,
     MEDIUM,
+    PASSWORD_FLAG,
     PASSWORD_KEY_NAME,
     PATTERNS,
     SECRET_KEY_NAME,
@@ -204,16 +206,53 @@ def mask_value(
             if kind is not None:
                 sink.append(Finding(kind, 0, len(item), HIGH if kind == "password" else MEDIUM))
                 return marker(kind)
+            if key is not None and KEY_IN_CONTEXT.search(key):
+                return _masked_as_assigned(key, item, confidence, patterns, sink)
             masked, found = mask_text(item, confidence=confidence, patterns=patterns)
             sink.extend(found)
             return masked
         if isinstance(item, dict):
             return {k: walk(v, k if isinstance(k, str) else None) for k, v in item.items()}
         if isinstance(item, list):
-            return [walk(v, None) for v in item]
+            walked = []
+            for position, member in enumerate(item):
+                flag = item[position - 1] if position else None
+                if (
+                    isinstance(member, str)
+                    and isinstance(flag, str)
+                    and PASSWORD_FLAG.fullmatch(flag)
+                    and len(member) >= 3
+                    and not is_placeholder(member)
+                    and "[REDACTED:" not in member
+                ):
+                    sink.append(Finding("password", 0, len(member), HIGH))
+                    walked.append(marker("password"))
+                else:
+                    walked.append(walk(member, None))
+            return walked
         return item
 
     return walk(value, None)
+
+
+def _masked_as_assigned(
+    key: str,
+    value: str,
+    confidence: str,
+    patterns: Sequence[SecretPattern],
+    sink: list[Finding],
+) -> str:
+    """``value`` masked as the text ``key=value`` would be, so that a pattern that knows a
+    secret by its name sees the name; the spans found are made relative to ``value``."""
+    prefix = f"{key}="
+    masked, found = mask_text(prefix + value, confidence=confidence, patterns=patterns)
+    if not masked.startswith(prefix) or any(f.start < len(prefix) for f in found):
+        masked, found = mask_text(value, confidence=confidence, patterns=patterns)
+        sink.extend(found)
+        return masked
+    shift = len(prefix)
+    sink.extend(Finding(f.kind, f.start - shift, f.end - shift, f.confidence) for f in found)
+    return masked[shift:]
 
 
 UNMASKED_BLOCK_FIELDS: frozenset[str] = frozenset(

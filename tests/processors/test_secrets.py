@@ -460,3 +460,21 @@ def test_a_secret_right_after_an_escape_is_masked(wrapped: Any) -> None:
     masked, _ = mask_text(wrapped(token))
     assert token not in masked and "[REDACTED:github_token]" in masked
     assert mask_text(masked)[0] == masked
+
+
+def test_secrets_known_by_their_key_or_flag_in_a_tool_input_are_masked() -> None:
+    # A value with no text around it: its dict key or the flag before it names it.
+    value = {
+        "argv": ["mysql", "-u", "root", "--password", "Hunter2024x", "--password", "<password>"],
+        "env": {"AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq8Kd3Lm2P"},
+        "headers": {"Authorization": "Basic dXNlcjpIdW50ZXIyMDI0IQ=="},
+        "plain": {"secret_santa": "Alice", "path": "src/secrets.py"},
+    }
+    assert mask_value(value) == {
+        "argv": [*value["argv"][:4], "[REDACTED:password]", "--password", "<password>"],
+        "env": {"AWS_SECRET_ACCESS_KEY": "[REDACTED:aws_secret_access_key]"},
+        "headers": {"Authorization": "Basic [REDACTED:basic_auth]"},
+        "plain": {"secret_santa": "Alice", "path": "src/secrets.py"},
+    }
+    header = '{"Authorization": "Basic dXNlcjpIdW50ZXIyMDI0IQ=="}'
+    assert mask_text(header)[0] == '{"Authorization": "Basic [REDACTED:basic_auth]"}'
