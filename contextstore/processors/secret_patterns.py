@@ -155,6 +155,11 @@ def _distinctive(_match: re.Match[str], secret: str) -> bool:
     return len(set(secret)) >= 8 and "EXAMPLE" not in secret.upper()
 
 
+_PASSWORD_SETTING = re.compile(r"(?i)(?:password|passwd|passphrase)[_.\-][A-Za-z]")
+"""A name that goes on after the password word (``PASSWORD_RESET_TIMEOUT``,
+``password_min_length``): a setting about passwords, whose number is not one."""
+
+
 def _password_value(match: re.Match[str], secret: str) -> bool:
     """Accept a value assigned to a password-like name unless it is clearly not a secret.
 
@@ -168,8 +173,14 @@ def _password_value(match: re.Match[str], secret: str) -> bool:
         return False
     if "bare" not in match.re.groupindex or match.start("bare") < 0:
         return True
-    if len(secret) < 4 or "://" in secret or secret.startswith(("/", "~/", "./")):
-        return False
+    if len(secret) < 4 or "://" in secret or secret.startswith(("/", "~/", "./", "!")):
+        return False  # ... or a YAML tag (ansible_become_password: !vault |)
+    if (
+        secret.isdigit()
+        and "key" in match.re.groupindex
+        and _PASSWORD_SETTING.search(match.group("key") or "")
+    ):
+        return False  # PASSWORD_RESET_TIMEOUT=259200 sets something about passwords
     if any(c in secret for c in "([{") or secret.endswith(":"):
         return False
     if _IDENTIFIER_PATH.match(secret) and not any(c.isdigit() for c in secret):

@@ -478,3 +478,18 @@ def test_secrets_known_by_their_key_or_flag_in_a_tool_input_are_masked() -> None
     }
     header = '{"Authorization": "Basic dXNlcjpIdW50ZXIyMDI0IQ=="}'
     assert mask_text(header)[0] == '{"Authorization": "Basic [REDACTED:basic_auth]"}'
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("PASSWORD_RESET_TIMEOUT=259200", False),  # Django: a setting about passwords
+        ("password_reset_timeout_days = 3600", False),
+        ("ansible_become_password: !vault |", False),  # a YAML tag, the vault follows
+        ("MYSQL_PASSWORD=20240817", True),  # a number is a password where the name says so
+        ("db_password_2=99887766", True),
+        ("DB_PASSWORD=s3cr3t99", True),
+    ],
+)
+def test_settings_about_passwords_are_not_passwords(text: str, masked: bool) -> None:
+    assert ("[REDACTED:password]" in mask_text(text)[0]) is masked
