@@ -17,6 +17,7 @@ from ahocorasick_rs import AhoCorasick, BytesAhoCorasick, MatchKind
 
 from contextstore.core.overlays import block_text, text_document_data
 from contextstore.processors.secret_patterns import (
+    KEY_IN_CONTEXT,
     PASSWORD_KEY_NAME,
     SECRET_KEY_NAME,
     SecretPattern,
@@ -164,12 +165,14 @@ def scanned_texts(block: dict[str, Any], medium: bool) -> tuple[str, ...] | None
                     return None
                 if medium and SECRET_KEY_NAME.search(key):
                     return None
-                texts.append(item)
+                texts.append(f"{key}={item}" if KEY_IN_CONTEXT.search(key) else item)
             elif not (item is None or item.__class__ in (bool, int, float)):
                 return None
         return tuple(texts)
     content = block.get("content")
     if kind == "tool_result" and isinstance(content, list):
+        if any(isinstance(item, dict) and item.get("type") == "search_result" for item in content):
+            return None
         return tuple(
             text
             for item in content

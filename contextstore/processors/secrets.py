@@ -330,8 +330,24 @@ def _mask_block_in_place(
                 item["text"] = mask(item["text"])
             elif (data := text_document_data(item)) is not None:
                 item["source"]["data"] = mask(data)
+            elif isinstance(item, dict) and item.get("type") == "search_result":
+                masked = mask_value(item, confidence=confidence, patterns=patterns)
+                item.update(masked)
     elif (data := text_document_data(block)) is not None:
         block["source"]["data"] = mask(data)
+
+
+def _search_result_text(item: Any) -> str | None:
+    """A ``search_result`` item of a tool result as the text it shows (its source, title
+    and text items, a line each), or None for any other item."""
+    if not isinstance(item, dict) or item.get("type") != "search_result":
+        return None
+    lines = [str(item.get(key)) for key in ("source", "title") if isinstance(item.get(key), str)]
+    content = item.get("content")
+    for part in content if isinstance(content, list) else []:
+        if isinstance(part, dict) and isinstance(part.get("text"), str):
+            lines.append(part["text"])
+    return "\n".join(lines)
 
 
 def _counts(findings: Iterable[Finding]) -> dict[str, int]:
@@ -552,11 +568,15 @@ class SecretMasker:
         """Mask a list-content tool result whose later text items, or any plain-text
         document, hold secrets (BLOCK mode; a first text item alone takes a TEXT update)."""
         items = block["content"]
-        beyond_reach = [
-            item["text"]
-            for item in items[1:]
-            if isinstance(item, dict) and isinstance(item.get("text"), str)
-        ] + [data for item in items if (data := text_document_data(item)) is not None]
+        beyond_reach = (
+            [
+                item["text"]
+                for item in items[1:]
+                if isinstance(item, dict) and isinstance(item.get("text"), str)
+            ]
+            + [data for item in items if (data := text_document_data(item)) is not None]
+            + [text for item in items if (text := _search_result_text(item)) is not None]
+        )
         if not any(self._mask(text)[1] for text in beyond_reach):
             return None
         parts: list[str] = []
@@ -565,6 +585,7 @@ class SecretMasker:
             if not isinstance(item, dict):
                 continue
             text = item["text"] if isinstance(item.get("text"), str) else text_document_data(item)
+            text = text if text is not None else _search_result_text(item)
             if text is not None:
                 masked, found = self._mask(text)
                 parts.append(masked)

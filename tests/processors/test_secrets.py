@@ -493,3 +493,46 @@ def test_secrets_known_by_their_key_or_flag_in_a_tool_input_are_masked() -> None
 )
 def test_settings_about_passwords_are_not_passwords(text: str, masked: bool) -> None:
     assert ("[REDACTED:password]" in mask_text(text)[0]) is masked
+
+
+@pytest.mark.parametrize("on_write", [False, True], ids=["render", "on write"])
+def test_a_search_result_in_a_tool_result_is_masked(on_write: bool) -> None:
+    from contextstore import ContextStore
+
+    token = "ghp_R8mKq2Lx9Vb4Nw7Tz1Yc6Hd3Jf5Gs0Pa8Qe2"
+    found = {
+        "type": "search_result",
+        "source": "https://wiki.example.com/setup",
+        "title": "Setup notes",
+        "content": [{"type": "text", "text": f"export GITHUB_TOKEN={token}"}],
+    }
+    with ContextStore.open(":memory:", mask_secrets_on_write=on_write) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "find the setup notes")
+        call = {"type": "tool_use", "id": "t1", "name": "search", "input": {"q": "setup"}}
+        store.append(cid, "assistant", [call])
+        result = {"type": "tool_result", "tool_use_id": "t1", "content": [found]}
+        store.append(cid, "user", [result])
+        shown = str(store.render(cid, format="anthropic"))
+        assert token not in shown and "[REDACTED:github_token]" in shown
+        assert (token in str(store.messages(cid))) is not on_write
+
+
+def test_a_flat_tool_input_keyed_by_a_secret_name_is_masked_in_the_view() -> None:
+    # A flat input takes the masker's quick path, which reads its values: the key must go
+    # with them, as the AWS pattern knows the key by its name.
+    from contextstore import ContextStore
+
+    key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq8Kd3Lm2P"
+    with ContextStore.open(":memory:") as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "deploy")
+        call = {
+            "type": "tool_use",
+            "id": "t1",
+            "name": "env",
+            "input": {"AWS_SECRET_ACCESS_KEY": key},
+        }
+        store.append(cid, "assistant", [call])
+        shown = str(store.render(cid, format="anthropic"))
+        assert key not in shown and "[REDACTED:aws_secret_access_key]" in shown
