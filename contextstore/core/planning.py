@@ -159,10 +159,11 @@ def _notice_updates(
         notice = _replace_notice(state, summary)
     if notice is not None:
         updates.append(notice)
-    if first_user:
+    carried = notice_text(summary) if notice is None and summary else None
+    if first_user or carried is not None:
         # Message 1 with no block that shows text cannot carry the notice: the summary then
-        # goes with the cue that replaces the task, where the model reads it.
-        carried = notice_text(summary) if notice is None and summary else None
+        # goes with the cue that replaces the task, where the model reads it (a condense
+        # with a summary replaces the task text in Cline too).
         replacement = first_user_replacement_update(state.messages, state.overlays, carried)
         if replacement is not None:
             updates.append(replacement)
@@ -323,7 +324,11 @@ def _auto_condense(
         if summarizer is not None
         else (keep_for_overflow(total, policy.context_window) or "half")
     )
-    if summarizer is None:
+    dedupe = plan_file_read_dedupe(
+        state.messages, visible_start(state.deleted_range), state.overlays
+    )
+    if summarizer is None or (dedupe.updates and not dedupe.need_to_truncate):
+        # De-duplicating file reads may be enough on its own: then no summary is asked for.
         return _dedupe_then_truncate(state, keep, total, reason)
     new_range = next_truncation_range(state.messages, state.deleted_range, keep)
     if is_empty_range(new_range) or new_range == state.deleted_range:

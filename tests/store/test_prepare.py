@@ -261,6 +261,46 @@ def test_auto_condense_threshold_and_the_summary_guard(store: ContextStore) -> N
         store.set_auto_condense(conv.id, 1.5)
 
 
+def test_auto_condense_asks_for_no_summary_when_deduplication_is_enough(
+    store: ContextStore,
+) -> None:
+    big = "x = 1\n" * 2_000
+    conv = store.create_conversation(context_window=64_000)
+    store.set_auto_condense(conv.id, 0.5)
+    messages: list[dict[str, Any]] = [user("<task>t</task>"), assistant("ok")]
+    for i in range(3):
+        messages += [
+            assistant(tool_use(f"r{i}", path="big.py")),
+            user(file_read(f"r{i}", "big.py", big)),
+        ]
+    store.append(conv.id, messages)
+    _overflow(store, conv.id, 40_000)
+    asked: list[int] = []
+    ctx = store.prepare_request(conv.id, summarizer=lambda hidden: str(asked.append(1)))
+    assert ctx.decision.action == "dedupe" and asked == []
+
+
+def test_a_condensed_summary_reaches_the_model_when_message_1_shows_no_text(
+    store: ContextStore,
+) -> None:
+    conv = store.create_conversation(context_window=200_000)
+    store.set_auto_condense(conv.id, 0.5)
+    store.append(
+        conv.id,
+        [
+            user("<task>fix the bug</task>"),
+            assistant(tool_use("a0", name="ls")),
+            user(tool_result("a0", "files")),
+            *[m for i in range(8) for m in (assistant(f"step {i}"), user(f"ok {i}"))],
+        ],
+    )
+    _overflow(store, conv.id, 100_000)
+    ctx = store.prepare_request(conv.id, summarizer=lambda hidden: "THE-SUMMARY")
+    assert ctx.decision.action == "truncate"
+    for format in ("anthropic", "openai", "gemini"):
+        assert "THE-SUMMARY" in json.dumps(store.render(conv.id, format=format)), format
+
+
 def test_subagents_compact_at_three_quarters_with_quarter_and_stop_without_progress(
     store: ContextStore,
 ) -> None:
