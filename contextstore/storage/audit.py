@@ -9,6 +9,7 @@ itself refuse writes (SQLite ``mode=ro`` and ``PRAGMA query_only``; PostgreSQL
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from typing import Any
 
@@ -251,7 +252,18 @@ def _sqlite_memory(database: Database, sql: str) -> tuple[list[str], list[tuple[
             raw.execute("PRAGMA query_only = OFF")
 
 
+_LEADING_KEYWORD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*([A-Za-z]+)", re.DOTALL)
+"""The first word of a statement, past whitespace, comments and opening parentheses."""
+
+
 def _postgres(engine: Engine, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    leading = _LEADING_KEYWORD.match(sql)
+    if leading is not None and leading.group(1).lower() == "copy":
+        # A READ ONLY transaction still lets COPY ... TO 'file' write on the server.
+        raise ReadOnlyError(
+            "COPY is refused: it reads and writes files on the database server, and this "
+            "runs read-only queries only. Use SELECT (psql's \\copy writes on your side)."
+        )
     with engine.connect() as connection:
         try:
             connection.exec_driver_sql("SET TRANSACTION READ ONLY")

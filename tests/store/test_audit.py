@@ -361,6 +361,25 @@ def test_query_refuses_several_statements(store: ContextStore) -> None:
     assert [c.title for c in store.list_conversations()] == ["kept"]
 
 
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "COPY (SELECT id FROM conversations) TO '/tmp/contextstore-copy-probe.txt'",
+        "/* export */ (copy conversations to stdout)",
+        "-- a comment\n  CoPy conversations TO PROGRAM 'true'",
+    ],
+)
+def test_query_refuses_copy_on_postgresql(tmp_path: Path, statement: str) -> None:
+    # A READ ONLY transaction still lets COPY ... TO 'file' write a file on the server.
+    store, cleanup = open_backend("postgres", tmp_path)
+    try:
+        with pytest.raises(ReadOnlyError, match="COPY is refused"):
+            store.query(statement)
+        assert store.query("SELECT COUNT(*) FROM conversations").rows == [(0,)]
+    finally:
+        cleanup()
+
+
 def test_query_returns_columns_and_rows(store: ContextStore) -> None:
     cid = store.create_conversation().id
     store.append(cid, [user("a"), assistant("b")])
