@@ -230,7 +230,8 @@ def fire(
         demanded: The run names this processor.
         rewritten: Visible messages whose text a rewrite from outside the pipeline now
             shows (a manual update, a notice with its summary): a ``new_message``
-            processor is given them again, as it was not given that text before.
+            processor is given those it handled before again, on every run (a few
+            messages), since the rewrite may have come after it read them.
 
     Returns:
         None when the trigger does not fire; else a :class:`Firing` (its messages may be

@@ -79,7 +79,7 @@ def _with_floats_in_digits(value: Any) -> str:
             written = format(Decimal(repr(item)), "f")
             digits.append(written if "." in written else written + ".0")
             return f"{marker}{len(digits) - 1}"
-        if isinstance(item, list):
+        if isinstance(item, list | tuple):
             return [marked(member) for member in item]
         if isinstance(item, dict):
             return {key: marked(member) for key, member in item.items()}
