@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -62,6 +62,24 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def _leaves_replaced(value: Any, replaced: Callable[[Any], tuple[Any, int]]) -> tuple[Any, int]:
+    """``value`` with every string (keys included) and number passed through ``replaced``,
+    which returns the new leaf and how many replacements it made; and their total."""
+    count = 0
+
+    def walk(item: Any) -> Any:
+        nonlocal count
+        if isinstance(item, list):
+            return [walk(member) for member in item]
+        if isinstance(item, dict):
+            return {walk(key): walk(member) for key, member in item.items()}
+        leaf, found = replaced(item)
+        count += found
+        return leaf
+
+    return walk(value), count
+
+
 def without_lone_surrogates(text: str, value: Any) -> tuple[Any, int]:
     """``value`` (decoded from the JSON ``text``) with each lone surrogate in its strings
     and keys replaced by U+FFFD, and how many were: JSON may escape half of a UTF-16 pair
@@ -69,21 +87,11 @@ def without_lone_surrogates(text: str, value: Any) -> tuple[Any, int]:
     can hold. Values of a text without such an escape come back as they are."""
     if not _SURROGATE_ESCAPE.search(text):
         return value, 0
-    count = 0
 
-    def fixed(item: Any) -> Any:
-        nonlocal count
-        if isinstance(item, str):
-            replaced, found = _SURROGATE.subn("\ufffd", item)
-            count += found
-            return replaced
-        if isinstance(item, list):
-            return [fixed(member) for member in item]
-        if isinstance(item, dict):
-            return {fixed(key): fixed(member) for key, member in item.items()}
-        return item
+    def fixed(item: Any) -> tuple[Any, int]:
+        return _SURROGATE.subn("\ufffd", item) if isinstance(item, str) else (item, 0)
 
-    return fixed(value), count
+    return _leaves_replaced(value, fixed)
 
 
 def surrogate_note(path: Path, position: str | None, count: int) -> Note:
@@ -106,20 +114,11 @@ def without_nonfinite_numbers(text: str, value: Any) -> tuple[Any, int]:
     them. Values of a text that cannot hold one come back as they are."""
     if not _NONFINITE_TEXT.search(text):
         return value, 0
-    count = 0
 
-    def fixed(item: Any) -> Any:
-        nonlocal count
-        if isinstance(item, float) and not math.isfinite(item):
-            count += 1
-            return None
-        if isinstance(item, list):
-            return [fixed(member) for member in item]
-        if isinstance(item, dict):
-            return {key: fixed(member) for key, member in item.items()}
-        return item
+    def fixed(item: Any) -> tuple[Any, int]:
+        return (None, 1) if isinstance(item, float) and not math.isfinite(item) else (item, 0)
 
-    return fixed(value), count
+    return _leaves_replaced(value, fixed)
 
 
 def nonfinite_note(path: Path, position: str | None, count: int) -> Note:
