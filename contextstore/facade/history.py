@@ -360,9 +360,9 @@ class HistoryMixin(NodesMixin):
         self._check_summarizer(summarizer)
         if not isinstance(first_user_replacement, bool):
             raise InvalidInputError("first_user_replacement must be True or False.")
+        normalize_keep(keep)  # before keep is formatted: a value of any depth is refused
         why = reason or f"explicit truncation (keep={keep})"
         check_free_text("reason", why)
-        normalize_keep(keep)
 
         def decide(snapshot: Snapshot) -> Plan:
             return plan_truncation(

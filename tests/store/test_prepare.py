@@ -483,3 +483,13 @@ def test_calls_waiting_for_results_render_but_cannot_be_sent(store: ContextStore
 def test_an_empty_conversation_prepares_an_empty_request(store: ContextStore) -> None:
     conv = store.create_conversation()
     assert store.prepare_request(conv.id, format="gemini").payload == {"contents": []}
+
+
+def test_a_keep_of_any_depth_is_refused_before_it_is_written_out(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, session(4))
+    deep: list[Any] = []
+    for _ in range(5_000):
+        deep = [deep]
+    with pytest.raises(InvalidInputError, match="unknown keep strategy"):
+        store.truncate(conv.id, keep=deep)  # type: ignore[arg-type]
