@@ -309,6 +309,33 @@ def mask_message(
     return result
 
 
+TOOL_IDENTITY_FIELDS = frozenset({"name", "type", "cache_control"})
+"""Tool definition fields never masked: what the model calls a tool by, and markers."""
+
+
+def mask_tools(
+    tools: Sequence[dict[str, Any]],
+    *,
+    confidence: str = HIGH,
+    patterns: Sequence[SecretPattern] = PATTERNS,
+    findings: list[Finding] | None = None,
+) -> list[dict[str, Any]]:
+    """Return masked copies of tool definitions (Anthropic's schema): every string of a
+    tool but its name, type and cache marker (``description``, the descriptions, defaults
+    and examples of its ``input_schema``...) masked as :func:`mask_value` masks a value.
+    ``findings``, when given, collects the findings."""
+    masked = []
+    for tool in tools:
+        copied = dict(tool)
+        for key in copied.keys() - TOOL_IDENTITY_FIELDS:
+            value = {key: copied[key]}
+            copied[key] = mask_value(
+                value, confidence=confidence, patterns=patterns, findings=findings
+            )[key]
+        masked.append(copied)
+    return masked
+
+
 def _mask_block_in_place(
     block: dict[str, Any],
     mask: Callable[[str], str],
@@ -487,6 +514,14 @@ class SecretMasker:
         """The system prompt with its secrets masked: a prepared request stores and sends
         it this way."""
         return self._mask(text)[0]
+
+    def rewrite_tools(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The tool definitions with their secrets masked (see :func:`mask_tools`): a
+        prepared request stores and sends them this way, as it does the system prompt.
+        Tools whose JSON holds no pattern's hint (nearly all) are returned as given."""
+        if not self._may_hold_secret(tools):
+            return tools
+        return mask_tools(tools, confidence=self.confidence, patterns=self.patterns)
 
     def _may_match(self, text: str) -> bool:
         """False when no pattern can match ``text`` (none of their hints is in it): most
