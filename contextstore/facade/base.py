@@ -24,12 +24,15 @@ from contextstore.core.validate import MAX_MESSAGE_BYTES, check_ts, shown
 from contextstore.facade.render_cache import PREPARE_CACHE_BYTES, RenderCache
 from contextstore.processors.pipeline import Pipeline, default_pipeline
 from contextstore.processors.runner import RunContext
-from contextstore.processors.secrets import mask_value
+from contextstore.processors.secrets import SecretMasker, mask_value
 from contextstore.storage import conversations, history, processor_runs, ranges, requests, updates
 from contextstore.storage.clock import NO_LIMIT, tick_if_unchanged
 from contextstore.storage.database import Connection, Database
 
 P = TypeVar("P")
+_WRITE_MASKER = SecretMasker()
+"""Masks the tool definitions a store opened with ``mask_secrets_on_write`` is given."""
+
 V = TypeVar("V")
 T = TypeVar("T")
 
@@ -119,6 +122,18 @@ class StoreBase:
             return value
         masked: V = mask_value(value)
         return masked
+
+    def _masked_tools(
+        self, tools: list[dict[str, Any]] | None, pipeline: Pipeline | None
+    ) -> list[dict[str, Any]] | None:
+        """Validated tool definitions masked as the system prompt is: when the store was
+        opened with ``mask_secrets_on_write``, then by the pipeline's ``rewrite_tools``
+        hooks (the secret masker's). The same list when nothing changed them."""
+        if tools is None:
+            return None
+        if self.mask_secrets_on_write:
+            tools = _WRITE_MASKER.rewrite_tools(tools)
+        return tools if pipeline is None else pipeline.rewrite_tools(tools)
 
     def _masked_fields(self, values: dict[str, Any], *names: str) -> dict[str, Any]:
         """``values`` with the named fields :meth:`_masked`."""

@@ -125,6 +125,9 @@ class RequestsMixin(StoreBase):
         if active is not None:
             system = active.rewrite_system(system)
         options = self._request_options(format, system, tools, model, max_tokens)
+        masked_tools = self._masked_tools(options["tools"], active)
+        if masked_tools is not options["tools"]:
+            options = self._request_options(format, system, masked_tools, model, max_tokens)
         prompt = prompt_nodes(options["system"], options["tools"])
         # Inside a caller's transaction the rows read may yet be rolled back: nothing is kept.
         memoize = not self._db.in_transaction

@@ -25,6 +25,7 @@ from contextstore.processors.secrets import (
     find_secrets,
     mask_message,
     mask_text,
+    mask_tools,
     mask_value,
 )
 from contextstore.processors.summarize import Summarizer, SummaryHook, SummaryRequest
@@ -53,6 +54,7 @@ __all__ = [
     "is_stale",
     "mask_message",
     "mask_text",
+    "mask_tools",
     "mask_value",
     "media_pointer",
     "readable_text",

@@ -380,6 +380,34 @@ class Pipeline:
             )
         return text
 
+    def rewrite_tools(self, tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        """``tools`` (a prepared request's tool definitions) as the processors defining
+        ``rewrite_tools`` leave them, in order (None stays None).
+
+        Raises:
+            InvalidInputError: a processor returned something other than the same tools
+                (a list of as many JSON objects, with the same names, in the same order).
+        """
+        for processor in self.processors:
+            rewrite = getattr(processor, "rewrite_tools", None)
+            if tools is None or not callable(rewrite):
+                continue
+            names = [tool.get("name") for tool in tools]
+            rewritten = rewrite(tools)
+            if (
+                not isinstance(rewritten, list)
+                or not all(isinstance(tool, dict) for tool in rewritten)
+                or [tool.get("name") for tool in rewritten] != names
+            ):
+                raise InvalidInputError(
+                    f"the tools processor {processor.name!r} returned something other than the "
+                    "tools it was given; return a list of the same tool definitions, in order, "
+                    "with their names unchanged."
+                )
+            check_json_value(f"the tools processor {processor.name!r} returned", rewritten)
+            tools = rewritten
+        return tools
+
     @staticmethod
     def _describe(processor: Processor) -> dict[str, Any]:
         described: dict[str, Any] = {

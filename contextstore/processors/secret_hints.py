@@ -81,6 +81,70 @@ def enabled_patterns(
     return [p for p in prefilter.patterns if not p.hints or not present.isdisjoint(p.hints)]
 
 
+UNMASKED_BLOCK_FIELDS: frozenset[str] = frozenset(
+    {"type", "id", "name", "tool_use_id", "call_id", "is_error", "signature", "cache_control"}
+)
+"""Block fields never masked: what pairs, names and verifies a block, not what it says."""
+
+SIDE_TEXT_TYPES = frozenset({"text", "image", "document"})
+"""Block types whose other fields (citations, a document's title, a source's URL) reach the
+payload beside their main text."""
+
+OPAQUE_SOURCE_FIELDS = frozenset({"type", "media_type", "file_id"})
+"""Source fields that name a format or a provider's file, never free text."""
+
+
+def side_texts(block: dict[str, Any]) -> list[str]:
+    """The strings of a text, image or document ``block`` besides its main text (a text
+    block's text, a plain-text document's data): every string of its other fields (a text's
+    ``citations``, a document's ``title``, ``context`` and ``citations``) but
+    :data:`UNMASKED_BLOCK_FIELDS`, and of its source the URL and the texts of a content
+    source, never base64 data, media types or file ids."""
+    found: list[str] = []
+    kind = block.get("type")
+    for key, value in block.items():
+        if key in UNMASKED_BLOCK_FIELDS or (kind == "text" and key == "text"):
+            continue
+        if key == "source" and kind in ("image", "document") and isinstance(value, dict):
+            _source_strings(value, kind, found)
+        else:
+            json_strings(value, found)
+    return found
+
+
+def _source_strings(source: dict[str, Any], kind: str, found: list[str]) -> None:
+    source_type = source.get("type")
+    for key, value in source.items():
+        if key in OPAQUE_SOURCE_FIELDS:
+            continue
+        if key == "data" and (
+            source_type == "base64" or (kind == "document" and source_type == "text")
+        ):
+            continue  # binary, or the document's main text
+        if key == "content" and source_type == "content" and isinstance(value, list):
+            for item in value:
+                if isinstance(item, dict) and item.get("type") in SIDE_TEXT_TYPES:
+                    if item.get("type") == "text" and isinstance(item.get("text"), str):
+                        found.append(item["text"])
+                    found.extend(side_texts(item))
+                else:
+                    json_strings(item, found)
+        else:
+            json_strings(value, found)
+
+
+def json_strings(value: Any, found: list[str]) -> None:
+    """Append every string held in the JSON value ``value`` to ``found``."""
+    if isinstance(value, str):
+        found.append(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            json_strings(item, found)
+    elif isinstance(value, list):
+        for item in value:
+            json_strings(item, found)
+
+
 TEXT_SLOTS = frozenset({"text", "tool_result"})
 """Block types whose text (``text``; a tool result's string ``content``) is all the masker
 reads of them."""
@@ -173,16 +237,16 @@ def scanned_texts(block: dict[str, Any], medium: bool) -> tuple[str, ...] | None
     if kind == "tool_result" and isinstance(content, list):
         if any(isinstance(item, dict) and item.get("type") == "search_result" for item in content):
             return None
-        return tuple(
-            text
-            for item in content
-            if isinstance(item, dict)
-            and (
-                text := item["text"]
-                if isinstance(item.get("text"), str)
-                else text_document_data(item)
-            )
-            is not None
-        )
+        texts = []
+        for item in content:
+            if not isinstance(item, dict):
+                continue
+            text = item["text"] if isinstance(item.get("text"), str) else text_document_data(item)
+            if text is not None:
+                texts.append(text)
+            if item.get("type") in SIDE_TEXT_TYPES:
+                texts.extend(side_texts(item))
+        return tuple(texts)
     text = block_text(block) if kind != "document" else text_document_data(block)
-    return () if text is None else (text,)
+    main = () if text is None else (text,)
+    return (*main, *side_texts(block)) if kind in SIDE_TEXT_TYPES else main

@@ -32,11 +32,16 @@ from contextstore.processors.base import (
 )
 from contextstore.processors.secret_hints import (
     BATCH_CHARS,
+    OPAQUE_SOURCE_FIELDS,
+    SIDE_TEXT_TYPES,
     TEXT_SLOTS,
+    UNMASKED_BLOCK_FIELDS,
     HintBatch,
     enabled_patterns,
     hint_filter,
+    json_strings,
     scanned_texts,
+    side_texts,
 )
 from contextstore.processors.secret_patterns import (
     CONFIDENCE_LEVELS,
@@ -255,10 +260,6 @@ def _masked_as_assigned(
     return masked[shift:]
 
 
-UNMASKED_BLOCK_FIELDS: frozenset[str] = frozenset(
-    {"type", "id", "name", "tool_use_id", "call_id", "is_error", "signature", "cache_control"}
-)
-"""Block fields never masked: what pairs, names and verifies a block, not what it says."""
 _SIGNED_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 _MAIN_FIELDS: dict[Any, frozenset[str]] = {
     "text": frozenset({"text"}),
@@ -267,7 +268,7 @@ _MAIN_FIELDS: dict[Any, frozenset[str]] = {
     "document": frozenset({"source"}),
     "image": frozenset({"source"}),
 }
-"""Per block type, the fields masked by their own rule (or, for images, never scanned)."""
+"""Per block type, the fields masked by their own rule."""
 
 
 def mask_message(
@@ -280,13 +281,15 @@ def mask_message(
 
     Meant for callers who must never store a secret: the store can mask a message before
     writing it. Masked: a string content, ``text`` blocks, ``tool_result`` content (a
-    string or the text items of a list), string values anywhere in a ``tool_use`` input,
-    plain-text ``document`` sources, the message's extra fields (Cline's ``metrics``, any
-    ``meta``, nested strings included) and the extra fields of blocks (all but ids, names,
-    signatures and :data:`UNMASKED_BLOCK_FIELDS`). ``thinking`` and ``redacted_thinking``
-    blocks are left as they are: their text is covered by a signature the provider
-    verifies when the block is sent back, so an edited thinking block would make the next
-    request fail. Images and other binary data are never scanned.
+    string, or the items of a list, each masked as a block), string values anywhere in a
+    ``tool_use`` input, the sources of images and documents (a URL, plain-text data, the
+    blocks of a content source), the message's extra fields (Cline's ``metrics``, any
+    ``meta``, nested strings included) and the extra fields of blocks (a text's
+    ``citations``, a document's ``title`` and ``context``: all but ids, names, signatures and
+    :data:`UNMASKED_BLOCK_FIELDS`). ``thinking`` and ``redacted_thinking`` blocks are left as
+    they are: their text is covered by a signature the provider verifies when the block is
+    sent back, so an edited thinking block would make the next request fail. Base64 data,
+    media types and file ids are never scanned.
     """
     result: Message = json_copy(message)
 
@@ -306,13 +309,41 @@ def mask_message(
     return result
 
 
+TOOL_IDENTITY_FIELDS = frozenset({"name", "type", "cache_control"})
+"""Tool definition fields never masked: what the model calls a tool by, and markers."""
+
+
+def mask_tools(
+    tools: Sequence[dict[str, Any]],
+    *,
+    confidence: str = HIGH,
+    patterns: Sequence[SecretPattern] = PATTERNS,
+    findings: list[Finding] | None = None,
+) -> list[dict[str, Any]]:
+    """Return masked copies of tool definitions (Anthropic's schema): every string of a
+    tool but its name, type and cache marker (``description``, the descriptions, defaults
+    and examples of its ``input_schema``...) masked as :func:`mask_value` masks a value.
+    ``findings``, when given, collects the findings."""
+    masked = []
+    for tool in tools:
+        copied = dict(tool)
+        for key in copied.keys() - TOOL_IDENTITY_FIELDS:
+            value = {key: copied[key]}
+            copied[key] = mask_value(
+                value, confidence=confidence, patterns=patterns, findings=findings
+            )[key]
+        masked.append(copied)
+    return masked
+
+
 def _mask_block_in_place(
     block: dict[str, Any],
     mask: Callable[[str], str],
     confidence: str,
     patterns: Sequence[SecretPattern],
 ) -> None:
-    """Mask one block of a private deep copy (see :func:`mask_message`)."""
+    """Mask one block of a private deep copy (see :func:`mask_message`); a tool result's
+    list items are masked as blocks."""
     kind = block.get("type")
     if kind in _SIGNED_BLOCKS:
         return
@@ -326,15 +357,33 @@ def _mask_block_in_place(
         block["content"] = mask(block["content"])
     elif kind == "tool_result" and isinstance(block.get("content"), list):
         for item in block["content"]:
-            if isinstance(item, dict) and isinstance(item.get("text"), str):
-                item["text"] = mask(item["text"])
-            elif (data := text_document_data(item)) is not None:
-                item["source"]["data"] = mask(data)
-            elif isinstance(item, dict) and item.get("type") == "search_result":
-                masked = mask_value(item, confidence=confidence, patterns=patterns)
-                item.update(masked)
-    elif (data := text_document_data(block)) is not None:
-        block["source"]["data"] = mask(data)
+            if isinstance(item, dict):
+                _mask_block_in_place(item, mask, confidence, patterns)
+    elif kind in ("image", "document") and isinstance(block.get("source"), dict):
+        _mask_source_in_place(block["source"], mask, confidence, patterns)
+
+
+def _mask_source_in_place(
+    source: dict[str, Any],
+    mask: Callable[[str], str],
+    confidence: str,
+    patterns: Sequence[SecretPattern],
+) -> None:
+    """Mask an image's or document's source: its URL, a plain-text document's data and the
+    blocks of a content source; base64 data, media types and file ids are left alone."""
+    source_type = source.get("type")
+    for key in source.keys() - OPAQUE_SOURCE_FIELDS:
+        value = source[key]
+        if key == "data" and source_type == "base64":
+            continue
+        if key == "content" and source_type == "content" and isinstance(value, list):
+            for item in value:
+                if isinstance(item, dict):
+                    _mask_block_in_place(item, mask, confidence, patterns)
+        elif isinstance(value, str):
+            source[key] = mask(value)
+        else:
+            source[key] = mask_value(value, confidence=confidence, patterns=patterns)
 
 
 def _search_result_text(item: Any) -> str | None:
@@ -348,6 +397,49 @@ def _search_result_text(item: Any) -> str | None:
         if isinstance(part, dict) and isinstance(part.get("text"), str):
             lines.append(part["text"])
     return "\n".join(lines)
+
+
+_SHOWN_FIELDS = frozenset({"text", "title", "context", "source"})
+"""The fields :func:`_shown` puts in the text it shows."""
+
+
+def _shown(item: dict[str, Any]) -> tuple[str, list[str]]:
+    """A text, image, document or ``search_result`` block as the text shown in its place
+    when a field that text cannot mask in place holds a secret: a text block's text; a
+    document's title, context and text (plain or of a content source), or a pointer to its
+    file; an image's pointer (a URL source shows its URL, masked with the rest). Also
+    returns the strings of the fields that text leaves out (a text's ``citations``)."""
+    kind = item.get("type")
+    if kind == "search_result":
+        return _search_result_text(item) or "", []
+    dropped: list[str] = []
+    for key, value in item.items():
+        if key not in UNMASKED_BLOCK_FIELDS and key not in _SHOWN_FIELDS:
+            json_strings(value, dropped)
+    if kind == "text":
+        text = item.get("text")
+        return (text if isinstance(text, str) else ""), dropped
+    lines = [item[key] for key in ("title", "context") if isinstance(item.get(key), str)]
+    source = item.get("source")
+    source = source if isinstance(source, dict) else {}
+    body = text_document_data(item)
+    is_content = kind == "document" and source.get("type") == "content"
+    inner = source.get("content") if is_content else None
+    if isinstance(inner, str):
+        body = inner
+    elif isinstance(inner, list):
+        shown = []
+        for block in inner:
+            if isinstance(block, dict):
+                text, left_out = _shown(block)
+                shown.append(text)
+                dropped.extend(left_out)
+        body = "\n\n".join(shown)
+    if body is None:
+        media, _, digest = media_digest(item)
+        body = f"[{kind} omitted: {media}, sha256 {digest[:12]}]"
+    lines.append(body)
+    return "\n".join(lines), dropped
 
 
 def _counts(findings: Iterable[Finding]) -> dict[str, int]:
@@ -423,6 +515,14 @@ class SecretMasker:
         it this way."""
         return self._mask(text)[0]
 
+    def rewrite_tools(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The tool definitions with their secrets masked (see :func:`mask_tools`): a
+        prepared request stores and sends them this way, as it does the system prompt.
+        Tools whose JSON holds no pattern's hint (nearly all) are returned as given."""
+        if not self._may_hold_secret(tools):
+            return tools
+        return mask_tools(tools, confidence=self.confidence, patterns=self.patterns)
+
     def _may_match(self, text: str) -> bool:
         """False when no pattern can match ``text`` (none of their hints is in it): most
         texts are settled by this one scan, without the steps of :func:`mask_text`."""
@@ -464,7 +564,11 @@ class SecretMasker:
                     # The commonest blocks, a text and a tool result's string, inline.
                     kind = block.get("type")
                     text = block.get("text" if kind == "text" else "content")
-                    if kind in TEXT_SLOTS and isinstance(text, str):
+                    if (
+                        kind in TEXT_SLOTS
+                        and isinstance(text, str)
+                        and (kind == "tool_result" or len(block) == 2)
+                    ):
                         texts.append(text)
                         owners.append((message_idx, block_idx, block))
                         batch.chars += len(text)
@@ -525,9 +629,13 @@ class SecretMasker:
             whole = self._propose_result_list(message_idx, block_idx, block)
             if whole is not None:
                 return whole
+        if kind in SIDE_TEXT_TYPES and self._any_secret(side_texts(block)):
+            return self._propose_shown(message_idx, block_idx, block)
         document = text_document_data(block)
         if document is not None:
-            return self._propose_document(message_idx, block_idx, block, document)
+            if not self._any_secret([document]):
+                return None
+            return self._propose_shown(message_idx, block_idx, block)
         text = block_text(block)
         if text is None or not self._may_match(text):
             return None
@@ -543,16 +651,19 @@ class SecretMasker:
             metadata={"secrets": _counts(findings)},
         )
 
-    def _propose_document(
-        self, message_idx: int, block_idx: int, block: Any, text: str
-    ) -> BlockUpdate | None:
-        """Mask a plain-text document that holds a secret: it becomes a text block of its
-        masked text (BLOCK mode; no update rewrites a document's source in place)."""
-        if not self._may_match(text):
-            return None
-        masked, findings = self._mask(text)
-        if not findings:
-            return None
+    def _any_secret(self, texts: Iterable[str]) -> bool:
+        """True when some text of ``texts`` holds a secret."""
+        return any(self._may_match(text) and self._mask(text)[1] for text in texts)
+
+    def _propose_shown(self, message_idx: int, block_idx: int, block: Any) -> BlockUpdate:
+        """Show a text, image or document block holding a secret beyond a text slot's reach
+        as a text block of what it says, masked (see :func:`_shown`; BLOCK mode: no update
+        rewrites a citation, a title or a source in place). The secrets of the fields that
+        text leaves out count in the update's metadata too."""
+        shown, dropped = _shown(block)
+        masked, findings = self._mask(shown)
+        for text in dropped:
+            findings.extend(self._mask(text)[1])
         return self._whole_block(message_idx, block_idx, block, masked, findings)
 
     def _whole_block(
@@ -576,6 +687,12 @@ class SecretMasker:
             ]
             + [data for item in items if (data := text_document_data(item)) is not None]
             + [text for item in items if (text := _search_result_text(item)) is not None]
+            + [
+                text
+                for item in items
+                if isinstance(item, dict) and item.get("type") in SIDE_TEXT_TYPES
+                for text in side_texts(item)
+            ]
         )
         if not any(self._mask(text)[1] for text in beyond_reach):
             return None
@@ -584,13 +701,18 @@ class SecretMasker:
         for item in items:
             if not isinstance(item, dict):
                 continue
-            text = item["text"] if isinstance(item.get("text"), str) else text_document_data(item)
-            text = text if text is not None else _search_result_text(item)
-            if text is not None:
-                masked, found = self._mask(text)
-                parts.append(masked)
-                findings.extend(found)
-            elif item.get("type") in ("image", "document"):
-                media, _, digest = media_digest(item)
-                parts.append(f"[{item['type']} omitted: {media}, sha256 {digest[:12]}]")
+            kind = item.get("type")
+            if kind == "text" and not isinstance(item.get("text"), str):
+                continue
+            if kind in SIDE_TEXT_TYPES or kind == "search_result":
+                text, dropped = _shown(item)
+            elif isinstance(item.get("text"), str):
+                text, dropped = item["text"], []
+            else:
+                continue
+            masked, found = self._mask(text)
+            parts.append(masked)
+            findings.extend(found)
+            for other in dropped:
+                findings.extend(self._mask(other)[1])
         return self._whole_block(message_idx, block_idx, block, "\n\n".join(parts), findings)

@@ -324,8 +324,27 @@ _RESULT_ITEMS = st.lists(
         st.builds(lambda t: {"type": "text", "text": t}, _TEXTS),
         st.just({"type": "image", "source": {"type": "base64", "data": "aGk="}}),
         st.just("junk"),
+        st.builds(
+            lambda t: {"type": "text", "text": "ok", "citations": [{"cited_text": t}]}, _TEXTS
+        ),
+        st.builds(lambda t: {"type": "image", "source": {"type": "url", "url": t}}, _TEXTS),
     ),
     max_size=3,
+)
+_SOURCES = st.one_of(
+    st.builds(lambda t: {"type": "url", "url": t}, _TEXTS),
+    st.builds(lambda t: {"type": "text", "media_type": "text/plain", "data": t}, _TEXTS),
+    st.builds(lambda t: {"type": "content", "content": t}, _TEXTS),
+    st.builds(lambda t: {"type": "content", "content": [{"type": "text", "text": t}]}, _TEXTS),
+    st.just({"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjQK"}),
+)
+_SIDE_BLOCKS = st.one_of(
+    st.builds(lambda s, t: {"type": "document", "source": s, "title": t}, _SOURCES, _TEXTS),
+    st.builds(lambda s, t: {"type": "document", "source": s, "context": t}, _SOURCES, _TEXTS),
+    st.builds(lambda s: {"type": "image", "source": s}, _SOURCES),
+    st.builds(
+        lambda a, b: {"type": "text", "text": a, "citations": [{"cited_text": b}]}, _TEXTS, _TEXTS
+    ),
 )
 _MASKER_BLOCKS = st.one_of(
     st.builds(lambda t: {"type": "text", "text": t}, _TEXTS),
@@ -333,6 +352,7 @@ _MASKER_BLOCKS = st.one_of(
     st.builds(lambda i: {"type": "tool_result", "tool_use_id": "t", "content": i}, _RESULT_ITEMS),
     st.builds(lambda i: {"type": "tool_use", "id": "t", "name": "bash", "input": i}, _INPUTS),
     st.builds(lambda t: {"type": "thinking", "thinking": t, "signature": "s"}, _TEXTS),
+    _SIDE_BLOCKS,
     st.sampled_from([{"type": "tool_use", "id": "t"}, {"type": "text", "text": None}, "junk"]),
 )
 _MASKER_VIEWS = st.lists(
@@ -536,3 +556,119 @@ def test_a_flat_tool_input_keyed_by_a_secret_name_is_masked_in_the_view() -> Non
         store.append(cid, "assistant", [call])
         shown = str(store.render(cid, format="anthropic"))
         assert key not in shown and "[REDACTED:aws_secret_access_key]" in shown
+
+
+_TOKEN = "ghp_R8mKq2Lx9Vb4Nw7Tz1Yc6Hd3Jf5Gs0Pa8Qe2"
+_URL_PASSWORD = "s3cretPw9xq"
+
+
+def _citation(text: str) -> dict[str, Any]:
+    return {
+        "type": "char_location",
+        "cited_text": text,
+        "document_index": 0,
+        "document_title": "notes",
+        "start_char_index": 0,
+        "end_char_index": len(text),
+    }
+
+
+def _side_field_messages() -> list[dict[str, Any]]:
+    """Messages whose secrets sit in fields beside the blocks' main texts."""
+    pdf = {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjQK"}
+    url = f"https://bob:{_URL_PASSWORD}@files.example.com"
+    return [
+        {
+            "role": "user",
+            "content": [
+                {"type": "document", "source": pdf, "title": f"notes {_TOKEN}"},
+                {"type": "document", "source": pdf, "context": f"token {_TOKEN}"},
+                {"type": "document", "source": {"type": "url", "url": f"{url}/spec.pdf"}},
+                {"type": "image", "source": {"type": "url", "url": f"{url}/shot.png"}},
+                {
+                    "type": "document",
+                    "source": {
+                        "type": "content",
+                        "content": [{"type": "text", "text": f"export GITHUB_TOKEN={_TOKEN}"}],
+                    },
+                },
+                {"type": "text", "text": "read these"},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "ok", "citations": [_citation(_TOKEN)]},
+                {"type": "tool_use", "id": "t1", "name": "fetch", "input": {"q": "shot"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": [
+                        {"type": "text", "text": "fetched", "citations": [_citation(_TOKEN)]},
+                        {"type": "image", "source": {"type": "url", "url": f"{url}/b.png"}},
+                    ],
+                }
+            ],
+        },
+        {"role": "assistant", "content": "done"},
+        {"role": "user", "content": "thanks"},
+    ]
+
+
+@pytest.mark.parametrize("on_write", [False, True], ids=["render", "on write"])
+def test_secrets_beside_a_blocks_main_text_are_masked(on_write: bool) -> None:
+    """Titles, contexts, citations, URL sources and content-source texts reach every
+    provider's payload: none of them carries a secret there."""
+    from contextstore import ContextStore
+
+    with ContextStore.open(":memory:", mask_secrets_on_write=on_write) as store:
+        cid = store.create_conversation().id
+        store.append_many(cid, _side_field_messages())
+        for format in ("anthropic", "openai", "gemini"):
+            payload = json.dumps(store.prepare_request(cid, format=format).payload)
+            assert _TOKEN not in payload and _URL_PASSWORD not in payload, format
+            assert "[REDACTED:github_token]" in payload, format
+            assert "[REDACTED:url_password]" in payload, format
+        stored = json.dumps(store.messages(cid))
+        assert (_TOKEN in stored) is not on_write
+        assert (_URL_PASSWORD in stored) is not on_write
+        if not on_write:
+            counted = {(s.kind, s.masked_by): s.count for s in store.audit(cid).masked_secrets}
+            assert counted[("url_password", "rewrite")] == 3
+            assert counted[("github_token", "rewrite")] == 3  # two citations are dropped
+
+
+def test_a_secret_beside_the_text_replaces_the_block_by_what_it_shows() -> None:
+    messages = _side_field_messages()
+    view = list(enumerate(messages))
+    updates = {u.address: u for u in SecretMasker().propose(view)}
+    assert {u.mode for u in updates.values()} == {UpdateMode.BLOCK}
+    assert set(updates) == {(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (1, 0), (2, 0)}
+    title = updates[(0, 0)]
+    assert title.text.startswith(
+        "notes [REDACTED:github_token]\n[document omitted: application/pdf"
+    )
+    assert updates[(0, 2)].text.startswith(
+        "[document omitted: url https://bob:[REDACTED:url_password]@files.example.com/spec.pdf"
+    )
+    assert updates[(0, 4)].text == "export GITHUB_TOKEN=[REDACTED:github_token]"
+    cited = updates[(1, 0)]
+    assert (cited.text, cited.metadata) == ("ok", {"secrets": {"github_token": 1}})
+    result = updates[(2, 0)]
+    assert result.text.startswith("fetched\n\n[image omitted: url https://bob:[REDACTED:")
+    assert result.metadata == {"secrets": {"github_token": 1, "url_password": 1}}
+    # A clean citation leaves a secret in the text to a TEXT update, which keeps it.
+    clean = {"type": "text", "text": f"see {_TOKEN}", "citations": [_citation("plain")]}
+    (update,) = SecretMasker().propose([(0, {"role": "assistant", "content": [clean]})])
+    assert (update.mode, update.text) == (UpdateMode.TEXT, "see [REDACTED:github_token]")
+
+
+def test_mask_message_masks_the_fields_beside_the_main_texts() -> None:
+    masked = json.dumps([mask_message(m) for m in _side_field_messages()])
+    assert _TOKEN not in masked and _URL_PASSWORD not in masked
+    assert '"data": "JVBERi0xLjQK"' in masked and '"media_type": "application/pdf"' in masked

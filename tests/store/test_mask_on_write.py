@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from contextstore import ContextStore
+from contextstore.core.errors import InvalidInputError
 from contextstore.core.rows import CheckpointRow, RangeRow, SourceRecordRow
 from contextstore.processors.pipeline import Pipeline
 from contextstore.storage.tables import metadata as schema
@@ -89,6 +90,69 @@ def test_the_default_pipeline_masks_the_system_prompt_it_sends(
         assert store.request_payload(conv.id, raw.request_id)["system"] == f"key {TOKEN}"
     finally:
         cleanup()
+
+
+def _tools() -> list[dict[str, object]]:
+    schema = {
+        "type": "object",
+        "properties": {
+            "repo": {"type": "string", "description": f"cloned with the token {TOKEN}"},
+            "url": {"type": "string", "default": "https://ci:hunter2x@git.example.com/a.git"},
+        },
+    }
+    return [{"name": "clone", "description": f"GITHUB_TOKEN={TOKEN}", "input_schema": schema}]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("on_write", [False, True], ids=["pipeline", "on write"])
+@pytest.mark.parametrize("format", ["anthropic", "openai", "gemini"])
+def test_tools_are_masked_like_the_system_prompt(
+    backend: str, on_write: bool, format: str, tmp_path: Path
+) -> None:
+    """Tool definitions are sent to the model and stored: their descriptions, defaults and
+    examples are masked, by the pipeline or on write, in the payload, the stored options and
+    the prompt nodes; names stay. With ``Pipeline([])`` and no masking on write they go as
+    given."""
+    store, cleanup = open_backend(backend, tmp_path, mask_secrets_on_write=on_write)
+    try:
+        conv = store.create_conversation()
+        store.append(conv.id, "user", "hi")
+        tools = _tools()
+        pipeline = Pipeline([]) if on_write else None
+        ctx = store.prepare_request(conv.id, tools=tools, format=format, pipeline=pipeline)
+        shown = repr(ctx.payload)
+        assert TOKEN not in shown and "hunter2x" not in shown
+        assert "GITHUB_TOKEN=[REDACTED:github_token]" in shown and "'clone'" in shown
+        assert "[REDACTED:url_password]" in shown
+        assert store.request_payload(conv.id, ctx.request_id) == ctx.payload
+        assert TOKEN not in _all_text(store) and "hunter2x" not in _all_text(store)
+        assert tools == _tools()  # the caller's definitions are not changed
+        if not on_write:
+            raw = store.prepare_request(conv.id, tools=tools, format=format, pipeline=Pipeline([]))
+            assert TOKEN in repr(raw.payload)
+            assert TOKEN in repr(store.request_payload(conv.id, raw.request_id))
+    finally:
+        cleanup()
+
+
+def test_a_tools_hook_that_renames_a_tool_is_refused(memory_store: ContextStore) -> None:
+    class Renamer:
+        name = "renamer"
+
+        def config(self) -> dict[str, object]:
+            return {}
+
+        def propose(self, view: object) -> list[object]:
+            return []
+
+        def rewrite_tools(self, tools: list[dict[str, object]]) -> list[dict[str, object]]:
+            return [{**tool, "name": "other"} for tool in tools]
+
+    conv = memory_store.create_conversation()
+    memory_store.append(conv.id, "user", "hi")
+    with pytest.raises(InvalidInputError, match="names unchanged"):
+        memory_store.prepare_request(conv.id, tools=_tools(), pipeline=Pipeline([Renamer()]))
+    assert memory_store.requests(conv.id) == []
 
 
 def test_without_masking_on_write_fields_are_stored_as_given(memory_store: ContextStore) -> None:
