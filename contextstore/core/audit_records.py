@@ -86,9 +86,11 @@ class DedupSaving:
 class MaskedSecretCount:
     """How many secrets of one kind are masked in what the model is shown.
 
-    ``masked_by`` is ``"rewrite"`` when the marker comes from a block rewrite (a processor
-    at prepare time) and ``"stored"`` when the stored text already carried it (masked on
-    write). Never the secret itself: only ``[REDACTED:kind]`` markers are counted.
+    ``masked_by`` is ``"rewrite"`` for the markers a processor's rewrite added at prepare
+    time (more of the kind than the stored block held) and ``"stored"`` for those the stored
+    block already carried (masked on write), wherever it keeps them: its text, a tool
+    call's input, a result's items, a document's fields. Never the secret itself: only
+    ``[REDACTED:kind]`` markers are counted.
     """
 
     kind: str

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import re
 import sqlite3
 from collections import Counter
 from pathlib import Path
@@ -14,7 +16,9 @@ from contextstore import ContextStore, context_window_info
 from contextstore.core.errors import InvalidInputError, ReadOnlyError
 from contextstore.core.rows import SourceRecordRow
 from contextstore.facade.audit import snippet
+from contextstore.processors import OutputTrimmer, Pipeline
 from contextstore.processors.secrets import find_secrets
+from contextstore.storage import migrate
 from tests.conftest import BACKENDS, assistant, open_backend, session, text, tool_use, user
 
 SECRETS_TEXT = (
@@ -138,6 +142,161 @@ def test_secrets_masked_before_storage_count_as_stored(backend: str, tmp_path: P
         cleanup()
     expected = Counter(f.kind for f in find_secrets(SECRETS_TEXT))
     assert counted == {(kind, "stored"): n for kind, n in expected.items()}
+
+
+GITHUB = "ghp_Zq8Lm2Vx7Rt4Yw1Kp9Nd3Hs6Jc5Bf0Ga2Ue7"
+AWS = "AKIAQ7RZ4TBN2WXL5KPE"
+MARKER = re.compile(r"\[REDACTED:(\w+)\]")
+
+
+def secrets_everywhere() -> list[dict[str, Any]]:
+    """A session whose secrets sit in every place a block keeps what the model is shown:
+    string content, a tool call's input, a tool result's string, its list of texts, a
+    search result and a plain-text document inside it, a document's title and context, and a
+    text block's citations."""
+    document = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": f"doc {GITHUB}"},
+        "title": f"notes {AWS}",
+        "context": f"GITHUB_TOKEN={GITHUB}",
+    }
+    found = {
+        "type": "search_result",
+        "source": "https://example.com/wiki",
+        "title": f"key {AWS}",
+        "content": [text(f"token {GITHUB}")],
+    }
+    cited = {
+        "type": "char_location",
+        "cited_text": f"AWS_ACCESS_KEY_ID={AWS}",
+        "document_index": 0,
+        "document_title": "notes",
+        "start_char_index": 0,
+        "end_char_index": 10,
+    }
+    return [
+        {"role": "user", "content": f"task: GITHUB_TOKEN={GITHUB}"},
+        assistant(
+            "running it",
+            tool_use("t1", "run", cmd=f"export GITHUB_TOKEN={GITHUB}", env={"AWS_KEY": AWS}),
+        ),
+        user(result("t1", [text(f"one {GITHUB}"), text(f"two {AWS}")])),
+        assistant(tool_use("t2", "search", query="keys")),
+        user(result("t2", [found, document]), document, "and this"),
+        assistant({"type": "text", "text": f"the key {AWS}", "citations": [cited]}),
+        user("thanks"),
+    ]
+
+
+def shown_markers(payload: dict[str, Any]) -> Counter[str]:
+    """The markers in the messages of an Anthropic request, by kind."""
+    return Counter(MARKER.findall(json.dumps(payload["messages"])))
+
+
+@pytest.mark.parametrize("on_write", [True, False])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_marker_the_model_is_shown_is_counted_once(
+    backend: str, tmp_path: Path, on_write: bool
+) -> None:
+    """Masked on write, the markers sit in the stored blocks, many in their JSON (a call's
+    input, a result's items, documents, search results, citations): each counts as
+    ``stored``. Masked at prepare time by the default pipeline, each counts as ``rewrite``.
+    The oracle is the request sent."""
+    store, cleanup = open_backend(backend, tmp_path, mask_secrets_on_write=on_write)
+    try:
+        cid = store.create_conversation().id
+        store.append(cid, secrets_everywhere())
+        ctx = store.prepare_request(cid)
+        counted = {(s.kind, s.masked_by): s.count for s in store.audit(cid).masked_secrets}
+    finally:
+        cleanup()
+    masked_by = "stored" if on_write else "rewrite"
+    shown = shown_markers(ctx.payload)
+    assert sum(shown.values()) == (13 if on_write else 10)
+    assert counted == {(kind, masked_by): n for kind, n in shown.items()}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_rewrite_that_carries_stored_markers_does_not_claim_them(
+    backend: str, tmp_path: Path
+) -> None:
+    """A trimmer's rewrite of a text masked on write keeps the markers of the part it
+    keeps: they were masked before they were stored."""
+    store, cleanup = open_backend(backend, tmp_path, mask_secrets_on_write=True)
+    try:
+        cid = store.create_conversation().id
+        output = f"GITHUB_TOKEN={GITHUB}\n" + "line of output\n" * 400 + f"key {AWS}\n"
+        store.append(cid, [user("task"), assistant(tool_use("t1", "run", cmd="env"))])
+        store.append(cid, [user(result("t1", output)), assistant("done")])
+        ctx = store.prepare_request(cid, pipeline=Pipeline([OutputTrimmer(max_chars=500)]))
+        (rewrite,) = store.context_updates(cid)
+        counted = {(s.kind, s.masked_by): s.count for s in store.audit(cid).masked_secrets}
+    finally:
+        cleanup()
+    assert rewrite["kind"] == "processor" and "omitted" in rewrite["text"]
+    assert counted == {("github_token", "stored"): 1, ("aws_access_key_id", "stored"): 1}
+    assert shown_markers(ctx.payload) == {"github_token": 1, "aws_access_key_id": 1}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_rewrite_of_a_result_s_first_item_keeps_the_other_items_counted(
+    backend: str, tmp_path: Path
+) -> None:
+    """The masker rewrites only the first text of a result list holding the one secret;
+    the marker a later item already carried is shown too, and was there when stored."""
+    store, cleanup = open_backend(backend, tmp_path)
+    try:
+        cid = store.create_conversation().id
+        store.append(cid, [user("task"), assistant(tool_use("t1", "run", cmd="env"))])
+        items = [text(f"GITHUB_TOKEN={GITHUB}"), text("AWS key: [REDACTED:aws_access_key_id]")]
+        store.append(cid, [user(result("t1", items)), assistant("done")])
+        ctx = store.prepare_request(cid)
+        (rewrite,) = store.context_updates(cid)
+        counted = {(s.kind, s.masked_by): s.count for s in store.audit(cid).masked_secrets}
+    finally:
+        cleanup()
+    assert rewrite["mode"] == "text"
+    assert shown_markers(ctx.payload) == {"github_token": 1, "aws_access_key_id": 1}
+    assert counted == {("github_token", "rewrite"): 1, ("aws_access_key_id", "stored"): 1}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_unclosed_marker_is_not_a_marker(backend: str, tmp_path: Path) -> None:
+    """Text that only looks like the start of a marker counts as nothing (and does not
+    break the view for the whole database on PostgreSQL)."""
+    store, cleanup = open_backend(backend, tmp_path)
+    try:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "[REDACTED:github_token] and [REDACTED: not closed")
+        store.append(cid, "assistant", "[REDACTED:] [REDACTED:two words] [REDACTED:x [REDACTED:y]")
+        counted = {(s.kind, s.masked_by): s.count for s in store.audit(cid).masked_secrets}
+    finally:
+        cleanup()
+    assert counted == {("github_token", "stored"): 1, ("y", "stored"): 1}
+
+
+@pytest.mark.parametrize("backend", ["file", "postgres"])
+def test_revision_0013_counts_the_markers_of_a_database_written_before_it(
+    backend: str, tmp_path: Path
+) -> None:
+    """At 0012 the view misses the markers kept outside the text column; after the upgrade
+    they count, and the downgrade brings 0012's view back."""
+    store, cleanup = open_backend(backend, tmp_path, mask_secrets_on_write=True)
+    try:
+        cid = store.create_conversation().id
+        store.append(cid, secrets_everywhere())
+        shown = shown_markers(store.prepare_request(cid).payload)
+        engine = store.database.engine
+        is_sqlite = engine.dialect.name == "sqlite"
+        store.database.close()
+        migrate.downgrade(engine, is_sqlite=is_sqlite, revision="0012")
+        before = sum(s.count for s in store.audit(cid).masked_secrets)
+        migrate.upgrade(engine, is_sqlite=is_sqlite)
+        counted = {(s.kind, s.masked_by): s.count for s in store.audit(cid).masked_secrets}
+    finally:
+        cleanup()
+    assert before < sum(shown.values())
+    assert counted == {(kind, "stored"): n for kind, n in shown.items()}
 
 
 def test_dedup_savings_are_the_characters_each_rewrite_removed(store: ContextStore) -> None:
