@@ -22,6 +22,12 @@ IndexedView = Sequence[tuple[int, Message]]
 RESULT_MISSING = "result missing"
 """Content of the placeholder result inserted for a tool call whose result was lost."""
 
+VIEW_RULES = 3
+"""The version of the view rules this code applies. A prepared request records the version
+it was built with, so that :meth:`ContextStore.request_payload` rebuilds it by the same
+rules after they change: 1 is the original set; 2 adds :func:`adopt_text_results`; 3 keeps
+one result per call in a message (:func:`one_result_per_call`)."""
+
 ORPHANS_DROPPED = "[Tool results of calls in the removed part of the conversation were dropped.]"
 """Text left in a user message whose only blocks were orphan tool results."""
 
@@ -255,14 +261,54 @@ def _without_results(user: Message) -> Message | None:
     return new_message
 
 
-def provider_safe(messages: Sequence[Message]) -> list[Message]:
+def one_result_per_call(user: Message) -> Message | None:
+    """``user`` with one tool result per ``tool_use_id``, or None when no id repeats.
+
+    Two results for one call are refused by Anthropic ("each tool_use must have a single
+    result") and by OpenAI (the second tool message answers no pending call). The one
+    kept is the last written, in the place of the first (where the pairing put the
+    results in call order), as Cline's repair keeps the last when it rebuilds a message.
+    """
+    content = user.get("content")
+    if not isinstance(content, list):
+        return None
+    last: dict[str, Any] = {}
+    count = 0
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            tool_id = block.get("tool_use_id")
+            if tool_id:
+                last[tool_id] = block
+                count += 1
+    if count == len(last):
+        return None
+    kept: list[Any] = []
+    placed: set[str] = set()
+    for block in content:
+        tool_id = (
+            block.get("tool_use_id")
+            if isinstance(block, dict) and block.get("type") == "tool_result"
+            else None
+        )
+        if not tool_id:
+            kept.append(block)
+        elif tool_id not in placed:
+            placed.add(tool_id)
+            kept.append(last[tool_id])
+    new_message = dict(user)
+    new_message["content"] = kept
+    return new_message
+
+
+def provider_safe(messages: Sequence[Message], *, rules: int = VIEW_RULES) -> list[Message]:
     """The store's last view step: what Cline's repair leaves that a provider would reject.
 
     Tool results in a user message that follows no tool call are dropped; calls followed
     by another assistant message (a range ending on a user message can do that) get a
-    user message of ``result missing`` placeholders; a message left with no block gets a
-    short text saying what was dropped (providers reject empty messages). Cline's
-    functions leave all three as they are.
+    user message of ``result missing`` placeholders; from version 3 of the view rules, a
+    call answered twice in one message keeps one result (:func:`one_result_per_call`);
+    a message left with no block gets a short text saying what was dropped (providers
+    reject empty messages). Cline's functions leave all four as they are.
     """
     out: list[Message] = []
     for message in messages:
@@ -272,6 +318,8 @@ def provider_safe(messages: Sequence[Message]) -> list[Message]:
             out.append(_placeholder_results(calls))
         elif message.get("role") == "user" and not calls:
             message = _without_results(message) or message
+        elif rules >= 3 and message.get("role") == "user":
+            message = one_result_per_call(message) or message
         if message.get("content") == []:
             message = {**message, "content": [{"type": "text", "text": ORPHANS_DROPPED}]}
         out.append(message)
@@ -391,12 +439,6 @@ def truncated_messages(
     return ensure_tool_results_follow_tool_use([message for _, message in view])
 
 
-VIEW_RULES = 2
-"""The version of the view rules this code applies. A prepared request records the version
-it was built with, so that :meth:`ContextStore.request_payload` rebuilds it by the same
-rules after they change: 1 is the original set; 2 adds :func:`adopt_text_results`."""
-
-
 def build_view(
     messages: Sequence[Message],
     deleted_range: DeletedRange | None,
@@ -410,8 +452,8 @@ def build_view(
 
 
 def finish_view(view: IndexedView, *, rules: int = VIEW_RULES) -> list[Message]:
-    """``provider_safe(repair_indexed(view, rules=rules))``: the last view steps on a cut
-    and rewritten view.
+    """``provider_safe(repair_indexed(view, rules=rules), rules=rules)``: the last view
+    steps on a cut and rewritten view.
 
     A stored conversation is nearly always well formed (every call answered first thing in
     the next user message, no stray result), and then the repair steps change at most the
@@ -422,7 +464,7 @@ def finish_view(view: IndexedView, *, rules: int = VIEW_RULES) -> list[Message]:
     filtered = drop_orphan_results(view)
     finished = _finished_in_one_scan(filtered, rules)
     if finished is None:
-        return provider_safe(repair_indexed(filtered, rules=rules))
+        return provider_safe(repair_indexed(filtered, rules=rules), rules=rules)
     return finished
 
 
@@ -455,6 +497,8 @@ def _finished_in_one_scan(view: IndexedView, rules: int) -> list[Message] | None
                 if rules >= 2 and idx == previous_idx + 1:
                     return None  # text results may be adopted first
                 message = _paired_user_message(message, calls) or message
+                if rules >= 3:
+                    message = one_result_per_call(message) or message
             calls = []
         elif content == []:
             message = {**message, "content": [{"type": "text", "text": ORPHANS_DROPPED}]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -163,6 +164,52 @@ class ConversationsMixin(StoreBase):
             conversations.set_metadata(connection, conversation_id, meta)
 
         self._db.write(work)
+
+    def set_conversation_model(
+        self,
+        conversation_id: str,
+        *,
+        model_id: str | None = None,
+        context_window: int | None = None,
+    ) -> Conversation:
+        """Change the model the conversation talks to, its context window, or both; returns
+        the conversation as it now is.
+
+        Call it when the user switches models mid-task: from the next ``prepare_request``
+        on, context management decides against the new window (a configured window is
+        authoritative, as at creation), and new request rows name the new model. An
+        argument left None keeps its current value. The change is a setting of the
+        conversation, not a row of its timeline: a rollback does not undo it. Each prepared
+        request records the window it was decided with, so the audit judges past requests
+        against the window they were sent with.
+
+        Raises:
+            InvalidInputError: neither ``model_id`` nor ``context_window`` is given, or one
+                is malformed.
+            ConversationNotFoundError: no conversation has this id.
+        """
+        check_id(conversation_id)
+        check_text("model_id", model_id, MAX_NAME_LENGTH)
+        check_int("context_window", context_window, minimum=1)
+
+        def work(connection: Connection) -> Conversation:
+            conv = self._conversation(connection, conversation_id)
+            if model_id is None and context_window is None:
+                raise InvalidInputError(
+                    "set_conversation_model needs model_id, context_window or both; pass the "
+                    "new model's id and its context window in tokens."
+                )
+            changed = dataclasses.replace(
+                conv,
+                model_id=conv.model_id if model_id is None else model_id,
+                context_window=conv.context_window if context_window is None else context_window,
+            )
+            conversations.set_model(
+                connection, conversation_id, changed.model_id, changed.context_window
+            )
+            return changed
+
+        return self._db.write(work)
 
     def row_counts(self, conversation_id: str | None = None) -> dict[str, int]:
         """Rows per table (for one conversation, or the whole database)."""

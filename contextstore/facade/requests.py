@@ -45,6 +45,7 @@ from contextstore.core.validate import (
     text_bytes,
 )
 from contextstore.core.view import VIEW_RULES, build_view, pending_calls
+from contextstore.core.window import context_window_info
 from contextstore.facade.base import Snapshot, StoreBase
 from contextstore.facade.collector import collector_paused
 from contextstore.facade.prepare_memo import (
@@ -74,6 +75,8 @@ class _Prepared:
     view: list[dict[str, Any]]
     payload: dict[str, Any]
     model_id: str | None
+    context_window: int
+    """The window the decision was made against (recorded in the request's options)."""
     sha256: str
     memo: PrepareMemo | None
     """What the next prepare may reuse (None inside a caller's transaction)."""
@@ -200,6 +203,7 @@ class RequestsMixin(StoreBase):
                 view,
                 payload,
                 model or conv.model_id,
+                context_window_info(conv.context_window).context_window,
                 sha256,
                 memo,
             )
@@ -226,7 +230,9 @@ class RequestsMixin(StoreBase):
                 remaining[0],
                 model_id=prepared.model_id,
                 format=format,
-                options_sha256=requests.store_options(connection, options),
+                options_sha256=requests.store_options(
+                    connection, {**options, "context_window": prepared.context_window}
+                ),
                 system_sha256=system_sha256,
                 tools_sha256=tools_sha256,
                 payload_sha256=prepared.sha256,

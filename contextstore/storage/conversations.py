@@ -153,6 +153,25 @@ def set_metadata(connection: Connection, conversation_id: str, metadata: dict[st
     ).close()
 
 
+_SET_MODEL = Statement(
+    lambda: (
+        update(conversations)
+        .where(_c.id == bindparam("cid"))
+        .values(model_id=bindparam("model_id"), context_window=bindparam("context_window"))
+    )
+)
+
+
+def set_model(
+    connection: Connection, conversation_id: str, model_id: str | None, context_window: int | None
+) -> None:
+    """Replace the conversation's ``model_id`` and ``context_window``."""
+    _SET_MODEL.run(
+        connection,
+        {"cid": conversation_id, "model_id": model_id, "context_window": context_window},
+    ).close()
+
+
 OWNED_TABLES = (conversations, *ARCHIVED_TABLES, rollbacks, *ARCHIVES.values())
 """Every table holding rows of a conversation, as :func:`count_rows` reports them."""
 

@@ -47,10 +47,10 @@ def _views(draw: st.DrawFn) -> list[tuple[int, dict[str, Any]]]:
 
 
 @settings(max_examples=400, deadline=None)
-@given(_views(), st.sampled_from([1, VIEW_RULES]))
+@given(_views(), st.sampled_from([1, 2, VIEW_RULES]))
 def test_finish_view_equals_the_steps_one_by_one(view: list[Any], rules: int) -> None:
     before = copy.deepcopy(view)
-    expected = provider_safe(repair_indexed(view, rules=rules))
+    expected = provider_safe(repair_indexed(view, rules=rules), rules=rules)
     assert finish_view(view, rules=rules) == expected
     assert view == before
 
@@ -154,8 +154,9 @@ def test_one_call_and_its_answer_equal_the_steps(answer: Any, calls: list[str], 
         (1 + gap, {"role": "user", "content": answer}),
         (2 + gap, {"role": "assistant", "content": [{"type": "text", "text": "done"}]}),
     ]
-    for rules in (1, VIEW_RULES):
-        assert finish_view(view, rules=rules) == provider_safe(repair_indexed(view, rules=rules))
+    for rules in (1, 2, VIEW_RULES):
+        steps = provider_safe(repair_indexed(view, rules=rules), rules=rules)
+        assert finish_view(view, rules=rules) == steps
 
 
 _TOOL_IDS = st.sampled_from(["a", "b", ""])
@@ -190,8 +191,9 @@ def _nearly_well_formed(draw: st.DrawFn) -> list[tuple[int, dict[str, Any]]]:
 
 
 @settings(max_examples=400, deadline=None)
-@given(_nearly_well_formed(), st.sampled_from([1, VIEW_RULES]))
+@given(_nearly_well_formed(), st.sampled_from([1, 2, VIEW_RULES]))
 def test_nearly_well_formed_views_equal_the_steps(view: list[Any], rules: int) -> None:
     before = copy.deepcopy(view)
-    assert finish_view(view, rules=rules) == provider_safe(repair_indexed(view, rules=rules))
+    steps = provider_safe(repair_indexed(view, rules=rules), rules=rules)
+    assert finish_view(view, rules=rules) == steps
     assert view == before

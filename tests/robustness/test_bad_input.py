@@ -367,6 +367,11 @@ SPECS: dict[str, Spec] = {
         "conversation_id": (st.just(CID), bad_id),
         "metadata": (st.just({"k": 1}), bad_metadata),
     },
+    "set_conversation_model": {
+        "conversation_id": (st.just(CID), bad_id),
+        "model_id": (st.just("gpt-4o"), bad_text(200)),
+        "context_window": (st.just(128_000), bad_int(1, MAX_INT32)),
+    },
     "discard_imported_rows": {
         "conversation_id": (st.just(CID), bad_id),
         "after": (

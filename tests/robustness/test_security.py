@@ -180,6 +180,7 @@ WRITES: dict[str, Callable[[ContextStore], Any]] = {
         "c", after=s.message_timestamps("c")[-1] - 1
     ),
     "set_conversation_metadata": lambda s: s.set_conversation_metadata("c", {"k": 1}),
+    "set_conversation_model": lambda s: s.set_conversation_model("c", context_window=4_096),
     "transaction": lambda s: _append_in_a_transaction(s),
     "set_deleted_range": lambda s: s.set_deleted_range("c", 2),
     "add_context_update": lambda s: s.add_context_update("c", 0, 0, "x"),
@@ -280,7 +281,7 @@ def test_every_write_writes_on_a_writable_store(tmp_path: Path, name: str) -> No
             store.append("c", "user", "imported last")
 
         def state() -> Any:
-            return store.row_counts(), [c.metadata for c in store.list_conversations()]
+            return store.row_counts(), store.list_conversations()
 
         before = state()
         WRITES[name](store)

@@ -309,6 +309,35 @@ def _set_conversation_metadata(rpc: RpcClient, state: dict[str, Any], db: Path) 
         assert store.get_conversation(state["cid"]).metadata == {"source": "tool", "n": [1]}
 
 
+def _set_conversation_model(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+    cid = state["cid"]
+    more = [
+        {"role": "assistant", "content": f"a{n}"}
+        if n % 2 == 0
+        else {"role": "user", "content": f"u{n}"}
+        for n in range(8)
+    ]
+    rpc.result("append_many", conversation_id=cid, new_messages=more)
+    rpc.result(
+        "record_request",
+        conversation_id=cid,
+        request_id=state["prepared"]["request_id"],
+        tokens_in=150_000,
+    )
+    changed = rpc.result(
+        "set_conversation_model", conversation_id=cid, model_id="gpt-4o", context_window=128_000
+    )
+    assert (changed["model_id"], changed["context_window"]) == ("gpt-4o", 128_000)
+    # 150,000 tokens was under 200,000's maximum (160,000); it is over 128,000's (98,000).
+    prepared = rpc.result("prepare_request", conversation_id=cid, system="Be careful.", tools=TOOLS)
+    assert prepared["decision"]["action"] == "truncate", prepared["decision"]
+    assert "128,000-token window" in prepared["decision"]["reason"]
+    with ContextStore.open(db) as store:
+        conv = store.get_conversation(cid)
+        assert (conv.model_id, conv.context_window) == ("gpt-4o", 128_000)
+        assert [r.context_window for r in store.audit(cid).requests] == [200_000, 128_000]
+
+
 def _set_deleted_range(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
     ts = rpc.result("set_deleted_range", conversation_id=state["cid"], end=2, reason="test")
     assert rpc.result("deleted_range", conversation_id=state["cid"]) == [2, 2]
@@ -355,6 +384,7 @@ CASES: dict[str, Case] = {
     "search": _search,
     "set_auto_condense": _set_auto_condense,
     "set_conversation_metadata": _set_conversation_metadata,
+    "set_conversation_model": _set_conversation_model,
     "set_deleted_range": _set_deleted_range,
     "truncate": _truncate,
 }
