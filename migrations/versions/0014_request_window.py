@@ -2,8 +2,8 @@
 # (the view SQL is assembled from constants; no caller data reaches it)
 """``audit_requests`` judges each prepared request against the window it was decided with.
 
-Revision ID: 0013
-Revises: 0012
+Revision ID: 0014
+Revises: 0013
 Create Date: 2026-12-03
 
 A conversation's model and window can change after it was created
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0013"
-down_revision = "0012"
+revision = "0014"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
