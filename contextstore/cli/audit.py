@@ -27,7 +27,6 @@ def audit_json(report: AuditReport) -> dict[str, Any]:
     def rows(items: list[Any]) -> list[dict[str, Any]]:
         return [dataclasses.asdict(item) for item in items]
 
-    peak = max((r.total_tokens for r in report.requests), default=0)
     return {
         "conversation": conversation_json(report.conversation),
         "context_window": report.context_window,
@@ -35,7 +34,8 @@ def audit_json(report: AuditReport) -> dict[str, Any]:
         "totals": {
             "requests": len(report.requests),
             "cost": report.total_cost,
-            "peak_total_tokens": peak,
+            "peak_total_tokens": report.peak_tokens,
+            "peak_percent_of_window": report.peak_percent_of_window,
             "truncations": len(report.truncations),
             "chars_saved_by_dedup": report.chars_saved,
             "secrets_masked": sum(s.count for s in report.masked_secrets),
@@ -65,7 +65,6 @@ def _section(title: str, headers: tuple[str, ...], rows: list[tuple[Any, ...]], 
 
 def _print_audit(report: AuditReport) -> None:
     conv = report.conversation
-    peak = max((r.total_tokens for r in report.requests), default=0)
     terminal.fields(
         [
             ("conversation", conv.id),
@@ -78,8 +77,9 @@ def _print_audit(report: AuditReport) -> None:
             ),
             (
                 "requests",
-                f"{len(report.requests)}, cost {report.total_cost:.4f}, peak {peak:,} tokens "
-                f"({100 * peak / report.context_window:.1f} % of the window)",
+                f"{len(report.requests)}, cost {report.total_cost:.4f}, peak "
+                f"{report.peak_tokens:,} tokens, at most "
+                f"{report.peak_percent_of_window:.1f} % of the window a request was sent with",
             ),
         ]
     )

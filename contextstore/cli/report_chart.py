@@ -77,7 +77,10 @@ def render_svg(report: AuditReport, events: Sequence[TimelineEvent]) -> str:
 
     requests = report.requests
     count = len(requests)
-    top = float(report.context_window)
+    windows = [(r.context_window, r.max_allowed_size) for r in requests] or [
+        (report.context_window, report.max_allowed_size)
+    ]
+    top = float(max(w for w, _ in windows))
     placed = markers([r.ts for r in requests], events)
     names = ["context tokens", "context window", "maximum allowed size"]
     names += [e for e in MARKED_EVENTS if any(m.event == e for m in placed)]
@@ -107,7 +110,9 @@ def render_svg(report: AuditReport, events: Sequence[TimelineEvent]) -> str:
         dots_size=3.5,
         no_data_text="no requests recorded",
         title=f"context tokens per request (window {report.context_window:,}, "
-        f"maximum allowed size {report.max_allowed_size:,.0f})"
+        f"maximum allowed size {report.max_allowed_size:,.0f}"
+        + (", now; each request against its own" if len(set(windows)) > 1 else "")
+        + ")"
         + ("" if count else ": no requests recorded yet"),
         show_x_labels=count > 0,
         x_labels=list(range(1, count + 1)) if count <= 40 else None,
@@ -122,17 +127,15 @@ def render_svg(report: AuditReport, events: Sequence[TimelineEvent]) -> str:
             for i, r in enumerate(requests)
         ],
     )
-    right = max(count, 1) + 0.5
     chart.add(
         "context window",
-        [(0.5, top), (right, top)],
+        steps([w for w, _ in windows]),
         show_dots=False,
         stroke_style={"width": 2, "dasharray": "8,4"},
     )
-    allowed = report.max_allowed_size
     chart.add(
         "maximum allowed size",
-        [(0.5, allowed), (right, allowed)],
+        steps([m for _, m in windows]),
         show_dots=False,
         stroke_style={"width": 2, "dasharray": "3,3"},
     )
@@ -146,6 +149,18 @@ def render_svg(report: AuditReport, events: Sequence[TimelineEvent]) -> str:
     svg = svg.split("?>", 1)[1] if svg.startswith("<?xml") else svg
     # pygal writes its configuration in a script even with js=[]; only its scripts read it.
     return _SCRIPT.sub("", svg)
+
+
+def steps(values: Sequence[float]) -> list[tuple[float, float]]:
+    """A line at ``values[i]`` across request ``i + 1``'s slot (x from ``i + 0.5`` to
+    ``i + 1.5``), rising or falling where the value changes (a model switch changes the
+    window requests are sent with); two points when it never changes."""
+    points = [(0.5, float(values[0]))]
+    for i in range(1, len(values)):
+        if values[i] != values[i - 1]:
+            points += [(i + 0.5, float(values[i - 1])), (i + 0.5, float(values[i]))]
+    points.append((len(values) + 0.5, float(values[-1])))
+    return points
 
 
 _SCRIPT = re.compile(r"<script\b[^>]*>.*?</script>", re.DOTALL)

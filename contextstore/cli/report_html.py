@@ -84,12 +84,11 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], css: str = "")
 
 
 def _numbers(report: AuditReport) -> str:
-    peak = max((r.total_tokens for r in report.requests), default=0)
     items = [
         ("requests", f"{len(report.requests):,}"),
         ("total cost", f"{report.total_cost:.4f}"),
-        ("peak context", f"{peak:,} tokens"),
-        ("of the window", f"{100 * peak / report.context_window:.1f} %"),
+        ("peak context", f"{report.peak_tokens:,} tokens"),
+        ("of its window, at most", f"{report.peak_percent_of_window:.1f} %"),
         ("truncations", f"{len(report.truncations):,}"),
         ("saved by de-duplication", f"{report.chars_saved:,} chars"),
         ("secrets masked", f"{sum(s.count for s in report.masked_secrets):,}"),

@@ -170,6 +170,19 @@ class AuditReport:
         """Characters removed from the view by file-read de-duplication."""
         return sum(d.chars_saved for d in self.dedup_savings)
 
+    @property
+    def peak_tokens(self) -> int:
+        """The largest ``total_tokens`` of a request (0 without requests)."""
+        return max((r.total_tokens for r in self.requests), default=0)
+
+    @property
+    def peak_percent_of_window(self) -> float:
+        """The largest share of its own window a request filled, in percent (0 without
+        requests). Each request is judged against the window it was sent with, so after a
+        switch to a smaller model this can belong to another request than
+        :attr:`peak_tokens`."""
+        return max((r.percent_of_window for r in self.requests), default=0.0)
+
 
 @dataclass(frozen=True)
 class SearchHit:

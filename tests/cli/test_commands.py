@@ -605,3 +605,42 @@ def test_show_as_of_a_moment_a_later_rollback_removed_says_so(tmp_path: Path) ->
     assert f"contextstore restore {cid} {rollback}' puts them back" in at_the_moment.err
     before_the_cutoff = run("--db", db, "show", cid, "--as-of", "cp")
     assert before_the_cutoff.code == 0 and "ran later" not in before_the_cutoff.err
+
+
+def test_audit_and_report_judge_each_request_against_its_own_window(tmp_path: Path) -> None:
+    """After a switch to a smaller model, the peak share of the window is the largest share
+    a request filled of the window it was sent with (75 %), not the peak total against
+    the new window (150,000 of 128,000: 117 %); the chart's window line steps down."""
+    from contextstore.cli.report_chart import steps
+
+    db = str(tmp_path / "switch.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation(model_id="big", context_window=200_000).id
+        store.append(
+            cid, [{"role": "user", "content": "task"}, {"role": "assistant", "content": "a"}]
+        )
+        store.append(cid, "user", "go on")
+        ctx = store.prepare_request(cid)
+        store.record_request(cid, request_id=ctx.request_id, tokens_in=150_000, tokens_out=0)
+        store.append(cid, [{"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}])
+        store.set_conversation_model(cid, model_id="small", context_window=128_000)
+        ctx = store.prepare_request(cid)
+        store.record_request(cid, request_id=ctx.request_id, tokens_in=64_000, tokens_out=0)
+
+    totals = run("--db", db, "audit", cid, "--json").json()["totals"]
+    assert totals["peak_total_tokens"] == 150_000
+    assert totals["peak_percent_of_window"] == pytest.approx(75.0)
+    assert "peak 150,000 tokens, at most 75.0 % of the window" in run("--db", db, "audit", cid).out
+
+    out = tmp_path / "switch.html"
+    assert run("--db", db, "report", cid, "-o", str(out)).code == 0
+    page = out.read_text(encoding="utf-8")
+    assert "<b>75.0 %</b>of its window, at most" in page
+    assert "each request against its own" in page
+    assert steps([200_000, 200_000, 128_000]) == [
+        (0.5, 200_000),
+        (2.5, 200_000),
+        (2.5, 128_000),
+        (3.5, 128_000),
+    ]
+    assert steps([7.0]) == [(0.5, 7.0), (1.5, 7.0)]
