@@ -489,3 +489,48 @@ def test_a_refused_call_writes_nothing(rpc: RpcClient, transports: dict[str, Any
     rpc.error("append", conversation_id=state["cid"], role="assistant", content=[{"type": "?"}])
     rpc.error("prepare_request", conversation_id=state["cid"], tools=[{"no": "name"}])
     assert rpc.result("row_counts", conversation_id=state["cid"]) == before
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "problem"),
+    [
+        ("append", {"role": "user", "content": "x", "meta": [1]}, "input should be an object"),
+        ("append_many", {"new_messages": {}}, "input should be an array"),
+        ("append_many", {"new_messages": [1]}, "item 0: input should be an object"),
+        (
+            "append",
+            {"role": "user", "content": 5},
+            "input should be a valid string or input should be an array",
+        ),
+        ("prepare_request", {"tools": "read_file"}, "input should be an array, not a string"),
+        ("run_processors", {"demand": "trim"}, "input should be an array, not a string"),
+        ("create_conversation", {"metadata": "x"}, "input should be an object"),
+    ],
+)
+def test_wrong_types_are_said_in_json_terms(
+    method: str, params: dict[str, Any], problem: str, rpc: RpcClient
+) -> None:
+    """Objects and arrays, as the client wrote them; never dictionary, list or Sequence."""
+    if "conversation_id" in METHODS[method].params.model_fields:
+        params = {"conversation_id": "c", **params}
+    error = rpc.error(method, params)
+    assert error["code"] == -32602
+    (bad,) = [p for p in error["data"]["problems"] if p["param"] != "conversation_id"]
+    assert bad["message"] == problem
+    for python in ("dictionary", "valid list", "Sequence", "'str'", "instance of"):
+        assert python not in error["message"]
+
+
+def test_store_errors_name_methods_not_python_calls(rpc: RpcClient) -> None:
+    """Every JSON-RPC wording rule, triggered by a real call."""
+    from contextstore.server.wording import RPC_RULES
+
+    missing = rpc.error("get_conversation", conversation_id="nope")
+    assert missing["message"].endswith("list them with the list_conversations method.")
+    assert missing["data"]["message"] == missing["message"]
+    cid = rpc.result("create_conversation")["id"]
+    system = rpc.error("append", conversation_id=cid, role="system", content="be brief")
+    assert "pass a system prompt as prepare_request's system param" in system["message"]
+    for error in (missing, system):
+        assert "ContextStore." not in error["message"] and "(system=" not in error["message"]
+    assert len(RPC_RULES) == 2
