@@ -22,6 +22,11 @@ RPC_RULES: tuple[tuple[str, str], ...] = (
         r"pass a system prompt to prepare_request\(system=\.\.\.\)",
         "pass a system prompt as prepare_request's system param",
     ),
+    (r"store None or a string instead", "send null or a string instead"),
+    (
+        r"open the store with read_only=True \(--read-only on the command line\)",
+        "start the server with --read-only",
+    ),
 )
 """``(library phrase as a regular expression, JSON-RPC phrase)`` pairs, applied in order."""
 

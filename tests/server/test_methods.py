@@ -4,6 +4,7 @@ the same database (the oracle), and its errors mapped as the protocol says."""
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -531,6 +532,45 @@ def test_store_errors_name_methods_not_python_calls(rpc: RpcClient) -> None:
     cid = rpc.result("create_conversation")["id"]
     system = rpc.error("append", conversation_id=cid, role="system", content="be brief")
     assert "pass a system prompt as prepare_request's system param" in system["message"]
-    for error in (missing, system):
+    infinite = rpc.send(
+        b'{"jsonrpc":"2.0","id":"inf","method":"create_conversation",'
+        b'"params":{"metadata":{"x":1e999}}}'
+    )["error"]
+    assert "metadata.x is inf" in infinite["message"]
+    assert "send null or a string instead" in infinite["message"]
+    for error in (missing, system, infinite):
         assert "ContextStore." not in error["message"] and "(system=" not in error["message"]
-    assert len(RPC_RULES) == 2
+        assert "None" not in error["message"]
+    assert len(RPC_RULES) == 4  # the fourth: test_a_read_only_location_names_the_server_flag
+
+
+def test_a_read_only_location_names_the_server_flag(tmp_path: Path) -> None:
+    """The library's own error for a file it cannot write (SQLite's SQLITE_READONLY),
+    answered by the dispatcher: the server's flag, not read_only=True."""
+    import sqlite3
+
+    from contextstore.server.jsonrpc import Dispatcher
+    from contextstore.storage.driver_errors import classify_database_error
+
+    path = tmp_path / "ro.db"
+    sqlite3.connect(path).execute("CREATE TABLE t (x)").connection.close()
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        with pytest.raises(sqlite3.OperationalError) as caught:
+            connection.execute("INSERT INTO t VALUES (1)")
+    finally:
+        connection.close()
+    refused = classify_database_error(caught.value)
+    assert refused is not None
+
+    class _ReadOnly:
+        def list_conversations(self) -> None:
+            raise refused
+
+    dispatcher = Dispatcher(_ReadOnly())  # type: ignore[arg-type]
+    answer = json.loads(
+        dispatcher.handle_bytes(b'{"jsonrpc":"2.0","id":1,"method":"list_conversations"}') or b""
+    )
+    assert answer["error"]["code"] == -32009
+    assert "start the server with --read-only" in answer["error"]["message"]
+    assert "read_only=True" not in answer["error"]["message"] + answer["error"]["data"]["message"]
