@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from contextstore import __version__
 from contextstore.core.errors import ContextStoreError
 from contextstore.core.overlays import UpdateKind
+from contextstore.core.validate import check_int
 from contextstore.core.window import context_window_info
 from contextstore.server.methods import to_json, validation_problems
 from contextstore.server.wording import mcp_wording
@@ -99,7 +100,8 @@ class HistoryTools:
 
     def list_conversations(self, limit: int = 50) -> list[dict[str, Any]]:
         """The most recent conversations (newest first): id, title, model, window, last ts."""
-        return self._newest_first()[: max(limit, 0)]
+        check_int("limit", limit, minimum=1, optional=False)  # as search_conversations
+        return self._newest_first()[:limit]
 
     def search_conversations(self, text: str, limit: int = 20) -> list[dict[str, Any]]:
         """Blocks containing ``text`` (ASCII letters in any case; text, tool inputs and

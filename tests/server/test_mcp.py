@@ -264,6 +264,10 @@ def test_argument_errors_speak_json_and_name_unknown_arguments(tmp_path: Path) -
         extra = await _fails(session, "show_conversation", conversation_id=cid, view="active")
         assert "view: unknown argument" in extra
         assert "takes conversation_id, as_of, format, pristine" in extra
+        for limit in (0, -5):  # refused, as search_conversations refuses them, not []
+            refused = await _fails(session, "list_conversations", limit=limit)
+            assert f"limit must be an integer from 1 to 2,147,483,647, got {limit}" in refused
+        assert len(await _call(session, "list_conversations", limit=1)) == 1
         union = await _fails(session, "rollback", conversation_id=cid, to=None)
         assert "to: input should be a valid string or input should be a valid integer" in union
         assert "to.str" not in union and "to.int" not in union
