@@ -8,7 +8,8 @@ Every request passes three checks before its body is read, in this order:
 2. it carries ``Authorization: Bearer <token>``, else 401;
 3. its body is at most ``max_request_bytes``, else 413.
 
-The JSON-RPC answer comes back with 200 (204 when the body held only notifications). Store
+The JSON-RPC answer comes back with 200 (204 when the body held only notifications). Every
+refusal (401, 404, 405, 413, 421) has a JSON body ``{"error": "..."}`` saying what to do. Store
 calls block, so each body is answered in a worker thread, off the event loop. On SIGTERM or
 SIGINT the server stops accepting connections, answers the requests in flight, and exits 0.
 """
@@ -26,6 +27,7 @@ from typing import Any
 import anyio.to_thread
 import uvicorn
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -41,6 +43,9 @@ GRACEFUL_SHUTDOWN_SECONDS = 30
 """How long a stopping server waits for the requests in flight."""
 
 LOCAL_NAMES = ("localhost",)
+
+ROUTES_HINT = "send JSON-RPC with POST /rpc (GET /health answers whether the server is up)"
+"""What a request to another path or with another method is told to do instead."""
 
 
 NO_PORT = -1
@@ -186,8 +191,18 @@ def create_app(
             on_ready()
         yield
 
+    async def no_route(request: Request, exc: Exception) -> Response:
+        # Starlette's own 404 and 405 are plain text; a client parsing JSON reads this.
+        assert isinstance(exc, HTTPException)
+        return JSONResponse(
+            {"error": f"{request.method} {request.url.path} is not served; {ROUTES_HINT}"},
+            status_code=exc.status_code,
+            headers=exc.headers,
+        )
+
     app = Starlette(
         routes=[Route("/rpc", rpc, methods=["POST"]), Route("/health", health, methods=["GET"])],
+        exception_handlers={404: no_route, 405: no_route},
         lifespan=lifespan,
     )
     return GuardMiddleware(app, token=token, hosts=hosts, port=port)

@@ -11,7 +11,8 @@ failure becomes an error object and the dispatcher goes on serving:
 - -32603 an unexpected error (logged with its traceback on the server's stderr).
 
 A store error's ``data`` carries ``error_class``, ``message`` and ``exit_code`` (the CLI's
-exit code for the same error).
+exit code for the same error); its messages name methods and params, not Python calls
+(:mod:`contextstore.server.wording`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 from contextstore.core.errors import ContextStoreError, InvalidInputError
 from contextstore.core.validate import MAX_JSON_DEPTH
 from contextstore.server.methods import METHODS, InvalidParamsError, Method
+from contextstore.server.wording import rpc_wording
 from contextstore.store import ContextStore
 
 PARSE_ERROR = -32700
@@ -48,7 +50,7 @@ def error_data(exc: ContextStoreError) -> dict[str, Any]:
     """The ``data`` member for a store error: its class, message and CLI exit code."""
     data: dict[str, Any] = {
         "error_class": type(exc).__name__,
-        "message": str(exc),
+        "message": rpc_wording(str(exc)),
         "exit_code": exc.exit_code,
     }
     if isinstance(exc, InvalidParamsError):
@@ -159,17 +161,17 @@ class Dispatcher:
                 "the methods",
             )
         if params is not None and not isinstance(params, dict):
-            return _error(
-                request_id,
-                INVALID_PARAMS,
+            refused = InvalidParamsError(
                 f"invalid params for {method_name}: params must be an object of named "
-                "parameters (by name, as in the Python API)",
+                "parameters (by name, as in the Python API), not an array or a value",
+                [{"param": "params", "message": "must be an object of named parameters"}],
             )
+            return _error(request_id, INVALID_PARAMS, str(refused), error_data(refused))
         logger.debug("calling %s (id %r)", method_name, request_id)
         try:
             result = method.call(self.store, params)
         except ContextStoreError as exc:
-            return _error(request_id, error_code(exc), str(exc), error_data(exc))
+            return _error(request_id, error_code(exc), rpc_wording(str(exc)), error_data(exc))
         except Exception as exc:
             logger.exception("method %s failed unexpectedly", method_name)
             return _error(

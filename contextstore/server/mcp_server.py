@@ -23,8 +23,10 @@ from pydantic import ValidationError
 from contextstore import __version__
 from contextstore.core.errors import ContextStoreError
 from contextstore.core.overlays import UpdateKind
+from contextstore.core.validate import check_int
 from contextstore.core.window import context_window_info
-from contextstore.server.methods import to_json
+from contextstore.server.methods import to_json, validation_problems
+from contextstore.server.wording import mcp_wording
 from contextstore.store import ContextStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -81,7 +83,7 @@ def _store_errors_as_tool_errors(function: F) -> F:
         try:
             return function(*args, **kwargs)
         except ContextStoreError as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+            raise ToolError(f"{type(exc).__name__}: {mcp_wording(str(exc))}") from exc
 
     return wrapper  # type: ignore[return-value]
 
@@ -98,7 +100,8 @@ class HistoryTools:
 
     def list_conversations(self, limit: int = 50) -> list[dict[str, Any]]:
         """The most recent conversations (newest first): id, title, model, window, last ts."""
-        return self._newest_first()[: max(limit, 0)]
+        check_int("limit", limit, minimum=1, optional=False)  # as search_conversations
+        return self._newest_first()[:limit]
 
     def search_conversations(self, text: str, limit: int = 20) -> list[dict[str, Any]]:
         """Blocks containing ``text`` (ASCII letters in any case; text, tool inputs and
@@ -183,31 +186,40 @@ class HistoryTools:
         return report
 
 
-def argument_problems(tool: str, error: ValidationError) -> str:
-    """What was wrong with a tool call's arguments, one clause per argument, without the
-    rejected values or pydantic's own model names and links."""
-    problems = "; ".join(
-        f"{'.'.join(str(part) for part in problem['loc']) or 'arguments'}: "
-        f"{problem['msg'][:1].lower()}{problem['msg'][1:]}"
-        for problem in error.errors(include_url=False, include_input=False)
+def argument_problems(tool: str, problems: list[dict[str, str]], accepted: list[str]) -> str:
+    """What was wrong with a tool call's arguments, one clause per argument in JSON terms
+    (object, array), without the rejected values or pydantic's own model names and links."""
+    clauses = "; ".join(f"{p['param']}: {p['message']}" for p in problems)
+    takes = ", ".join(accepted) or "no arguments"
+    return (
+        f"InvalidInputError: {tool} was called with arguments that do not fit: {clauses} "
+        f"({tool} takes {takes})."
     )
-    return f"InvalidInputError: {tool} was called with arguments that do not fit: {problems}."
 
 
 class HistoryServer(MCPServer[Any]):
     """The SDK's server, with argument errors reported as :func:`argument_problems` says
-    them (the model reads them to correct its call)."""
+    them (the model reads them to correct its call), unknown argument names included (the
+    SDK would drop them silently, so a misspelt ``limt`` would quietly mean the default)."""
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        schema = self._tool_input_schema(name)
+        accepted = list((schema or {}).get("properties", {}))
+        unknown = [key for key in arguments or {} if schema is not None and key not in accepted]
+        if unknown:
+            problems = [{"param": key, "message": "unknown argument"} for key in unknown]
+            raise ToolError(argument_problems(name, problems, accepted))
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             cause = exc.__cause__
             if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
                 raise
-            raise ToolError(argument_problems(name, cause)) from cause
+            raise ToolError(
+                argument_problems(name, validation_problems(cause), accepted)
+            ) from cause
 
 
 READ_TOOLS = (

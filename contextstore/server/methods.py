@@ -93,7 +93,7 @@ class Method:
         try:
             model = self.params.model_validate(params or {})
         except ValidationError as exc:
-            problems = _problems(exc)
+            problems = validation_problems(exc)
             accepted = ", ".join(self.params.model_fields) or "no parameters"
             details = "; ".join(f"{p['param']}: {p['message']}" for p in problems)
             raise InvalidParamsError(
@@ -108,19 +108,52 @@ class Method:
         return to_json(getattr(store, self.name)(**arguments))
 
 
-def _problems(exc: ValidationError) -> list[dict[str, str]]:
+JSON_TERMS: dict[str, str] = {
+    "dict_type": "input should be an object",
+    "mapping_type": "input should be an object",
+    "list_type": "input should be an array",
+    "tuple_type": "input should be an array",
+    "sequence_str": "input should be an array, not a string",
+}
+"""Pydantic's messages that name Python types, in the JSON terms a client sends."""
+
+JSON_CLASSES = {"Sequence": "an array", "Mapping": "an object"}
+
+
+def _json_message(error: Any) -> str:
+    kind = error["type"]
+    if kind == "missing":
+        return "required"
+    if kind == "extra_forbidden":
+        return "unknown parameter"
+    if kind in JSON_TERMS:
+        return JSON_TERMS[kind]
+    if kind == "is_instance_of":
+        expected = JSON_CLASSES.get(str((error.get("ctx") or {}).get("class")))
+        if expected is not None:
+            return f"input should be {expected}"
+    message = str(error["msg"])
+    return message[:1].lower() + message[1:]
+
+
+def validation_problems(exc: ValidationError) -> list[dict[str, str]]:
+    """Each parameter a validation error is about, with what it should be in JSON terms
+    (object, array; never a Python type name). An item of an array is named by its
+    position (``item 0: input should be an object``); the alternatives of a union are
+    joined with "or"."""
     by_param: dict[str, list[str]] = {}
     for error in exc.errors(include_url=False):
         location = error["loc"]
         param = str(location[0]) if location else "params"
-        if error["type"] == "missing":
-            message = "required"
-        elif error["type"] == "extra_forbidden":
-            message = "unknown parameter"
-        elif error["type"] == "model_type":
+        if error["type"] == "model_type":
             param, message = "params", "must be an object of named parameters"
         else:
-            message = error["msg"][0].lower() + error["msg"][1:]
+            message = _json_message(error)
+            # Past the name, a location holds array positions and (for a union) the
+            # alternative's Python type, which means nothing on the wire.
+            items = [part for part in location[1:] if isinstance(part, int)]
+            if items:
+                message = " ".join(f"item {i}" for i in items) + f": {message}"
         messages = by_param.setdefault(param, [])
         if message not in messages:
             messages.append(message)

@@ -177,6 +177,32 @@ def test_health_and_methods(shared_server: HttpServer) -> None:
     assert client.post(LIST, path="/elsewhere").status == 404
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [("GET", "/rpc", 405), ("PUT", "/rpc", 405), ("POST", "/health", 405), ("GET", "/", 404)],
+)
+def test_another_path_or_method_is_told_what_to_send_in_json(
+    shared_server: HttpServer, method: str, path: str, status: int
+) -> None:
+    """Like 401, 413 and 421: a JSON body a client's response.json() can read."""
+    connection = http.client.HTTPConnection("127.0.0.1", shared_server.port, timeout=WAIT_SECONDS)
+    try:
+        connection.request(
+            method, path, body=LIST, headers={"Authorization": f"Bearer {shared_server.token}"}
+        )
+        response = connection.getresponse()
+        body = json.loads(response.read())
+    finally:
+        connection.close()
+    assert response.status == status
+    assert response.getheader("content-type") == "application/json"
+    assert list(body) == ["error"]
+    assert body["error"].startswith(f"{method} {path} is not served; send JSON-RPC with POST /rpc")
+    if status == 405:
+        allowed = {m.strip() for m in (response.getheader("allow") or "").split(",")}
+        assert allowed == ({"POST"} if path == "/rpc" else {"GET", "HEAD"})
+
+
 def test_the_request_size_is_capped_at_the_byte(tmp_path: Path) -> None:
     server = start_http(tmp_path / "a.db", tmp_path / "data", "--max-request-bytes", "2048")
     try:

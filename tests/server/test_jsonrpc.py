@@ -68,6 +68,22 @@ def test_unknown_method_and_positional_params(rpc: RpcClient) -> None:
     assert positional["code"] == -32602 and "by name" in positional["message"]
 
 
+@pytest.mark.parametrize("params", [["abc"], "abc", 5])
+def test_params_that_are_not_an_object_carry_data_like_any_invalid_params(
+    params: Any, rpc: RpcClient
+) -> None:
+    """The README's table: every -32602 has data with the class, the exit code and the
+    problems, so a client handles them all with one code path."""
+    error = rpc.error("get_conversation", params)
+    assert error["code"] == -32602
+    assert error["data"] == {
+        "error_class": "InvalidParamsError",
+        "message": error["message"],
+        "exit_code": 2,
+        "problems": [{"param": "params", "message": "must be an object of named parameters"}],
+    }
+
+
 def test_nan_is_not_json(rpc: RpcClient) -> None:
     text = '{"jsonrpc": "2.0", "id": 1, "method": "record_request", "params": {"cost": NaN}}'
     assert _send(rpc, text)["error"]["code"] == -32700

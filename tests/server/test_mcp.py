@@ -156,7 +156,7 @@ def test_the_read_only_tools_answer_from_the_history(tmp_path: Path) -> None:
         assert bogus.startswith("InvalidInputError: show_conversation was called with")
         assert "format: input should be 'stored', 'anthropic', 'openai' or 'gemini'" in bogus
         missing_id = await _fails(session, "audit_conversation")
-        assert "conversation_id: field required" in missing_id
+        assert "conversation_id: required (audit_conversation takes conversation_id)" in missing_id
         for leaked in ("pydantic", "validation error for", "Arguments", "input_value"):
             assert leaked not in bogus + missing_id
 
@@ -196,6 +196,7 @@ def test_the_read_only_tools_answer_from_the_history(tmp_path: Path) -> None:
 
         missing = await _fails(session, "show_conversation", conversation_id="nope")
         assert "ConversationNotFoundError" in missing and "'nope'" in missing
+        assert "list them with the list_conversations tool" in missing
         assert "ReadOnly" not in await _fails(
             session, "show_request", conversation_id=cid, request_id=999
         )
@@ -243,5 +244,59 @@ def test_the_tool_results_are_also_json_text_for_clients_without_structured_outp
     async def body(session: Session) -> None:
         result = await session.call_tool("list_checkpoints", {"conversation_id": state["cid"]})
         assert json.loads(result.content[0].text)["label"] == "after-read"
+
+    _with_session(db, tmp_path / "data", [], body)
+
+
+def test_argument_errors_speak_json_and_name_unknown_arguments(tmp_path: Path) -> None:
+    """A misspelt argument is refused, not dropped (the SDK would call the tool with its
+    default); wrong types are said in JSON terms, without Python type names."""
+    db = tmp_path / "mcp.db"
+    state = _history(db)
+    cid = state["cid"]
+
+    async def body(session: Session) -> None:
+        misspelt = await _fails(session, "list_conversations", limt=1)
+        assert misspelt == (
+            "InvalidInputError: list_conversations was called with arguments that do not "
+            "fit: limt: unknown argument (list_conversations takes limit)."
+        )
+        extra = await _fails(session, "show_conversation", conversation_id=cid, view="active")
+        assert "view: unknown argument" in extra
+        assert "takes conversation_id, as_of, format, pristine" in extra
+        for limit in (0, -5):  # refused, as search_conversations refuses them, not []
+            refused = await _fails(session, "list_conversations", limit=limit)
+            assert f"limit must be an integer from 1 to 2,147,483,647, got {limit}" in refused
+        assert len(await _call(session, "list_conversations", limit=1)) == 1
+        union = await _fails(session, "rollback", conversation_id=cid, to=None)
+        assert "to: input should be a valid string or input should be a valid integer" in union
+        assert "to.str" not in union and "to.int" not in union
+
+    _with_session(db, tmp_path / "data", ["--allow-writes"], body)
+
+
+def test_store_errors_name_tools_not_python_calls(tmp_path: Path) -> None:
+    """Every MCP wording rule, triggered by a real call: the model reads tool names."""
+    from contextstore.server.wording import MCP_RULES
+
+    db = tmp_path / "mcp.db"
+    state = _history(db)
+    with ContextStore.open(db) as store:
+        unprepared = store.requests(state["audited"])[0].id
+
+    async def body(session: Session) -> None:
+        texts = [
+            await _fails(session, "audit_conversation", conversation_id="nope"),
+            await _fails(session, "show_request", conversation_id=state["cid"], request_id=999),
+            await _fails(
+                session, "show_request", conversation_id=state["audited"], request_id=unprepared
+            ),
+        ]
+        assert "list them with the list_conversations tool." in texts[0]
+        assert "audit_conversation lists its requests with their ids" in texts[1]
+        assert "only requests prepared through contextstore can be rebuilt" in texts[2]
+        for text in texts:
+            assert "ContextStore." not in text and "prepare_request" not in text
+        assert len(texts) == len(MCP_RULES)
 
     _with_session(db, tmp_path / "data", [], body)

@@ -4,6 +4,7 @@ the same database (the oracle), and its errors mapped as the protocol says."""
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -489,3 +490,87 @@ def test_a_refused_call_writes_nothing(rpc: RpcClient, transports: dict[str, Any
     rpc.error("append", conversation_id=state["cid"], role="assistant", content=[{"type": "?"}])
     rpc.error("prepare_request", conversation_id=state["cid"], tools=[{"no": "name"}])
     assert rpc.result("row_counts", conversation_id=state["cid"]) == before
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "problem"),
+    [
+        ("append", {"role": "user", "content": "x", "meta": [1]}, "input should be an object"),
+        ("append_many", {"new_messages": {}}, "input should be an array"),
+        ("append_many", {"new_messages": [1]}, "item 0: input should be an object"),
+        (
+            "append",
+            {"role": "user", "content": 5},
+            "input should be a valid string or input should be an array",
+        ),
+        ("prepare_request", {"tools": "read_file"}, "input should be an array, not a string"),
+        ("run_processors", {"demand": "trim"}, "input should be an array, not a string"),
+        ("create_conversation", {"metadata": "x"}, "input should be an object"),
+    ],
+)
+def test_wrong_types_are_said_in_json_terms(
+    method: str, params: dict[str, Any], problem: str, rpc: RpcClient
+) -> None:
+    """Objects and arrays, as the client wrote them; never dictionary, list or Sequence."""
+    if "conversation_id" in METHODS[method].params.model_fields:
+        params = {"conversation_id": "c", **params}
+    error = rpc.error(method, params)
+    assert error["code"] == -32602
+    (bad,) = [p for p in error["data"]["problems"] if p["param"] != "conversation_id"]
+    assert bad["message"] == problem
+    for python in ("dictionary", "valid list", "Sequence", "'str'", "instance of"):
+        assert python not in error["message"]
+
+
+def test_store_errors_name_methods_not_python_calls(rpc: RpcClient) -> None:
+    """Every JSON-RPC wording rule, triggered by a real call."""
+    from contextstore.server.wording import RPC_RULES
+
+    missing = rpc.error("get_conversation", conversation_id="nope")
+    assert missing["message"].endswith("list them with the list_conversations method.")
+    assert missing["data"]["message"] == missing["message"]
+    cid = rpc.result("create_conversation")["id"]
+    system = rpc.error("append", conversation_id=cid, role="system", content="be brief")
+    assert "pass a system prompt as prepare_request's system param" in system["message"]
+    infinite = rpc.send(
+        b'{"jsonrpc":"2.0","id":"inf","method":"create_conversation",'
+        b'"params":{"metadata":{"x":1e999}}}'
+    )["error"]
+    assert "metadata.x is inf" in infinite["message"]
+    assert "send null or a string instead" in infinite["message"]
+    for error in (missing, system, infinite):
+        assert "ContextStore." not in error["message"] and "(system=" not in error["message"]
+        assert "None" not in error["message"]
+    assert len(RPC_RULES) == 4  # the fourth: test_a_read_only_location_names_the_server_flag
+
+
+def test_a_read_only_location_names_the_server_flag(tmp_path: Path) -> None:
+    """The library's own error for a file it cannot write (SQLite's SQLITE_READONLY),
+    answered by the dispatcher: the server's flag, not read_only=True."""
+    import sqlite3
+
+    from contextstore.server.jsonrpc import Dispatcher
+    from contextstore.storage.driver_errors import classify_database_error
+
+    path = tmp_path / "ro.db"
+    sqlite3.connect(path).execute("CREATE TABLE t (x)").connection.close()
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        with pytest.raises(sqlite3.OperationalError) as caught:
+            connection.execute("INSERT INTO t VALUES (1)")
+    finally:
+        connection.close()
+    refused = classify_database_error(caught.value)
+    assert refused is not None
+
+    class _ReadOnly:
+        def list_conversations(self) -> None:
+            raise refused
+
+    dispatcher = Dispatcher(_ReadOnly())  # type: ignore[arg-type]
+    answer = json.loads(
+        dispatcher.handle_bytes(b'{"jsonrpc":"2.0","id":1,"method":"list_conversations"}') or b""
+    )
+    assert answer["error"]["code"] == -32009
+    assert "start the server with --read-only" in answer["error"]["message"]
+    assert "read_only=True" not in answer["error"]["message"] + answer["error"]["data"]["message"]

@@ -1,0 +1,63 @@
+"""Library error messages in the terms of the JSON-RPC methods and of the MCP tools.
+
+The library speaks to Python callers (``ContextStore.list_conversations()``,
+``prepare_request(system=...)``); a JSON-RPC client reads method and param names, and a
+model calling the MCP tools reads tool names (it has no ``prepare_request``). Each rule
+rewrites one library phrase, as the command line's own rules do
+(:mod:`contextstore.cli.wording`); a test triggers every rule through a real client, so a
+reworded library message shows up as a failing test rather than as a Python term on the
+wire.
+"""
+
+from __future__ import annotations
+
+import re
+
+RPC_RULES: tuple[tuple[str, str], ...] = (
+    (
+        r"list them with ContextStore\.list_conversations\(\) or 'contextstore conversations'",
+        "list them with the list_conversations method",
+    ),
+    (
+        r"pass a system prompt to prepare_request\(system=\.\.\.\)",
+        "pass a system prompt as prepare_request's system param",
+    ),
+    (r"store None or a string instead", "send null or a string instead"),
+    (
+        r"open the store with read_only=True \(--read-only on the command line\)",
+        "start the server with --read-only",
+    ),
+)
+"""``(library phrase as a regular expression, JSON-RPC phrase)`` pairs, applied in order."""
+
+MCP_RULES: tuple[tuple[str, str], ...] = (
+    (
+        r"list them with ContextStore\.list_conversations\(\) or 'contextstore conversations'",
+        "list them with the list_conversations tool",
+    ),
+    (
+        r"use the request_id returned by prepare_request",
+        "audit_conversation lists its requests with their ids",
+    ),
+    (
+        r"only requests from prepare_request can be rebuilt",
+        "only requests prepared through contextstore can be rebuilt",
+    ),
+)
+"""``(library phrase as a regular expression, MCP phrase)`` pairs, applied in order."""
+
+
+def _reworded(message: str, rules: tuple[tuple[str, str], ...]) -> str:
+    for pattern, replacement in rules:
+        message = re.sub(pattern, replacement, message)
+    return message
+
+
+def rpc_wording(message: str) -> str:
+    """``message`` with library phrases replaced by their JSON-RPC equivalents."""
+    return _reworded(message, RPC_RULES)
+
+
+def mcp_wording(message: str) -> str:
+    """``message`` with library phrases replaced by their MCP tool equivalents."""
+    return _reworded(message, MCP_RULES)
