@@ -108,6 +108,41 @@ def test_a_missing_path_becomes_a_store_and_never_exists_empty(tmp_path: Path) -
         assert len(store.list_conversations()) == 1
 
 
+def _orphaned_wal(tmp_path: Path) -> Path:
+    """A database's write-ahead log, holding committed pages, beside a missing file."""
+    seeded = seeded_file(tmp_path / "moved.db", conversations=1, messages=6)
+    connection = sqlite3.connect(seeded.path)
+    try:
+        connection.execute("PRAGMA wal_autocheckpoint = 0")
+        connection.execute("UPDATE conversations SET title = 'in the log'")
+        connection.commit()
+        wal = seeded.path.with_name("moved.db-wal").read_bytes()
+    finally:
+        connection.close()
+    missing = tmp_path / "store.db"
+    missing.with_name("store.db-wal").write_bytes(wal)
+    return missing
+
+
+@pytest.mark.parametrize(
+    "args", [["conversations"], ["check"], ["import", "gemini", "{chat}"]], ids=lambda a: a[0]
+)
+def test_a_write_ahead_log_without_its_database_is_named_and_left_alone(
+    tmp_path: Path, args: list[str]
+) -> None:
+    missing = _orphaned_wal(tmp_path)
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps([{"role": "user", "parts": [{"text": "hi"}]}]))
+    wal = missing.with_name("store.db-wal")
+    before = _digest(wal)
+    got = run("--db", str(missing), *(str(chat) if a == "{chat}" else a for a in args))
+    assert got.code == 5, got.err
+    assert got.err.count("\n") == 1
+    assert f"its write-ahead log {wal} is there" in got.err and "move" in got.err
+    assert not missing.exists() and not missing.with_name("store.db-shm").exists()
+    assert _digest(wal) == before
+
+
 def test_a_page_overwritten_in_the_middle_opens_but_check_finds_it(tmp_path: Path) -> None:
     seeded = seeded_file(tmp_path / "store.db")
     overwrite_middle_page(seeded.path)
