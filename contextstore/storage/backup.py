@@ -24,6 +24,27 @@ from contextstore.core.os_errors import check_regular_targets, os_errors
 from contextstore.storage.engine import DatabaseTarget, make_engine
 
 
+def destination_path(text: str) -> Path:
+    """The path a backup destination names (``~`` expanded).
+
+    A destination written with a trailing separator (``backups/``) names a directory, which
+    must exist: without this check the separator would be lost and the copy written as a file
+    named like the directory (or, with ``force``, over a file of that name).
+
+    Raises:
+        InvalidInputError: ``text`` ends with a separator and is not an existing directory.
+    """
+    path = Path(text).expanduser()
+    separators = (os.sep, os.altsep) if os.altsep else (os.sep,)
+    if text.endswith(separators) and not path.is_dir():
+        what = "is a file, not a directory" if path.exists() else "does not exist"
+        raise InvalidInputError(
+            f"the directory {text} {what}; create the directory first, or name the backup "
+            "file without the trailing separator."
+        )
+    return path
+
+
 def backup_destination(dest: Path, source: Path | None) -> Path:
     """The file a backup to ``dest`` writes: ``dest`` itself, or inside a directory a new
     timestamped name (``<source stem>-YYYYmmdd-HHMMSS.db``, ``-2``, ``-3``... when taken)."""

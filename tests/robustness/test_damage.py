@@ -336,6 +336,29 @@ def test_backup_to_a_directory_names_a_new_file_and_never_overwrites(tmp_path: P
     assert got.code == 0 and Path(got.json()["path"]).exists()
 
 
+@pytest.mark.parametrize("needs_migrate", [False, True], ids=["current", "needs-migrate"])
+def test_a_backup_destination_ending_in_a_separator_must_be_a_directory(
+    tmp_path: Path, needs_migrate: bool
+) -> None:
+    seeded = seeded_file(tmp_path / "store.db", conversations=1, messages=4)
+    if needs_migrate:
+        with contextlib.closing(sqlite3.connect(seeded.path)) as connection:
+            connection.execute("UPDATE alembic_version SET version_num = '0011'")
+            connection.commit()
+    existing = tmp_path / "existing.db"
+    existing.write_bytes(b"keep me")
+    got = run("--db", str(seeded.path), "backup", f"{tmp_path / 'backups'}/")
+    assert got.code == 2 and "backups/ does not exist" in got.err, got.err
+    assert not (tmp_path / "backups").exists()
+    got = run("--db", str(seeded.path), "backup", f"{existing}/", "--force")
+    assert got.code == 2 and "existing.db/ is a file, not a directory" in got.err, got.err
+    assert existing.read_bytes() == b"keep me"
+    (tmp_path / "backups").mkdir()
+    got = run("--db", str(seeded.path), "backup", f"{tmp_path / 'backups'}/", "--json")
+    assert got.code == 0, got.err
+    assert Path(got.json()["path"]).parent == tmp_path / "backups"
+
+
 def test_backup_of_a_memory_store_and_refusal_on_postgresql(
     store: ContextStore, tmp_path: Path
 ) -> None:
