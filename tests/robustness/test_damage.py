@@ -499,6 +499,23 @@ def test_recover_refuses_an_existing_destination_and_a_missing_source(tmp_path: 
     assert not (tmp_path / "new.db").exists()
 
 
+def test_recover_refuses_a_file_a_newer_version_wrote_and_says_so(tmp_path: Path) -> None:
+    seeded = seeded_file(tmp_path / "store.db", conversations=1, messages=4)
+    with contextlib.closing(sqlite3.connect(seeded.path)) as connection:
+        connection.execute("UPDATE alembic_version SET version_num = '9999'")
+        connection.commit()
+    before = _digest(seeded.path)
+    files = sorted(tmp_path.iterdir())
+    got = run("recover", str(seeded.path), str(tmp_path / "new.db"))
+    assert got.code == 4, got.err
+    assert got.err == (
+        f"error: {seeded.path} is at revision 9999, which this version of contextstore does "
+        "not know (it was written by a newer version); upgrade contextstore.\n"
+    )
+    assert _digest(seeded.path) == before
+    assert sorted(tmp_path.iterdir()) == files
+
+
 def test_recover_on_the_command_line_reports_per_table(tmp_path: Path) -> None:
     seeded = seeded_file(tmp_path / "store.db", conversations=4, messages=40)
     overwrite_middle_page(seeded.path)
