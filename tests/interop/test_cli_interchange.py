@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from contextstore import ContextStore
 from contextstore.cli import cli
 from tests.interop.cline_factory import story
+from tests.interop.real import CLINE, GEMINI, load, need
 
 DATA = Path(__file__).parent / "data"
 TASK = DATA / "tasks" / "1732000000000"
@@ -191,3 +192,44 @@ def test_a_refused_import_into_an_existing_database_keeps_it(tmp_path: Path) -> 
     assert code == 2 and "holds null" in err
     with ContextStore.open(db) as store:
         assert store.row_counts() == counts
+
+
+def _with_bom(source: Path, target: Path) -> None:
+    target.write_bytes(b"\xef\xbb\xbf" + source.read_bytes())
+
+
+def test_files_an_editor_saved_with_a_byte_order_mark_import_as_without_it(
+    tmp_path: Path,
+) -> None:
+    task = need(CLINE / "gmfstu-task-1769064454592")
+    chat = need(GEMINI / "m-gemini" / "session-2025-12-12T21-46-7c761c30.json")
+    marked = tmp_path / "marked"
+    shutil.copytree(task, marked / task.name)
+    for name in ("api_conversation_history.json", "ui_messages.json", "task_metadata.json"):
+        _with_bom(task / name, marked / task.name / name)
+    _with_bom(chat, marked / chat.name)
+    lines = [json.dumps(m) for m in load(chat)["messages"]]
+    plain = tmp_path / "plain" / "session.jsonl"  # the marked copy's name
+    plain.parent.mkdir()
+    plain.write_text("\n".join(lines) + "\n")
+    _with_bom(plain, marked / "session.jsonl")
+    reports: dict[str, list[object]] = {}
+    for name, paths in {
+        "plain": (task, chat, plain),
+        "marked": (marked / task.name, marked / chat.name, marked / "session.jsonl"),
+    }.items():
+        db = tmp_path / f"{name}.db"
+        code, out, err = _run(db, "import", "cline", str(paths[0]), "--json")
+        assert code == 0, err
+        items = json.loads(out)["items"]
+        for path in paths[1:]:
+            code, out, err = _run(db, "import", "gemini", str(path), "--json", "--replace")
+            assert code == 0, err
+            items += json.loads(out)["items"]
+        reports[name] = [(i["status"], i["added"], i["skipped"]) for i in items]
+        with ContextStore.open(db, read_only=True) as store:
+            # a JSONL file without its session line is named by its path: compare contents
+            views = sorted(json.dumps(store.messages(c.id)) for c in store.list_conversations())
+        reports[name].append(views)
+    assert reports["marked"] == reports["plain"]
+    assert reports["plain"][0][2] == []  # the real task imports whole
