@@ -160,13 +160,22 @@ def _copy(engine: Engine, temporary: Path) -> tuple[int, int]:
                     ) from exc
                 raise
             target.execute("PRAGMA journal_mode = DELETE").fetchall()
-            if target.execute("PRAGMA quick_check").fetchall() != [("ok",)]:
+            try:
+                checked = target.execute("PRAGMA quick_check").fetchall()
+                if checked == [("ok",)]:
+                    pages = int(target.execute("PRAGMA page_count").fetchone()[0])
+                    conversations = int(
+                        target.execute("SELECT COUNT(*) FROM conversations").fetchone()[0]
+                    )
+            except sqlite3.DatabaseError as exc:
+                # damage SQLite stops at, rather than lists (a page of garbage)
+                checked = [(str(exc),)]
+            if checked != [("ok",)]:
                 raise CorruptDatabaseError(
-                    "the backup copy fails SQLite's check, so the store itself is damaged; "
-                    "run 'contextstore check', then 'contextstore recover SRC DEST'."
+                    f"the backup copy fails SQLite's check ({checked[0][0]}), so the store "
+                    "itself is damaged; nothing was written to the destination. Run "
+                    "'contextstore check', then 'contextstore recover SRC DEST'."
                 )
-            pages = int(target.execute("PRAGMA page_count").fetchone()[0])
-            conversations = int(target.execute("SELECT COUNT(*) FROM conversations").fetchone()[0])
         finally:
             target.close()
     finally:

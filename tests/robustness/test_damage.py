@@ -359,6 +359,23 @@ def test_a_backup_destination_ending_in_a_separator_must_be_a_directory(
     assert Path(got.json()["path"]).parent == tmp_path / "backups"
 
 
+@pytest.mark.parametrize("table", ["blocks", "conversations"])
+def test_a_backup_of_a_store_with_a_damaged_page_is_refused_with_what_to_do(
+    tmp_path: Path, table: str
+) -> None:
+    seeded = seeded_file(tmp_path / "store.db", conversations=4, messages=40)
+    overwrite_middle_page(seeded.path, table=table)
+    before = _digest(seeded.path)
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    got = run("--db", str(seeded.path), "backup", str(folder / "copy.db"))
+    assert got.code == 5, got.err
+    assert got.err.startswith("error: the backup copy fails SQLite's check (")
+    assert got.err.count("\n") == 1 and "contextstore recover SRC DEST" in got.err
+    assert list(folder.iterdir()) == []
+    assert _digest(seeded.path) == before
+
+
 def test_backup_of_a_memory_store_and_refusal_on_postgresql(
     store: ContextStore, tmp_path: Path
 ) -> None:
