@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from contextstore import ContextStore
@@ -233,3 +234,27 @@ def test_files_an_editor_saved_with_a_byte_order_mark_import_as_without_it(
         reports[name].append(views)
     assert reports["marked"] == reports["plain"]
     assert reports["plain"][0][2] == []  # the real task imports whole
+
+
+@pytest.mark.parametrize("absent", ["api_conversation_history.json", "ui_messages.json"])
+@pytest.mark.parametrize("as_folder", [False, True], ids=["missing", "folder"])
+def test_a_task_file_missing_or_a_folder_is_named_in_the_report(
+    tmp_path: Path, absent: str, as_folder: bool
+) -> None:
+    task = need(CLINE / "gmfstu-task-1769064454592")
+    copy = tmp_path / task.name
+    shutil.copytree(task, copy)
+    (copy / absent).unlink()
+    if as_folder:
+        (copy / absent).mkdir()
+    code, out, err = _run(tmp_path / "a.db", "import", "cline", str(copy), "--json")
+    assert code == 0, err
+    (item,) = json.loads(out)["items"]
+    (note,) = item["skipped"]
+    assert note["file"] == str(copy / absent)
+    why = "is a folder, not a file: " if as_folder else "is missing: "
+    assert note["reason"].startswith(why), note["reason"]
+    kept = "messages" if absent == "ui_messages.json" else "source_records"
+    assert set(item["added"]) >= {kept} and (
+        ("source_records" in item["added"]) == (absent != "ui_messages.json")
+    )
