@@ -109,7 +109,7 @@ def backup_sqlite(engine: Engine, dest: Path, *, force: bool) -> BackupResult:
     check_regular_targets([dest])
     if not dest.parent.is_dir():
         raise InvalidInputError(f"the directory {dest.parent} does not exist; create it first.")
-    with os_errors("write the backup"):
+    with os_errors("write the backup", dest):
         return _backup_beside(engine, dest, force=force)
 
 

@@ -234,7 +234,7 @@ def salvage(source: Path, destination: Path) -> RecoveryReport:
     copy = destination.with_name(f".{destination.name}.{token}.damaged")
     building = destination.with_name(f".{destination.name}.{token}.recovering")
     try:
-        with os_errors("write the recovered store"):
+        with os_errors("write the recovered store", destination):
             repaired = readable_copy(source, copy)
             report = _salvage_copy(copy, building, source, destination, header_repaired=repaired)
             engine = make_engine(DatabaseTarget(f"sqlite:///{building}", building, False))
