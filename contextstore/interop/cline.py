@@ -209,6 +209,13 @@ def find_tasks(path: Path, folder: Folder) -> list[Path]:
             if is_task_dir(child):
                 found.append(child)
         return found
+    if path.name in TASK_FILES and path.is_file():
+        raise ClineTaskError(
+            path,
+            None,
+            f"is one of a Cline task's files; import the task folder that holds it "
+            f"({path.parent}), which is read whole.",
+        )
     raise ClineTaskError(
         path,
         None,

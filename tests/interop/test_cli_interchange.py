@@ -258,3 +258,15 @@ def test_a_task_file_missing_or_a_folder_is_named_in_the_report(
     assert set(item["added"]) >= {kept} and (
         ("source_records" in item["added"]) == (absent != "ui_messages.json")
     )
+
+
+def test_a_task_file_named_instead_of_its_folder_points_to_the_folder(tmp_path: Path) -> None:
+    task = need(CLINE / "gmfstu-task-1769064454592")
+    file = task / "api_conversation_history.json"
+    code, out, err = _run(tmp_path / "a.db", "import", "cline", str(file))
+    assert code == 2 and out == ""
+    assert err == (
+        f"error: {file}: is one of a Cline task's files; import the task folder that holds it "
+        f"({task}), which is read whole.\n"
+    )
+    assert list(tmp_path.iterdir()) == []
