@@ -31,6 +31,7 @@ from contextstore.core.errors import ContextStoreError, DatabaseUnavailableError
 from contextstore.storage.driver_errors import first_line
 from contextstore.storage.engine import resolve_target
 from contextstore.storage.paths import default_database_path, default_location
+from contextstore.storage.sqlite_file import inspect_database_file
 from contextstore.storage.wal_sync import WAL_SUFFIX
 from contextstore.storage.writer_queue import LOCK_SUFFIX
 from contextstore.store import ContextStore
@@ -242,10 +243,12 @@ def _refuse_missing_file(location: str | None) -> None:
     Raises:
         NotFoundError: no file at the location named by ``--db``, $CONTEXTSTORE_DB or the
             default.
+        CorruptDatabaseError: no file, but its write-ahead log or journal is there.
     """
     path = _sqlite_file_at(location)
     if path is None or path.exists():
         return  # in memory, or there
+    inspect_database_file(path)  # a log left without its database says so
     named = "--db or $CONTEXTSTORE_DB" if location is not None else "the default location"
     raise NotFoundError(
         f"there is no database at {path} ({named}); check the path, or create one by "

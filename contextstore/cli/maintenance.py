@@ -18,7 +18,7 @@ from contextstore.cli.common import (
 )
 from contextstore.cli.output import ordered_counts
 from contextstore.core.errors import CorruptDatabaseError, ReadOnlyError, SchemaError
-from contextstore.storage.backup import backup_file
+from contextstore.storage.backup import backup_file, destination_path
 from contextstore.store import ContextStore
 
 
@@ -100,7 +100,7 @@ def backup(ctx: click.Context, destination: str, force: bool, as_json: bool) -> 
         path = sqlite_file(ctx)
         if path is None:
             raise
-        result = backup_file(path, Path(destination).expanduser(), force=force)
+        result = backup_file(path, destination_path(destination), force=force)
     else:
         result = store.backup(destination, force=force)
     if as_json:

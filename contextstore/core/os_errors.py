@@ -25,12 +25,16 @@ NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 """``errno`` values of a full disk or quota, or a file grown past the file system's limit."""
 
 
-def os_error(exc: OSError, doing: str) -> ContextStoreError:
+def os_error(exc: OSError, doing: str, target: Path | None = None) -> ContextStoreError:
     """The store's error for ``exc``, raised while ``doing`` (``"write the backup"``):
     :class:`ReadOnlyLocationError` where nothing may be written,
     :class:`StorageFullError` when space ran out, :class:`InvalidInputError` otherwise (a
-    folder where a file should be, a name too long...)."""
-    where = f" ({exc.filename})" if exc.filename else ""
+    folder where a file should be, a name too long...).
+
+    ``target``: the file the caller asked for, named instead of ``exc``'s file (the
+    temporary file written beside it, a name the caller never gave)."""
+    shown = target if target is not None else exc.filename
+    where = f" ({shown})" if shown else ""
     reason = exc.strerror or str(exc)
     if exc.errno in NO_SPACE:
         return StorageFullError(f"could not {doing}: {reason}{where}; free space and retry.")
@@ -42,12 +46,12 @@ def os_error(exc: OSError, doing: str) -> ContextStoreError:
 
 
 @contextmanager
-def os_errors(doing: str) -> Iterator[None]:
+def os_errors(doing: str, target: Path | None = None) -> Iterator[None]:
     """Inside the block, an ``OSError`` is raised again as :func:`os_error` says."""
     try:
         yield
     except OSError as exc:
-        raise os_error(exc, doing) from exc
+        raise os_error(exc, doing, target) from exc
 
 
 def check_regular_targets(paths: Sequence[Path]) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from contextstore.core.errors import (
     CorruptDatabaseError,
@@ -133,7 +132,7 @@ class MaintenanceMixin(HistoryMixin):
         if not isinstance(force, bool):
             raise InvalidInputError("force must be True or False.")
         source = resolve_target(self.location, default_database_path()).sqlite_path
-        dest = Path(destination).expanduser()
+        dest = backup_files.destination_path(destination)
         return backup_files.backup_to(self._db.engine, source, dest, force=force)
 
 

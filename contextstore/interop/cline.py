@@ -209,6 +209,13 @@ def find_tasks(path: Path, folder: Folder) -> list[Path]:
             if is_task_dir(child):
                 found.append(child)
         return found
+    if path.name in TASK_FILES and path.is_file():
+        raise ClineTaskError(
+            path,
+            None,
+            f"is one of a Cline task's files; import the task folder that holds it "
+            f"({path.parent}), which is read whole.",
+        )
     raise ClineTaskError(
         path,
         None,
@@ -258,6 +265,11 @@ def read_task(
     """
     notes: list[Note] = []
     files = tuple(name for name in TASK_FILES if folder.is_file(task_dir / name))
+    for name in TASK_FILES:
+        if name not in (API_HISTORY_FILE, UI_MESSAGES_FILE) and (task_dir / name).is_dir():
+            notes.append(
+                Note(str(task_dir / name), None, "is a folder, not a file; it was left out.")
+            )
     sizes: list[int] = []
     messages = _read_messages(task_dir / API_HISTORY_FILE, folder, notes, files, sizes)
     ui_file = _ui_file(files)
@@ -274,8 +286,17 @@ def read_task(
             Note(
                 str(task_dir / API_HISTORY_FILE),
                 None,
-                "is missing: the task's UI messages, requests, checkpoints and ranges were "
-                "imported, without the model's messages.",
+                f"{_absent(task_dir / API_HISTORY_FILE)}: the task's UI messages, requests, "
+                "checkpoints and ranges were imported, without the model's messages.",
+            )
+        )
+    elif ui_file is None:
+        notes.append(
+            Note(
+                str(task_dir / UI_MESSAGES_FILE),
+                None,
+                f"{_absent(task_dir / UI_MESSAGES_FILE)}: the model's messages were imported, "
+                "without the task's UI messages, requests, checkpoints and ranges.",
             )
         )
     updates: list[ClineUpdate] = []
@@ -317,6 +338,11 @@ def _read_focus_chain(task_dir: Path, folder: Folder, notes: list[Note]) -> tupl
     if len(found) != 1 or not folder.is_file(found[0]):
         return None
     return found[0].name, folder.read_text(found[0], notes)
+
+
+def _absent(path: Path) -> str:
+    """Why a task file that was not read is absent, for a note."""
+    return "is a folder, not a file" if path.is_dir() else "is missing"
 
 
 def _ui_file(files: Sequence[str]) -> str | None:

@@ -37,6 +37,9 @@ MAX_FILE_BYTES: Final = 256 * 1024 * 1024
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
 _BRACKETS = re.compile(r"[\[\]{}]")
 
+BYTE_ORDER_MARK = "\ufeff"
+"""What a UTF-8 file may start with when an editor saved it; never part of the JSON."""
+
 
 @dataclass(frozen=True)
 class Note:
@@ -245,12 +248,13 @@ class Folder:
     def read_json(self, path: Path, notes: list[Note], *, keep_depth: int = 0) -> Any:
         """Parse a JSON file, recovering the complete entries of a damaged one.
 
-        Returns the value, or None when nothing could be read (a note says why).
+        Returns the value, or None when nothing could be read (a note says why). A leading
+        byte order mark (an editor's, on Windows) is not part of the JSON and is ignored.
 
         Raises:
             NestingTooDeepError: the JSON nests deeper than :data:`MAX_JSON_DEPTH`.
         """
-        text = self.read_text(path, notes)
+        text = self.read_text(path, notes).removeprefix(BYTE_ORDER_MARK)
         check_depth(text, path)
         value, damage = recover(text, keep_depth=keep_depth)
         value, surrogates = without_lone_surrogates(text, value)

@@ -36,6 +36,7 @@ from typing import Any, Final
 
 from contextstore.interop.errors import GeminiChatError
 from contextstore.interop.files import (
+    BYTE_ORDER_MARK,
     Folder,
     Note,
     check_depth,
@@ -153,7 +154,8 @@ def read_chat(path: Path, folder: Folder) -> GeminiChat:
     notes: list[Note] = []
     if path.suffix == ".jsonl":
         replay = SessionReplay(path, notes)
-        for number, line in enumerate(folder.read_text(path, notes).splitlines(), start=1):
+        text = folder.read_text(path, notes).removeprefix(BYTE_ORDER_MARK)
+        for number, line in enumerate(text.splitlines(), start=1):
             if line.strip():
                 replay.line(line, number)
         return GeminiChat(path, SESSION, replay.messages(), replay.metadata, notes)

@@ -154,7 +154,7 @@ def export_gemini(
     if checkpoint:
         value: Any = _checkpoint(store, conversation, gemini, records, imported_until)
         counts = {"contents": len(value if isinstance(value, list) else value["history"])}
-        with os_errors("write the Gemini CLI checkpoint"):
+        with os_errors("write the Gemini CLI checkpoint", target):
             target.parent.mkdir(parents=True, exist_ok=True)
             write_json_atomic(target, value, indent=2)
         return ExportReport(conversation_id, (target,), (), counts)
@@ -165,7 +165,7 @@ def export_gemini(
         session = [r.data for r in records if r.kind in SESSION_RECORD_KINDS]
         session += _generated_records(store, conversation, imported_until)
     metadata = _session_metadata(conversation, gemini, state)
-    with os_errors("write the Gemini CLI session"):
+    with os_errors("write the Gemini CLI session", target):
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.suffix == ".jsonl":
             write_text_atomic(target, _jsonl(metadata, session))

@@ -24,6 +24,27 @@ from contextstore.core.os_errors import check_regular_targets, os_errors
 from contextstore.storage.engine import DatabaseTarget, make_engine
 
 
+def destination_path(text: str) -> Path:
+    """The path a backup destination names (``~`` expanded).
+
+    A destination written with a trailing separator (``backups/``) names a directory, which
+    must exist: without this check the separator would be lost and the copy written as a file
+    named like the directory (or, with ``force``, over a file of that name).
+
+    Raises:
+        InvalidInputError: ``text`` ends with a separator and is not an existing directory.
+    """
+    path = Path(text).expanduser()
+    separators = (os.sep, os.altsep) if os.altsep else (os.sep,)
+    if text.endswith(separators) and not path.is_dir():
+        what = "is a file, not a directory" if path.exists() else "does not exist"
+        raise InvalidInputError(
+            f"the directory {text} {what}; create the directory first, or name the backup "
+            "file without the trailing separator."
+        )
+    return path
+
+
 def backup_destination(dest: Path, source: Path | None) -> Path:
     """The file a backup to ``dest`` writes: ``dest`` itself, or inside a directory a new
     timestamped name (``<source stem>-YYYYmmdd-HHMMSS.db``, ``-2``, ``-3``... when taken)."""
@@ -88,7 +109,7 @@ def backup_sqlite(engine: Engine, dest: Path, *, force: bool) -> BackupResult:
     check_regular_targets([dest])
     if not dest.parent.is_dir():
         raise InvalidInputError(f"the directory {dest.parent} does not exist; create it first.")
-    with os_errors("write the backup"):
+    with os_errors("write the backup", dest):
         return _backup_beside(engine, dest, force=force)
 
 
@@ -139,13 +160,22 @@ def _copy(engine: Engine, temporary: Path) -> tuple[int, int]:
                     ) from exc
                 raise
             target.execute("PRAGMA journal_mode = DELETE").fetchall()
-            if target.execute("PRAGMA quick_check").fetchall() != [("ok",)]:
+            try:
+                checked = target.execute("PRAGMA quick_check").fetchall()
+                if checked == [("ok",)]:
+                    pages = int(target.execute("PRAGMA page_count").fetchone()[0])
+                    conversations = int(
+                        target.execute("SELECT COUNT(*) FROM conversations").fetchone()[0]
+                    )
+            except sqlite3.DatabaseError as exc:
+                # damage SQLite stops at, rather than lists (a page of garbage)
+                checked = [(str(exc),)]
+            if checked != [("ok",)]:
                 raise CorruptDatabaseError(
-                    "the backup copy fails SQLite's check, so the store itself is damaged; "
-                    "run 'contextstore check', then 'contextstore recover SRC DEST'."
+                    f"the backup copy fails SQLite's check ({checked[0][0]}), so the store "
+                    "itself is damaged; nothing was written to the destination. Run "
+                    "'contextstore check', then 'contextstore recover SRC DEST'."
                 )
-            pages = int(target.execute("PRAGMA page_count").fetchone()[0])
-            conversations = int(target.execute("SELECT COUNT(*) FROM conversations").fetchone()[0])
         finally:
             target.close()
     finally:

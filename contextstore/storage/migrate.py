@@ -86,7 +86,7 @@ def ensure_schema(engine: Engine, *, auto_migrate: bool, is_sqlite: bool) -> Non
         probe.rollback()
     if current == head:
         return
-    _refuse_unknown(current)
+    refuse_unknown_revision(current)
     if not auto_migrate:
         raise SchemaOutdatedError(
             f"the database is at revision {current or 'none (empty)'} but this version of "
@@ -96,7 +96,13 @@ def ensure_schema(engine: Engine, *, auto_migrate: bool, is_sqlite: bool) -> Non
     upgrade(engine, is_sqlite=is_sqlite)
 
 
-def _refuse_unknown(current: str | None) -> None:
+def refuse_unknown_revision(current: str | None, where: str = "the database") -> None:
+    """Refuse a schema revision this version of contextstore has no migration for.
+
+    Raises:
+        MigrationError: ``current`` (the revision of ``where``) is unknown: a newer version
+            of contextstore wrote it.
+    """
     if current is None:
         return
     script = ScriptDirectory.from_config(alembic_config())
@@ -104,7 +110,7 @@ def _refuse_unknown(current: str | None) -> None:
         script.get_revision(current)
     except Exception as exc:
         raise MigrationError(
-            f"the database is at revision {current}, which this version of contextstore does "
+            f"{where} is at revision {current}, which this version of contextstore does "
             "not know (it was written by a newer version); upgrade contextstore."
         ) from exc
 

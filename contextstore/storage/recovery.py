@@ -43,7 +43,7 @@ from contextstore.storage.damaged_file import (
     table_names,
 )
 from contextstore.storage.engine import DatabaseTarget, make_engine
-from contextstore.storage.migrate import head_revision, upgrade
+from contextstore.storage.migrate import head_revision, refuse_unknown_revision, upgrade
 from contextstore.storage.tables import ARCHIVES, TIMELINE_TABLES
 
 TIMELINE = tuple(table.name for table in TIMELINE_TABLES)
@@ -217,6 +217,7 @@ def salvage(source: Path, destination: Path) -> RecoveryReport:
         InvalidInputError: ``source`` is missing, or ``destination`` exists.
         ReadOnlyLocationError: ``destination``'s directory cannot be written.
         CorruptDatabaseError: nothing can be read (the file's table list is destroyed).
+        MigrationError: ``source`` is at a schema revision a newer version wrote.
     """
     if not source.is_file():
         raise InvalidInputError(f"{source} does not exist or is not a file; name the damaged file.")
@@ -233,7 +234,7 @@ def salvage(source: Path, destination: Path) -> RecoveryReport:
     copy = destination.with_name(f".{destination.name}.{token}.damaged")
     building = destination.with_name(f".{destination.name}.{token}.recovering")
     try:
-        with os_errors("write the recovered store"):
+        with os_errors("write the recovered store", destination):
             repaired = readable_copy(source, copy)
             report = _salvage_copy(copy, building, source, destination, header_repaired=repaired)
             engine = make_engine(DatabaseTarget(f"sqlite:///{building}", building, False))
@@ -271,6 +272,7 @@ def _salvage_copy(
         if revision is None:
             notes.append("the schema revision could not be read; assumed the current one")
             revision = head_revision()
+        refuse_unknown_revision(revision, str(source))
         engine = make_engine(DatabaseTarget(f"sqlite:///{building}", building, False))
         try:
             upgrade(engine, is_sqlite=True, revision=revision)

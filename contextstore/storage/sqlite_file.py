@@ -97,7 +97,8 @@ def check_before_open(path: Path, *, read_only: bool, create: bool = True) -> No
 def inspect_database_file(path: Path) -> None:
     """Refuse a file that is plainly not a whole SQLite database.
 
-    A missing file is fine (it will be created). Refused: an existing zero-length file (SQLite
+    A missing file is fine (it will be created) unless its write-ahead log or rollback
+    journal is still there. Refused: an existing zero-length file (SQLite
     would silently make it a new, empty store, hiding that a database was lost), a file
     without SQLite's header (a text file, an overwritten header), and a truncated file
     (smaller than its header says, or not a whole number of pages), unless a write-ahead
@@ -109,6 +110,7 @@ def inspect_database_file(path: Path) -> None:
     try:
         size = path.stat().st_size
     except FileNotFoundError:
+        _refuse_orphaned_log(path)
         return
     except OSError as exc:
         raise CorruptDatabaseError(f"cannot read {path}: {exc.strerror}.") from exc
@@ -141,6 +143,30 @@ def inspect_database_file(path: Path) -> None:
             f"{expected if expected is not None else 'whole pages of ' + str(header.page_size)}"
             f" bytes; {RECOVER_HINT}."
         )
+
+
+def _refuse_orphaned_log(path: Path) -> None:
+    """Refuse a missing file whose write-ahead log or rollback journal is still there.
+
+    SQLite would read such a log into the new, empty file it creates: the pages of another
+    database, so the new store is damaged from its first write.
+
+    Raises:
+        CorruptDatabaseError: naming the log and what to do.
+    """
+    for suffix, kind in (("-wal", "write-ahead log"), ("-journal", "rollback journal")):
+        log = path.with_name(path.name + suffix)
+        try:
+            size = log.stat().st_size
+        except OSError:
+            continue
+        if size > 0:
+            raise CorruptDatabaseError(
+                f"there is no database at {path}, but its {kind} {log} is there "
+                f"({size} bytes): the rest of a database whose file was moved or deleted. "
+                "Put the database file back beside it; to start a new store there instead, "
+                f"move {log} (and any {path.name}-shm) away first."
+            )
 
 
 def _wal_may_hold_pages(path: Path) -> bool:

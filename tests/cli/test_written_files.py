@@ -80,13 +80,21 @@ def test_a_place_that_cannot_be_written_is_exit_9(seeded: Seeded, command: list[
     assert got.code == 9, got.err
     assert got.err.startswith("error: could not write") and "internal error" not in got.err
     assert "pick a location you can write" in got.err
+    # the file asked for (in a folder, the backup's own name), never a temporary one
+    named = got.err.split("(")[-1].split(")")[0]
+    asked = next(a for a in args if a.startswith(str(UNWRITABLE)))
+    assert named.startswith(asked) and not Path(named).name.startswith("."), got.err
+    assert ".tmp." not in named and ".partial" not in named
 
 
 @needs_unwritable
 def test_recovering_into_a_place_that_cannot_be_written_is_exit_9(seeded: Seeded) -> None:
     got = run("recover", seeded.db, str(UNWRITABLE / "recovered.db"))
     assert got.code == 9, got.err
-    assert got.err.startswith("error: could not write the recovered store")
+    assert got.err == (
+        "error: could not write the recovered store: Permission denied "
+        f"({UNWRITABLE / 'recovered.db'}); pick a location you can write.\n"
+    )
 
 
 def test_recovering_a_missing_file_is_refused_and_creates_nothing(tmp_path: Path) -> None:

@@ -11,11 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from contextstore import ContextStore
 from contextstore.cli import cli
 from tests.interop.cline_factory import story
+from tests.interop.real import CLINE, GEMINI, load, need
 
 DATA = Path(__file__).parent / "data"
 TASK = DATA / "tasks" / "1732000000000"
@@ -191,3 +193,80 @@ def test_a_refused_import_into_an_existing_database_keeps_it(tmp_path: Path) -> 
     assert code == 2 and "holds null" in err
     with ContextStore.open(db) as store:
         assert store.row_counts() == counts
+
+
+def _with_bom(source: Path, target: Path) -> None:
+    target.write_bytes(b"\xef\xbb\xbf" + source.read_bytes())
+
+
+def test_files_an_editor_saved_with_a_byte_order_mark_import_as_without_it(
+    tmp_path: Path,
+) -> None:
+    task = need(CLINE / "gmfstu-task-1769064454592")
+    chat = need(GEMINI / "m-gemini" / "session-2025-12-12T21-46-7c761c30.json")
+    marked = tmp_path / "marked"
+    shutil.copytree(task, marked / task.name)
+    for name in ("api_conversation_history.json", "ui_messages.json", "task_metadata.json"):
+        _with_bom(task / name, marked / task.name / name)
+    _with_bom(chat, marked / chat.name)
+    lines = [json.dumps(m) for m in load(chat)["messages"]]
+    plain = tmp_path / "plain" / "session.jsonl"  # the marked copy's name
+    plain.parent.mkdir()
+    plain.write_text("\n".join(lines) + "\n")
+    _with_bom(plain, marked / "session.jsonl")
+    reports: dict[str, list[object]] = {}
+    for name, paths in {
+        "plain": (task, chat, plain),
+        "marked": (marked / task.name, marked / chat.name, marked / "session.jsonl"),
+    }.items():
+        db = tmp_path / f"{name}.db"
+        code, out, err = _run(db, "import", "cline", str(paths[0]), "--json")
+        assert code == 0, err
+        items = json.loads(out)["items"]
+        for path in paths[1:]:
+            code, out, err = _run(db, "import", "gemini", str(path), "--json", "--replace")
+            assert code == 0, err
+            items += json.loads(out)["items"]
+        reports[name] = [(i["status"], i["added"], i["skipped"]) for i in items]
+        with ContextStore.open(db, read_only=True) as store:
+            # a JSONL file without its session line is named by its path: compare contents
+            views = sorted(json.dumps(store.messages(c.id)) for c in store.list_conversations())
+        reports[name].append(views)
+    assert reports["marked"] == reports["plain"]
+    assert reports["plain"][0][2] == []  # the real task imports whole
+
+
+@pytest.mark.parametrize("absent", ["api_conversation_history.json", "ui_messages.json"])
+@pytest.mark.parametrize("as_folder", [False, True], ids=["missing", "folder"])
+def test_a_task_file_missing_or_a_folder_is_named_in_the_report(
+    tmp_path: Path, absent: str, as_folder: bool
+) -> None:
+    task = need(CLINE / "gmfstu-task-1769064454592")
+    copy = tmp_path / task.name
+    shutil.copytree(task, copy)
+    (copy / absent).unlink()
+    if as_folder:
+        (copy / absent).mkdir()
+    code, out, err = _run(tmp_path / "a.db", "import", "cline", str(copy), "--json")
+    assert code == 0, err
+    (item,) = json.loads(out)["items"]
+    (note,) = item["skipped"]
+    assert note["file"] == str(copy / absent)
+    why = "is a folder, not a file: " if as_folder else "is missing: "
+    assert note["reason"].startswith(why), note["reason"]
+    kept = "messages" if absent == "ui_messages.json" else "source_records"
+    assert set(item["added"]) >= {kept} and (
+        ("source_records" in item["added"]) == (absent != "ui_messages.json")
+    )
+
+
+def test_a_task_file_named_instead_of_its_folder_points_to_the_folder(tmp_path: Path) -> None:
+    task = need(CLINE / "gmfstu-task-1769064454592")
+    file = task / "api_conversation_history.json"
+    code, out, err = _run(tmp_path / "a.db", "import", "cline", str(file))
+    assert code == 2 and out == ""
+    assert err == (
+        f"error: {file}: is one of a Cline task's files; import the task folder that holds it "
+        f"({task}), which is read whole.\n"
+    )
+    assert list(tmp_path.iterdir()) == []

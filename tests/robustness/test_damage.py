@@ -108,6 +108,41 @@ def test_a_missing_path_becomes_a_store_and_never_exists_empty(tmp_path: Path) -
         assert len(store.list_conversations()) == 1
 
 
+def _orphaned_wal(tmp_path: Path) -> Path:
+    """A database's write-ahead log, holding committed pages, beside a missing file."""
+    seeded = seeded_file(tmp_path / "moved.db", conversations=1, messages=6)
+    connection = sqlite3.connect(seeded.path)
+    try:
+        connection.execute("PRAGMA wal_autocheckpoint = 0")
+        connection.execute("UPDATE conversations SET title = 'in the log'")
+        connection.commit()
+        wal = seeded.path.with_name("moved.db-wal").read_bytes()
+    finally:
+        connection.close()
+    missing = tmp_path / "store.db"
+    missing.with_name("store.db-wal").write_bytes(wal)
+    return missing
+
+
+@pytest.mark.parametrize(
+    "args", [["conversations"], ["check"], ["import", "gemini", "{chat}"]], ids=lambda a: a[0]
+)
+def test_a_write_ahead_log_without_its_database_is_named_and_left_alone(
+    tmp_path: Path, args: list[str]
+) -> None:
+    missing = _orphaned_wal(tmp_path)
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps([{"role": "user", "parts": [{"text": "hi"}]}]))
+    wal = missing.with_name("store.db-wal")
+    before = _digest(wal)
+    got = run("--db", str(missing), *(str(chat) if a == "{chat}" else a for a in args))
+    assert got.code == 5, got.err
+    assert got.err.count("\n") == 1
+    assert f"its write-ahead log {wal} is there" in got.err and "move" in got.err
+    assert not missing.exists() and not missing.with_name("store.db-shm").exists()
+    assert _digest(wal) == before
+
+
 def test_a_page_overwritten_in_the_middle_opens_but_check_finds_it(tmp_path: Path) -> None:
     seeded = seeded_file(tmp_path / "store.db")
     overwrite_middle_page(seeded.path)
@@ -301,6 +336,46 @@ def test_backup_to_a_directory_names_a_new_file_and_never_overwrites(tmp_path: P
     assert got.code == 0 and Path(got.json()["path"]).exists()
 
 
+@pytest.mark.parametrize("needs_migrate", [False, True], ids=["current", "needs-migrate"])
+def test_a_backup_destination_ending_in_a_separator_must_be_a_directory(
+    tmp_path: Path, needs_migrate: bool
+) -> None:
+    seeded = seeded_file(tmp_path / "store.db", conversations=1, messages=4)
+    if needs_migrate:
+        with contextlib.closing(sqlite3.connect(seeded.path)) as connection:
+            connection.execute("UPDATE alembic_version SET version_num = '0011'")
+            connection.commit()
+    existing = tmp_path / "existing.db"
+    existing.write_bytes(b"keep me")
+    got = run("--db", str(seeded.path), "backup", f"{tmp_path / 'backups'}/")
+    assert got.code == 2 and "backups/ does not exist" in got.err, got.err
+    assert not (tmp_path / "backups").exists()
+    got = run("--db", str(seeded.path), "backup", f"{existing}/", "--force")
+    assert got.code == 2 and "existing.db/ is a file, not a directory" in got.err, got.err
+    assert existing.read_bytes() == b"keep me"
+    (tmp_path / "backups").mkdir()
+    got = run("--db", str(seeded.path), "backup", f"{tmp_path / 'backups'}/", "--json")
+    assert got.code == 0, got.err
+    assert Path(got.json()["path"]).parent == tmp_path / "backups"
+
+
+@pytest.mark.parametrize("table", ["blocks", "conversations"])
+def test_a_backup_of_a_store_with_a_damaged_page_is_refused_with_what_to_do(
+    tmp_path: Path, table: str
+) -> None:
+    seeded = seeded_file(tmp_path / "store.db", conversations=4, messages=40)
+    overwrite_middle_page(seeded.path, table=table)
+    before = _digest(seeded.path)
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    got = run("--db", str(seeded.path), "backup", str(folder / "copy.db"))
+    assert got.code == 5, got.err
+    assert got.err.startswith("error: the backup copy fails SQLite's check (")
+    assert got.err.count("\n") == 1 and "contextstore recover SRC DEST" in got.err
+    assert list(folder.iterdir()) == []
+    assert _digest(seeded.path) == before
+
+
 def test_backup_of_a_memory_store_and_refusal_on_postgresql(
     store: ContextStore, tmp_path: Path
 ) -> None:
@@ -439,6 +514,23 @@ def test_recover_refuses_an_existing_destination_and_a_missing_source(tmp_path: 
     with pytest.raises(InvalidInputError, match="does not exist"):
         ContextStore.recover(tmp_path / "missing.db", tmp_path / "new.db")
     assert not (tmp_path / "new.db").exists()
+
+
+def test_recover_refuses_a_file_a_newer_version_wrote_and_says_so(tmp_path: Path) -> None:
+    seeded = seeded_file(tmp_path / "store.db", conversations=1, messages=4)
+    with contextlib.closing(sqlite3.connect(seeded.path)) as connection:
+        connection.execute("UPDATE alembic_version SET version_num = '9999'")
+        connection.commit()
+    before = _digest(seeded.path)
+    files = sorted(tmp_path.iterdir())
+    got = run("recover", str(seeded.path), str(tmp_path / "new.db"))
+    assert got.code == 4, got.err
+    assert got.err == (
+        f"error: {seeded.path} is at revision 9999, which this version of contextstore does "
+        "not know (it was written by a newer version); upgrade contextstore.\n"
+    )
+    assert _digest(seeded.path) == before
+    assert sorted(tmp_path.iterdir()) == files
 
 
 def test_recover_on_the_command_line_reports_per_table(tmp_path: Path) -> None:
