@@ -680,6 +680,22 @@ def test_an_existing_history_is_written_back_as_json_cline_can_parse(
     assert items[0] == {"id": "other", "ts": 1, "task": "x", "totalCost": None}
 
 
+def test_a_history_saved_with_a_byte_order_mark_takes_the_exported_item(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    """An editor may save taskHistory.json with a UTF-8 byte order mark; the items it
+    holds are kept and the export's item added (the file is written back without it)."""
+    conv = memory_store.create_conversation()
+    memory_store.append(conv.id, "user", "Rename the module")
+    history = tmp_path / "state" / "taskHistory.json"
+    history.parent.mkdir()
+    history.write_text('\ufeff[{"id": "other", "ts": 1, "task": "x"}]', encoding="utf-8")
+    export_cline(memory_store, conv.id, tmp_path / "tasks" / "1760000000000")
+    text = history.read_text(encoding="utf-8")
+    assert not text.startswith("\ufeff")
+    assert [item["id"] for item in json.loads(text)] == ["other", "1760000000000"]
+
+
 def test_export_refuses_to_overwrite_unless_asked(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:
