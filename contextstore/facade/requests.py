@@ -332,6 +332,7 @@ class RequestsMixin(StoreBase):
             tools=options.get("tools"),
             model=options.get("model"),
             max_tokens=options.get("max_tokens"),
+            rules=options.get("view_rules", 1),
         )
 
     @staticmethod
@@ -355,7 +356,7 @@ class RequestsMixin(StoreBase):
                 piece = found[1]
                 handed.append(piece.copy())
             else:
-                made = anthropic.render_message(message)
+                made = anthropic.render_message(message, options.get("view_rules", 1))
                 if made is None:
                     return None
                 piece, fresh = made, fresh + 1

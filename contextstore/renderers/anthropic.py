@@ -13,6 +13,8 @@ The helpers :func:`check_messages`, :func:`content_blocks`, :func:`system_text` 
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +23,7 @@ from contextstore.core.errors import InvalidInputError, InvalidMessageError
 from contextstore.core.hardening import DEFAULT_CONTINUATION
 from contextstore.core.overlays import Block, Message
 from contextstore.core.validate import canonical_json, json_copy
+from contextstore.core.view import VIEW_RULES
 
 SystemPrompt = str | Sequence[Mapping[str, Any]]
 """A system prompt: a string, or Anthropic text blocks (which may carry ``cache_control``)."""
@@ -49,6 +52,29 @@ _FOREIGN_FIELDS = frozenset({"call_id", "reasoning_details"})
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 """Immutable JSON values, shared between a block and its copy."""
+
+CALL_ID = re.compile(r"[a-zA-Z0-9_-]+")
+"""The tool call ids the Messages API accepts (``tool_use.id``, ``tool_result.tool_use_id``)."""
+
+_NOT_IN_CALL_ID = re.compile(r"[^a-zA-Z0-9_-]")
+
+_ID_FIELDS = {"tool_use": "id", "tool_result": "tool_use_id"}
+"""Per block type, the field holding a tool call id."""
+
+
+def call_id(value: str) -> str:
+    """Return a stored tool call id in a form the Messages API accepts.
+
+    An id matching :data:`CALL_ID` is returned unchanged. Another provider's id (Kimi's
+    ``functions.read_file:0``, an MCP server's ``srv/tool.1``) has each character the API
+    refuses replaced by ``_``, then ``_`` and 12 hex digits of the id's SHA-256 appended,
+    so that two ids differing only in those characters stay different. The call and its
+    result are given the same id, since both are computed from the stored one.
+    """
+    if CALL_ID.fullmatch(value):
+        return value
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{_NOT_IN_CALL_ID.sub('_', value)}_{digest}"
 
 
 def check_messages(messages: Sequence[Mapping[str, Any]]) -> None:
@@ -115,8 +141,9 @@ def check_tools(tools: Sequence[Tool]) -> None:
             )
 
 
-def _clean_block(block: Block) -> Block | None:
-    """Return a copy of ``block`` with only accepted fields, or None to drop it."""
+def _clean_block(block: Block, rules: int) -> Block | None:
+    """Return a copy of ``block`` with only accepted fields, or None to drop it; from
+    version 4 of the view rules its tool call id is given :func:`call_id`'s form."""
     kind = block.get("type")
     if kind == "thinking" and not block.get("signature"):
         return None
@@ -137,7 +164,10 @@ def _clean_block(block: Block) -> Block | None:
             if k in allowed
         }
     if kind == "tool_result" and isinstance(cleaned.get("content"), list):
-        cleaned["content"] = _clean_blocks(cleaned["content"])
+        cleaned["content"] = _clean_blocks(cleaned["content"], rules)
+    id_field = _ID_FIELDS.get(str(kind))
+    if rules >= 4 and id_field is not None and isinstance(cleaned.get(id_field), str):
+        cleaned[id_field] = call_id(cleaned[id_field])
     return cleaned
 
 
@@ -146,16 +176,16 @@ def _blank(text: Any) -> bool:
     return not isinstance(text, str) or not text.strip()
 
 
-def _clean_blocks(blocks: Sequence[Any]) -> list[Block]:
-    cleaned = (_clean_block(b) for b in blocks if isinstance(b, dict))
+def _clean_blocks(blocks: Sequence[Any], rules: int) -> list[Block]:
+    cleaned = (_clean_block(b, rules) for b in blocks if isinstance(b, dict))
     return [block for block in cleaned if block is not None]
 
 
-def _clean_message(message: Mapping[str, Any]) -> Message:
+def _clean_message(message: Mapping[str, Any], rules: int) -> Message:
     content = message["content"]
     if isinstance(content, str):
         return {"role": message["role"], "content": "" if _blank(content) else content}
-    return {"role": message["role"], "content": _clean_blocks(content)}
+    return {"role": message["role"], "content": _clean_blocks(content, rules)}
 
 
 def _as_blocks(content: str | list[Block]) -> list[Block]:
@@ -179,18 +209,24 @@ def _merge_same_role(messages: Sequence[Message]) -> list[Message]:
     return merged
 
 
-def render_messages(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
+def render_messages(
+    messages: Sequence[Mapping[str, Any]], *, rules: int = VIEW_RULES
+) -> list[Message]:
     """Return the messages as the Anthropic API accepts them.
 
     Each message keeps only ``role`` and ``content`` (string content stays a string).
     Blocks keep only the fields the API documents for their type; thinking blocks without
-    a signature and blank text blocks (which the API refuses) are dropped. A message left
+    a signature and blank text blocks (which the API refuses) are dropped; tool call ids
+    the API refuses are given :func:`call_id`'s form. A message left
     without content is dropped and its neighbours, now of the same role, are merged so
     that roles still alternate; when that leaves the model first, a user turn saying
     :data:`~contextstore.core.hardening.DEFAULT_CONTINUATION` opens the list.
 
     Args:
         messages: Anthropic-style messages, already cut and tool-paired. Not modified.
+        rules: The version of the view rules to render by
+            (:data:`~contextstore.core.view.VIEW_RULES`): a stored request is rebuilt by
+            the version it was prepared with; before 4, ids are sent as stored.
 
     Returns:
         New message dicts sharing no objects with the input.
@@ -199,7 +235,7 @@ def render_messages(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
         InvalidMessageError: The input is not a list of Anthropic-style messages.
     """
     check_messages(messages)
-    rendered = _merge_same_role([_clean_message(m) for m in messages])
+    rendered = _merge_same_role([_clean_message(m, rules) for m in messages])
     if rendered and rendered[0]["role"] != "user":
         # The first user message was left empty (a blank text): the API wants a user first.
         rendered.insert(0, {"role": "user", "content": DEFAULT_CONTINUATION})
@@ -213,6 +249,7 @@ def build_request(
     tools: Sequence[Tool] | None = None,
     model: str | None = None,
     max_tokens: int | None = None,
+    rules: int = VIEW_RULES,
 ) -> dict[str, Any]:
     """Return a Messages API request body; arguments left as None are omitted.
 
@@ -222,6 +259,7 @@ def build_request(
         tools: Tools in Anthropic's schema, copied as given.
         model: The model id.
         max_tokens: The output token limit.
+        rules: The version of the view rules to render by (see :func:`render_messages`).
 
     Returns:
         ``{"model", "max_tokens", "system", "tools", "messages"}`` (present keys only).
@@ -239,7 +277,7 @@ def build_request(
     if tools is not None:
         check_tools(tools)
         body["tools"] = [json_copy(dict(tool)) for tool in tools]
-    body["messages"] = render_messages(messages)
+    body["messages"] = render_messages(messages, rules=rules)
     return body
 
 
@@ -287,17 +325,17 @@ class RenderedMessage:
         return {"role": self.message["role"], "content": copied}
 
 
-def render_message(message: Any) -> RenderedMessage | None:
-    """Render one message as :func:`render_messages` renders it in a list that needs no
-    merging; None when it is not an Anthropic-style message (then
-    :func:`render_messages` says what is wrong)."""
+def render_message(message: Any, rules: int = VIEW_RULES) -> RenderedMessage | None:
+    """Render one message as :func:`render_messages` renders it (by the view rules of
+    version ``rules``) in a list that needs no merging; None when it is not an
+    Anthropic-style message (then :func:`render_messages` says what is wrong)."""
     if (
         not isinstance(message, Mapping)
         or message.get("role") not in ROLES
         or not isinstance(message.get("content"), (str, list))
     ):
         return None
-    cleaned = _clean_message(message)
+    cleaned = _clean_message(message, rules)
     content = cleaned["content"]
     # Cleaning leaves a blank string content empty, and a list without blank text blocks or
     # anything but dicts: the content is filled when it is not empty.
@@ -364,8 +402,9 @@ def violations(messages: Sequence[Any]) -> list[str]:
     """Return the ways ``messages`` break the Messages API's role and tool-pairing rules.
 
     Checked: roles alternate, starting with ``user``; no message is empty and no text
-    block is blank; the ``tool_result`` blocks at the start of the user message after an
-    assistant message answer each of its ``tool_use`` ids exactly once; no
+    block is blank; every tool call id matches :data:`CALL_ID`; the ``tool_result``
+    blocks at the start of the user message after an assistant message answer each of
+    its ``tool_use`` ids exactly once; no
     ``tool_result`` follows another kind of block or names an id the previous assistant
     message did not use.
     """
@@ -403,6 +442,14 @@ def _shape_problems(
     blank = [b for b in blocks if b.get("type") == "text" and _blank(b.get("text"))]
     if blank:
         problems.append(f"messages[{position}] has {len(blank)} blank text block(s)")
+    refused = [
+        str(b.get(_ID_FIELDS[str(b.get("type"))]))
+        for b in blocks
+        if b.get("type") in _ID_FIELDS
+        and not CALL_ID.fullmatch(str(b.get(_ID_FIELDS[str(b.get("type"))])))
+    ]
+    if refused:
+        problems.append(f"messages[{position}] has tool call ids the API refuses: {refused}")
     return problems
 
 

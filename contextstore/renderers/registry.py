@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from contextstore.core.validate import check_choice
+from contextstore.core.view import VIEW_RULES
 from contextstore.renderers import anthropic, gemini, openai
 from contextstore.renderers.anthropic import SystemPrompt, Tool
 
@@ -66,6 +67,7 @@ def build_request(
     tools: Sequence[Tool] | None = None,
     model: str | None = None,
     max_tokens: int | None = None,
+    rules: int = VIEW_RULES,
 ) -> dict[str, Any]:
     """Return a whole request body for a provider; arguments left as None are omitted.
 
@@ -77,11 +79,18 @@ def build_request(
             ``input_schema``), converted for the provider.
         model: The model id.
         max_tokens: The output token limit.
+        rules: The version of the view rules to render by
+            (:data:`~contextstore.core.view.VIEW_RULES`); a stored request is rebuilt by
+            the version it was prepared with.
 
     Raises:
         InvalidInputError: ``format`` is unknown, or a message or tool is malformed.
     """
-    builder = _BUILD[check_format(format)]
+    if check_format(format) == "anthropic":
+        return anthropic.build_request(
+            messages, system=system, tools=tools, model=model, max_tokens=max_tokens, rules=rules
+        )
+    builder = _BUILD[format]
     return builder(messages, system=system, tools=tools, model=model, max_tokens=max_tokens)
 
 

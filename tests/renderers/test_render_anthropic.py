@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 from aliasing import shares_containers
@@ -163,3 +164,48 @@ def test_a_first_user_message_left_blank_is_opened_by_a_continuation(blank: obje
     assert rendered[0] == {"role": "user", "content": DEFAULT_CONTINUATION}
     assert [m["role"] for m in rendered] == ["user", "assistant", "user"]
     assert violations(rendered) == []
+
+
+FOREIGN_IDS = ["functions.read_file:0", "functions.read_file_0", "srv/tool 1", "call|é"]
+"""Tool call ids other providers and MCP servers issue (Kimi's ``functions.<name>:<n>``);
+the Messages API refuses every character outside ``[a-zA-Z0-9_-]``."""
+
+
+def test_tool_call_ids_the_api_refuses_are_rewritten_in_pairs() -> None:
+    messages = [{"role": "user", "content": "go"}]
+    for call_id in FOREIGN_IDS:
+        messages += [
+            {"role": "assistant", "content": [tool_use(call_id, "f", {})]},
+            {"role": "user", "content": [tool_result(call_id, "r")]},
+        ]
+    original = copy.deepcopy(messages)
+    rendered = render_messages(messages)
+    calls = [m["content"][0]["id"] for m in rendered if m["role"] == "assistant"]
+    results = [m["content"][0]["tool_use_id"] for m in rendered[2::2]]
+    assert calls == results
+    assert all(re.fullmatch(r"[a-zA-Z0-9_-]+", call_id) for call_id in calls)
+    # the first two differ only in characters that become "_": they stay apart
+    assert len(set(calls)) == len(calls)
+    assert violations(rendered) == []
+    assert messages == original
+
+
+def test_an_id_the_api_accepts_is_sent_as_stored() -> None:
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [tool_use("toolu_01-A_b", "f", {})]},
+        {"role": "user", "content": [tool_result("toolu_01-A_b", "r")]},
+    ]
+    assert render_messages(messages)[1]["content"][0]["id"] == "toolu_01-A_b"
+
+
+def test_a_refused_tool_call_id_is_a_violation() -> None:
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [tool_use("a.b", "f", {})]},
+        {"role": "user", "content": [tool_result("a.b", "r")]},
+    ]
+    assert violations(messages) == [
+        "messages[1] has tool call ids the API refuses: ['a.b']",
+        "messages[2] has tool call ids the API refuses: ['a.b']",
+    ]

@@ -271,9 +271,9 @@ def test_only_payloads_whose_renderings_are_kept_are_built_in_pieces_and_copied(
         copies.append(1)
         return original_copy(self)
 
-    def counted_render(message: Any) -> RenderedMessage | None:
+    def counted_render(message: Any, rules: int) -> RenderedMessage | None:
         pieces.append(1)
-        return original_render(message)
+        return original_render(message, rules)
 
     monkeypatch.setattr(RenderedMessage, "copy", counted_copy)
     monkeypatch.setattr(anthropic, "render_message", counted_render)

@@ -99,3 +99,29 @@ def test_a_request_whose_options_name_no_rules_was_built_by_the_first(
     assert old.request_id is not None
     assert _result_blocks(old.payload)[0]["content"] == "result missing"
     assert store.request_payload(conv.id, old.request_id) == old.payload
+
+
+def test_a_request_prepared_before_tool_ids_were_rewritten_rebuilds_as_sent(
+    store: ContextStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 4 gives Anthropic ids it refuses another form; a version 3 request kept them."""
+    conv = store.create_conversation()
+    store.append(
+        conv.id,
+        [
+            user("task"),
+            assistant(tool_use("functions.read_file:0", "read_file", path="a.py")),
+            user({"type": "tool_result", "tool_use_id": "functions.read_file:0", "content": "x"}),
+        ],
+    )
+    with monkeypatch.context() as patched:
+        patched.setattr(requests_facade, "VIEW_RULES", 3)
+        old = store.prepare_request(conv.id)
+    assert old.request_id is not None
+    assert _result_blocks(old.payload)[0]["tool_use_id"] == "functions.read_file:0"
+    assert store.request_payload(conv.id, old.request_id) == old.payload
+    store.prepare_cache.clear()
+    current = store.prepare_request(conv.id)
+    assert current.request_id is not None
+    assert _result_blocks(current.payload)[0]["tool_use_id"].startswith("functions_read_file_0_")
+    assert store.request_payload(conv.id, current.request_id) == current.payload
