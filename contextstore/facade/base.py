@@ -24,7 +24,8 @@ from contextstore.core.validate import MAX_MESSAGE_BYTES, check_ts, shown
 from contextstore.facade.render_cache import PREPARE_CACHE_BYTES, RenderCache
 from contextstore.processors.pipeline import Pipeline, default_pipeline
 from contextstore.processors.runner import RunContext
-from contextstore.processors.secrets import SecretMasker, mask_value
+from contextstore.processors.secret_text import mask_value
+from contextstore.processors.secrets import SecretMasker
 from contextstore.storage import conversations, history, processor_runs, ranges, requests, updates
 from contextstore.storage.clock import NO_LIMIT, tick_if_unchanged
 from contextstore.storage.database import Connection, Database

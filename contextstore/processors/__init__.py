@@ -19,15 +19,8 @@ from contextstore.processors.pipeline import (
     is_stale,
 )
 from contextstore.processors.secret_patterns import PATTERNS, SecretPattern
-from contextstore.processors.secrets import (
-    Finding,
-    SecretMasker,
-    find_secrets,
-    mask_message,
-    mask_text,
-    mask_tools,
-    mask_value,
-)
+from contextstore.processors.secret_text import Finding, find_secrets, mask_text, mask_value
+from contextstore.processors.secrets import SecretMasker, mask_message, mask_tools
 from contextstore.processors.summarize import Summarizer, SummaryHook, SummaryRequest
 from contextstore.processors.trimming import OutputTrimmer, truncate_middle
 

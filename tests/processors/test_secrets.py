@@ -451,7 +451,7 @@ class _CountedRegex:
 def test_a_long_run_the_validator_refuses_is_scanned_once(kind: str, unit: str) -> None:
     # Retrying one character later matched the same run to its end again: 100 KB of such
     # runs took seconds (quadratic). The searches are counted, not timed.
-    from contextstore.processors.secrets import find_secrets
+    from contextstore.processors.secret_text import find_secrets
 
     text = unit * (100_000 // len(unit))
     counted = []

@@ -17,7 +17,7 @@ from contextstore.core.errors import InvalidInputError, ReadOnlyError
 from contextstore.core.rows import SourceRecordRow
 from contextstore.facade.audit import snippet
 from contextstore.processors import OutputTrimmer, Pipeline
-from contextstore.processors.secrets import find_secrets
+from contextstore.processors.secret_text import find_secrets
 from contextstore.storage import migrate
 from tests.conftest import BACKENDS, assistant, open_backend, session, text, tool_use, user
 
