@@ -209,6 +209,18 @@ def looks_generic(secret: str) -> bool:
     )
 
 
+def _url_password(_match: re.Match[str], secret: str) -> bool:
+    """Accept what a URL holds in its password place unless it is a placeholder or a port.
+
+    The place itself says it is a password, so a short or simple one (``guest``,
+    ``s3cr3t``) counts, as a quoted value assigned to a password-like name does; only
+    digits that could be a port (``http://host:8080@...``) are left alone.
+    """
+    if len(secret) < 3 or is_placeholder(secret):
+        return False
+    return not (secret.isdigit() and len(secret) <= 5)
+
+
 def _not_placeholder(_match: re.Match[str], secret: str) -> bool:
     return not is_placeholder(secret) and len(set(secret)) >= 6
 
@@ -414,7 +426,7 @@ PATTERNS: tuple[SecretPattern, ...] = (
         r"\b[A-Za-z][A-Za-z0-9+.\-]{1,30}://[^\s:/?#@'\"<>\[\]]*:"
         r"(?P<secret>[^\s/?#@'\"<>]+)@[A-Za-z0-9\[]",
         "Passwords in URLs (scheme://user:password@host); user and host stay visible",
-        validator=_not_placeholder,
+        validator=_url_password,
     ),
     _pattern(
         "password",

@@ -79,6 +79,32 @@ def test_url_password_keeps_user_and_host() -> None:
     assert masked == "DATABASE_URL=postgres://app_user:[REDACTED:url_password]@db.internal:5432/app"
 
 
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("redis://:s3cr3t@cache:6379/0", "redis://:[REDACTED:url_password]@cache:6379/0"),
+        ("amqp://guest:guest@mq/", "amqp://guest:[REDACTED:url_password]@mq/"),
+        ("postgresql://app:pass@db/app", "postgresql://app:[REDACTED:url_password]@db/app"),
+        ("mysql://root:1234567@db/app", "mysql://root:[REDACTED:url_password]@db/app"),
+    ],
+)
+def test_a_url_password_is_masked_however_simple(text: str, masked: str) -> None:
+    assert mask_text(text)[0] == masked
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "http://localhost:8080@proxy",
+        "postgres://app:ab@db/app",
+        "postgres://app:xxxx@db/app",
+        "postgres://app:{password}@db/app",
+    ],
+)
+def test_a_port_or_placeholder_in_a_urls_password_place_stays(text: str) -> None:
+    assert mask_text(text, confidence="medium") == (text, [])
+
+
 def test_several_secrets_in_one_text_keep_spans_of_the_original() -> None:
     first, second = HIGH[11], HIGH[30]
     text = f"a {first.text}\nb {second.text}\n"
