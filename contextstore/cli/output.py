@@ -15,16 +15,21 @@ def has_usage(request: Any) -> bool:
     return any(value is not None for value in counts)
 
 
+def _clipped(text: str, width: int) -> str:
+    """``text`` on one line, its first ``width`` characters and ``...`` when it goes on."""
+    line = text.replace("\n", " ")
+    return f"{line[:width]}..." if len(line) > width else line
+
+
 def summarise_block(block: Any) -> str:
     """One line for a content block: its type and the start of its text or input."""
     if not isinstance(block, dict):
         return str(block)
     kind = block.get("type")
     if kind == "text":
-        text = str(block.get("text", "")).replace("\n", " ")
-        return f"text: {text[:60]}{'...' if len(text) > 60 else ''}"
+        return f"text: {_clipped(str(block.get('text', '')), 60)}"
     if kind == "tool_use":
-        arguments = json.dumps(block.get("input"))[:40]
+        arguments = _clipped(json.dumps(block.get("input"), ensure_ascii=False), 40)
         return f"tool_use {block.get('name')}({arguments}) id={block.get('id')}"
     if kind == "tool_result":
         content = block.get("content")
@@ -32,10 +37,8 @@ def summarise_block(block: Any) -> str:
             content = " ".join(
                 str(c.get("text", f"[{c.get('type')}]")) for c in content if isinstance(c, dict)
             )
-        text = str(content).replace("\n", " ")
         error = " error" if block.get("is_error") else ""
-        more = "..." if len(text) > 50 else ""
-        return f"tool_result{error} for {block.get('tool_use_id')}: {text[:50]}{more}"
+        return f"tool_result{error} for {block.get('tool_use_id')}: {_clipped(str(content), 50)}"
     if kind == "image":
         source = block.get("source") or {}
         size = len(str(source.get("data", "")))
