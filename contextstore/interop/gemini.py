@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,12 +87,23 @@ class GeminiChat:
 # -- finding chats ------------------------------------------------------------------------
 
 
+SESSION_FILE_NAME: Final = re.compile(
+    r"session-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-[0-9a-f]{8}\.jsonl?", re.IGNORECASE
+)
+"""The name Gemini CLI gives a session recording (``session-2025-12-24T06-40-c330aea9.json``:
+when it started, to the minute, and the start of its session id), by which one is known
+wherever it was moved or archived."""
+
+
 def is_chat_file(path: Path) -> bool:
-    """True for the files a Gemini CLI folder holds chats in."""
+    """True for the files a Gemini CLI folder holds chats in, and for session recordings
+    under their own names anywhere (a folder of archived sessions)."""
     name = path.name
     if "checkpoints" in path.parts[:-1]:
         return False
     if name.startswith("checkpoint-") and name.endswith(".json"):
+        return True
+    if SESSION_FILE_NAME.fullmatch(name):
         return True
     in_chats = "chats" in path.parts[:-1]
     return in_chats and (

@@ -108,8 +108,9 @@ def gemini_chats(
         raise GeminiChatError(
             root,
             None,
-            "holds no Gemini CLI chats (chats/session-*.jsonl, checkpoint-*.json); nothing to "
-            "import.",
+            "holds no Gemini CLI chats (chats/session-*.jsonl or .json, checkpoint-*.json, "
+            "or session recordings under their own names, session-<date>T<time>-<id>.json); "
+            "nothing to import.",
         )
     return folder, files
 

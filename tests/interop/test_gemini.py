@@ -617,6 +617,23 @@ def test_the_gemini_tmp_folder_imports_every_project(
     assert len(steps) == 2 * len(report.items)
 
 
+def test_a_folder_of_archived_sessions_imports_those_named_as_gemini_names_them(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    archive = tmp_path / "Archives"
+    (archive / "2026").mkdir(parents=True)
+    shutil.copy(SESSION, archive / "2026" / SESSION.name)
+    session_log(tmp_path)
+    shutil.move(tmp_path / "chats" / "session-2026-08-04T10-00-5e55e55e.jsonl", archive)
+    _write(archive / "settings.json", {"theme": "dark"})
+    _write(archive / "session-notes.json", {"sessionId": SESSION_ID, "messages": []})
+    report = import_gemini(memory_store, archive)
+    assert sorted(Path(i.path).name for i in report.items) == sorted(
+        ["session-2026-08-04T10-00-5e55e55e.jsonl", SESSION.name]
+    )
+    assert all(i.status == "imported" for i in report.items)
+
+
 def test_a_legacy_json_session_and_its_jsonl_continuation_are_one_conversation(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:

@@ -10,7 +10,7 @@ import pytest
 from contextstore import ContextStore
 from contextstore.interop import export_gemini, import_gemini
 from contextstore.interop.gemini_plan import parse_timestamp
-from tests.interop.real import gemini_files, load, params
+from tests.interop.real import GEMINI, gemini_files, load, need, params
 
 FILES = params(gemini_files())
 SESSIONS = params([p for p in gemini_files() if p.name.startswith("session-")])
@@ -26,6 +26,15 @@ def test_imports_and_renders_in_every_format(store: ContextStore, path: Path) ->
     for format in FORMATS:
         store.render(cid, format=format)
     store.check(cid)
+
+
+def test_a_users_archive_folder_of_sessions_imports_whole(memory_store: ContextStore) -> None:
+    archive = need(GEMINI / "m-gemini")
+    report = import_gemini(memory_store, archive)
+    assert sorted(Path(i.path).name for i in report.items) == sorted(
+        p.name for p in archive.glob("session-*.json")
+    )
+    assert [i.status for i in report.items] == ["imported"] * len(report.items)
 
 
 @pytest.mark.parametrize("path", SESSIONS)
