@@ -191,8 +191,9 @@ def is_task_dir(path: Path) -> bool:
 
 
 def find_tasks(path: Path, folder: Folder) -> list[Path]:
-    """The task folders under ``path``: the folder itself, or every task of a storage folder
-    (the one holding ``tasks/``), oldest task id first.
+    """The task folders under ``path``: the folder itself, every task of a storage folder
+    (the one holding ``tasks/``), or every task folder directly in ``path`` (``tasks/``
+    itself, or a folder of copied tasks), oldest task id first.
 
     Raises:
         ClineTaskError: ``path`` is neither.
@@ -202,13 +203,11 @@ def find_tasks(path: Path, folder: Folder) -> list[Path]:
         return [path]
     tasks_dir = path / "tasks"
     if path.is_dir() and tasks_dir.is_dir():
-        found = []
-        for child in sorted(tasks_dir.iterdir(), key=_task_order):
-            if child.is_symlink():
-                folder.check(child)
-            if is_task_dir(child):
-                found.append(child)
-        return found
+        return _task_dirs_in(tasks_dir, folder)
+    if path.is_dir():
+        found = _task_dirs_in(path, folder)
+        if found:
+            return found
     if path.name in TASK_FILES and path.is_file():
         raise ClineTaskError(
             path,
@@ -220,9 +219,22 @@ def find_tasks(path: Path, folder: Folder) -> list[Path]:
         path,
         None,
         "is neither a Cline task folder (tasks/<id>/ with api_conversation_history.json or "
-        "ui_messages.json) nor Cline's storage folder (holding tasks/ and state/); see "
+        "ui_messages.json), a folder of task folders (tasks/), nor Cline's storage folder "
+        "(holding tasks/ and state/); see "
         "'Bringing histories in and out' in the README for where Cline keeps them.",
     )
+
+
+def _task_dirs_in(path: Path, folder: Folder) -> list[Path]:
+    """The task folders directly in ``path`` (Cline's ``tasks/``, or a copy of some of its
+    folders), oldest task id first."""
+    found = []
+    for child in sorted(path.iterdir(), key=_task_order):
+        if child.is_symlink():
+            folder.check(child)
+        if is_task_dir(child):
+            found.append(child)
+    return found
 
 
 def _task_order(path: Path) -> tuple[int, int, str]:

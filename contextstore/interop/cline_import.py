@@ -102,14 +102,20 @@ def cline_tasks(
     path: str | os.PathLike[str], *, max_file_bytes: int = MAX_FILE_BYTES
 ) -> tuple[Folder, list[Path]]:
     """The task folders :func:`import_cline` would import from ``path``, and the folder
-    no file may lead out of (the storage folder when ``path`` is one of its tasks).
+    no file may lead out of (the storage folder when ``path`` is one of its tasks or its
+    ``tasks/`` folder).
 
     Raises:
         ClineTaskError: ``path`` is no task folder and holds none.
         OutsideFolderError: a task folder is a link out of ``path``.
     """
     root = Path(path)
-    base = root.parent.parent if root.parent.name == "tasks" and is_task_dir(root) else root
+    if root.parent.name == "tasks" and is_task_dir(root):
+        base = root.parent.parent
+    elif root.name == "tasks" and (root.parent / "state").is_dir():
+        base = root.parent
+    else:
+        base = root
     folder = Folder(base, max_file_bytes=max_file_bytes)
     tasks = find_tasks(root, folder)
     if not tasks:

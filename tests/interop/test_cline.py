@@ -413,6 +413,36 @@ def test_a_storage_folder_imports_every_task_and_reports_each(
     assert report.to_json()["items"][0]["added"]["messages"] == 17
 
 
+def test_the_tasks_folder_named_itself_imports_every_task_with_its_history_item(
+    memory_store: ContextStore, storage: Path
+) -> None:
+    story(3).write(storage / "tasks" / "1760000000000")
+    (storage / "tasks" / "notes").mkdir()  # a folder holding no task file is no task
+    report = import_cline(memory_store, storage / "tasks")
+    assert [i.conversation_id for i in report.items] == [TASK_ID, "1760000000000"]
+    assert [i.status for i in report.items] == ["imported", "imported"]
+    assert memory_store.deleted_range(TASK_ID) == (2, 7)  # state/taskHistory.json was read
+
+
+def test_a_folder_of_copied_task_folders_imports_each(
+    memory_store: ContextStore, storage: Path, tmp_path: Path
+) -> None:
+    backup = tmp_path / "backup"
+    shutil.copytree(storage / "tasks" / TASK_ID, backup / TASK_ID)
+    story(3).write(backup / "1760000000000")
+    report = import_cline(memory_store, backup)
+    assert [i.conversation_id for i in report.items] == [TASK_ID, "1760000000000"]
+
+
+def test_a_folder_without_tasks_is_refused_naming_what_is_accepted(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    (tmp_path / "empty" / "sub").mkdir(parents=True)
+    with pytest.raises(ClineTaskError, match=r"a folder of task folders \(tasks/\)"):
+        import_cline(memory_store, tmp_path / "empty")
+    assert memory_store.row_counts()["conversations"] == 0
+
+
 def test_a_failure_while_writing_undoes_every_task(
     memory_store: ContextStore, storage: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -20,7 +20,7 @@ import pytest
 from contextstore import ContextStore
 from contextstore.core.view import RESULT_MISSING
 from contextstore.interop import export_cline, import_cline
-from tests.interop.real import cline_tasks, cline_tasks_with_history, load, params
+from tests.interop.real import CLINE, cline_tasks, cline_tasks_with_history, load, need, params
 
 ALL = params(cline_tasks())
 WITH_HISTORY = params(cline_tasks_with_history())
@@ -72,6 +72,12 @@ def cline_restore(
 
 
 # -- import -------------------------------------------------------------------------------
+
+
+def test_a_folder_of_real_task_folders_imports_every_task(memory_store: ContextStore) -> None:
+    report = import_cline(memory_store, need(CLINE))
+    assert [Path(i.path).name for i in report.items] == sorted(p.name for p in cline_tasks())
+    assert {i.status for i in report.items} == {"imported"}
 
 
 @pytest.mark.parametrize("task", ALL)
