@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from contextstore.core.errors import CheckpointNotFoundError
+from contextstore.core.errors import CheckpointNotFoundError, InvalidInputError
 from contextstore.core.validate import MAX_TS
 from contextstore.store import ContextStore
 
@@ -136,7 +136,31 @@ def checked_moment(store: ContextStore, conversation_id: str, moment: Moment, fl
     moment = as_read_by(store, conversation_id, moment)
     if moment.label is not None:
         resolve(store, conversation_id, moment, flag)
+    elif moment.ts is not None:
+        _refuse_checkpoint_id(store, conversation_id, moment.ts, flag)
     return moment
+
+
+def _refuse_checkpoint_id(store: ContextStore, conversation_id: str, ts: int, flag: str) -> None:
+    """Refuse milliseconds from before the conversation began that are the id of one of its
+    checkpoints: ``contextstore checkpoints`` lists ids first, and ``--to 80`` read as 80 ms
+    after 1970 would take the whole conversation.
+
+    Raises:
+        InvalidInputError: naming the checkpoint's label or ``ts`` to pass instead.
+    """
+    if ts >= store.get_conversation(conversation_id).created_ts:
+        return
+    named = next((c for c in store.checkpoints(conversation_id) if c.id == ts), None)
+    if named is None:
+        return
+    instead = named.label if named.label is not None else str(named.ts)
+    raise InvalidInputError(
+        f"{flag} {ts} reads as {ts} ms after 1970, before conversation {conversation_id!r} "
+        f"began, not as checkpoint {ts}; pass {flag} {shlex.quote(instead)} for that "
+        f"checkpoint (its {'label' if named.label is not None else 'ts'}), or {flag} 0 for "
+        "the moment before everything."
+    )
 
 
 def missing_label(store: ContextStore, conversation_id: str, label: str, flag: str) -> str:

@@ -263,6 +263,23 @@ def test_rollback_to_a_moment_before_everything_previews_the_whole_conversation(
     assert dry.json()["removed"]["messages"] == 8
 
 
+@pytest.mark.parametrize("command", [("rollback", "--to"), ("fork", "--at")])
+def test_a_checkpoint_id_passed_as_the_moment_is_refused_naming_its_label(
+    seeded: Seeded, command: tuple[str, str]
+) -> None:
+    with seeded.store() as store:
+        (first, *_) = store.checkpoints(seeded.cid)
+    before = counts(seeded)
+    refused = run("--db", seeded.db, command[0], seeded.cid, command[1], str(first.id))
+    assert refused.code == 2 and "Traceback" not in refused.err
+    assert f"not as checkpoint {first.id}; pass {command[1]} {first.label}" in refused.err
+    assert counts(seeded) == before
+    with seeded.store() as store:
+        assert len(store.list_conversations()) == 1
+    other = run("--db", seeded.db, "rollback", seeded.cid, "--to", str(first.id + 1), "--dry-run")
+    assert other.code == 0  # no checkpoint has that id: milliseconds, as documented
+
+
 @pytest.mark.parametrize("label", ["2026-12-01", "12345", "12345 ms"])
 def test_a_label_that_reads_as_a_moment_names_its_checkpoint(seeded: Seeded, label: str) -> None:
     with seeded.store() as store:
