@@ -99,15 +99,15 @@ def show_request(
 ) -> None:
     """Show one model request; with --payload, its exact body (rebuilt and verified)."""
     store = open_store(ctx, auto_migrate=False)
-    if payload:
-        terminal.print_json(store.request_payload(conversation_id, request_id))
-        return
     found = [r for r in store.requests(conversation_id) if r.id == request_id]
     if not found:
         raise RequestNotFoundError(
             f"conversation {conversation_id!r} has no request {request_id}; list them with "
             f"'contextstore requests {shlex.quote(conversation_id)}'."
         )
+    if payload:
+        terminal.print_json(store.request_payload(conversation_id, request_id))
+        return
     record = found[0]
     if as_json:
         terminal.print_json(request_json(record))

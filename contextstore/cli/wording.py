@@ -16,7 +16,6 @@ RULES: tuple[tuple[str, str], ...] = (
         "list them with 'contextstore conversations'",
     ),
     (r" \(or open the store with auto_migrate=True\)", ""),
-    (r"use the request_id returned by prepare_request", "list them with 'contextstore requests'"),
     (
         r"only requests from prepare_request can be rebuilt",
         "only requests prepared through contextstore can be rebuilt",

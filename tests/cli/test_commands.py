@@ -365,8 +365,13 @@ def test_request_fields_json_and_the_verified_payload(seeded: Seeded) -> None:
 @pytest.mark.parametrize(
     ("which", "flags", "code", "message"),
     [
-        ("999", (), 3, "list them with 'contextstore requests"),
-        ("999", ("--payload",), 3, "list them with 'contextstore requests'"),
+        ("999", (), 3, "has no request 999; list them with 'contextstore requests {cid}'"),
+        (
+            "999",
+            ("--payload",),
+            3,
+            "has no request 999; list them with 'contextstore requests {cid}'",
+        ),
         ("recorded", ("--payload",), 3, "only requests prepared through contextstore"),
     ],
 )
@@ -375,7 +380,8 @@ def test_request_mistakes(
 ) -> None:
     number = str(seeded.recorded_id) if which == "recorded" else which
     got = run("--db", seeded.db, "request", seeded.cid, number, *flags)
-    assert got.code == code and message in got.err and "prepare_request" not in got.err
+    assert got.code == code and message.format(cid=seeded.cid) in got.err
+    assert "prepare_request" not in got.err
 
 
 # -- audit, sql, search, report, datasette-metadata, check, migrate ------------------------
