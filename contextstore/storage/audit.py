@@ -13,7 +13,7 @@ import re
 import sqlite3
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Text, and_, cast, func, or_, select, text
+from sqlalchemy import Connection, Text, and_, cast, func, inspect, or_, select, text
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from contextstore.core.errors import InvalidInputError, ReadOnlyError
@@ -190,6 +190,33 @@ def _refusal(exc: BaseException) -> Exception:
     return InvalidInputError(f"the query failed: {message.rstrip('.')}.")
 
 
+def _refused_query(exc: BaseException, database: Database) -> Exception:
+    """:func:`_refusal`, and for a table or view that is not there, the views there are."""
+    refusal = _refusal(exc)
+    if _names_a_missing_table(exc):
+        return InvalidInputError(f"{refusal} {_what_there_is(database)}")
+    return refusal
+
+
+def _names_a_missing_table(exc: BaseException) -> bool:
+    """True when the database refused a query for naming a table or view it does not have."""
+    orig = getattr(exc, "orig", exc)
+    if getattr(orig, "sqlstate", None) == "42P01":  # PostgreSQL's undefined_table
+        return True
+    return first_line(orig).lower().startswith("no such table")
+
+
+def _what_there_is(database: Database) -> str:
+    """The views a query can read, named for someone who guessed a name that is not there."""
+    with database.read() as connection:
+        views = sorted(inspect(connection).get_view_names())
+    return (
+        f"The views are {', '.join(views)} (README, 'Audit views'); the tables are those of "
+        "the data model (conversations, messages, blocks, deleted_ranges, context_updates, "
+        "api_requests, checkpoints, ...)."
+    )
+
+
 def _fetch(connection: Connection, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
     result = connection.exec_driver_sql(sql)
     if not result.returns_rows:
@@ -219,9 +246,9 @@ def run_read_only(
             return _sqlite_file(target, sql)
         if target.is_sqlite:
             return _sqlite_memory(database, sql)
-        return _postgres(database.engine, sql)
+        return _postgres(database, sql)
     except (DBAPIError, StatementError, sqlite3.Error) as exc:
-        raise _refusal(exc) from exc
+        raise _refused_query(exc, database) from exc
 
 
 def _sqlite_file(target: DatabaseTarget, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
@@ -256,7 +283,7 @@ _LEADING_KEYWORD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*([A-Za-z]+
 """The first word of a statement, past whitespace, comments and opening parentheses."""
 
 
-def _postgres(engine: Engine, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+def _postgres(database: Database, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
     leading = _LEADING_KEYWORD.match(sql)
     if leading is not None and leading.group(1).lower() == "copy":
         # A READ ONLY transaction still lets COPY ... TO 'file' write on the server.
@@ -264,7 +291,7 @@ def _postgres(engine: Engine, sql: str) -> tuple[list[str], list[tuple[Any, ...]
             "COPY is refused: it reads and writes files on the database server, and this "
             "runs read-only queries only. Use SELECT (psql's \\copy writes on your side)."
         )
-    with engine.connect() as connection:
+    with database.engine.connect() as connection:
         try:
             connection.exec_driver_sql("SET TRANSACTION READ ONLY")
             raw: Any = connection.connection.driver_connection
@@ -276,7 +303,7 @@ def _postgres(engine: Engine, sql: str) -> tuple[list[str], list[tuple[Any, ...]
                 return columns, [tuple(row) for row in cursor.fetchall()]
         except Exception as exc:
             if type(exc).__module__.startswith("psycopg"):
-                raise _refusal(exc) from exc
+                raise _refused_query(exc, database) from exc
             raise
         finally:
             connection.rollback()

@@ -576,6 +576,22 @@ def test_a_sqlite_file_refuses_each_write_as_read_only(tmp_path: Path) -> None:
             store.query("SELECT * FROM no_such_table")
 
 
+def test_a_query_naming_a_missing_table_lists_the_views_there_are(store: ContextStore) -> None:
+    with pytest.raises(InvalidInputError) as refused:
+        store.query("SELECT * FROM file_reads")
+    message = str(refused.value)
+    assert message.startswith("the query failed: ") and "file_reads" in message
+    views = re.search(r"The views are ([a-z_, ]+) \(README", message)
+    assert views is not None
+    assert {"audit_file_reads", "masked_secrets", "visible_messages"} <= set(
+        views.group(1).split(", ")
+    )
+    with pytest.raises(InvalidInputError) as syntax:
+        store.query("SELEC 1")
+    assert "The views are" not in str(syntax.value)
+    assert store.query("SELECT COUNT(*) FROM audit_file_reads").rows == [(0,)]
+
+
 def test_the_default_database_answers_queries() -> None:
     with ContextStore.open() as store:
         store.create_conversation()
