@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import uuid
 
 from contextstore.core.errors import (
@@ -183,8 +184,9 @@ class TimelineMixin(StoreBase):
             row = timeline.load_rollback(connection, conversation_id, rollback_id)
             if row is None:
                 raise RollbackNotFoundError(
-                    f"conversation {conversation_id!r} has no rollback {rollback_id}; list "
-                    "them with 'contextstore audit'."
+                    f"conversation {conversation_id!r} has no rollback {rollback_id}; the "
+                    "audit_rollbacks view lists them, as does 'contextstore audit "
+                    f"{shlex.quote(conversation_id)}'."
                 )
             if row.purged:
                 raise InvalidInputError(

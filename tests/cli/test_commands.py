@@ -314,6 +314,7 @@ def test_restore_puts_the_rows_back_once(seeded: Seeded) -> None:
     assert twice.code == 2 and "already restored" in twice.err
     missing = run("--db", seeded.db, "restore", seeded.cid, "999")
     assert missing.code == 3 and "no rollback 999" in missing.err
+    assert f"'contextstore audit {seeded.cid}'" in missing.err
 
 
 def test_fork_prints_only_the_new_id(seeded: Seeded) -> None:
