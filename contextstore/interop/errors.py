@@ -55,7 +55,8 @@ class ImportConflictError(InteropError):
     """The conversation an import would continue holds a different history.
 
     Raised when the file no longer starts with what was imported before (Cline restored a
-    checkpoint, the file was replaced), or when the conversation was changed in
-    contextstore since it was imported. Import with ``replace=True`` (``--replace``) to
-    start the conversation over from the file.
+    checkpoint, the file was replaced), when it holds less than was imported and nothing
+    newer (an older copy, whose import would delete the newest imported rows), or when the
+    conversation was changed in contextstore since it was imported. Import with
+    ``replace=True`` (``--replace``) to start the conversation over from the file.
     """

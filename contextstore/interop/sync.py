@@ -11,6 +11,10 @@ Importing the same file again then:
   its ``resume_task`` prompt when a task resumes; Gemini CLI re-appends a record with its
   tokens): imported rows from the first such change on are replaced by the file's, as long
   as the change lies within the newest :data:`TAIL_ROWS` rows;
+* refuses, as a conflict that deletes nothing, a file that holds less than was imported and
+  nothing newer (an older copy of the history: a backup, an earlier save, a legacy ``.json``
+  session that Gemini CLI has continued in a ``.jsonl``): replacing with it would delete the
+  newest imported rows, which no rewrite in place does;
 * refuses with :class:`~contextstore.interop.errors.ImportConflictError` when an older row
   changed (Cline restored a checkpoint and went another way, the file was replaced) or when
   the conversation was changed in contextstore since; ``replace=True`` starts it over.
@@ -26,7 +30,7 @@ from typing import Any, Final
 
 from contextstore.core.errors import ConversationNotFoundError
 from contextstore.core.records import Conversation
-from contextstore.core.rows import TimelineRow
+from contextstore.core.rows import MessageRow, TimelineRow
 from contextstore.interop.errors import ImportConflictError, InteropError, UnsafeInputError
 from contextstore.interop.files import Note
 from contextstore.interop.plan import ImportPlan, chain, fingerprint
@@ -159,7 +163,7 @@ def _continue(
     head = count - len(tail_prints)
     if head > len(prints) or chain(prints[:head]) != state.get("head"):
         _refuse_a_cut_short_file(plan, count - min(head, len(prints)))
-        raise _rewritten(plan, count)
+        raise _rewritten(plan, count, len(prints))
     same = head
     while same < min(count, len(prints)) and prints[same] == tail_prints[same - head]:
         same += 1
@@ -183,6 +187,7 @@ def _continue(
     if same < count:
         _refuse_a_cut_short_file(plan, count - same)
         cutoff = int(tail_ts[same - head - 1]) if same > head else int(state["head_ts"])
+        _refuse_an_older_copy(store, plan, same, count, cutoff, existing.last_ts)
         replaced = store.discard_imported_rows(plan.conversation_id, after=cutoff)
     new_rows = _after(plan.rows[same:], cutoff)
     added = store.import_timeline(plan.conversation_id, new_rows) if new_rows else {}
@@ -214,12 +219,56 @@ def _refuse_a_cut_short_file(plan: ImportPlan, missing: int) -> None:
         )
 
 
-def _rewritten(plan: ImportPlan, count: int) -> ImportConflictError:
+def _refuse_an_older_copy(
+    store: InteropStore, plan: ImportPlan, same: int, count: int, cutoff: int, last: int
+) -> None:
+    """Refuse to replace imported rows from the ``same``-th on with a file that holds less
+    than was imported and nothing newer: an older copy of the history (a backup, an earlier
+    save), or one the agent cut back (Gemini CLI's ``/rewind``) before writing anything new.
+    Replacing would delete the rows it lacks, and nothing keeps them.
+
+    A rewrite in place by the agent is let through: it ends later than the imported rows
+    (Cline's new resume prompt, the records that follow a rewind), or as late with as many
+    rows (a message completed, a request's usage filled in, a record's tokens added).
+
+    Raises:
+        ImportConflictError: the file ends before the imported rows, or as late with fewer.
+    """
+    newer = plan.rows[same:]
+    end = plan.rows[-1].ts if plan.rows else plan.created_ts
+    if newer and (end > last or (end == last and len(newer) >= count - same)):
+        return
+    stored = sum(1 for ts in store.message_timestamps(plan.conversation_id) if ts > cutoff)
+    lost = stored - sum(isinstance(row, MessageRow) for row in newer)
+    fewer = count - len(plan.rows)
+    counts = [f"{fewer} fewer"] if fewer > 0 else []
+    counts += [f"{lost} fewer messages"] if lost > 0 else []
+    differs = f" ({', '.join(counts)})" if counts else ""
+    raise ImportConflictError(
+        Path(plan.path),
+        None,
+        f"holds less than was imported into conversation {plan.conversation_id!r} and "
+        f"nothing newer: {len(plan.rows)} rows where {count} were imported{differs}, its "
+        f"newest at ts {end} and the newest imported at ts {last}. It looks like an older "
+        "copy of the history (a backup, an earlier save), or the agent cut its history back "
+        "and has written nothing since; importing it would delete the rows it lacks, so they "
+        "were kept and nothing was written. Import the newer file (or this one once the agent "
+        "has gone on), or import again with replace=True to start the conversation over from "
+        "this one.",
+    )
+
+
+def _rewritten(plan: ImportPlan, count: int, rows: int) -> ImportConflictError:
+    fewer = (
+        f"it holds {rows} rows where {count} were imported: an older copy of the history, or "
+        if rows < count
+        else f"{count} rows; "
+    )
     return ImportConflictError(
         Path(plan.path),
         None,
         f"no longer starts with the rows imported into conversation {plan.conversation_id!r} "
-        f"({count} rows; an older one changed, e.g. by a checkpoint restore in the agent). "
+        f"({fewer}an older one changed, e.g. by a checkpoint restore in the agent). "
         "Nothing was written; import again with replace=True to start the "
         "conversation over from the file.",
     )

@@ -7,6 +7,7 @@ the repository (tests copy into their own temporary folders when they must chang
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +73,44 @@ PLACEHOLDER = pytest.param(
 def params(paths: list[Path]) -> list[Any]:
     """``paths`` as test parameters, or one skipped placeholder when there are none."""
     return [pytest.param(p, id=p.name) for p in paths] or [PLACEHOLDER]
+
+
+def earlier_task(task: Path, into: Path, ui_count: int) -> Path:
+    """The task as Cline's files were earlier: its first ``ui_count`` UI messages, and the
+    API messages those had seen (Cline rewrites each file whole, so an older copy of the
+    folder is a prefix of each)."""
+    ui = load(task / "ui_messages.json")[:ui_count]
+    into.mkdir(parents=True)
+    (into / "ui_messages.json").write_text(json.dumps(ui))
+    api_file = task / "api_conversation_history.json"
+    if api_file.exists():
+        indices = [m["conversationHistoryIndex"] for m in ui]
+        (into / "api_conversation_history.json").write_text(
+            json.dumps(load(api_file)[: max(indices) + 1])
+        )
+    if (task / "task_metadata.json").exists():
+        shutil.copyfile(task / "task_metadata.json", into / "task_metadata.json")
+    return into
+
+
+def continued_session(session: Path, chats: Path) -> Path:
+    """The real single-JSON ``session`` as Gemini CLI (0.39 and later) continues it when
+    resumed: copied whole into ``chats/<its name>.jsonl``, the metadata record on the first
+    line, then one record a line."""
+    value = load(session)
+    metadata = {k: v for k, v in value.items() if k != "messages"}
+    chats.mkdir(parents=True, exist_ok=True)
+    path = chats / f"{session.stem}.jsonl"
+    lines = [json.dumps(record) for record in [metadata, *value["messages"]]]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def older_session(session: Path, into: Path, records: list[Any]) -> Path:
+    """A single-JSON copy of the real ``session`` in the folder ``into`` (a backup, an older
+    save) holding ``records`` as its messages, written as Gemini CLI writes the form."""
+    value = load(session)
+    into.mkdir(parents=True, exist_ok=True)
+    path = into / session.name
+    path.write_text(json.dumps({**value, "messages": records}, indent=2), encoding="utf-8")
+    return path

@@ -17,7 +17,15 @@ from click.testing import CliRunner
 from contextstore import ContextStore
 from contextstore.cli import cli
 from tests.interop.cline_factory import story
-from tests.interop.real import CLINE, GEMINI, load, need
+from tests.interop.real import (
+    CLINE,
+    GEMINI,
+    continued_session,
+    earlier_task,
+    load,
+    need,
+    older_session,
+)
 
 DATA = Path(__file__).parent / "data"
 TASK = DATA / "tasks" / "1732000000000"
@@ -89,6 +97,64 @@ def test_a_conflict_exits_non_zero_after_importing_the_rest(tmp_path: Path) -> N
     assert code == 2
     assert [line.split()[0] for line in out.splitlines()] == ["conflict", "updated"]
     assert "changed in contextstore" in err and "--replace" in err
+
+
+def _counts(db: Path) -> dict[str, int]:
+    with ContextStore.open(db, read_only=True) as store:
+        return store.row_counts()
+
+
+def test_an_older_copy_of_a_gemini_session_is_refused_and_replace_takes_it(
+    tmp_path: Path,
+) -> None:
+    """A session continued in its .jsonl, then a shorter legacy .json of it from a backup of
+    the chats folder: importing the copy deleted the session's newest rows as "updated"."""
+    real = need(GEMINI / "m-gemini" / "session-2025-12-24T06-40-c330aea9.json")
+    session = continued_session(real, tmp_path / "tmp" / "ab12" / "chats")
+    backup = tmp_path / "backup" / "ab12"
+    older = older_session(real, backup / "chats", load(real)["messages"][:-10])
+    db = tmp_path / "a.db"
+    code, _, err = _run(db, "import", "gemini", str(session))
+    assert code == 0, err
+    counts = _counts(db)
+    code, out, err = _run(db, "import", "gemini", str(older))
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: {older}: holds less than was imported into conversation ")
+    assert "(33 fewer, 15 fewer messages)" in err
+    assert "import again with --replace to start the conversation over" in err
+    assert "replace=True" not in err and "Traceback" not in err
+    assert _counts(db) == counts
+    code, out, err = _run(db, "import", "gemini", str(backup))  # the backup's folder
+    assert code == 2 and out.startswith("conflict ")
+    assert "holds less than was imported" in err and "--replace" in err
+    assert _counts(db) == counts
+    code, out, err = _run(db, "import", "gemini", str(session))
+    assert code == 0 and out.startswith("unchanged "), err
+    code, out, err = _run(db, "import", "gemini", str(older), "--replace")
+    assert code == 0 and out.startswith("replaced "), err
+    assert _counts(db)["messages"] == counts["messages"] - 15
+
+
+def test_an_older_copy_of_a_cline_task_put_back_is_refused(tmp_path: Path) -> None:
+    real = need(CLINE / "gmfstu-task-1769064454592")
+    task = tmp_path / "tasks" / real.name
+    shutil.copytree(real, task)
+    db = tmp_path / "a.db"
+    code, _, err = _run(db, "import", "cline", str(task))
+    assert code == 0, err
+    counts = _counts(db)
+    ui_count = len(load(real / "ui_messages.json")) - 10
+    older = earlier_task(real, tmp_path / "backup" / real.name, ui_count)
+    for file in older.iterdir():
+        shutil.copyfile(file, task / file.name)
+    code, out, err = _run(db, "import", "cline", str(task))
+    assert code == 2 and out == ""
+    assert "holds less than was imported" in err and "--replace" in err
+    assert _counts(db) == counts
+    for file in older.iterdir():
+        shutil.copyfile(real / file.name, task / file.name)
+    code, out, err = _run(db, "import", "cline", str(task))
+    assert code == 0 and out.startswith("unchanged "), err
 
 
 def test_export_commands_and_their_json(tmp_path: Path) -> None:

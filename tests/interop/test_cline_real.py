@@ -19,8 +19,16 @@ import pytest
 
 from contextstore import ContextStore
 from contextstore.core.view import RESULT_MISSING
-from contextstore.interop import export_cline, import_cline
-from tests.interop.real import CLINE, cline_tasks, cline_tasks_with_history, load, need, params
+from contextstore.interop import ImportConflictError, export_cline, import_cline
+from tests.interop.real import (
+    CLINE,
+    cline_tasks,
+    cline_tasks_with_history,
+    earlier_task,
+    load,
+    need,
+    params,
+)
 
 ALL = params(cline_tasks())
 WITH_HISTORY = params(cline_tasks_with_history())
@@ -262,30 +270,13 @@ def test_importing_again_is_idempotent_and_the_export_imports_the_same(
         assert other.messages(cid) == store.messages(first.conversation_id)
 
 
-def _prefix_task(task: Path, into: Path, ui_count: int) -> Path:
-    """The task as Cline's files were earlier: its first ``ui_count`` UI messages, and the
-    API messages those had seen."""
-    ui = _ui(task)[:ui_count]
-    into.mkdir(parents=True)
-    (into / "ui_messages.json").write_text(json.dumps(ui))
-    api_file = task / "api_conversation_history.json"
-    if api_file.exists():
-        indices = [m["conversationHistoryIndex"] for m in ui]
-        (into / "api_conversation_history.json").write_text(
-            json.dumps(load(api_file)[: max(indices) + 1])
-        )
-    if (task / "task_metadata.json").exists():
-        shutil.copyfile(task / "task_metadata.json", into / "task_metadata.json")
-    return into
-
-
 @pytest.mark.parametrize("task", ALL)
 def test_a_task_that_grew_gets_only_its_new_rows(
     store: ContextStore, task: Path, tmp_path: Path
 ) -> None:
     grown = tmp_path / "later" / task.name
     shutil.copytree(task, grown)
-    earlier = _prefix_task(task, tmp_path / "earlier" / task.name, len(_ui(task)) // 2)
+    earlier = earlier_task(task, tmp_path / "earlier" / task.name, len(_ui(task)) // 2)
     first = import_cline(store, earlier).items[0]
     with ContextStore.open(":memory:") as fresh:
         whole = import_cline(fresh, grown).items[0]
@@ -299,6 +290,69 @@ def test_a_task_that_grew_gets_only_its_new_rows(
     assert store.row_counts(task.name) == expected_rows
     assert [r.data for r in store.source_records(task.name)] == expected
     assert import_cline(store, grown).items[0].status == "unchanged"
+
+
+def _put_back(copy: Path, folder: Path) -> None:
+    """Copy the files of ``copy`` over the task ``folder``, as a user restoring a backup."""
+    for file in copy.iterdir():
+        shutil.copyfile(file, folder / file.name)
+
+
+def _stored(store: ContextStore, cid: str) -> tuple[Any, ...]:
+    return (
+        store.row_counts(cid),
+        store.messages(cid),
+        [r.data for r in store.source_records(cid)],
+        store.requests(cid),
+        store.checkpoints(cid),
+    )
+
+
+@pytest.mark.parametrize("task", ALL)
+def test_an_older_copy_of_the_task_never_deletes_what_was_imported(
+    store: ContextStore, task: Path, tmp_path: Path
+) -> None:
+    """Cline rewrites each file whole; a copy from ten UI messages earlier put back over the
+    task holds less than was imported and nothing newer. Importing it would delete the
+    newest rows for good (it did: they were replaced by nothing), so it is a conflict that
+    writes nothing; the current files are then unchanged, and replace=True takes the older
+    copy on purpose."""
+    folder = tmp_path / "tasks" / task.name
+    shutil.copytree(task, folder)
+    cid = import_cline(store, folder).conversation_id
+    stored = _stored(store, cid)
+    older = earlier_task(task, tmp_path / "backup" / task.name, len(_ui(task)) - 10)
+    _put_back(older, folder)
+    with pytest.raises(ImportConflictError, match="holds less than was imported") as caught:
+        import_cline(store, folder)
+    assert caught.value.path == folder
+    assert "nothing was written" in str(caught.value)
+    assert _stored(store, cid) == stored
+    _put_back(task, folder)
+    assert import_cline(store, folder).items[0].status == "unchanged"
+    assert _stored(store, cid) == stored
+    _put_back(older, folder)
+    assert import_cline(store, folder, replace=True).items[0].status == "replaced"
+    with ContextStore.open(":memory:") as fresh:
+        import_cline(fresh, folder)
+        assert _stored(store, cid)[:3] == _stored(fresh, cid)[:3]
+
+
+@pytest.mark.parametrize("task", WITH_HISTORY)
+def test_an_older_api_history_beside_the_current_ui_messages_is_refused(
+    memory_store: ContextStore, task: Path, tmp_path: Path
+) -> None:
+    """Only the API history put back from a backup, two messages shorter: the UI messages
+    still end where they did, but the file lacks two imported messages."""
+    folder = tmp_path / task.name
+    shutil.copytree(task, folder)
+    cid = import_cline(memory_store, folder).conversation_id
+    stored = _stored(memory_store, cid)
+    api_file = folder / "api_conversation_history.json"
+    api_file.write_text(json.dumps(load(api_file)[:-2]))
+    with pytest.raises(ImportConflictError, match=r"\(2 fewer, 2 fewer messages\)"):
+        import_cline(memory_store, folder)
+    assert _stored(memory_store, cid) == stored
 
 
 # -- rollback, then export: what Cline's restore would leave -----------------------------

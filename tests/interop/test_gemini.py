@@ -19,6 +19,7 @@ from contextstore import ContextStore
 from contextstore.core.rows import MessageRow
 from contextstore.interop import (
     GeminiChatError,
+    ImportConflictError,
     NestingTooDeepError,
     OutsideFolderError,
     export_gemini,
@@ -305,6 +306,35 @@ def test_a_record_re_appended_with_its_tokens_replaces_the_imported_one(
     update = import_gemini(memory_store, path).items[0]
     assert update.status == "updated" and update.replaced > 0
     assert len(memory_store.requests(SESSION_ID)) == 2
+
+
+def test_a_rewind_replaces_imported_records_only_once_the_session_goes_on(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    """Right after a $rewindTo the session holds less than was imported and nothing newer, as
+    an older copy does: a conflict that keeps the rows. The records written after the rewind
+    end later than the imported ones: the rewound rows are then replaced as a rewrite."""
+    path = session_log(tmp_path)
+    lines = path.read_text().splitlines()
+    assert json.loads(lines[8]) == {"$rewindTo": "u2"}
+    path.write_text("\n".join(lines[:8]) + "\n")  # up to g2
+    import_gemini(memory_store, path)
+    before = memory_store.row_counts(SESSION_ID)
+    path.write_text("\n".join(lines[:9]) + "\n")  # rewound, nothing new yet
+    with pytest.raises(ImportConflictError, match=r"\(4 fewer, 2 fewer messages\)"):
+        import_gemini(memory_store, path)
+    assert memory_store.row_counts(SESSION_ID) == before
+    path.write_text("\n".join(lines) + "\n")
+    update = import_gemini(memory_store, path).items[0]
+    assert update.status == "updated" and update.replaced == 4
+    assert [r.data["id"] for r in memory_store.source_records(SESSION_ID)] == [
+        "u1",
+        "g1",
+        "i1",
+        "u3",
+        "w1",
+        "g3",
+    ]
 
 
 def test_export_writes_jsonl_as_gemini_cli_rewrites_it(

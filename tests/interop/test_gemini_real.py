@@ -8,9 +8,17 @@ from typing import Any
 import pytest
 
 from contextstore import ContextStore
-from contextstore.interop import export_gemini, import_gemini
+from contextstore.interop import ImportConflictError, export_gemini, import_gemini
 from contextstore.interop.gemini_plan import parse_timestamp
-from tests.interop.real import GEMINI, gemini_files, load, need, params
+from tests.interop.real import (
+    GEMINI,
+    continued_session,
+    gemini_files,
+    load,
+    need,
+    older_session,
+    params,
+)
 
 FILES = params(gemini_files())
 SESSIONS = params([p for p in gemini_files() if p.name.startswith("session-")])
@@ -127,6 +135,60 @@ def test_importing_again_is_idempotent(store: ContextStore, path: Path, tmp_path
     again = import_gemini(store, path)
     assert again.items[0].status == "unchanged"
     assert store.row_counts() == before
+
+
+def _older_records(path: Path, older: str) -> list[Any]:
+    """The records of an older save of the real session ``path``: its first two thirds, or
+    everything up to its last answer but one, saved before that answer's tokens arrived."""
+    records: list[Any] = load(path)["messages"]
+    if older == "fewer records":
+        return records[: len(records) * 2 // 3]
+    last = max(i for i, r in enumerate(records[:-1]) if r["type"] == "gemini" and "tokens" in r)
+    return [*records[:last], {k: v for k, v in records[last].items() if k != "tokens"}]
+
+
+def _stored(store: ContextStore, cid: str) -> tuple[Any, ...]:
+    return (
+        store.row_counts(cid),
+        store.messages(cid),
+        [r.data for r in store.source_records(cid)],
+        store.requests(cid),
+    )
+
+
+@pytest.mark.parametrize("older", ["fewer records", "tokens not yet in"])
+@pytest.mark.parametrize("path", SESSIONS)
+def test_an_older_copy_of_a_session_never_deletes_what_was_imported(
+    store: ContextStore, path: Path, tmp_path: Path, older: str
+) -> None:
+    """The session continued in its .jsonl is imported; an older save of the legacy .json,
+    kept elsewhere (a backup, an archive folder), holds less and nothing newer. Importing it
+    deleted the newest rows for good (they were replaced by nothing); now it is a conflict
+    that writes nothing, and the .jsonl stays unchanged."""
+    session = continued_session(path, tmp_path / "chats")
+    copy = older_session(path, tmp_path / "backup", _older_records(path, older))
+    cid = import_gemini(store, session).conversation_id
+    stored = _stored(store, cid)
+    with pytest.raises(ImportConflictError, match="holds less than was imported") as caught:
+        import_gemini(store, copy)
+    assert caught.value.path == copy
+    assert "rows where" in str(caught.value) and "nothing was written" in str(caught.value)
+    assert _stored(store, cid) == stored
+    assert import_gemini(store, session).items[0].status == "unchanged"
+    assert _stored(store, cid) == stored
+
+
+@pytest.mark.parametrize("path", SESSIONS)
+def test_an_older_copy_imported_first_is_continued_by_the_jsonl(
+    memory_store: ContextStore, path: Path, tmp_path: Path
+) -> None:
+    session = continued_session(path, tmp_path / "chats")
+    copy = older_session(path, tmp_path / "backup", _older_records(path, "tokens not yet in"))
+    assert import_gemini(memory_store, copy).items[0].status == "imported"
+    assert import_gemini(memory_store, session).items[0].status == "updated"
+    with ContextStore.open(":memory:") as fresh:
+        cid = import_gemini(fresh, session).conversation_id
+        assert _stored(memory_store, cid) == _stored(fresh, cid)
 
 
 def test_the_share_export_comes_back_as_the_same_array(tmp_path: Path) -> None:
