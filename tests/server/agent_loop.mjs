@@ -197,6 +197,10 @@ async function agentLoop(transport, mode) {
     "ConversationNotFoundError",
   );
   check(missing.data.exit_code === 3, "exit code of not found");
+  // JSON.stringify keeps a null params (it drops only undefined): an invalid request.
+  const nullParams = await failure(transport, "list_conversations", null, -32600);
+  check(nullParams.data.problems[0].param === "params", "null params named as params");
+  check(nullParams.message.endsWith("not null"), "null params said in JSON terms");
   const parse = await transport.send("{oops");
   check(parse.error.code === -32700 && parse.id === null, "a parse error");
   const batch = await transport.send(
