@@ -27,7 +27,12 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from contextstore.cli import terminal
 from contextstore.cli.wording import cli_wording
-from contextstore.core.errors import ContextStoreError, DatabaseUnavailableError, NotFoundError
+from contextstore.core.errors import (
+    ContextStoreError,
+    DatabaseUnavailableError,
+    NotFoundError,
+    ReadOnlyLocationError,
+)
 from contextstore.storage.driver_errors import first_line
 from contextstore.storage.engine import resolve_target
 from contextstore.storage.paths import default_database_path, default_location
@@ -177,12 +182,19 @@ def yes_option(func: F) -> F:
     return click.option("--yes", "-y", is_flag=True, help="Do it without asking.")(func)
 
 
-def open_store(ctx: click.Context, *, existing: bool | None = None, **kwargs: Any) -> ContextStore:
+def open_store(
+    ctx: click.Context, *, existing: bool | None = None, writes: bool = False, **kwargs: Any
+) -> ContextStore:
     """Open the store named by ``--db`` (or the default); closed when the command ends.
 
     ``existing``: the command needs a store that is already there (a SQLite file that does
     not exist is refused, and nothing is created); by default, when it opens without
-    ``auto_migrate``, as the commands that read do."""
+    ``auto_migrate``, as the commands that read do.
+
+    ``writes``: the command writes to the store whenever it runs, so ``--read-only`` is no
+    way to run it: where nothing can be written it is refused saying so
+    (:func:`cannot_write_there`), not with the library's advice to open it read-only. Left
+    False by commands that read, and by ``serve``, which serves reads with ``--read-only``."""
     obj = ctx.find_root().obj or {}
     location = obj.get("db")
     if obj.get("read_only"):
@@ -191,6 +203,10 @@ def open_store(ctx: click.Context, *, existing: bool | None = None, **kwargs: An
         _refuse_missing_file(location)
     try:
         store = ContextStore.open(location, **kwargs)
+    except ReadOnlyLocationError as exc:
+        if not writes or kwargs.get("read_only"):
+            raise
+        raise ReadOnlyLocationError(cannot_write_there(ctx, exc.situation)) from exc
     except (DBAPIError, DatabaseUnavailableError) as exc:
         cause = exc.__cause__ if isinstance(exc, DatabaseUnavailableError) else exc
         driver = getattr(cause, "orig", None) or cause or exc
@@ -202,15 +218,45 @@ def open_store(ctx: click.Context, *, existing: bool | None = None, **kwargs: An
     return store
 
 
+READING_COMMANDS = "conversations, show, audit, search, export"
+"""Commands named as the ones that still work on a read-only location with ``--read-only``."""
+
+
+def command_name(ctx: click.Context) -> str:
+    """``'contextstore import cline'``: the command being run, as the user types it."""
+    names = []
+    while ctx.parent is not None:
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return "'" + " ".join(["contextstore", *reversed(names)]) + "'"
+
+
+def cannot_write_there(ctx: click.Context, situation: str) -> str:
+    """The refusal of a command that writes, on a location where nothing can be written:
+    what happened, that the command cannot run there (``--read-only`` would not help it),
+    and, when a store is there, that the commands that read it can."""
+    path = sqlite_file(ctx)
+    file_there = path is not None and path.exists()
+    copy = " (a copy of this one in a writable directory, for example)" if file_there else ""
+    message = (
+        f"{situation}; {command_name(ctx)} writes to the database, so it cannot run on a "
+        f"read-only location; to run it, point --db at a database that can be written{copy}."
+    )
+    if path is None or file_there:
+        message += f" Commands that only read ({READING_COMMANDS}) work there with --read-only."
+    return message
+
+
 @contextmanager
 def store_removed_if_refused(ctx: click.Context) -> Iterator[ContextStore]:
-    """:func:`open_store`, for a command that creates its store when it is missing and
-    writes in one transaction: when the command fails, a store file it created is removed
-    again, with the folders made for it, so that a refused command leaves nothing behind."""
+    """:func:`open_store` (``writes=True``), for a command that creates its store when it is
+    missing and writes in one transaction: when the command fails, a store file it created
+    is removed again, with the folders made for it, so that a refused command leaves nothing
+    behind."""
     path = sqlite_file(ctx)
     new = path if path is not None and not os.path.lexists(path) else None
     made = [] if new is None else [folder for folder in new.parents if not folder.exists()]
-    store = open_store(ctx)
+    store = open_store(ctx, writes=True)
     try:
         yield store
     except BaseException:

@@ -43,7 +43,7 @@ def _run_number(store: ContextStore) -> int:
 @click.pass_context
 def demo(ctx: click.Context, crash_kills: int) -> None:
     """Write a realistic agent session, checkpoint it, break it, roll it back, audit it."""
-    store = open_store(ctx)
+    store = open_store(ctx, writes=True)
     run = _run_number(store)
     terminal.out(f"database: {store.location}")
     terminal.out(f"demo run {run}: its conversations are titled 'demo {run}: ...'")

@@ -28,7 +28,7 @@ def migrate(ctx: click.Context) -> None:
     """Upgrade the database schema to the current version."""
     if (ctx.find_root().obj or {}).get("read_only"):
         raise ReadOnlyError("migrate upgrades the schema, which writes; drop --read-only.")
-    store = open_store(ctx)
+    store = open_store(ctx, writes=True)
     terminal.out(f"{store.location}: schema is up to date")
 
 
@@ -158,7 +158,7 @@ def delete(ctx: click.Context, conversation_id: str, yes: bool, as_json: bool) -
 
     Without --yes it asks; off a terminal it refuses instead. Forks of it stay.
     """
-    store = open_store(ctx, auto_migrate=False)
+    store = open_store(ctx, auto_migrate=False, writes=True)
     conv = store.get_conversation(conversation_id)
     counts = store.row_counts(conversation_id)
     rows = sum(n for name, n in counts.items() if name != "conversations")

@@ -45,7 +45,7 @@ def checkpoint(
     as_json: bool,
 ) -> None:
     """Mark the present moment of a conversation; print the checkpoint."""
-    store = open_store(ctx, auto_migrate=False)
+    store = open_store(ctx, auto_migrate=False, writes=True)
     cp = store.checkpoint(conversation_id, label, note=note, git_hash=git_hash)
     if as_json:
         terminal.print_json(checkpoint_json(cp))
@@ -121,7 +121,7 @@ def rollback(
 
     Without --yes it shows what would go and asks; off a terminal it refuses instead.
     """
-    store = open_store(ctx, auto_migrate=False)
+    store = open_store(ctx, auto_migrate=False, writes=not dry_run)
     store.get_conversation(conversation_id)
     to = checked_moment(store, conversation_id, to, "--to")
     preview = store.rollback(conversation_id, _target(to), purge=purge, dry_run=True)
@@ -173,7 +173,7 @@ def rollback(
 @click.pass_context
 def restore(ctx: click.Context, conversation_id: str, rollback_id: int, as_json: bool) -> None:
     """Put back the rows a rollback archived (refused once anything was written since)."""
-    store = open_store(ctx, auto_migrate=False)
+    store = open_store(ctx, auto_migrate=False, writes=True)
     report = store.restore(conversation_id, rollback_id)
     if as_json:
         terminal.print_json(
@@ -208,7 +208,7 @@ def fork(
     ctx: click.Context, conversation_id: str, at: Moment | None, title: str | None, as_json: bool
 ) -> None:
     """Start a new conversation from another's history up to a moment; print its id."""
-    store = open_store(ctx, auto_migrate=False)
+    store = open_store(ctx, auto_migrate=False, writes=True)
     store.get_conversation(conversation_id)
     if at is not None:
         at = checked_moment(store, conversation_id, at, "--at")

@@ -114,9 +114,17 @@ class ReadOnlyLocationError(ReadOnlyError):
 
     What to do: open it with ``read_only=True`` (the CLI's read commands already do), or
     move the file somewhere writable. Nothing was written.
+
+    ``situation`` is the message's first part, what cannot be written, without the advice
+    (which assumes the caller may only want to read): a command line that knows its command
+    writes says what to do in its own words.
     """
 
     exit_code = 9
+
+    def __init__(self, message: str, *, situation: str | None = None) -> None:
+        super().__init__(message)
+        self.situation = message if situation is None else situation
 
 
 class StorageFullError(ContextStoreError):

@@ -9,7 +9,8 @@ Every request passes three checks before its body is read, in this order:
 3. its body is at most ``max_request_bytes``, else 413.
 
 The JSON-RPC answer comes back with 200 (204 when the body held only notifications). Every
-refusal (401, 404, 405, 413, 421) has a JSON body ``{"error": "..."}`` saying what to do. Store
+refusal (401, 404, 405, 413, 421) has a JSON body ``{"error": "..."}`` saying what to do; a
+path with a trailing slash (``/rpc/``) is a 404 that names the path, never a redirect. Store
 calls block, so each body is answered in a worker thread, off the event loop. On SIGTERM or
 SIGINT the server stops accepting connections, answers the requests in flight, and exits 0.
 """
@@ -191,20 +192,28 @@ def create_app(
             on_ready()
         yield
 
+    routes = [Route("/rpc", rpc, methods=["POST"]), Route("/health", health, methods=["GET"])]
+    paths = {route.path for route in routes}
+
     async def no_route(request: Request, exc: Exception) -> Response:
         # Starlette's own 404 and 405 are plain text; a client parsing JSON reads this.
         assert isinstance(exc, HTTPException)
+        path = request.url.path
+        meant = path.rstrip("/")
+        trailing = meant != path and meant in paths
+        slash = f": the path is {meant}, without the trailing slash" if trailing else ""
         return JSONResponse(
-            {"error": f"{request.method} {request.url.path} is not served; {ROUTES_HINT}"},
+            {"error": f"{request.method} {path} is not served{slash}; {ROUTES_HINT}"},
             status_code=exc.status_code,
             headers=exc.headers,
         )
 
     app = Starlette(
-        routes=[Route("/rpc", rpc, methods=["POST"]), Route("/health", health, methods=["GET"])],
-        exception_handlers={404: no_route, 405: no_route},
-        lifespan=lifespan,
+        routes=routes, exception_handlers={404: no_route, 405: no_route}, lifespan=lifespan
     )
+    # Starlette would answer /rpc/ with a redirect to /rpc, which many clients follow with
+    # a GET or without the body (or not at all): one path, and a 404 that names it.
+    app.router.redirect_slashes = False
     return GuardMiddleware(app, token=token, hosts=hosts, port=port)
 
 

@@ -4,14 +4,16 @@ Transport-free: :meth:`Dispatcher.handle_bytes` takes one JSON text and returns 
 text (or None when nothing must be answered: a notification, or a batch of them). Every
 failure becomes an error object and the dispatcher goes on serving:
 
-- -32700 the text is not JSON; -32600 not a request object; -32601 no such method;
-- -32602 the params do not fit (unknown or missing names, wrong types), and any
-  :class:`InvalidInputError` the store raises for them;
+- -32700 the text is not JSON; -32600 not a request object (``params`` that is present
+  but neither an object nor an array, ``null`` included); -32601 no such method;
+- -32602 the params do not fit (by position, unknown or missing names, wrong types), and
+  any :class:`InvalidInputError` the store raises for them;
 - -32000 - exit_code for the other store errors (-32003 not found, -32005 integrity, ...);
 - -32603 an unexpected error (logged with its traceback on the server's stderr).
 
 A store error's ``data`` carries ``error_class``, ``message`` and ``exit_code`` (the CLI's
-exit code for the same error); its messages name methods and params, not Python calls
+exit code for the same error), and so does a refused ``params`` (-32600 or -32602, with its
+``problems``); messages name methods and params, not Python calls
 (:mod:`contextstore.server.wording`).
 """
 
@@ -63,6 +65,19 @@ def _error(request_id: Any, code: int, message: str, data: Any = None) -> dict[s
     if data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a decoded value's type (``null``, ``a string``...), for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
 
 
 def _reject_constant(name: str) -> Any:
@@ -143,6 +158,16 @@ class Dispatcher:
                 INVALID_REQUEST,
                 'invalid request: it needs "jsonrpc": "2.0" and a "method" string',
             )
+        if "params" in message and not isinstance(params, dict | list):
+            # JSON-RPC 2.0 (4.2): params, when present, is an object or an array; anything
+            # else (null included) makes the message an invalid request, answered even
+            # without an id (as the specification's own example of one).
+            refused = InvalidParamsError(
+                f"invalid request: params must be an object of named parameters, or left "
+                f"out, not {json_type(params)}",
+                [{"param": "params", "message": "must be an object of named parameters"}],
+            )
+            return _error(request_id, INVALID_REQUEST, str(refused), error_data(refused))
         notification = "id" not in message
         response = self._call(request_id, method_name, params)
         if notification:
@@ -160,10 +185,10 @@ class Dispatcher:
                 f"method not found: {method_name!r}; 'contextstore serve --describe' lists "
                 "the methods",
             )
-        if params is not None and not isinstance(params, dict):
+        if isinstance(params, list):
             refused = InvalidParamsError(
                 f"invalid params for {method_name}: params must be an object of named "
-                "parameters (by name, as in the Python API), not an array or a value",
+                "parameters (by name, as in the Python API), not an array",
                 [{"param": "params", "message": "must be an object of named parameters"}],
             )
             return _error(request_id, INVALID_PARAMS, str(refused), error_data(refused))

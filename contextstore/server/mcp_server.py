@@ -2,7 +2,8 @@
 
 Built on the official ``mcp`` SDK (``pip install "contextstore[mcp]"``). The tools are
 compositions of :class:`ContextStore` reads (no SQL here); each answers with the records as
-JSON, in the same shapes as the JSON-RPC server. The store is opened read-only unless
+JSON, in the same shapes as the JSON-RPC server, and takes its arguments as strictly as the
+JSON-RPC methods take params (``"5"`` is not an integer). The store is opened read-only unless
 ``--allow-writes``, which adds ``checkpoint`` and ``rollback``. A store error comes back as a
 tool error whose text names the error class and says what to do, for the model to read.
 """
@@ -17,8 +18,10 @@ from typing import Any, Literal, TypeVar
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
-from pydantic import ValidationError
+from pydantic import ValidationError, create_model
 
 from contextstore import __version__
 from contextstore.core.errors import ContextStoreError
@@ -197,6 +200,39 @@ def argument_problems(tool: str, problems: list[dict[str, str]], accepted: list[
     )
 
 
+class StrictArguments(FuncMetadata):
+    """A tool's arguments as the SDK validates them, without its two loosenesses, so that a
+    tool takes what the JSON-RPC method would (strict, as :mod:`contextstore.server.methods`):
+
+    - the argument model is pydantic's strict mode: ``"5"`` and ``5.0`` are not integers,
+      ``"true"`` and ``1`` are not booleans (the SDK's model converts them);
+    - a string is passed on as it came (the SDK first decodes any string that reads as a
+      JSON array, object or ``null`` for an argument not typed plain ``str``: a checkpoint
+      label ``"null"`` became no label, a note ``"[1, 2]"`` was refused as not a string).
+
+    The published input schema does not change: it said these types already."""
+
+    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
+        """``data`` unchanged (the SDK's version decodes JSON inside strings)."""
+        return dict(data)
+
+
+def strict_tool(function: Callable[..., Any], annotations: ToolAnnotations) -> Tool:
+    """The SDK's tool for ``function``, its arguments validated as :class:`StrictArguments`."""
+    tool = Tool.from_function(function, annotations=annotations)
+    loose = tool.fn_metadata
+    strict_model = create_model(
+        loose.arg_model.__name__, __base__=loose.arg_model, __cls_kwargs__={"strict": True}
+    )
+    tool.fn_metadata = StrictArguments(
+        arg_model=strict_model,
+        output_schema=loose.output_schema,
+        output_model=loose.output_model,
+        wrap_output=loose.wrap_output,
+    )
+    return tool
+
+
 class HistoryServer(MCPServer[Any]):
     """The SDK's server, with argument errors reported as :func:`argument_problems` says
     them (the model reads them to correct its call), unknown argument names included (the
@@ -234,15 +270,19 @@ WRITE_TOOLS = ("checkpoint", "rollback")
 
 
 def build_server(store: ContextStore, *, allow_writes: bool = False) -> MCPServer[Any]:
-    """The MCP server over ``store``: the read tools, and the write tools if allowed."""
-    server = HistoryServer("contextstore", instructions=INSTRUCTIONS, version=__version__)
-    tools = HistoryTools(store)
-    for name in READ_TOOLS:
-        server.add_tool(_store_errors_as_tool_errors(getattr(tools, name)), annotations=READ_ONLY)
+    """The MCP server over ``store``: the read tools, and the write tools if allowed, each
+    with strict arguments (:class:`StrictArguments`)."""
+    history = HistoryTools(store)
+    annotated = [(name, READ_ONLY) for name in READ_TOOLS]
     if allow_writes:
         for name, destructive in zip(WRITE_TOOLS, (False, True), strict=True):
-            annotations = ToolAnnotations(destructive_hint=destructive, open_world_hint=False)
-            server.add_tool(
-                _store_errors_as_tool_errors(getattr(tools, name)), annotations=annotations
+            annotated.append(
+                (name, ToolAnnotations(destructive_hint=destructive, open_world_hint=False))
             )
-    return server
+    tools = [
+        strict_tool(_store_errors_as_tool_errors(getattr(history, name)), annotations)
+        for name, annotations in annotated
+    ]
+    return HistoryServer(
+        "contextstore", instructions=INSTRUCTIONS, version=__version__, tools=tools
+    )

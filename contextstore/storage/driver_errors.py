@@ -124,10 +124,11 @@ def classify_database_error(exc: BaseException) -> ContextStoreError | None:
             "running, then retry."
         )
     if code.startswith("SQLITE_READONLY") or state in _POSTGRES_READ_ONLY:
+        situation = f"the database cannot be written there ({reason})"
         return ReadOnlyLocationError(
-            f"the database cannot be written there ({reason}); check the file's and its "
-            "directory's permissions, or open the store with read_only=True (--read-only on "
-            "the command line). Nothing was written."
+            f"{situation}; check the file's and its directory's permissions, or open the "
+            "store with read_only=True (--read-only on the command line). Nothing was written.",
+            situation=situation,
         )
     return None
 
@@ -173,7 +174,8 @@ def translated_errors() -> Iterator[None]:
         if _is_read_only(driver):
             raise ReadOnlyLocationError(
                 "the database file is read-only; check its permissions or open the store "
-                "with read_only=True (--read-only on the command line)."
+                "with read_only=True (--read-only on the command line).",
+                situation="the database file is read-only",
             ) from exc
         if _is_busy(driver):
             raise DatabaseBusyError(

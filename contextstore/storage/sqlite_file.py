@@ -86,10 +86,14 @@ def check_before_open(path: Path, *, read_only: bool, create: bool = True) -> No
             "auto_migrate=True to create a new store there."
         )
     elif not writable_location(path):
-        raise ReadOnlyLocationError(
+        situation = (
             f"{path} is in a location that cannot be written (a read-only file, directory or "
-            "medium); open it with read_only=True (--read-only on the command line) to read "
-            "it, or copy it somewhere writable."
+            "medium)"
+        )
+        raise ReadOnlyLocationError(
+            f"{situation}; open it with read_only=True (--read-only on the command line) to "
+            "read it, or copy it somewhere writable.",
+            situation=situation,
         )
     inspect_database_file(path)
 
@@ -231,10 +235,11 @@ def create_database_file(path: Path, page_size: int) -> None:
         os.close(os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except OSError as exc:
         if isinstance(exc, (PermissionError,)) or exc.errno == 30:  # EROFS
+            situation = f"cannot create a database at {path}: {exc.strerror}"
             raise ReadOnlyLocationError(
-                f"cannot create a database at {path}: {exc.strerror}; pick a writable "
-                "location (or open an existing store there with read_only=True, "
-                "--read-only on the command line)."
+                f"{situation}; pick a writable location (or open an existing store there "
+                "with read_only=True, --read-only on the command line).",
+                situation=situation,
             ) from exc
         raise
     try:

@@ -95,3 +95,92 @@ def test_the_cli_says_to_pass_read_only_and_obeys_it(tmp_path: Path) -> None:
         assert run("--db", db, "check").code == 0  # check opens read-only by itself
         got = run("--read-only", "--db", db, "checkpoint", ids[0], "--label", "x")
         assert got.code == 6 and "read-only" in got.err
+
+
+def _cline_task(tmp_path: Path) -> Path:
+    task = tmp_path / "tasks" / "1700000000000"
+    task.mkdir(parents=True)
+    (task / "api_conversation_history.json").write_text(
+        '[{"role": "user", "content": "hi"}]', encoding="utf-8"
+    )
+    return task
+
+
+def test_a_command_that_writes_says_it_cannot_run_there_and_reads_can(tmp_path: Path) -> None:
+    """--read-only is no way to run a command that writes: the refusal says the command
+    writes, so it cannot run there, and which commands read there with --read-only (each of
+    them does); exit 9, as the README's exit codes say."""
+    task = _cline_task(tmp_path)
+    with read_only_directory(tmp_path) as (where, ids):
+        db = str(where / "store.db")
+        before = sorted(os.listdir(where))
+        writers = {
+            "checkpoint": ("checkpoint", ids[0], "--label", "x"),
+            "rollback": ("rollback", ids[0], "--to", "1", "--yes"),
+            "restore": ("restore", ids[0], "1"),
+            "fork": ("fork", ids[0]),
+            "delete": ("delete", ids[0], "--yes"),
+            "migrate": ("migrate",),
+            "demo": ("demo", "--crash-kills", "0"),
+            "import cline": ("import", "cline", str(task)),
+        }
+        for name, args in writers.items():
+            got = run("--db", db, *args)
+            assert got.code == 9 and got.err.count("\n") == 1, (name, got.err)
+            assert got.err == (
+                f"error: {db} is in a location that cannot be written (a read-only file, "
+                f"directory or medium); 'contextstore {name}' writes to the database, so it "
+                "cannot run on a read-only location; to run it, point --db at a database that "
+                "can be written (a copy of this one in a writable directory, for example). "
+                "Commands that only read (conversations, show, audit, search, export) work "
+                "there with --read-only.\n"
+            )
+        readers = [
+            ("conversations",),
+            ("show", ids[0]),
+            ("audit", ids[0]),
+            ("search", "a"),
+            ("export", "gemini", ids[0], str(tmp_path / "out.jsonl")),
+            ("rollback", ids[0], "--to", "1", "--dry-run"),
+        ]
+        for args in readers:
+            told = run("--db", db, *args)
+            assert told.code == 9 and "open it with --read-only to read it" in told.err
+            got = run("--read-only", "--db", db, *args)
+            assert got.code == 0, (args, got.err)
+        new = str(where / "new.db")
+        got = run("--db", new, "import", "cline", str(task))
+        assert got.code == 9 and got.err == (
+            f"error: {new} is in a location that cannot be written (a read-only file, "
+            "directory or medium); 'contextstore import cline' writes to the database, so it "
+            "cannot run on a read-only location; to run it, point --db at a database that can "
+            "be written.\n"
+        )  # no store there: nothing to read either
+        assert sorted(os.listdir(where)) == before
+
+
+def test_the_situation_is_the_message_without_its_advice(tmp_path: Path) -> None:
+    """What an adapter that knows its caller writes builds its own advice on."""
+    import sqlite3
+
+    from contextstore.storage.driver_errors import classify_database_error
+
+    path = tmp_path / "ro.db"
+    sqlite3.connect(path).execute("CREATE TABLE t (x)").connection.close()
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        with pytest.raises(sqlite3.OperationalError) as driver:
+            connection.execute("INSERT INTO t VALUES (1)")
+    finally:
+        connection.close()
+    classified = classify_database_error(driver.value)
+    assert isinstance(classified, ReadOnlyLocationError)
+    with (
+        read_only_directory(tmp_path) as (where, _ids),
+        pytest.raises(ReadOnlyLocationError) as opening,
+    ):
+        ContextStore.open(where / "store.db")
+    for error in (classified, opening.value):
+        assert str(error).startswith(error.situation + "; ")
+        assert "read_only" not in error.situation and "--read-only" not in error.situation
+    assert ReadOnlyLocationError("plain").situation == "plain"

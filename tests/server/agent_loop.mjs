@@ -197,6 +197,10 @@ async function agentLoop(transport, mode) {
     "ConversationNotFoundError",
   );
   check(missing.data.exit_code === 3, "exit code of not found");
+  // JSON.stringify keeps a null params (it drops only undefined): an invalid request.
+  const nullParams = await failure(transport, "list_conversations", null, -32600);
+  check(nullParams.data.problems[0].param === "params", "null params named as params");
+  check(nullParams.message.endsWith("not null"), "null params said in JSON terms");
   const parse = await transport.send("{oops");
   check(parse.error.code === -32700 && parse.id === null, "a parse error");
   const batch = await transport.send(
@@ -210,6 +214,15 @@ async function agentLoop(transport, mode) {
   if (transport instanceof HttpTransport) {
     const denied = await transport.post(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "x" }), null);
     check(denied.status === 401, "no token, no answer");
+    // fetch follows redirects by default: a trailing slash must not be served by one.
+    const slash = await fetch(`${transport.url}/`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${transport.token}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "list_conversations" }),
+    });
+    check(slash.status === 404 && !slash.redirected, "no redirect for /rpc/");
+    const said = await slash.json();
+    check(said.error.includes("POST /rpc/ is not served") && said.error.includes("POST /rpc "), said.error);
   }
   return cid;
 }

@@ -172,6 +172,7 @@ def _is_notification(message: Any) -> bool:
         and "id" not in message
         and message.get("jsonrpc") == "2.0"
         and isinstance(message.get("method"), str)
+        and isinstance(message.get("params", {}), dict | list)
     )
 
 

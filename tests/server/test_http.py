@@ -203,6 +203,35 @@ def test_another_path_or_method_is_told_what_to_send_in_json(
         assert allowed == ({"POST"} if path == "/rpc" else {"GET", "HEAD"})
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "meant"),
+    [("POST", "/rpc/", "/rpc"), ("POST", "/rpc//", "/rpc"), ("GET", "/health/", "/health")],
+)
+def test_a_trailing_slash_is_a_json_404_naming_the_path_not_a_redirect(
+    shared_server: HttpServer, method: str, path: str, meant: str
+) -> None:
+    """httpx, told to follow redirects as many clients do, gets one answer: a redirect
+    (Starlette's default) would be re-sent by some clients as a GET, without the body or
+    without the token, and by others not at all."""
+    httpx = pytest.importorskip("httpx")
+    before = shared_server.client().result("list_conversations")
+    create = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "create_conversation"})
+    with httpx.Client(follow_redirects=True, timeout=WAIT_SECONDS) as client:
+        response = client.request(
+            method,
+            f"http://127.0.0.1:{shared_server.port}{path}",
+            content=create if method == "POST" else None,
+            headers={"Authorization": f"Bearer {shared_server.token}"},
+        )
+    assert response.history == [] and response.status_code == 404
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {
+        "error": f"{method} {path} is not served: the path is {meant}, without the trailing "
+        "slash; send JSON-RPC with POST /rpc (GET /health answers whether the server is up)"
+    }
+    assert shared_server.client().result("list_conversations") == before  # nothing ran
+
+
 def test_the_request_size_is_capped_at_the_byte(tmp_path: Path) -> None:
     server = start_http(tmp_path / "a.db", tmp_path / "data", "--max-request-bytes", "2048")
     try:

@@ -68,20 +68,66 @@ def test_unknown_method_and_positional_params(rpc: RpcClient) -> None:
     assert positional["code"] == -32602 and "by name" in positional["message"]
 
 
-@pytest.mark.parametrize("params", [["abc"], "abc", 5])
-def test_params_that_are_not_an_object_carry_data_like_any_invalid_params(
-    params: Any, rpc: RpcClient
-) -> None:
+def test_params_by_position_carry_data_like_any_invalid_params(rpc: RpcClient) -> None:
     """The README's table: every -32602 has data with the class, the exit code and the
     problems, so a client handles them all with one code path."""
-    error = rpc.error("get_conversation", params)
+    error = rpc.error("get_conversation", ["abc"])
     assert error["code"] == -32602
+    assert error["message"].endswith("not an array")
     assert error["data"] == {
         "error_class": "InvalidParamsError",
         "message": error["message"],
         "exit_code": 2,
         "problems": [{"param": "params", "message": "must be an object of named parameters"}],
     }
+
+
+@pytest.mark.parametrize(
+    ("params", "named"),
+    [("null", "null"), ('"abc"', "a string"), ("5", "a number"), ("true", "a boolean")],
+)
+def test_params_that_are_not_structured_make_an_invalid_request(
+    params: str, named: str, rpc: RpcClient
+) -> None:
+    """JSON-RPC 2.0, 4.2: params, when present, MUST be an object or an array; ``null`` is
+    not a way to leave it out. Refused before the method is looked up, with the same data
+    as any refused params, and nothing is called."""
+    before = rpc.result("list_conversations")
+    text = f'{{"jsonrpc": "2.0", "id": 7, "method": "create_conversation", "params": {params}}}'
+    response = _send(rpc, text)
+    assert response["id"] == 7 and "result" not in response
+    error = response["error"]
+    assert error["code"] == -32600
+    assert error["message"] == (
+        f"invalid request: params must be an object of named parameters, or left out, not {named}"
+    )
+    assert error["data"] == {
+        "error_class": "InvalidParamsError",
+        "message": error["message"],
+        "exit_code": 2,
+        "problems": [{"param": "params", "message": "must be an object of named parameters"}],
+    }
+    assert rpc.result("list_conversations") == before  # create_conversation never ran
+    unknown = _send(rpc, '{"jsonrpc": "2.0", "id": 8, "method": "subtract", "params": null}')
+    assert unknown["error"]["code"] == -32600  # the request is invalid before its method
+
+
+def test_a_notification_with_null_params_is_an_invalid_request_answered(
+    rpc: RpcClient,
+) -> None:
+    """Without a valid params there is no valid notification: the answer comes with a null
+    id (the specification's example answers such a message), and nothing runs."""
+    before = rpc.result("list_conversations")
+    response = _send(rpc, '{"jsonrpc": "2.0", "method": "create_conversation", "params": null}')
+    assert response["id"] is None and response["error"]["code"] == -32600
+    batch = _send(
+        rpc,
+        '[{"jsonrpc": "2.0", "method": "create_conversation", "params": null},'
+        ' {"jsonrpc": "2.0", "method": "create_conversation"}]',
+    )
+    assert [(r["id"], r["error"]["code"]) for r in batch] == [(None, -32600)]
+    after = rpc.result("list_conversations")
+    assert len(after) == len(before) + 1  # only the valid notification ran
 
 
 def test_nan_is_not_json(rpc: RpcClient) -> None:

@@ -275,6 +275,63 @@ def test_argument_errors_speak_json_and_name_unknown_arguments(tmp_path: Path) -
     _with_session(db, tmp_path / "data", ["--allow-writes"], body)
 
 
+WRONG_TYPES = [
+    ("list_conversations", {"limit": "5"}, ["integer"]),
+    ("list_conversations", {"limit": 5.0}, ["integer"]),
+    ("list_conversations", {"limit": True}, ["integer"]),
+    ("search_conversations", {"text": "a", "limit": "3"}, ["integer"]),
+    ("show_conversation", {"as_of": "123"}, ["integer"]),
+    ("show_conversation", {"as_of": "null"}, ["integer"]),
+    ("show_conversation", {"pristine": "true"}, ["boolean"]),
+    ("show_conversation", {"pristine": 1}, ["boolean"]),
+    ("show_request", {"request_id": "1"}, ["integer"]),
+    ("rollback", {"to": "after-read", "dry_run": "false"}, ["boolean"]),
+    ("rollback", {"to": "after-read", "dry_run": 0}, ["boolean"]),
+    ("rollback", {"to": 1.0}, ["string", "integer"]),
+]
+"""(tool, arguments, the JSON types expected of the last argument given)"""
+
+
+def test_wrongly_typed_arguments_are_refused_naming_the_argument_and_its_json_type(
+    tmp_path: Path,
+) -> None:
+    """As the JSON-RPC methods refuse params: a string is not an integer nor a boolean, a
+    number with a zero fraction is not an integer, true is not 1. The SDK's own argument
+    model converted them (a rollback with dry_run "false" ran for real); and a string is
+    kept as it was sent, never decoded as JSON first (a label "null" was no label)."""
+    db = tmp_path / "mcp.db"
+    state = _history(db)
+    cid = state["cid"]
+
+    async def body(session: Session) -> None:
+        listed = {t.name: t.input_schema for t in (await session.list_tools()).tools}
+        for tool, arguments, expected in WRONG_TYPES:
+            wrong = list(arguments)[-1]
+            clause = f"{wrong}: " + " or ".join(f"input should be a valid {t}" for t in expected)
+            if "conversation_id" in listed[tool]["properties"]:
+                arguments = {"conversation_id": cid, **arguments}
+            refused = await _fails(session, tool, **arguments)
+            assert refused == (
+                f"InvalidInputError: {tool} was called with arguments that do not fit: "
+                f"{clause} ({tool} takes {', '.join(listed[tool]['properties'])})."
+            )
+        kept = await _call(session, "checkpoint", conversation_id=cid, label="null", note="[1, 2]")
+        assert (kept["label"], kept["note"]) == ("null", "[1, 2]")
+        then = await _call(
+            session, "show_conversation", conversation_id=cid, as_of=state["checkpoint"].ts
+        )
+        assert len(then) == 3  # the right types still pass
+        assert (await _call(session, "rollback", conversation_id=cid, to="null"))["dry_run"]
+
+    _with_session(db, tmp_path / "data", ["--allow-writes"], body)
+    with ContextStore.open(db) as store:
+        counts = store.row_counts(cid)
+        assert [c.label for c in store.checkpoints(cid)] == ["after-read", "null"]
+    assert {k: v for k, v in counts.items() if k != "checkpoints"} == {
+        k: v for k, v in state["counts"].items() if k != "checkpoints"
+    }  # every refused call (rollback included) changed nothing
+
+
 def test_store_errors_name_tools_not_python_calls(tmp_path: Path) -> None:
     """Every MCP wording rule, triggered by a real call: the model reads tool names."""
     from contextstore.server.wording import MCP_RULES
