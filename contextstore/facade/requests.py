@@ -174,7 +174,9 @@ class RequestsMixin(StoreBase):
                 built = self._anthropic_payload(view, options, previous.pieces if previous else {})
             if built is None:
                 payload = self._payload(view, options)
-                problems = registry.validate_provider_payload(format, payload)
+                problems = registry.validate_provider_payload(
+                    format, payload, rules=options["view_rules"]
+                )
                 if problems:
                     raise IntegrityViolationError(
                         f"the {format} payload breaks the provider's rules "
@@ -346,26 +348,30 @@ class RequestsMixin(StoreBase):
         None when the view is not one the messages rendered one by one describe (a message
         left empty, roles not alternating, a provider rule broken): then it is built whole.
         The payload's messages are copies, so the caller may change them."""
+        rules = options.get("view_rules", 1)
         pieces: RenderedPieces = {}
         rendered: list[RenderedMessage] = []
-        handed: list[dict[str, Any]] = []
         fresh = 0
         for message in view:
             found = previous.get(id(message))
             if found is not None and found[0] is message:
                 piece = found[1]
-                handed.append(piece.copy())
             else:
-                made = anthropic.render_message(message, options.get("view_rules", 1))
+                made = anthropic.render_message(message, rules)
                 if made is None:
                     return None
                 piece, fresh = made, fresh + 1
-                handed.append(piece.copy())
                 found = (message, piece)
             pieces[id(message)] = found
             rendered.append(piece)
+        # The pieces kept are renderings of a message anywhere in the list; the last one
+        # is sent as the last message is (a final assistant message loses trailing
+        # whitespace).
+        if rendered:
+            rendered[-1] = anthropic.as_final(rendered[-1], rules)
         if not anthropic.conforming(rendered):
             return None
+        handed = [piece.copy() for piece in rendered]
         body = registry.build_request(
             "anthropic",
             [],
