@@ -29,12 +29,12 @@ from contextstore.core.planning import (
 )
 from contextstore.core.records import Conversation, PreparedRequest, RequestRecord
 from contextstore.core.state import ConversationState
+from contextstore.core.system_prompt import check_system
 from contextstore.core.validate import (
     MAX_JSON_BYTES,
     MAX_NAME_LENGTH,
     MAX_TEXT_BYTES,
     canonical_json,
-    check_free_text,
     check_id,
     check_int,
     check_json_value,
@@ -96,7 +96,7 @@ class RequestsMixin(StoreBase):
         self,
         conversation_id: str,
         *,
-        system: str | None = None,
+        system: str | Sequence[Mapping[str, Any]] | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
         format: str = "anthropic",
         model: str | None = None,
@@ -116,6 +116,10 @@ class RequestsMixin(StoreBase):
         ``record_request(conversation_id, request_id=ctx.request_id, ...)``. The processor
         pipeline (the store's, or ``pipeline``) runs on the resulting view and its rewrites
         are written as ``context_updates`` rows (kind ``processor``) in the same transaction.
+
+        ``system`` is a string, or a list of Anthropic text blocks (``{"type": "text",
+        "text": ..., "cache_control": ...}``): Anthropic gets the list as given, the other
+        formats its texts joined by a blank line.
         """
         check_id(conversation_id)
         registry.check_format(format)
@@ -123,14 +127,11 @@ class RequestsMixin(StoreBase):
         self._check_summarizer(summarizer)
         check_int("max_tokens", max_tokens, minimum=1)
         check_text("model", model, MAX_NAME_LENGTH)
-        check_free_text("system", system)
-        system = self._masked(system)
-        if active is not None:
-            system = active.rewrite_system(system)
-        options = self._request_options(format, system, tools, model, max_tokens)
+        checked_system = self._masked_system(check_system(system), active)
+        options = self._request_options(format, checked_system, tools, model, max_tokens)
         masked_tools = self._masked_tools(options["tools"], active)
         if masked_tools is not options["tools"]:
-            options = self._request_options(format, system, masked_tools, model, max_tokens)
+            options = self._request_options(format, checked_system, masked_tools, model, max_tokens)
         prompt = prompt_nodes(options["system"], options["tools"])
         # Inside a caller's transaction the rows read may yet be rolled back: nothing is kept.
         memoize = not self._db.in_transaction
@@ -287,12 +288,12 @@ class RequestsMixin(StoreBase):
     @staticmethod
     def _request_options(
         format: str,
-        system: str | None,
+        system: str | Sequence[Mapping[str, Any]] | None,
         tools: Sequence[Mapping[str, Any]] | None,
         model: str | None,
         max_tokens: int | None,
     ) -> dict[str, Any]:
-        check_free_text("system", system)
+        system = check_system(system)
         if tools is not None and (
             isinstance(tools, str | bytes | Mapping)
             or not isinstance(tools, Sequence)

@@ -24,11 +24,10 @@ from typing import Any
 from contextstore.core.errors import InvalidInputError, InvalidMessageError
 from contextstore.core.hardening import DEFAULT_CONTINUATION
 from contextstore.core.overlays import Block, Message
+from contextstore.core.system_prompt import SystemPrompt as SystemPrompt
+from contextstore.core.system_prompt import system_text as system_text
 from contextstore.core.validate import canonical_json, json_copy
 from contextstore.core.view import VIEW_RULES
-
-SystemPrompt = str | Sequence[Mapping[str, Any]]
-"""A system prompt: a string, or Anthropic text blocks (which may carry ``cache_control``)."""
 
 Tool = Mapping[str, Any]
 """A tool in Anthropic's schema: ``{"name", "description", "input_schema"}``."""
@@ -119,15 +118,6 @@ def content_blocks(message: Mapping[str, Any]) -> list[Block]:
     if isinstance(content, list):
         return [block for block in content if isinstance(block, dict)]
     return []
-
-
-def system_text(system: SystemPrompt) -> str:
-    """Return a system prompt as one string (text blocks joined by a blank line)."""
-    if isinstance(system, str):
-        return system
-    return "\n\n".join(
-        str(block.get("text", "")) for block in system if block.get("type", "text") == "text"
-    )
 
 
 def search_result_text(block: Mapping[str, Any]) -> str:
