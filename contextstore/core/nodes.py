@@ -31,6 +31,7 @@ from typing import Any, Final, NamedTuple
 from contextstore.core.content import NormalizedMessage
 from contextstore.core.errors import NodeInvariantError
 from contextstore.core.notices import SUMMARY_HEADING, TRUNCATION_NOTICE
+from contextstore.core.system_prompt import system_text
 from contextstore.core.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter, block_tokens
 from contextstore.core.validate import canonical_json
 
@@ -506,10 +507,14 @@ class PromptNode(NamedTuple):
 
 def prompt_nodes(system: Any, tools: Any) -> tuple[PromptNode | None, PromptNode | None]:
     """The nodes of a request's system prompt and tool definitions (None when it has none:
-    no prompt, an empty one, or no tools). A tool list's content is its canonical JSON."""
+    no prompt, an empty one, or no tools). A system prompt given as text blocks has their
+    texts joined by a blank line as its content (:func:`~contextstore.core.system_prompt.
+    system_text`), the text the model reads, as a string prompt of that text has; a tool
+    list's content is its canonical JSON."""
     system_node = None
-    if isinstance(system, str) and system:
-        system_node = PromptNode(_sha256(system), SYSTEM_PROMPT, system)
+    text = system_text(system) if isinstance(system, str | list) else None
+    if text:
+        system_node = PromptNode(_sha256(text), SYSTEM_PROMPT, text)
     tools_node = None
     if isinstance(tools, list) and tools:
         content = canonical_json(tools)

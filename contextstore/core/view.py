@@ -22,12 +22,16 @@ IndexedView = Sequence[tuple[int, Message]]
 RESULT_MISSING = "result missing"
 """Content of the placeholder result inserted for a tool call whose result was lost."""
 
-VIEW_RULES = 4
+VIEW_RULES = 5
 """The version of the view rules this code applies. A prepared request records the version
 it was built with, so that :meth:`ContextStore.request_payload` rebuilds it by the same
 rules after they change: 1 is the original set; 2 adds :func:`adopt_text_results`; 3 keeps
 one result per call in a message (:func:`one_result_per_call`); 4 gives tool call ids the
-Anthropic renderer's form (:func:`contextstore.renderers.anthropic.call_id`)."""
+Anthropic renderer's form (:func:`contextstore.renderers.anthropic.call_id`); 5 strips the
+trailing whitespace of a final assistant message for Anthropic
+(:func:`contextstore.renderers.anthropic.final_stripped`) and sends a tool result's
+``search_result`` items to OpenAI and Gemini as text
+(:func:`contextstore.renderers.anthropic.search_result_text`), where they were dropped."""
 
 ORPHANS_DROPPED = "[Tool results of calls in the removed part of the conversation were dropped.]"
 """Text left in a user message whose only blocks were orphan tool results."""

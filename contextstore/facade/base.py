@@ -19,6 +19,7 @@ from contextstore.core.errors import (
 from contextstore.core.planning import Plan
 from contextstore.core.records import Conversation, RequestRecord
 from contextstore.core.state import ConversationState
+from contextstore.core.system_prompt import rewrite_system_texts
 from contextstore.core.tokens import TiktokenCounter, TokenCounter
 from contextstore.core.validate import MAX_MESSAGE_BYTES, check_ts, shown
 from contextstore.facade.render_cache import PREPARE_CACHE_BYTES, RenderCache
@@ -123,6 +124,19 @@ class StoreBase:
             return value
         masked: V = mask_value(value)
         return masked
+
+    def _masked_system(
+        self, system: str | list[dict[str, Any]] | None, pipeline: Pipeline | None
+    ) -> str | list[dict[str, Any]] | None:
+        """A validated system prompt (:func:`~contextstore.core.system_prompt.check_system`)
+        masked: its secrets when the store was opened with ``mask_secrets_on_write``, then
+        by the pipeline's ``rewrite_system`` hooks (the secret masker's). A prompt given as
+        text blocks has the text of each masked, its other fields kept."""
+        if system is None:
+            return None
+        if self.mask_secrets_on_write:
+            system = rewrite_system_texts(system, mask_value)
+        return system if pipeline is None else pipeline.rewrite_system(system)
 
     def _masked_tools(
         self, tools: list[dict[str, Any]] | None, pipeline: Pipeline | None

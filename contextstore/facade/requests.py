@@ -29,12 +29,12 @@ from contextstore.core.planning import (
 )
 from contextstore.core.records import Conversation, PreparedRequest, RequestRecord
 from contextstore.core.state import ConversationState
+from contextstore.core.system_prompt import check_system
 from contextstore.core.validate import (
     MAX_JSON_BYTES,
     MAX_NAME_LENGTH,
     MAX_TEXT_BYTES,
     canonical_json,
-    check_free_text,
     check_id,
     check_int,
     check_json_value,
@@ -96,7 +96,7 @@ class RequestsMixin(StoreBase):
         self,
         conversation_id: str,
         *,
-        system: str | None = None,
+        system: str | Sequence[Mapping[str, Any]] | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
         format: str = "anthropic",
         model: str | None = None,
@@ -116,6 +116,10 @@ class RequestsMixin(StoreBase):
         ``record_request(conversation_id, request_id=ctx.request_id, ...)``. The processor
         pipeline (the store's, or ``pipeline``) runs on the resulting view and its rewrites
         are written as ``context_updates`` rows (kind ``processor``) in the same transaction.
+
+        ``system`` is a string, or a list of Anthropic text blocks (``{"type": "text",
+        "text": ..., "cache_control": ...}``): Anthropic gets the list as given, the other
+        formats its texts joined by a blank line.
         """
         check_id(conversation_id)
         registry.check_format(format)
@@ -123,14 +127,11 @@ class RequestsMixin(StoreBase):
         self._check_summarizer(summarizer)
         check_int("max_tokens", max_tokens, minimum=1)
         check_text("model", model, MAX_NAME_LENGTH)
-        check_free_text("system", system)
-        system = self._masked(system)
-        if active is not None:
-            system = active.rewrite_system(system)
-        options = self._request_options(format, system, tools, model, max_tokens)
+        checked_system = self._masked_system(check_system(system), active)
+        options = self._request_options(format, checked_system, tools, model, max_tokens)
         masked_tools = self._masked_tools(options["tools"], active)
         if masked_tools is not options["tools"]:
-            options = self._request_options(format, system, masked_tools, model, max_tokens)
+            options = self._request_options(format, checked_system, masked_tools, model, max_tokens)
         prompt = prompt_nodes(options["system"], options["tools"])
         # Inside a caller's transaction the rows read may yet be rolled back: nothing is kept.
         memoize = not self._db.in_transaction
@@ -174,7 +175,9 @@ class RequestsMixin(StoreBase):
                 built = self._anthropic_payload(view, options, previous.pieces if previous else {})
             if built is None:
                 payload = self._payload(view, options)
-                problems = registry.validate_provider_payload(format, payload)
+                problems = registry.validate_provider_payload(
+                    format, payload, rules=options["view_rules"]
+                )
                 if problems:
                     raise IntegrityViolationError(
                         f"the {format} payload breaks the provider's rules "
@@ -285,12 +288,12 @@ class RequestsMixin(StoreBase):
     @staticmethod
     def _request_options(
         format: str,
-        system: str | None,
+        system: str | Sequence[Mapping[str, Any]] | None,
         tools: Sequence[Mapping[str, Any]] | None,
         model: str | None,
         max_tokens: int | None,
     ) -> dict[str, Any]:
-        check_free_text("system", system)
+        system = check_system(system)
         if tools is not None and (
             isinstance(tools, str | bytes | Mapping)
             or not isinstance(tools, Sequence)
@@ -346,26 +349,30 @@ class RequestsMixin(StoreBase):
         None when the view is not one the messages rendered one by one describe (a message
         left empty, roles not alternating, a provider rule broken): then it is built whole.
         The payload's messages are copies, so the caller may change them."""
+        rules = options.get("view_rules", 1)
         pieces: RenderedPieces = {}
         rendered: list[RenderedMessage] = []
-        handed: list[dict[str, Any]] = []
         fresh = 0
         for message in view:
             found = previous.get(id(message))
             if found is not None and found[0] is message:
                 piece = found[1]
-                handed.append(piece.copy())
             else:
-                made = anthropic.render_message(message, options.get("view_rules", 1))
+                made = anthropic.render_message(message, rules)
                 if made is None:
                     return None
                 piece, fresh = made, fresh + 1
-                handed.append(piece.copy())
                 found = (message, piece)
             pieces[id(message)] = found
             rendered.append(piece)
+        # The pieces kept are renderings of a message anywhere in the list; the last one
+        # is sent as the last message is (a final assistant message loses trailing
+        # whitespace).
+        if rendered:
+            rendered[-1] = anthropic.as_final(rendered[-1], rules)
         if not anthropic.conforming(rendered):
             return None
+        handed = [piece.copy() for piece in rendered]
         body = registry.build_request(
             "anthropic",
             [],

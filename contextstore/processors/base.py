@@ -42,7 +42,8 @@ class Processor(Protocol):
     hash is unchanged. ``memoize = False`` opts out of that memo, for a processor whose work
     on a message costs no more than hashing it (the secret masker). They may define
     ``rewrite_system(text: str) -> str`` too: a prepared request's system prompt is passed
-    through it (the secret masker masks it), before it is stored and sent; and
+    through it (the secret masker masks it), before it is stored and sent (a prompt given
+    as text blocks, block by block: the text of each); and
     ``rewrite_tools(tools: list[dict]) -> list[dict]``, the same for its tool definitions.
     """
 

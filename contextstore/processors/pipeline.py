@@ -31,6 +31,7 @@ from contextstore.core.overlays import (
     apply_overlays,
     text_hash,
 )
+from contextstore.core.system_prompt import rewrite_system_texts
 from contextstore.core.validate import MAX_MESSAGE_BYTES, check_free_text, check_json_value
 from contextstore.core.view import IndexedView
 from contextstore.processors.base import (
@@ -363,22 +364,27 @@ class Pipeline:
             ) from exc
         return result
 
-    def rewrite_system(self, text: str | None) -> str | None:
-        """``text`` (a system prompt) as the processors defining ``rewrite_system`` leave it,
-        in order (None stays None).
+    def rewrite_system(
+        self, system: str | list[dict[str, Any]] | None
+    ) -> str | list[dict[str, Any]] | None:
+        """``system`` (a system prompt) as the processors defining ``rewrite_system`` leave
+        it, in order (None stays None). A prompt given as text blocks has each block's text
+        passed through the hook, its other fields (``cache_control``) kept.
 
         Raises:
             InvalidInputError: a processor returned something other than valid text.
         """
         for processor in self.processors:
             rewrite = getattr(processor, "rewrite_system", None)
-            if text is None or not callable(rewrite):
+            if system is None or not callable(rewrite):
                 continue
-            text = rewrite(text)
-            check_free_text(
-                f"the system prompt processor {processor.name!r} returned", text, optional=False
-            )
-        return text
+            system = rewrite_system_texts(system, rewrite)
+            texts = [system] if isinstance(system, str) else [b["text"] for b in system]
+            for text in texts:
+                check_free_text(
+                    f"the system prompt processor {processor.name!r} returned", text, optional=False
+                )
+        return system
 
     def rewrite_tools(self, tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
         """``tools`` (a prepared request's tool definitions) as the processors defining

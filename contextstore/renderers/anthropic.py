@@ -7,12 +7,14 @@ more beside them than the API takes: Cline adds ``ts``, ``id``, ``modelInfo`` an
 rejects all of these, so this renderer keeps, per block type, only the fields the API
 documents.
 
-The helpers :func:`check_messages`, :func:`content_blocks`, :func:`system_text` and
-:func:`check_tools` read the shared input format and are used by the other renderers.
+The helpers :func:`check_messages`, :func:`content_blocks`, :func:`system_text`,
+:func:`search_result_text` and :func:`check_tools` read the shared input format and are
+used by the other renderers.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
@@ -22,11 +24,10 @@ from typing import Any
 from contextstore.core.errors import InvalidInputError, InvalidMessageError
 from contextstore.core.hardening import DEFAULT_CONTINUATION
 from contextstore.core.overlays import Block, Message
+from contextstore.core.system_prompt import SystemPrompt as SystemPrompt
+from contextstore.core.system_prompt import system_text as system_text
 from contextstore.core.validate import canonical_json, json_copy
 from contextstore.core.view import VIEW_RULES
-
-SystemPrompt = str | Sequence[Mapping[str, Any]]
-"""A system prompt: a string, or Anthropic text blocks (which may carry ``cache_control``)."""
 
 Tool = Mapping[str, Any]
 """A tool in Anthropic's schema: ``{"name", "description", "input_schema"}``."""
@@ -119,13 +120,29 @@ def content_blocks(message: Mapping[str, Any]) -> list[Block]:
     return []
 
 
-def system_text(system: SystemPrompt) -> str:
-    """Return a system prompt as one string (text blocks joined by a blank line)."""
-    if isinstance(system, str):
-        return system
-    return "\n\n".join(
-        str(block.get("text", "")) for block in system if block.get("type", "text") == "text"
-    )
+def search_result_text(block: Mapping[str, Any]) -> str:
+    """Return a ``search_result`` block as text, for providers that have no such block.
+
+    A line ``[Search result: <title>]``, a line ``Source: <source>``, then the texts of its
+    content blocks, separated by a blank line. A field that is missing or not a string is
+    left out (without a title the first line is ``[Search result]``). Anthropic's own
+    format sends the block as it is.
+    """
+    title = block.get("title")
+    lines = [f"[Search result: {title}]" if isinstance(title, str) else "[Search result]"]
+    source = block.get("source")
+    if isinstance(source, str):
+        lines.append(f"Source: {source}")
+    content = block.get("content")
+    texts: list[str] = []
+    for item in content if isinstance(content, list) else []:
+        if isinstance(item, dict) and item.get("type") == "text":
+            text = item.get("text")
+            if isinstance(text, str) and text:
+                texts.append(text)
+    if texts:
+        lines.append("\n\n".join(texts))
+    return "\n".join(lines)
 
 
 def check_tools(tools: Sequence[Tool]) -> None:
@@ -188,6 +205,32 @@ def _clean_message(message: Mapping[str, Any], rules: int) -> Message:
     return {"role": message["role"], "content": _clean_blocks(content, rules)}
 
 
+def final_stripped(message: Mapping[str, Any]) -> Message | None:
+    """``message`` with the trailing whitespace of its content removed when it is an
+    assistant message ending with text that ends with whitespace, else None.
+
+    The Messages API refuses a request whose last message is such an assistant message (a
+    prefill): "final assistant content cannot end with trailing whitespace". Only the end
+    of the content is stripped: the string content, or the last block when it is a text
+    block. The text is not blank (blank text is dropped before), so it stays non-empty.
+    """
+    if message.get("role") != "assistant":
+        return None
+    content = message.get("content")
+    if isinstance(content, str):
+        stripped = content.rstrip()
+        return None if stripped == content else {**message, "content": stripped}
+    if not isinstance(content, list) or not content:
+        return None
+    last = content[-1]
+    if not isinstance(last, dict) or last.get("type") != "text":
+        return None
+    text = last.get("text")
+    if not isinstance(text, str) or text.rstrip() == text:
+        return None
+    return {**message, "content": [*content[:-1], {**last, "text": text.rstrip()}]}
+
+
 def _as_blocks(content: str | list[Block]) -> list[Block]:
     return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
@@ -220,13 +263,16 @@ def render_messages(
     the API refuses are given :func:`call_id`'s form. A message left
     without content is dropped and its neighbours, now of the same role, are merged so
     that roles still alternate; when that leaves the model first, a user turn saying
-    :data:`~contextstore.core.hardening.DEFAULT_CONTINUATION` opens the list.
+    :data:`~contextstore.core.hardening.DEFAULT_CONTINUATION` opens the list. When the
+    list ends with an assistant message (a prefill), the trailing whitespace of its
+    content is removed (:func:`final_stripped`).
 
     Args:
         messages: Anthropic-style messages, already cut and tool-paired. Not modified.
         rules: The version of the view rules to render by
             (:data:`~contextstore.core.view.VIEW_RULES`): a stored request is rebuilt by
-            the version it was prepared with; before 4, ids are sent as stored.
+            the version it was prepared with; before 4, ids are sent as stored, and
+            before 5 a final assistant message keeps its trailing whitespace.
 
     Returns:
         New message dicts sharing no objects with the input.
@@ -239,6 +285,8 @@ def render_messages(
     if rendered and rendered[0]["role"] != "user":
         # The first user message was left empty (a blank text): the API wants a user first.
         rendered.insert(0, {"role": "user", "content": DEFAULT_CONTINUATION})
+    if rules >= 5 and rendered:
+        rendered[-1] = final_stripped(rendered[-1]) or rendered[-1]
     return rendered
 
 
@@ -327,8 +375,9 @@ class RenderedMessage:
 
 def render_message(message: Any, rules: int = VIEW_RULES) -> RenderedMessage | None:
     """Render one message as :func:`render_messages` renders it (by the view rules of
-    version ``rules``) in a list that needs no merging; None when it is not an
-    Anthropic-style message (then :func:`render_messages` says what is wrong)."""
+    version ``rules``) in a list that needs no merging, anywhere but last (the last one
+    goes through :func:`as_final`); None when it is not an Anthropic-style message (then
+    :func:`render_messages` says what is wrong)."""
     if (
         not isinstance(message, Mapping)
         or message.get("role") not in ROLES
@@ -365,6 +414,20 @@ def render_message(message: Any, rules: int = VIEW_RULES) -> RenderedMessage | N
     )
 
 
+def as_final(piece: RenderedMessage, rules: int = VIEW_RULES) -> RenderedMessage:
+    """``piece`` as :func:`render_messages` renders it when it is the last message of the
+    list (by the view rules of version ``rules``): from version 5, a final assistant
+    message loses the trailing whitespace of its content (:func:`final_stripped`).
+    ``piece`` itself when nothing changes, so a rendering kept for the next prepare, where
+    the message is no longer last, stays as it was."""
+    stripped = final_stripped(piece.message) if rules >= 5 else None
+    if stripped is None:
+        return piece
+    return dataclasses.replace(
+        piece, message=stripped, canonical=canonical_json(stripped).encode("utf-8")
+    )
+
+
 def _nested(block: Block) -> tuple[tuple[str, bool], ...]:
     """The keys of ``block`` holding a container, each with whether it holds only scalars."""
     nested = []
@@ -378,10 +441,14 @@ def _nested(block: Block) -> tuple[tuple[str, bool], ...]:
 
 
 def conforming(rendered: Sequence[RenderedMessage]) -> bool:
-    """True when the messages ``rendered`` one by one are what :func:`render_messages`
-    makes of them together (nothing left empty, so nothing merged) and :func:`violations`
-    finds nothing in them. False means: render them together and check them in full (a
-    False may still have no violation, for example a tool call id used twice)."""
+    """True when the messages ``rendered`` one by one (the last one through
+    :func:`as_final`) are what :func:`render_messages` makes of them together (nothing
+    left empty, so nothing merged) and :func:`violations` finds nothing in them. False
+    means: render them together and check them in full (a False may still have no
+    violation, for example a tool call id used twice, or a final assistant message ending
+    with whitespace under view rules older than 5)."""
+    if rendered and final_stripped(rendered[-1].message) is not None:
+        return False
     calls: tuple[str, ...] = ()
     for position, message in enumerate(rendered):
         if not message.filled or message.role != ("user" if position % 2 == 0 else "assistant"):
@@ -398,7 +465,7 @@ def conforming(rendered: Sequence[RenderedMessage]) -> bool:
     return not calls
 
 
-def violations(messages: Sequence[Any]) -> list[str]:
+def violations(messages: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]:
     """Return the ways ``messages`` break the Messages API's role and tool-pairing rules.
 
     Checked: roles alternate, starting with ``user``; no message is empty and no text
@@ -406,7 +473,9 @@ def violations(messages: Sequence[Any]) -> list[str]:
     blocks at the start of the user message after an assistant message answer each of
     its ``tool_use`` ids exactly once; no
     ``tool_result`` follows another kind of block or names an id the previous assistant
-    message did not use.
+    message did not use; and, for a payload built by version 5 of the view rules or later
+    (``rules``; older ones sent it as it was), a final assistant message does not end with
+    whitespace.
     """
     problems: list[str] = []
     calls: list[str] = []
@@ -426,6 +495,12 @@ def violations(messages: Sequence[Any]) -> list[str]:
             calls = [str(b.get("id")) for b in blocks if b.get("type") == "tool_use"]
     if calls:
         problems.append(f"end of messages: tool_use ids {calls} are not answered")
+    last = messages[-1] if messages else None
+    if rules >= 5 and isinstance(last, Mapping) and final_stripped(last) is not None:
+        problems.append(
+            f"messages[{len(messages) - 1}] is the final assistant message and its content "
+            "ends with whitespace"
+        )
     return problems
 
 

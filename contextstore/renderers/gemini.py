@@ -11,6 +11,9 @@ The mapping from Anthropic blocks to Gemini parts:
   :data:`UNKNOWN_TOOL_NAME`), with ``{"output": text}`` or, when ``is_error``,
   ``{"error": text}``; images a result returned follow as ``inlineData`` parts of the
   same user turn;
+* ``search_result`` (Anthropic's format for search results, in a tool result or a user
+  message) -> text (:func:`~contextstore.renderers.anthropic.search_result_text`), in the
+  response's text or as a ``{"text"}`` part;
 * ``thinking`` -> a ``thought`` text part, which hardening strips; ``redacted_thinking``
   is dropped.
 
@@ -36,12 +39,14 @@ from contextstore.core.hardening import (
 )
 from contextstore.core.overlays import Block
 from contextstore.core.validate import json_copy
+from contextstore.core.view import VIEW_RULES
 from contextstore.renderers.anthropic import (
     SystemPrompt,
     Tool,
     check_messages,
     check_tools,
     content_blocks,
+    search_result_text,
     system_text,
 )
 
@@ -54,6 +59,9 @@ FALLBACK_MIME_TYPE = "application/octet-stream"
 TEXT_SEPARATOR = "\n\n"
 
 _ROLES = {"user": "user", "assistant": "model"}
+
+_RESULT_ITEM_TYPES = frozenset({"image", "document", "search_result"})
+"""The items of a tool result other than text that may have a part (:func:`content_part`)."""
 
 
 def _signed(part: Part, block: Block) -> Part:
@@ -89,7 +97,7 @@ def _media_part(block: Block, default_type: str) -> Part | None:
     return None
 
 
-def _result_payload(block: Block) -> tuple[str, list[Part]]:
+def _result_payload(block: Block, rules: int) -> tuple[str, list[Part]]:
     """Return a tool result's text and the media parts it carries."""
     content = block.get("content")
     if isinstance(content, str):
@@ -102,7 +110,7 @@ def _result_payload(block: Block) -> tuple[str, list[Part]]:
         if item.get("type") == "text":
             texts.append(str(item.get("text", "")))
             continue
-        part = content_part(item) if item.get("type") in {"image", "document"} else None
+        part = content_part(item, rules) if item.get("type") in _RESULT_ITEM_TYPES else None
         if part is not None and "text" in part:
             texts.append(part["text"])
         elif part is not None:
@@ -110,9 +118,9 @@ def _result_payload(block: Block) -> tuple[str, list[Part]]:
     return TEXT_SEPARATOR.join(texts), media
 
 
-def _response_parts(block: Block, names: Mapping[str, str]) -> list[Part]:
+def _response_parts(block: Block, names: Mapping[str, str], rules: int) -> list[Part]:
     call_id = str(block.get("tool_use_id", ""))
-    text, media = _result_payload(block)
+    text, media = _result_payload(block, rules)
     key = "error" if block.get("is_error") else "output"
     response: dict[str, Any] = {
         "name": names.get(call_id, UNKNOWN_TOOL_NAME),
@@ -123,9 +131,10 @@ def _response_parts(block: Block, names: Mapping[str, str]) -> list[Part]:
     return [{"functionResponse": response}, *media]
 
 
-def content_part(block: Block) -> Part | None:
+def content_part(block: Block, rules: int = VIEW_RULES) -> Part | None:
     """The Gemini part of one block that maps to a single part (not a tool result), or
-    None for a block Gemini has no part for."""
+    None for a block Gemini has no part for (by the view rules of version ``rules``: a
+    ``search_result`` has a text part from version 5)."""
     kind = block.get("type")
     if kind == "text":
         return _signed({"text": str(block.get("text", ""))}, block)
@@ -142,16 +151,18 @@ def content_part(block: Block) -> Part | None:
         return _signed({"functionCall": call}, block)
     if kind == "thinking":
         return {"text": str(block.get("thinking", "")), "thought": True}
+    if kind == "search_result" and rules >= 5:
+        return {"text": search_result_text(block)}
     return None
 
 
-def _parts(blocks: Sequence[Block], names: Mapping[str, str]) -> list[Part]:
+def _parts(blocks: Sequence[Block], names: Mapping[str, str], rules: int) -> list[Part]:
     parts: list[Part] = []
     for block in blocks:
         if block.get("type") == "tool_result":
-            parts.extend(_response_parts(block, names))
+            parts.extend(_response_parts(block, names, rules))
             continue
-        part = content_part(block)
+        part = content_part(block, rules)
         # An empty text part is rejected by the API and says nothing.
         if part is not None and part.get("text") != "":
             parts.append(part)
@@ -174,6 +185,7 @@ def render_contents(
     lost_response: str = DEFAULT_LOST_RESPONSE,
     continuation: str = DEFAULT_CONTINUATION,
     final_user_text: str = DEFAULT_FINAL_USER_TEXT,
+    rules: int = VIEW_RULES,
 ) -> list[Content]:
     """Return the messages as hardened Gemini ``contents``.
 
@@ -182,6 +194,10 @@ def render_contents(
         lost_response: Error text for a call hardening finds unanswered.
         continuation: Text of the user turn added when the history starts with the model.
         final_user_text: Text of the user turn added when it ends with the model.
+        rules: The version of the view rules to render by
+            (:data:`~contextstore.core.view.VIEW_RULES`): a stored request is rebuilt by
+            the version it was prepared with; before 5, ``search_result`` blocks are
+            dropped.
 
     Returns:
         New ``Content`` dicts that satisfy Gemini's role and pairing rules.
@@ -192,7 +208,7 @@ def render_contents(
     check_messages(messages)
     names = _tool_names(messages)
     contents = [
-        {"role": _ROLES[message["role"]], "parts": _parts(content_blocks(message), names)}
+        {"role": _ROLES[message["role"]], "parts": _parts(content_blocks(message), names, rules)}
         for message in messages
     ]
     return harden_history(
@@ -237,16 +253,19 @@ def build_request(
     tools: Sequence[Tool] | None = None,
     model: str | None = None,
     max_tokens: int | None = None,
+    rules: int = VIEW_RULES,
 ) -> dict[str, Any]:
     """Return a ``generateContent`` request body; arguments left as None are omitted.
 
     Args:
         messages: Anthropic-style messages, already cut and tool-paired. Not modified.
-        system: The system prompt, sent as ``systemInstruction``.
+        system: The system prompt, sent as ``systemInstruction`` (text blocks joined by a
+            blank line).
         tools: Tools in Anthropic's schema, sent as one ``functionDeclarations`` tool.
         model: The model id, sent as the request's ``model`` resource name
             (``models/<id>``), so that the body alone says which model it was for.
         max_tokens: The output token limit, sent as ``generationConfig.maxOutputTokens``.
+        rules: The version of the view rules to render by (see :func:`render_contents`).
 
     Returns:
         ``{"model", "contents", "systemInstruction", "tools", "generationConfig"}``
@@ -258,7 +277,7 @@ def build_request(
     body: dict[str, Any] = {}
     if model is not None:
         body["model"] = _model_resource(model)
-    body["contents"] = render_contents(messages)
+    body["contents"] = render_contents(messages, rules=rules)
     if system is not None:
         body["systemInstruction"] = {"parts": [{"text": system_text(system)}]}
     if tools is not None:

@@ -11,6 +11,8 @@ The mapping from Anthropic blocks:
   of its user message. A result flagged ``is_error`` is prefixed with ``"Error: "``.
   Tool messages carry text only, so images and files a result returned follow in a
   ``user`` message, and the tool message says how many follow;
+* a ``search_result`` block (Anthropic's format for search results, in a tool result or
+  a user message) becomes text (:func:`~contextstore.renderers.anthropic.search_result_text`);
 * thinking blocks are dropped (Chat Completions has no field to send them back in).
 
 Text blocks of one message are joined with a blank line.
@@ -24,12 +26,14 @@ from typing import Any
 
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import Block
+from contextstore.core.view import VIEW_RULES
 from contextstore.renderers.anthropic import (
     SystemPrompt,
     Tool,
     check_messages,
     check_tools,
     content_blocks,
+    search_result_text,
     system_text,
 )
 
@@ -79,7 +83,7 @@ def _image_part(block: Block) -> ContentPart | None:
     return None if url is None else {"type": "image_url", "image_url": {"url": url}}
 
 
-def _document_parts(block: Block) -> list[ContentPart]:
+def _document_parts(block: Block, rules: int) -> list[ContentPart]:
     """A PDF becomes a file part; a text document its text; a URL document a reference."""
     source = block.get("source")
     if not isinstance(source, Mapping):
@@ -95,15 +99,17 @@ def _document_parts(block: Block) -> list[ContentPart]:
         return _user_parts(
             [{"type": "text", "text": inner}]
             if isinstance(inner, str)
-            else [b for b in inner or [] if isinstance(b, dict)]
+            else [b for b in inner or [] if isinstance(b, dict)],
+            rules,
         )
     if kind == "url":
         return [{"type": "text", "text": f"[document: {source.get('url', '')}]"}]
     return []
 
 
-def _user_parts(blocks: Sequence[Block]) -> list[ContentPart]:
-    """Convert the user-visible blocks; tool results, thinking and unknown types are skipped."""
+def _user_parts(blocks: Sequence[Block], rules: int) -> list[ContentPart]:
+    """Convert the user-visible blocks; tool results, thinking and unknown types are skipped
+    (and, by view rules older than 5, search results)."""
     parts: list[ContentPart] = []
     for block in blocks:
         kind = block.get("type")
@@ -114,7 +120,9 @@ def _user_parts(blocks: Sequence[Block]) -> list[ContentPart]:
             if image is not None:
                 parts.append(image)
         elif kind == "document":
-            parts.extend(_document_parts(block))
+            parts.extend(_document_parts(block, rules))
+        elif kind == "search_result" and rules >= 5:
+            parts.append({"type": "text", "text": search_result_text(block)})
     return parts
 
 
@@ -133,9 +141,9 @@ def _result_blocks(block: Block) -> list[Block]:
     return []
 
 
-def _tool_message(block: Block) -> tuple[ChatMessage, list[ContentPart]]:
+def _tool_message(block: Block, rules: int) -> tuple[ChatMessage, list[ContentPart]]:
     """Return the tool message for a ``tool_result`` and the parts it cannot carry."""
-    parts = _user_parts(_result_blocks(block))
+    parts = _user_parts(_result_blocks(block), rules)
     texts = [part["text"] for part in parts if part["type"] == "text"]
     attachments = [part for part in parts if part["type"] != "text"]
     text = TEXT_SEPARATOR.join(texts)
@@ -148,15 +156,15 @@ def _tool_message(block: Block) -> tuple[ChatMessage, list[ContentPart]]:
     return message, attachments
 
 
-def _render_user(blocks: Sequence[Block]) -> list[ChatMessage]:
+def _render_user(blocks: Sequence[Block], rules: int) -> list[ChatMessage]:
     rendered: list[ChatMessage] = []
     attachments: list[ContentPart] = []
     for block in blocks:
         if block.get("type") == "tool_result":
-            message, moved = _tool_message(block)
+            message, moved = _tool_message(block, rules)
             rendered.append(message)
             attachments.extend(moved)
-    parts = [*attachments, *_user_parts(blocks)]
+    parts = [*attachments, *_user_parts(blocks, rules)]
     if parts:
         rendered.append({"role": "user", "content": _user_content(parts)})
     return rendered
@@ -186,13 +194,21 @@ def _render_assistant(blocks: Sequence[Block]) -> list[ChatMessage]:
 
 
 def render_messages(
-    messages: Sequence[Mapping[str, Any]], *, system: SystemPrompt | None = None
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    system: SystemPrompt | None = None,
+    rules: int = VIEW_RULES,
 ) -> list[ChatMessage]:
     """Return the messages as Chat Completions ``messages``.
 
     Args:
         messages: Anthropic-style messages, already cut and tool-paired. Not modified.
-        system: A system prompt, sent first as a ``system`` message when given.
+        system: A system prompt, sent first as a ``system`` message when given (text
+            blocks joined by a blank line).
+        rules: The version of the view rules to render by
+            (:data:`~contextstore.core.view.VIEW_RULES`): a stored request is rebuilt by
+            the version it was prepared with; before 5, ``search_result`` blocks are
+            dropped.
 
     Returns:
         New message dicts sharing no objects with the input. An assistant message with
@@ -210,7 +226,7 @@ def render_messages(
         if message["role"] == "assistant":
             rendered.extend(_render_assistant(blocks))
         else:
-            rendered.extend(_render_user(blocks))
+            rendered.extend(_render_user(blocks, rules))
     return rendered
 
 
@@ -242,6 +258,7 @@ def build_request(
     tools: Sequence[Tool] | None = None,
     model: str | None = None,
     max_tokens: int | None = None,
+    rules: int = VIEW_RULES,
 ) -> dict[str, Any]:
     """Return a Chat Completions request body; arguments left as None are omitted.
 
@@ -252,6 +269,7 @@ def build_request(
         model: The model id.
         max_tokens: The output token limit, sent as ``max_completion_tokens`` (the field
             that replaced the deprecated ``max_tokens`` and that reasoning models accept).
+        rules: The version of the view rules to render by (see :func:`render_messages`).
 
     Returns:
         ``{"model", "max_completion_tokens", "messages", "tools"}`` (present keys only).
@@ -264,7 +282,7 @@ def build_request(
         body["model"] = model
     if max_tokens is not None:
         body["max_completion_tokens"] = max_tokens
-    body["messages"] = render_messages(messages, system=system)
+    body["messages"] = render_messages(messages, system=system, rules=rules)
     if tools is not None:
         check_tools(tools)
         body["tools"] = [render_tool(tool) for tool in tools]

@@ -86,15 +86,13 @@ def build_request(
     Raises:
         InvalidInputError: ``format`` is unknown, or a message or tool is malformed.
     """
-    if check_format(format) == "anthropic":
-        return anthropic.build_request(
-            messages, system=system, tools=tools, model=model, max_tokens=max_tokens, rules=rules
-        )
-    builder = _BUILD[format]
-    return builder(messages, system=system, tools=tools, model=model, max_tokens=max_tokens)
+    builder = _BUILD[check_format(format)]
+    return builder(
+        messages, system=system, tools=tools, model=model, max_tokens=max_tokens, rules=rules
+    )
 
 
-def validate_provider_payload(format: str, payload: Any) -> list[str]:
+def validate_provider_payload(format: str, payload: Any, *, rules: int = VIEW_RULES) -> list[str]:
     """Return every way ``payload`` breaks the provider's role and tool-pairing rules.
 
     An empty list means the provider will accept the conversation's shape. Used by
@@ -104,6 +102,10 @@ def validate_provider_payload(format: str, payload: Any) -> list[str]:
         format: One of :data:`FORMATS`.
         payload: A request body (a mapping with ``messages`` or ``contents``) or the
             bare list those keys hold.
+        rules: The version of the view rules the payload was built by
+            (:data:`~contextstore.core.view.VIEW_RULES`): a rule a renderer has followed
+            only since a later version is not checked (from 5, Anthropic's final
+            assistant message without trailing whitespace).
 
     Returns:
         One human-readable sentence per violation, in conversation order.
@@ -115,4 +117,6 @@ def validate_provider_payload(format: str, payload: Any) -> list[str]:
     history = payload.get(key) if isinstance(payload, Mapping) else payload
     if isinstance(history, (str, bytes)) or not isinstance(history, Sequence):
         return [f"payload has no {key} list"]
+    if format == "anthropic":
+        return anthropic.violations(history, rules=rules)
     return _VIOLATIONS[format](history)

@@ -50,6 +50,17 @@ def tool_result(call_id: str, content: Any, *, is_error: bool = False) -> dict[s
     return block
 
 
+def search_result(source: str, title: str, *texts: str) -> dict[str, Any]:
+    """An Anthropic ``search_result`` block (a tool's search results, citable)."""
+    return {
+        "type": "search_result",
+        "source": source,
+        "title": title,
+        "content": [text(value) for value in texts],
+        "citations": {"enabled": True},
+    }
+
+
 def png_image() -> dict[str, Any]:
     return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}
 
@@ -191,6 +202,45 @@ def message_fields() -> list[Message]:
     ]
 
 
+def search_results() -> list[Message]:
+    """A tool returning Anthropic search results (with citations enabled), then the answer."""
+    return [
+        {"role": "user", "content": [text("How are retries configured?")]},
+        {
+            "role": "assistant",
+            "content": [tool_use("toolu_s", "read_file", {"path": "docs/retries.md"})],
+        },
+        {
+            "role": "user",
+            "content": [
+                tool_result(
+                    "toolu_s",
+                    [
+                        search_result(
+                            "docs/retries.md",
+                            "Retries",
+                            "Set max_retries in client.toml.",
+                            "The default is 3.",
+                        ),
+                        text("1 result."),
+                    ],
+                )
+            ],
+        },
+        {"role": "assistant", "content": [text("Set max_retries in client.toml.")]},
+        {"role": "user", "content": [text("And the default?")]},
+    ]
+
+
+def prefill() -> list[Message]:
+    """A request ending with the start of the model's answer (a prefill) that ends with
+    whitespace, which Anthropic refuses as sent."""
+    return [
+        {"role": "user", "content": "Summarise the release notes as JSON."},
+        {"role": "assistant", "content": [text("Here is the JSON:\n\n")]},
+    ]
+
+
 def gemini_orphan_contents() -> list[dict[str, Any]]:
     """Gemini contents (hardening input) where a response's call was cut away."""
     return [
@@ -237,4 +287,6 @@ def cases() -> list[Case]:
         Case("thinking", thinking(), True),
         Case("string_content", string_content(), False),
         Case("message_fields", message_fields(), True),
+        Case("search_results", search_results(), True),
+        Case("prefill", prefill(), False),
     ]

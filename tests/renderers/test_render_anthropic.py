@@ -209,3 +209,83 @@ def test_a_refused_tool_call_id_is_a_violation() -> None:
         "messages[1] has tool call ids the API refuses: ['a.b']",
         "messages[2] has tool call ids the API refuses: ['a.b']",
     ]
+
+
+def _prefill(content: object) -> list[dict[str, object]]:
+    return [
+        {"role": "user", "content": "Answer in JSON."},
+        {"role": "assistant", "content": content},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "sent"),
+    [
+        ("Here is the JSON: \n\t", "Here is the JSON:"),
+        (
+            [text("Thinking out loud."), text("  Here:  \n")],
+            [text("Thinking out loud."), text("  Here:")],
+        ),
+        (
+            [{**text("Sure, "), "cache_control": {"type": "ephemeral"}}],
+            [{**text("Sure,"), "cache_control": {"type": "ephemeral"}}],
+        ),
+    ],
+)
+def test_a_final_assistant_message_loses_its_trailing_whitespace(
+    content: object, sent: object
+) -> None:
+    """The Messages API refuses "final assistant content cannot end with trailing whitespace"."""
+    messages = _prefill(content)
+    original = copy.deepcopy(messages)
+    rendered = render_messages(messages)
+    assert rendered[-1] == {"role": "assistant", "content": sent}
+    assert violations(rendered) == []
+    assert messages == original
+    assert not shares_containers(rendered, messages)
+
+
+def test_only_the_end_of_a_final_assistant_message_is_stripped() -> None:
+    messages = [
+        {"role": "user", "content": "task "},
+        {"role": "assistant", "content": [text("earlier answer \n")]},
+        {"role": "user", "content": [text("go on\n")]},
+    ]
+    # a final user message, and an assistant message that is not last, keep their whitespace
+    assert render_messages(messages) == [
+        {"role": "user", "content": "task "},
+        {"role": "assistant", "content": [text("earlier answer \n")]},
+        {"role": "user", "content": [text("go on\n")]},
+    ]
+    # a final assistant message ending with a tool call keeps the text before it
+    calls = _prefill([text("Reading. "), tool_use("t", "f", {})])
+    assert render_messages(calls)[-1]["content"][0] == text("Reading. ")
+
+
+def test_the_message_left_last_by_merging_is_the_one_stripped() -> None:
+    """A final message left empty (a blank text, an unsigned thinking block) is dropped: the
+    assistant message before it becomes the final one."""
+    for empty in ([text("  \n")], [{"type": "thinking", "thinking": "unsigned"}], "   "):
+        messages = [*_prefill([text("Sure, ")]), {"role": "assistant", "content": empty}]
+        assert render_messages(messages)[-1] == {"role": "assistant", "content": [text("Sure,")]}
+
+
+def test_requests_built_by_older_view_rules_keep_the_trailing_whitespace() -> None:
+    messages = _prefill("Sure, ")
+    assert render_messages(messages, rules=4)[-1]["content"] == "Sure, "
+    assert build_request(messages, rules=4)["messages"][-1]["content"] == "Sure, "
+    assert build_request(messages)["messages"][-1]["content"] == "Sure,"
+
+
+def test_a_final_assistant_message_ending_with_whitespace_is_a_violation() -> None:
+    from contextstore.renderers.registry import validate_provider_payload
+
+    problem = "messages[1] is the final assistant message and its content ends with whitespace"
+    for content in ("Sure, ", [text("Sure,\n")]):
+        payload = {"messages": _prefill(content)}
+        assert violations(payload["messages"]) == [problem]
+        assert validate_provider_payload("anthropic", payload) == [problem]
+        # a payload built by rules 4 sent it so: not what its rules promise
+        assert validate_provider_payload("anthropic", payload, rules=4) == []
+    assert violations(_prefill("Sure,")) == []
+    assert violations([*_prefill("Sure, "), {"role": "user", "content": "more"}]) == []

@@ -6,7 +6,8 @@ import copy
 
 import pytest
 from aliasing import shares_containers
-from conversations import Case, cases, png_image, text, tool_result, tool_use
+from conversations import Case, cases, png_image, search_result, text, tool_result, tool_use
+from oracles import sdk_problems
 
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.hardening import SKIP_SIGNATURE
@@ -57,6 +58,37 @@ def test_tool_use_and_result_become_call_and_response() -> None:
 def test_error_result_uses_the_error_key() -> None:
     contents = render_contents(_call_and_result(tool_result("t", "bad", is_error=True)))
     assert contents[2]["parts"][0]["functionResponse"]["response"] == {"error": "bad"}
+
+
+SEARCH_TEXT = "[Search result: Retries]\nSource: docs/retries.md\nSet max_retries.\n\nDefault 3."
+
+
+def test_search_results_in_a_tool_result_are_sent_as_its_text() -> None:
+    """A search result in a tool result was dropped from the response, its content lost."""
+    found = search_result("docs/retries.md", "Retries", "Set max_retries.", "Default 3.")
+    messages = _call_and_result(tool_result("t", [found, text("1 result.")]))
+    contents = render_contents(messages)
+    assert contents[2]["parts"] == [
+        {
+            "functionResponse": {
+                "name": "read",
+                "response": {"output": f"{SEARCH_TEXT}\n\n1 result."},
+                "id": "t",
+            }
+        }
+    ]
+    assert sdk_problems("gemini", contents) == [] and violations(contents) == []
+    # a request built by older view rules dropped it, and is rebuilt so
+    old = render_contents(messages, rules=4)[2]["parts"][0]["functionResponse"]["response"]
+    assert old == {"output": "1 result."}
+    assert build_request(messages, rules=4)["contents"] == render_contents(messages, rules=4)
+
+
+def test_a_search_result_in_a_user_message_is_a_text_part() -> None:
+    found = search_result("docs/retries.md", "Retries", "Set max_retries.", "Default 3.")
+    contents = render_contents([{"role": "user", "content": [text("See:"), found]}])
+    assert contents == [{"role": "user", "parts": [{"text": "See:"}, {"text": SEARCH_TEXT}]}]
+    assert sdk_problems("gemini", contents) == []
 
 
 def test_result_images_follow_the_responses_in_the_same_turn() -> None:

@@ -7,7 +7,8 @@ import json
 
 import pytest
 from aliasing import shares_containers
-from conversations import Case, cases, png_image, text, tool_result, tool_use
+from conversations import Case, cases, png_image, search_result, text, tool_result, tool_use
+from oracles import sdk_problems
 
 from contextstore.core.errors import InvalidInputError
 from contextstore.renderers.openai import (
@@ -100,6 +101,42 @@ def test_list_result_text_is_joined() -> None:
         ]
     )
     assert rendered[2]["content"] == "a\n\nb"
+
+
+SEARCH_TEXT = "[Search result: Retries]\nSource: docs/retries.md\nSet max_retries.\n\nDefault 3."
+
+
+def test_search_results_in_a_tool_result_are_sent_as_text() -> None:
+    """Tool messages carry text: a search result there was dropped, its content lost."""
+    found = search_result("docs/retries.md", "Retries", "Set max_retries.", "Default 3.")
+    messages = [
+        {"role": "user", "content": "q"},
+        _assistant_calls(tool_use("t", "f", {})),
+        {"role": "user", "content": [tool_result("t", [found, text("1 result.")])]},
+    ]
+    rendered = render_messages(messages)
+    assert rendered[2] == {
+        "role": "tool",
+        "tool_call_id": "t",
+        "content": f"{SEARCH_TEXT}\n\n1 result.",
+    }
+    assert sdk_problems("openai", rendered) == [] and violations(rendered) == []
+    # a request built by older view rules dropped it, and is rebuilt so
+    assert render_messages(messages, rules=4)[2]["content"] == "1 result."
+    assert build_request(messages, rules=4)["messages"][2]["content"] == "1 result."
+
+
+def test_a_search_result_in_a_user_message_is_sent_as_text() -> None:
+    found = search_result("docs/retries.md", "Retries", "Set max_retries.", "Default 3.")
+    rendered = render_messages([{"role": "user", "content": [text("See:"), found]}])
+    assert rendered == [{"role": "user", "content": f"See:\n\n{SEARCH_TEXT}"}]
+    assert sdk_problems("openai", rendered) == []
+
+
+def test_a_search_result_without_title_or_source_keeps_its_text() -> None:
+    bare = {"type": "search_result", "content": [text("only text")]}
+    rendered = render_messages([{"role": "user", "content": [bare]}])
+    assert rendered == [{"role": "user", "content": "[Search result]\nonly text"}]
 
 
 def test_result_images_move_to_a_user_message_after_the_tool_messages() -> None:

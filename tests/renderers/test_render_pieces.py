@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from contextstore.core.validate import payload_sha256, payload_sha256_of
 from contextstore.renderers.anthropic import (
+    RenderedMessage,
+    as_final,
     build_request,
     conforming,
     render_message,
@@ -19,7 +21,7 @@ from contextstore.renderers.anthropic import (
 
 Draw = st.DrawFn
 
-_TEXTS = st.sampled_from(["ok", "", "  ", "naïve ✓", 'quote " and \\ back'])
+_TEXTS = st.sampled_from(["ok", "", "  ", "naïve ✓", 'quote " and \\ back', "ends with space \n "])
 _IDS = st.sampled_from(["a", "b", "c"])
 
 
@@ -66,6 +68,10 @@ def _alternating(draw: Draw) -> list[dict[str, Any]]:
         if draw(st.booleans()):
             results.reverse()
         messages.append({"role": "user", "content": results or draw(_TEXTS)})
+    if draw(st.booleans()):
+        # a prefill: the request ends with the start of the model's answer
+        texts = st.lists(st.builds(lambda t: {"type": "text", "text": t}, _TEXTS), min_size=1)
+        messages.append({"role": "assistant", "content": draw(st.one_of(_TEXTS, texts))})
     return messages
 
 
@@ -85,7 +91,7 @@ def test_conforming_pieces_are_the_rendered_payload_and_break_no_rule(
     if any(piece is None for piece in pieces):
         assert any(m["role"] not in ("user", "assistant") for m in messages)
         return
-    rendered = [piece for piece in pieces if piece is not None]
+    rendered = _composed([piece for piece in pieces if piece is not None])
     whole = render_messages(messages)
     for piece in rendered:
         copied = piece.copy()
@@ -100,6 +106,11 @@ def test_conforming_pieces_are_the_rendered_payload_and_break_no_rule(
         assert violations(whole) or any(
             len(set(piece.calls)) != len(piece.calls) for piece in rendered
         )
+
+
+def _composed(pieces: list[RenderedMessage]) -> list[RenderedMessage]:
+    """The pieces as a prepare sends them: the last one as the last message is rendered."""
+    return [*pieces[:-1], as_final(pieces[-1])] if pieces else []
 
 
 def _shared_containers(one: Any, other: Any) -> bool:
@@ -139,6 +150,26 @@ def test_well_formed_conversations_conform() -> None:
     assert all(piece is not None for piece in rendered)
     assert conforming([piece for piece in rendered if piece is not None])
     assert not conforming([piece for piece in rendered[:2] if piece is not None])
+
+
+def test_the_last_piece_is_sent_as_a_final_message_and_the_kept_one_is_unchanged() -> None:
+    messages = [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Sure, "}]},
+    ]
+    pieces = [render_message(message) for message in messages]
+    assert all(piece is not None for piece in pieces)
+    first, last = (piece for piece in pieces if piece is not None)
+    # as rendered anywhere but last, it would break the final-message rule: not conforming
+    assert not conforming([first, last])
+    final = as_final(last)
+    assert conforming([first, final])
+    assert [first.message, final.message] == render_messages(messages)
+    assert final.canonical == b'{"content":[{"text":"Sure,","type":"text"}],"role":"assistant"}'
+    # the piece a next prepare may reuse (the message no longer last) keeps its text
+    assert last.message["content"] == [{"type": "text", "text": "Sure, "}]
+    assert as_final(first) is first and as_final(final) is final
+    assert as_final(last, rules=4) is last
 
 
 _JSON = st.recursive(

@@ -153,3 +153,32 @@ def test_the_oracle_rejects_a_broken_request(fmt: str, what: str, breaking: Any)
     broken = copy.deepcopy(body)
     breaking(broken)
     assert sdk_problems(fmt, broken) != [], what
+
+
+SYSTEM_BLOCKS = [
+    {"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}},
+    {"type": "text", "text": "Answer briefly."},
+]
+
+
+def test_a_system_prompt_of_text_blocks_is_a_valid_request_for_every_provider(
+    store: ContextStore,
+) -> None:
+    """Anthropic gets the blocks as given (cache breakpoints included); OpenAI and Gemini,
+    which take one system text, get their texts joined."""
+    case = cases()[0]
+    conv = store.create_conversation(model_id="m")
+    store.append(conv.id, case.messages)
+    joined = f"{SYSTEM}\n\nAnswer briefly."
+    for fmt in FORMATS:
+        ctx = store.prepare_request(
+            conv.id, system=SYSTEM_BLOCKS, format=fmt, model=MODELS[fmt], max_tokens=MAX_TOKENS
+        )
+        assert sdk_problems(fmt, ctx.payload) == [], fmt
+        assert store.request_payload(conv.id, ctx.request_id) == ctx.payload
+        if fmt == "anthropic":
+            assert ctx.payload["system"] == SYSTEM_BLOCKS
+        elif fmt == "openai":
+            assert ctx.payload["messages"][0] == {"role": "system", "content": joined}
+        else:
+            assert ctx.payload["systemInstruction"] == {"parts": [{"text": joined}]}

@@ -472,6 +472,7 @@ def test_an_unknown_conversation_is_a_not_found_error(name: str, rpc: RpcClient)
         ("append", {"role": "robot", "content": "x"}, "InvalidMessageError", -32602),
         ("checkpoint", {"note": "a\x00b"}, "InvalidInputError", -32602),
         ("fork", {"at": "no-such-label"}, "CheckpointNotFoundError", -32003),
+        ("prepare_request", {"system": []}, "InvalidInputError", -32602),
     ],
 )
 def test_store_errors_carry_their_class_and_exit_code(
@@ -482,6 +483,37 @@ def test_store_errors_carry_their_class_and_exit_code(
     assert (error["code"], error["data"]["error_class"]) == (code, error_class), error
     assert error["data"]["exit_code"] == (2 if code == -32602 else 3)
     assert rpc.result("get_conversation", conversation_id=state["cid"])["id"] == state["cid"]
+
+
+def test_a_system_prompt_of_text_blocks_is_passed_through(
+    rpc: RpcClient, transports: dict[str, Any]
+) -> None:
+    """``system`` takes Anthropic text blocks over the wire too; a bad block is named in
+    the terms of the JSON params."""
+    state = _conversation(rpc)
+    system = [
+        {"type": "text", "text": "Be careful.", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "Be brief."},
+    ]
+    prepared = rpc.result("prepare_request", conversation_id=state["cid"], system=system)
+    assert prepared["payload"]["system"] == system
+    rebuilt = rpc.result(
+        "request_payload", conversation_id=state["cid"], request_id=prepared["request_id"]
+    )
+    assert rebuilt == prepared["payload"]
+    openai = rpc.result(
+        "prepare_request", conversation_id=state["cid"], system=system, format="openai"
+    )
+    assert openai["payload"]["messages"][0] == {
+        "role": "system",
+        "content": "Be careful.\n\nBe brief.",
+    }
+    error = rpc.error(
+        "prepare_request",
+        conversation_id=state["cid"],
+        system=[{"type": "text", "text": "a", "extra": 1}],
+    )
+    assert error["message"].startswith("system[0] has the field(s) 'extra'")
 
 
 def test_a_refused_call_writes_nothing(rpc: RpcClient, transports: dict[str, Any]) -> None:
@@ -504,6 +536,11 @@ def test_a_refused_call_writes_nothing(rpc: RpcClient, transports: dict[str, Any
             "input should be a valid string or input should be an array",
         ),
         ("prepare_request", {"tools": "read_file"}, "input should be an array, not a string"),
+        (
+            "prepare_request",
+            {"system": 5},
+            "input should be a valid string or input should be an array",
+        ),
         ("run_processors", {"demand": "trim"}, "input should be an array, not a string"),
         ("create_conversation", {"metadata": "x"}, "input should be an object"),
     ],

@@ -92,6 +92,87 @@ def test_the_default_pipeline_masks_the_system_prompt_it_sends(
         cleanup()
 
 
+def _system_blocks() -> list[dict[str, object]]:
+    return [
+        {"type": "text", "text": f"key {TOKEN}", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "Be brief."},
+    ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("on_write", [False, True], ids=["pipeline", "on write"])
+@pytest.mark.parametrize("format", ["anthropic", "openai", "gemini"])
+def test_a_system_prompt_of_text_blocks_is_masked_block_by_block(
+    backend: str, on_write: bool, format: str, tmp_path: Path
+) -> None:
+    """Each block's text is masked, by the pipeline or on write, in the payload, the stored
+    options and the prompt node; its cache_control stays."""
+    store, cleanup = open_backend(backend, tmp_path, mask_secrets_on_write=on_write)
+    try:
+        conv = store.create_conversation()
+        store.append(conv.id, "user", "hi")
+        given = _system_blocks()
+        pipeline = Pipeline([]) if on_write else None
+        ctx = store.prepare_request(conv.id, system=given, format=format, pipeline=pipeline)
+        assert given == _system_blocks()  # the caller's blocks are not changed
+        masked = "key [REDACTED:github_token]"
+        if format == "anthropic":
+            assert ctx.payload["system"] == [
+                {"type": "text", "text": masked, "cache_control": {"type": "ephemeral"}},
+                {"type": "text", "text": "Be brief."},
+            ]
+        elif format == "openai":
+            assert ctx.payload["messages"][0]["content"] == f"{masked}\n\nBe brief."
+        else:
+            assert ctx.payload["systemInstruction"]["parts"][0]["text"] == f"{masked}\n\nBe brief."
+        assert TOKEN not in repr(ctx.payload)
+        assert store.request_payload(conv.id, ctx.request_id) == ctx.payload
+        assert TOKEN not in _all_text(store)
+        if not on_write:
+            raw = store.prepare_request(conv.id, system=given, format=format, pipeline=Pipeline([]))
+            assert TOKEN in repr(raw.payload)
+            assert TOKEN in repr(store.request_payload(conv.id, raw.request_id))
+    finally:
+        cleanup()
+
+
+def test_a_system_hook_gets_each_block_s_text_and_its_result_is_checked(
+    memory_store: ContextStore,
+) -> None:
+    class Hook:
+        name = "hook"
+
+        def __init__(self, result: object = None) -> None:
+            self.seen: list[str] = []
+            self.result = result
+
+        def config(self) -> dict[str, object]:
+            return {}
+
+        def propose(self, view: object) -> list[object]:
+            return []
+
+        def rewrite_system(self, text: str) -> object:
+            self.seen.append(text)
+            return text.upper() if self.result is None else self.result
+
+    conv = memory_store.create_conversation()
+    memory_store.append(conv.id, "user", "hi")
+    hook = Hook()
+    ctx = memory_store.prepare_request(conv.id, system=_system_blocks(), pipeline=Pipeline([hook]))
+    assert hook.seen == [f"key {TOKEN}", "Be brief."]
+    assert ctx.payload["system"] == [
+        {"type": "text", "text": f"KEY {TOKEN.upper()}", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "BE BRIEF."},
+    ]
+    for result, message in ((5, "must be a string"), ("  ", r"system\[0\]\.text is blank")):
+        with pytest.raises(InvalidInputError, match=message):
+            memory_store.prepare_request(
+                conv.id, system=_system_blocks(), pipeline=Pipeline([Hook(result)])
+            )
+    assert len(memory_store.requests(conv.id)) == 1
+
+
 def _tools() -> list[dict[str, object]]:
     schema = {
         "type": "object",

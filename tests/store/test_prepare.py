@@ -351,6 +351,58 @@ def test_request_options_are_checked_and_rebuilt_into_the_payload(store: Context
     )
 
 
+SYSTEM_BLOCKS = [
+    {"type": "text", "text": "You are careful.", "cache_control": {"type": "ephemeral"}},
+    {"type": "text", "text": "Answer briefly."},
+]
+
+
+def test_a_system_prompt_of_text_blocks_is_sent_stored_and_rebuilt(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, session(2))
+    given = json.loads(json.dumps(SYSTEM_BLOCKS))
+    blocks = store.prepare_request(conv.id, system=given)
+    assert given == SYSTEM_BLOCKS  # the caller's list is not changed
+    assert blocks.payload["system"] == SYSTEM_BLOCKS
+    assert store.request_payload(conv.id, blocks.request_id) == blocks.payload
+    # the fast path (renderings reused) and a payload built whole send the same
+    store.prepare_cache.clear()
+    store.prepare_cache.max_bytes = 100
+    whole = store.prepare_request(conv.id, system=SYSTEM_BLOCKS)
+    assert whole.payload == blocks.payload
+    # its node is the text the model reads, the node of that text given as a string
+    text = store.prepare_request(conv.id, system="You are careful.\n\nAnswer briefly.")
+    hashes = {
+        row[0]: row[1]
+        for row in store.query("SELECT id, system_sha256 FROM api_requests").rows
+        if row[0] in (blocks.request_id, whole.request_id, text.request_id)
+    }
+    assert len(hashes) == 3 and len(set(hashes.values())) == 1
+    nodes = store.query("SELECT sha256, content, token_count FROM context_nodes").rows
+    (node,) = [row for row in nodes if row[0] == hashes[blocks.request_id]]
+    assert node[1] == "You are careful.\n\nAnswer briefly."
+    assert node[2] == store.token_counter.count(node[1])
+
+
+@pytest.mark.parametrize(
+    ("system", "message"),
+    [
+        ([], r"^system is an empty list"),
+        ([{"type": "text", "text": ""}], r"^system\[0\]\.text is blank"),
+        ([{"type": "image", "source": {}}], r"^system\[0\] is 'image', not a text block"),
+        ({"type": "text", "text": "a"}, r"^system must be a string or a list of text blocks"),
+    ],
+)
+def test_a_malformed_system_prompt_is_refused_before_anything_is_written(
+    store: ContextStore, system: Any, message: str
+) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, session(1))
+    with pytest.raises(InvalidInputError, match=message):
+        store.prepare_request(conv.id, system=system)
+    assert store.requests(conv.id) == []
+
+
 def test_request_payload_is_rebuilt_from_rows_and_verified(store: ContextStore) -> None:
     conv = store.create_conversation(context_window=64_000)
     store.append(conv.id, session(6))

@@ -17,7 +17,15 @@ from contextstore.core.records import PreparedRequest
 from contextstore.facade.prepare_memo import PrepareMemo
 from contextstore.renderers import anthropic
 from contextstore.renderers.anthropic import RenderedMessage
-from tests.conftest import StoreFactory, assistant, session, tool_result, tool_use, user
+from tests.conftest import (
+    StoreFactory,
+    assistant,
+    session,
+    text,
+    tool_result,
+    tool_use,
+    user,
+)
 
 SECRET = "AKIA" + "ABCDEFGHJKLMNPQR"
 
@@ -199,6 +207,33 @@ def test_other_formats_and_a_view_that_needs_merging_are_built_whole(store: Cont
     for format in ("openai", "gemini"):
         ctx = _checked(store, conv.id, format=format)
         assert store.request_payload(conv.id, ctx.request_id) == ctx.payload
+
+
+def test_a_final_assistant_message_is_sent_stripped_and_kept_as_rendered(
+    store: ContextStore,
+) -> None:
+    """A prefill ending with whitespace (refused by Anthropic) is sent without it while it is
+    last; the rendering kept for the next prepare, where it is no longer last, keeps it."""
+    conv = store.create_conversation()
+    store.append(conv.id, [*session(2), assistant("Here is the fix: \n")])
+    first = _checked(store, conv.id)
+    assert first.payload["messages"][-1]["content"] == [text("Here is the fix:")]
+    assert _memo(store, conv.id).rendered == 6
+    (kept,) = [
+        piece
+        for _, piece in _memo(store, conv.id).pieces.values()
+        if piece.role == "assistant" and piece.message["content"][0]["text"].startswith("Here")
+    ]
+    assert kept.message["content"] == [text("Here is the fix: \n")]
+    store.append(conv.id, [user("go on"), assistant("Done. ")])
+    second = _checked(store, conv.id)
+    assert _memo(store, conv.id).rendered == 2
+    assert second.payload["messages"][-3]["content"] == [text("Here is the fix: \n")]
+    assert second.payload["messages"][-1]["content"] == [text("Done.")]
+    # built whole (no renderings kept), the payload is the same
+    store.prepare_cache.clear()
+    store.prepare_cache.max_bytes = 100
+    assert store.prepare_request(conv.id).payload == second.payload
 
 
 OPS = st.lists(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from functools import partial
 from typing import Any
 
@@ -11,7 +12,7 @@ from contextstore import ContextStore, CorruptRowError
 from contextstore.core import view as view_rules
 from contextstore.facade import requests as requests_facade
 from contextstore.processors import runner
-from tests.conftest import assistant, tool_use, user
+from tests.conftest import assistant, tool_result, tool_use, user
 
 
 def _cline_text_result_history() -> list[dict[str, Any]]:
@@ -125,3 +126,75 @@ def test_a_request_prepared_before_tool_ids_were_rewritten_rebuilds_as_sent(
     assert current.request_id is not None
     assert _result_blocks(current.payload)[0]["tool_use_id"].startswith("functions_read_file_0_")
     assert store.request_payload(conv.id, current.request_id) == current.payload
+
+
+SEARCH_RESULT = {
+    "type": "search_result",
+    "source": "docs/retries.md",
+    "title": "Retries",
+    "content": [{"type": "text", "text": "Set max_retries in client.toml."}],
+}
+
+
+def _rules_5_shapes() -> list[dict[str, Any]]:
+    """What version 5 sends differently: a tool result holding a search result (OpenAI and
+    Gemini dropped it), and a final assistant message ending with whitespace (Anthropic
+    refuses it)."""
+    return [
+        user("How are retries configured?"),
+        assistant(tool_use("toolu_1", "search_docs", query="retries")),
+        user(tool_result("toolu_1", [SEARCH_RESULT, {"type": "text", "text": "1 result."}])),
+        assistant("Here is what the docs say: \n"),
+    ]
+
+
+def _sent(format: str, payload: dict[str, Any]) -> tuple[str, str]:
+    """The search result's place and the final assistant text, as ``format`` sends them."""
+    if format == "anthropic":
+        result = _result_blocks(payload)[0]["content"]
+        return json.dumps(result), payload["messages"][-1]["content"][0]["text"]
+    if format == "openai":
+        (tool,) = [m for m in payload["messages"] if m["role"] == "tool"]
+        return tool["content"], payload["messages"][-1]["content"]
+    (response,) = [
+        part["functionResponse"]["response"]["output"]
+        for turn in payload["contents"]
+        for part in turn["parts"]
+        if "functionResponse" in part
+    ]
+    return response, payload["contents"][-2]["parts"][0]["text"]
+
+
+@pytest.mark.parametrize("format", ["anthropic", "openai", "gemini"])
+def test_a_request_prepared_by_rules_4_rebuilds_as_sent_after_rules_5(
+    store: ContextStore, monkeypatch: pytest.MonkeyPatch, format: str
+) -> None:
+    """Version 5 strips a final assistant message's trailing whitespace for Anthropic and
+    sends search results to OpenAI and Gemini as text; a version 4 request did neither."""
+    conv = store.create_conversation()
+    store.append(conv.id, _rules_5_shapes())
+    tools = [{"name": "search_docs", "input_schema": {"type": "object"}}]
+    with monkeypatch.context() as patched:
+        patched.setattr(requests_facade, "VIEW_RULES", 4)
+        old = store.prepare_request(conv.id, format=format, tools=tools)
+    result, final = _sent(format, old.payload)
+    assert final == "Here is what the docs say: \n"
+    if format == "anthropic":
+        assert '"type": "search_result"' in result
+    else:
+        assert result == "1 result."
+    assert store.request_payload(conv.id, old.request_id) == old.payload
+    store.prepare_cache.clear()
+    current = store.prepare_request(conv.id, format=format, tools=tools)
+    result, final = _sent(format, current.payload)
+    if format == "anthropic":
+        assert final == "Here is what the docs say:"
+        assert '"type": "search_result"' in result
+    else:
+        assert final == "Here is what the docs say: \n"
+        assert result == (
+            "[Search result: Retries]\nSource: docs/retries.md\n"
+            "Set max_retries in client.toml.\n\n1 result."
+        )
+    assert store.request_payload(conv.id, current.request_id) == current.payload
+    assert store.request_payload(conv.id, old.request_id) == old.payload
