@@ -116,7 +116,7 @@ def test_a_command_that_writes_says_it_cannot_run_there_and_reads_can(tmp_path: 
         before = sorted(os.listdir(where))
         writers = {
             "checkpoint": ("checkpoint", ids[0], "--label", "x"),
-            "rollback": ("rollback", ids[0], "--to", "1", "--yes"),
+            "rollback": ("rollback", ids[0], "--to", "0", "--yes"),
             "restore": ("restore", ids[0], "1"),
             "fork": ("fork", ids[0]),
             "delete": ("delete", ids[0], "--yes"),
@@ -141,7 +141,7 @@ def test_a_command_that_writes_says_it_cannot_run_there_and_reads_can(tmp_path: 
             ("audit", ids[0]),
             ("search", "a"),
             ("export", "gemini", ids[0], str(tmp_path / "out.jsonl")),
-            ("rollback", ids[0], "--to", "1", "--dry-run"),
+            ("rollback", ids[0], "--to", "0", "--dry-run"),
         ]
         for args in readers:
             told = run("--db", db, *args)
