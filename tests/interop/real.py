@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from contextstore import ContextStore
+
 
 def _real_folder() -> Path:
     """``../shared/real`` from the repository root; from a git worktree nested deeper, the
@@ -114,3 +116,15 @@ def older_session(session: Path, into: Path, records: list[Any]) -> Path:
     path = into / session.name
     path.write_text(json.dumps({**value, "messages": records}, indent=2), encoding="utf-8")
     return path
+
+
+def stored_rows(store: ContextStore, cid: str) -> tuple[Any, ...]:
+    """What an import may change of a conversation, to compare before and after: its row
+    counts, messages, source records' data, requests and checkpoints."""
+    return (
+        store.row_counts(cid),
+        store.messages(cid),
+        [r.data for r in store.source_records(cid)],
+        store.requests(cid),
+        store.checkpoints(cid),
+    )

@@ -28,6 +28,7 @@ from tests.interop.real import (
     load,
     need,
     params,
+    stored_rows,
 )
 
 ALL = params(cline_tasks())
@@ -298,16 +299,6 @@ def _put_back(copy: Path, folder: Path) -> None:
         shutil.copyfile(file, folder / file.name)
 
 
-def _stored(store: ContextStore, cid: str) -> tuple[Any, ...]:
-    return (
-        store.row_counts(cid),
-        store.messages(cid),
-        [r.data for r in store.source_records(cid)],
-        store.requests(cid),
-        store.checkpoints(cid),
-    )
-
-
 @pytest.mark.parametrize("task", ALL)
 def test_an_older_copy_of_the_task_never_deletes_what_was_imported(
     store: ContextStore, task: Path, tmp_path: Path
@@ -320,22 +311,22 @@ def test_an_older_copy_of_the_task_never_deletes_what_was_imported(
     folder = tmp_path / "tasks" / task.name
     shutil.copytree(task, folder)
     cid = import_cline(store, folder).conversation_id
-    stored = _stored(store, cid)
+    stored = stored_rows(store, cid)
     older = earlier_task(task, tmp_path / "backup" / task.name, len(_ui(task)) - 10)
     _put_back(older, folder)
     with pytest.raises(ImportConflictError, match="holds less than was imported") as caught:
         import_cline(store, folder)
     assert caught.value.path == folder
     assert "nothing was written" in str(caught.value)
-    assert _stored(store, cid) == stored
+    assert stored_rows(store, cid) == stored
     _put_back(task, folder)
     assert import_cline(store, folder).items[0].status == "unchanged"
-    assert _stored(store, cid) == stored
+    assert stored_rows(store, cid) == stored
     _put_back(older, folder)
     assert import_cline(store, folder, replace=True).items[0].status == "replaced"
     with ContextStore.open(":memory:") as fresh:
         import_cline(fresh, folder)
-        assert _stored(store, cid)[:3] == _stored(fresh, cid)[:3]
+        assert stored_rows(store, cid)[:3] == stored_rows(fresh, cid)[:3]
 
 
 @pytest.mark.parametrize("task", WITH_HISTORY)
@@ -347,12 +338,12 @@ def test_an_older_api_history_beside_the_current_ui_messages_is_refused(
     folder = tmp_path / task.name
     shutil.copytree(task, folder)
     cid = import_cline(memory_store, folder).conversation_id
-    stored = _stored(memory_store, cid)
+    stored = stored_rows(memory_store, cid)
     api_file = folder / "api_conversation_history.json"
     api_file.write_text(json.dumps(load(api_file)[:-2]))
     with pytest.raises(ImportConflictError, match=r"\(2 fewer, 2 fewer messages\)"):
         import_cline(memory_store, folder)
-    assert _stored(memory_store, cid) == stored
+    assert stored_rows(memory_store, cid) == stored
 
 
 # -- rollback, then export: what Cline's restore would leave -----------------------------

@@ -18,6 +18,7 @@ from tests.interop.real import (
     need,
     older_session,
     params,
+    stored_rows,
 )
 
 FILES = params(gemini_files())
@@ -147,15 +148,6 @@ def _older_records(path: Path, older: str) -> list[Any]:
     return [*records[:last], {k: v for k, v in records[last].items() if k != "tokens"}]
 
 
-def _stored(store: ContextStore, cid: str) -> tuple[Any, ...]:
-    return (
-        store.row_counts(cid),
-        store.messages(cid),
-        [r.data for r in store.source_records(cid)],
-        store.requests(cid),
-    )
-
-
 @pytest.mark.parametrize("older", ["fewer records", "tokens not yet in"])
 @pytest.mark.parametrize("path", SESSIONS)
 def test_an_older_copy_of_a_session_never_deletes_what_was_imported(
@@ -168,14 +160,14 @@ def test_an_older_copy_of_a_session_never_deletes_what_was_imported(
     session = continued_session(path, tmp_path / "chats")
     copy = older_session(path, tmp_path / "backup", _older_records(path, older))
     cid = import_gemini(store, session).conversation_id
-    stored = _stored(store, cid)
+    stored = stored_rows(store, cid)
     with pytest.raises(ImportConflictError, match="holds less than was imported") as caught:
         import_gemini(store, copy)
     assert caught.value.path == copy
     assert "rows where" in str(caught.value) and "nothing was written" in str(caught.value)
-    assert _stored(store, cid) == stored
+    assert stored_rows(store, cid) == stored
     assert import_gemini(store, session).items[0].status == "unchanged"
-    assert _stored(store, cid) == stored
+    assert stored_rows(store, cid) == stored
 
 
 @pytest.mark.parametrize("path", SESSIONS)
@@ -188,7 +180,7 @@ def test_an_older_copy_imported_first_is_continued_by_the_jsonl(
     assert import_gemini(memory_store, session).items[0].status == "updated"
     with ContextStore.open(":memory:") as fresh:
         cid = import_gemini(fresh, session).conversation_id
-        assert _stored(memory_store, cid) == _stored(fresh, cid)
+        assert stored_rows(memory_store, cid) == stored_rows(fresh, cid)
 
 
 def test_the_share_export_comes_back_as_the_same_array(tmp_path: Path) -> None:
