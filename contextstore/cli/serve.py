@@ -12,6 +12,7 @@ from types import ModuleType
 import click
 
 from contextstore.cli.common import handle_errors, open_store
+from contextstore.core.errors import ReadOnlyLocationError
 
 EXTRAS = {"starlette": "server", "uvicorn": "server", "mcp": "mcp"}
 
@@ -166,5 +167,14 @@ def mcp(ctx: click.Context, allow_writes: bool) -> None:
     """
     mcp_server = _import_extra("contextstore.server.mcp_server")
     _log_to_stderr("warning")
-    store = open_store(ctx, read_only=not allow_writes)
+    try:
+        store = open_store(ctx, read_only=not allow_writes)
+    except ReadOnlyLocationError as exc:
+        if not allow_writes:
+            raise
+        raise ReadOnlyLocationError(
+            f"{exc.situation}; --allow-writes offers tools that write to the database, so it "
+            "needs one that can be written; drop --allow-writes to serve the reading tools "
+            "there, or point --db at a database that can be written."
+        ) from exc
     mcp_server.build_server(store, allow_writes=allow_writes).run("stdio")

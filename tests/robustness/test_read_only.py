@@ -184,3 +184,18 @@ def test_the_situation_is_the_message_without_its_advice(tmp_path: Path) -> None
         assert str(error).startswith(error.situation + "; ")
         assert "read_only" not in error.situation and "--read-only" not in error.situation
     assert ReadOnlyLocationError("plain").situation == "plain"
+
+
+def test_mcp_allow_writes_there_says_to_drop_the_flag(tmp_path: Path) -> None:
+    """``mcp --allow-writes`` on a read-only location names the flag that asks for writes
+    (not --read-only, which the MCP server does not take); without it the server reads."""
+    with read_only_directory(tmp_path) as (where, _ids):
+        db = str(where / "store.db")
+        before = sorted(os.listdir(where))
+        got = run("--db", db, "mcp", "--allow-writes")
+        assert got.code == 9 and got.err.count("\n") == 1, got.err
+        assert got.err.startswith(f"error: {db} is in a location that cannot be written")
+        assert "drop --allow-writes to serve the reading tools there" in got.err
+        assert "--read-only" not in got.err and "read_only=True" not in got.err
+        assert run("--db", db, "mcp", input="").code == 0  # stdin at its end: served, stopped
+        assert sorted(os.listdir(where)) == before
