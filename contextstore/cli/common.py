@@ -36,7 +36,7 @@ from contextstore.core.errors import (
 from contextstore.storage.driver_errors import first_line
 from contextstore.storage.engine import resolve_target
 from contextstore.storage.paths import default_database_path, default_location
-from contextstore.storage.sqlite_file import inspect_database_file
+from contextstore.storage.sqlite_file import inspect_database_file, unusable_path
 from contextstore.storage.wal_sync import WAL_SUFFIX
 from contextstore.storage.writer_queue import LOCK_SUFFIX
 from contextstore.store import ContextStore
@@ -290,10 +290,16 @@ def _refuse_missing_file(location: str | None) -> None:
         NotFoundError: no file at the location named by ``--db``, $CONTEXTSTORE_DB or the
             default.
         CorruptDatabaseError: no file, but its write-ahead log or journal is there.
+        InvalidInputError: the system refuses to look the path up (a name too long).
     """
     path = _sqlite_file_at(location)
-    if path is None or path.exists():
-        return  # in memory, or there
+    if path is None:
+        return  # in memory
+    try:
+        if path.exists():
+            return
+    except OSError as exc:  # a name too long: exists() says False to the rest
+        raise unusable_path(path, exc) from exc
     inspect_database_file(path)  # a log left without its database says so
     named = "--db or $CONTEXTSTORE_DB" if location is not None else "the default location"
     raise NotFoundError(

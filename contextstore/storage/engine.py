@@ -88,7 +88,8 @@ def location_text(location: object) -> str:
     """``location`` (a path or a URL) as text, checked: a string or path object, not empty.
 
     Raises:
-        InvalidInputError: any other type, a bytes path, or an empty or blank location.
+        InvalidInputError: any other type, a bytes path, an empty or blank location, or
+            one holding a NUL character.
     """
     text = os.fspath(location) if isinstance(location, str | os.PathLike) else None
     if not isinstance(text, str):
@@ -99,6 +100,11 @@ def location_text(location: object) -> str:
     if not text.strip():
         raise InvalidInputError(
             "the store's location is empty; pass a file path, ':memory:' or a database URL."
+        )
+    if "\x00" in text:
+        raise InvalidInputError(
+            f"the store's location {text!r} holds a NUL character, which no file name or URL "
+            "can; pass a file path, ':memory:' or a database URL."
         )
     return text
 

@@ -9,6 +9,7 @@ check``) or when a read reaches it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import sqlite3
@@ -21,6 +22,7 @@ from contextstore.core.errors import (
     NotFoundError,
     ReadOnlyLocationError,
 )
+from contextstore.core.os_errors import os_error
 
 MAGIC = b"SQLite format 3\x00"
 HEADER_BYTES = 100
@@ -64,13 +66,30 @@ def check_before_open(path: Path, *, read_only: bool, create: bool = True) -> No
     present, must look whole (:func:`inspect_database_file`).
 
     Raises:
-        InvalidInputError: ``path`` is a directory, or a read-only store was asked for a
-            file that does not exist.
+        InvalidInputError: ``path`` is a directory, a path the system refuses to look up
+            (:func:`unusable_path`), or a read-only store was asked for a file that does not
+            exist.
         NotFoundError: ``create`` is False and there is no file at ``path``.
         CorruptDatabaseError: the file is not a whole SQLite database (an existing
             zero-length file included).
         ReadOnlyLocationError: the store was opened for writing where nothing can be written.
     """
+    try:
+        _check_before_open(path, read_only=read_only, create=create)
+    except OSError as exc:
+        raise unusable_path(path, exc) from exc
+
+
+def unusable_path(path: Path, exc: OSError) -> InvalidInputError:
+    """The error for a database path the system refuses to look up (a name too long, a
+    file where a folder should be, a loop of symbolic links, a folder that cannot be
+    searched): a wrong path, not damage."""
+    return InvalidInputError(
+        f"cannot use {path} as a database file: {exc.strerror or exc}; name another path."
+    )
+
+
+def _check_before_open(path: Path, *, read_only: bool, create: bool) -> None:
     if path.is_dir():
         raise InvalidInputError(
             f"{path} is a directory; name a database file, for example {path / 'contextstore.db'}."
@@ -117,7 +136,9 @@ def inspect_database_file(path: Path) -> None:
         _refuse_orphaned_log(path)
         return
     except OSError as exc:
-        raise CorruptDatabaseError(f"cannot read {path}: {exc.strerror}.") from exc
+        if exc.errno == errno.EIO:
+            raise CorruptDatabaseError(f"cannot read {path}: {exc.strerror}.") from exc
+        raise unusable_path(path, exc) from exc
     if path.is_dir():
         return  # not damage but a wrong path: SQLite's refusal says so
     if size == 0:
@@ -241,7 +262,7 @@ def create_database_file(path: Path, page_size: int) -> None:
                 "with read_only=True, --read-only on the command line).",
                 situation=situation,
             ) from exc
-        raise
+        raise os_error(exc, f"create a database at {path}") from exc
     try:
         connection = sqlite3.connect(temporary)
         try:

@@ -333,6 +333,19 @@ def test_a_directory_is_not_a_database(tmp_path: Path, command: str) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("command", ["conversations", "migrate", "demo", "sql"])
+def test_a_name_too_long_for_the_file_system_is_a_clear_error(tmp_path: Path, command: str) -> None:
+    """A user mistake, not an internal error: exit 2, the path and the system's reason."""
+    args = [command, "SELECT 1"] if command == "sql" else [command]
+    for path in (tmp_path / ("a" * 300), tmp_path / ("b" * 300) / "store.db"):
+        got = run("--db", str(path), *args)
+        assert got.code == 2, got.err
+        assert got.err == (
+            f"error: cannot use {path} as a database file: File name too long; name another path.\n"
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_password_in_the_url_is_masked_when_it_cannot_be_opened() -> None:
     got = run("--db", "postgresql://someone:hunter2@127.0.0.1:1/x", "conversations")
     assert got.code == 1 and "hunter2" not in got.err

@@ -71,6 +71,7 @@ def test_without_psycopg_a_postgresql_url_names_the_extra(
         (b"store.db", "got bytes"),
         ("", "the store's location is empty"),
         ("  ", "the store's location is empty"),
+        ("agent\x00.db", "holds a NUL character, which no file name or URL can"),
     ],
 )
 def test_a_location_that_is_no_path_is_refused(location: object, said: str) -> None:
@@ -86,6 +87,44 @@ def test_a_directory_is_refused_with_a_file_to_name_instead(
     with pytest.raises(InvalidInputError, match="is a directory; name a database file"):
         ContextStore.open(tmp_path, read_only=read_only)
     assert list(tmp_path.iterdir()) == []
+
+
+def _too_long(tmp_path: Path) -> list[Path]:
+    """A file name, and a folder's, over the file system's 255 bytes."""
+    return [tmp_path / ("a" * 300), tmp_path / ("b" * 300) / "x.db"]
+
+
+def _refused_as_wrong_path(path: Path, **options: bool) -> str:
+    with pytest.raises(InvalidInputError) as refused:
+        ContextStore.open(path, **options)
+    assert isinstance(refused.value.__cause__, OSError)
+    assert str(refused.value) == (
+        f"cannot use {path} as a database file: {refused.value.__cause__.strerror}; "
+        "name another path."
+    )
+    return str(refused.value)
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+@pytest.mark.parametrize("auto_migrate", [True, False])
+def test_a_name_too_long_is_a_wrong_path_and_nothing_is_made(
+    tmp_path: Path, read_only: bool, auto_migrate: bool
+) -> None:
+    """Not an OSError escaping: the path is named with the system's reason, in every mode."""
+    for path in _too_long(tmp_path):
+        said = _refused_as_wrong_path(path, read_only=read_only, auto_migrate=auto_migrate)
+        assert "File name too long" in said
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_store_below_a_file_or_a_loop_is_a_wrong_path_not_damage(tmp_path: Path) -> None:
+    """Creating a store where the system cannot make it: the reason, not CorruptDatabaseError."""
+    (tmp_path / "file").write_text("not a folder", encoding="utf-8")
+    (tmp_path / "loop").symlink_to("loop")
+    before = sorted(tmp_path.iterdir())
+    assert "Not a directory" in _refused_as_wrong_path(tmp_path / "file" / "x.db")
+    assert "symbolic links" in _refused_as_wrong_path(tmp_path / "loop" / "x.db")
+    assert sorted(tmp_path.iterdir()) == before
 
 
 def test_without_auto_migrate_a_missing_file_is_refused_and_nothing_is_created(
