@@ -22,7 +22,7 @@ IndexedView = Sequence[tuple[int, Message]]
 RESULT_MISSING = "result missing"
 """Content of the placeholder result inserted for a tool call whose result was lost."""
 
-VIEW_RULES = 5
+VIEW_RULES = 6
 """The version of the view rules this code applies. A prepared request records the version
 it was built with, so that :meth:`ContextStore.request_payload` rebuilds it by the same
 rules after they change: 1 is the original set; 2 adds :func:`adopt_text_results`; 3 keeps
@@ -31,7 +31,9 @@ Anthropic renderer's form (:func:`contextstore.renderers.anthropic.call_id`); 5 
 trailing whitespace of a final assistant message for Anthropic
 (:func:`contextstore.renderers.anthropic.final_stripped`) and sends a tool result's
 ``search_result`` items to OpenAI and Gemini as text
-(:func:`contextstore.renderers.anthropic.search_result_text`), where they were dropped."""
+(:func:`contextstore.renderers.anthropic.search_result_text`), where they were dropped; 6
+gives OpenAI tool call ids longer than 40 characters a short form
+(:func:`contextstore.renderers.openai.call_id`)."""
 
 ORPHANS_DROPPED = "[Tool results of calls in the removed part of the conversation were dropped.]"
 """Text left in a user message whose only blocks were orphan tool results."""

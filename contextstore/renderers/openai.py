@@ -13,13 +13,16 @@ The mapping from Anthropic blocks:
   ``user`` message, and the tool message says how many follow;
 * a ``search_result`` block (Anthropic's format for search results, in a tool result or
   a user message) becomes text (:func:`~contextstore.renderers.anthropic.search_result_text`);
-* thinking blocks are dropped (Chat Completions has no field to send them back in).
+* thinking blocks are dropped (Chat Completions has no field to send them back in);
+* a tool call id longer than the API accepts (:data:`MAX_CALL_ID_LENGTH`) is sent in
+  :func:`call_id`'s short form, in the call and its result alike.
 
 Text blocks of one message are joined with a blank line.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -53,6 +56,35 @@ PDF_FILENAME = "document.pdf"
 """The file name given to a base64 PDF document (Anthropic documents have none)."""
 
 TEXT_SEPARATOR = "\n\n"
+
+MAX_CALL_ID_LENGTH = 40
+"""The longest tool call id Chat Completions accepts (``tool_calls[].id`` and a tool
+message's ``tool_call_id``); a longer one is refused with "string too long"."""
+
+_DIGEST_LENGTH = 16
+"""Hex digits of the id's SHA-256 that end a shortened id (64 bits)."""
+
+
+def call_id(value: str) -> str:
+    """Return a stored tool call id in a form Chat Completions accepts.
+
+    An id of at most :data:`MAX_CALL_ID_LENGTH` characters is returned unchanged. A longer
+    one (a Responses API ``fc_...`` id, a Gemini or proxy id) becomes its first 23
+    characters, ``_`` and 16 hex digits of its SHA-256: exactly 40 characters, readable by
+    its start, and different for ids that differ anywhere, even past the part kept. The
+    call and its result are given the same id, since both are computed from the stored one.
+    """
+    if len(value) <= MAX_CALL_ID_LENGTH:
+        return value
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST_LENGTH]
+    return f"{value[: MAX_CALL_ID_LENGTH - _DIGEST_LENGTH - 1]}_{digest}"
+
+
+def _sent_id(value: Any, rules: int) -> str:
+    """The id sent for a stored one: from version 6 of the view rules, :func:`call_id`'s
+    form; before, as stored."""
+    text = str(value)
+    return call_id(text) if rules >= 6 else text
 
 
 def tool_arguments(tool_input: Any) -> str:
@@ -152,7 +184,11 @@ def _tool_message(block: Block, rules: int) -> tuple[ChatMessage, list[ContentPa
     if attachments:
         note = ATTACHMENT_NOTE.format(count=len(attachments))
         text = f"{text}{TEXT_SEPARATOR}{note}" if text else note
-    message = {"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")), "content": text}
+    message = {
+        "role": "tool",
+        "tool_call_id": _sent_id(block.get("tool_use_id", ""), rules),
+        "content": text,
+    }
     return message, attachments
 
 
@@ -170,9 +206,9 @@ def _render_user(blocks: Sequence[Block], rules: int) -> list[ChatMessage]:
     return rendered
 
 
-def _tool_call(block: Block) -> dict[str, Any]:
+def _tool_call(block: Block, rules: int) -> dict[str, Any]:
     return {
-        "id": str(block.get("id", "")),
+        "id": _sent_id(block.get("id", ""), rules),
         "type": "function",
         "function": {
             "name": str(block.get("name", "")),
@@ -181,9 +217,9 @@ def _tool_call(block: Block) -> dict[str, Any]:
     }
 
 
-def _render_assistant(blocks: Sequence[Block]) -> list[ChatMessage]:
+def _render_assistant(blocks: Sequence[Block], rules: int) -> list[ChatMessage]:
     texts = [str(b.get("text", "")) for b in blocks if b.get("type") == "text"]
-    calls = [_tool_call(b) for b in blocks if b.get("type") == "tool_use"]
+    calls = [_tool_call(b, rules) for b in blocks if b.get("type") == "tool_use"]
     content = TEXT_SEPARATOR.join(texts)
     if not content and not calls:
         return []
@@ -208,7 +244,7 @@ def render_messages(
         rules: The version of the view rules to render by
             (:data:`~contextstore.core.view.VIEW_RULES`): a stored request is rebuilt by
             the version it was prepared with; before 5, ``search_result`` blocks are
-            dropped.
+            dropped, and before 6, tool call ids are sent as stored, whatever their length.
 
     Returns:
         New message dicts sharing no objects with the input. An assistant message with
@@ -224,7 +260,7 @@ def render_messages(
     for message in messages:
         blocks = content_blocks(message)
         if message["role"] == "assistant":
-            rendered.extend(_render_assistant(blocks))
+            rendered.extend(_render_assistant(blocks, rules))
         else:
             rendered.extend(_render_user(blocks, rules))
     return rendered
@@ -289,12 +325,14 @@ def build_request(
     return body
 
 
-def violations(messages: Sequence[Any]) -> list[str]:
+def violations(messages: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]:
     """Return the ways ``messages`` break Chat Completions' tool-call rules.
 
     Checked: roles are known; an assistant message has content or tool calls; the
     messages right after an assistant message with ``tool_calls`` are ``tool`` messages
-    answering each call id exactly once; no ``tool`` message appears anywhere else.
+    answering each call id exactly once; no ``tool`` message appears anywhere else; and,
+    for a payload built by version 6 of the view rules or later (``rules``; older ones
+    sent ids as stored), no tool call id is longer than :data:`MAX_CALL_ID_LENGTH`.
     """
     problems: list[str] = []
     pending: list[str] = []
@@ -303,6 +341,8 @@ def violations(messages: Sequence[Any]) -> list[str]:
             problems.append(f"messages[{position}] is not a dict")
             continue
         role = message.get("role")
+        if rules >= 6:
+            problems.extend(_id_length_problems(position, message))
         if role == "tool":
             problems.extend(_tool_message_problems(position, message, pending))
             continue
@@ -318,6 +358,20 @@ def violations(messages: Sequence[Any]) -> list[str]:
     if pending:
         problems.append(f"end of messages: tool calls {pending} are not answered")
     return problems
+
+
+def _id_length_problems(position: int, message: Mapping[str, Any]) -> list[str]:
+    """The tool call ids of one message that are longer than the API accepts."""
+    ids = [call.get("id") for call in message.get("tool_calls") or [] if isinstance(call, Mapping)]
+    if message.get("role") == "tool":
+        ids.append(message.get("tool_call_id"))
+    long = [value for value in ids if isinstance(value, str) and len(value) > MAX_CALL_ID_LENGTH]
+    if not long:
+        return []
+    return [
+        f"messages[{position}] has tool call ids longer than {MAX_CALL_ID_LENGTH} characters, "
+        f"which the API refuses: {long}"
+    ]
 
 
 def _tool_message_problems(

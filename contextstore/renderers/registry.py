@@ -29,12 +29,6 @@ _BUILD = {
     "gemini": gemini.build_request,
 }
 
-_VIOLATIONS: dict[str, Callable[[Sequence[Any]], list[str]]] = {
-    "anthropic": anthropic.violations,
-    "openai": openai.violations,
-    "gemini": gemini.violations,
-}
-
 _HISTORY_KEY = {"anthropic": "messages", "openai": "messages", "gemini": "contents"}
 
 
@@ -105,7 +99,8 @@ def validate_provider_payload(format: str, payload: Any, *, rules: int = VIEW_RU
         rules: The version of the view rules the payload was built by
             (:data:`~contextstore.core.view.VIEW_RULES`): a rule a renderer has followed
             only since a later version is not checked (from 5, Anthropic's final
-            assistant message without trailing whitespace).
+            assistant message without trailing whitespace; from 6, OpenAI's tool call ids
+            of at most 40 characters).
 
     Returns:
         One human-readable sentence per violation, in conversation order.
@@ -119,4 +114,6 @@ def validate_provider_payload(format: str, payload: Any, *, rules: int = VIEW_RU
         return [f"payload has no {key} list"]
     if format == "anthropic":
         return anthropic.violations(history, rules=rules)
-    return _VIOLATIONS[format](history)
+    if format == "openai":
+        return openai.violations(history, rules=rules)
+    return gemini.violations(history)

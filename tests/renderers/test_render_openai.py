@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from typing import Any
 
 import pytest
 from aliasing import shares_containers
@@ -13,11 +14,14 @@ from oracles import sdk_problems
 from contextstore.core.errors import InvalidInputError
 from contextstore.renderers.openai import (
     ATTACHMENT_NOTE,
+    MAX_CALL_ID_LENGTH,
     build_request,
+    call_id,
     render_messages,
     tool_arguments,
     violations,
 )
+from contextstore.renderers.registry import validate_provider_payload
 
 
 def _assistant_calls(*calls: dict[str, object]) -> dict[str, object]:
@@ -242,3 +246,74 @@ def test_violations_report_unanswered_and_stray_tool_messages() -> None:
     assert any("['b'] are not answered" in p for p in problems)
     assert any("b answers no pending tool call" in p for p in problems)
     assert any("no content or tool calls" in p for p in problems)
+
+
+RESPONSES_ID = "fc_0f0e50a1476a6c35006912c58dc9f8819192c25864eb16f07f"
+"""A Responses API function call id (53 characters): Chat Completions refuses it."""
+
+
+def _exchange(*call_ids: str) -> list[dict[str, object]]:
+    """A task, an assistant message calling ``call_ids``, and their results in order."""
+    return [
+        {"role": "user", "content": "q"},
+        _assistant_calls(*(tool_use(i, "f", {}) for i in call_ids)),
+        {"role": "user", "content": [tool_result(i, f"out {n}") for n, i in enumerate(call_ids)]},
+    ]
+
+
+def _sent_ids(rendered: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """The ids of the calls and those the tool messages answer, in order."""
+    calls = [call["id"] for m in rendered for call in m.get("tool_calls") or []]
+    results = [m["tool_call_id"] for m in rendered if m["role"] == "tool"]
+    return calls, results
+
+
+def test_a_long_tool_call_id_is_shortened_alike_in_the_call_and_its_result() -> None:
+    """The API refuses "string too long. Expected a string with maximum length 40"."""
+    messages = _exchange(RESPONSES_ID)
+    before = copy.deepcopy(messages)
+    rendered = render_messages(messages)
+    assert messages == before  # the stored id is kept
+    (sent,), results = _sent_ids(rendered)
+    assert results == [sent]
+    assert len(sent) <= MAX_CALL_ID_LENGTH
+    assert sent.startswith("fc_0f0e50a1476a6c350069")
+    assert sent == call_id(RESPONSES_ID)  # the same every time the request is built
+    assert violations(rendered) == [] and sdk_problems("openai", rendered) == []
+    assert build_request(messages)["messages"] == rendered
+
+
+def test_long_ids_sharing_their_first_40_characters_stay_apart() -> None:
+    first, second = RESPONSES_ID + "a", RESPONSES_ID + "b"
+    assert first[:MAX_CALL_ID_LENGTH] == second[:MAX_CALL_ID_LENGTH]
+    rendered = render_messages(_exchange(first, second))
+    calls, results = _sent_ids(rendered)
+    assert calls == results == [call_id(first), call_id(second)]
+    assert len(set(calls)) == 2 and all(len(i) <= MAX_CALL_ID_LENGTH for i in calls)
+    # each result still answers its own call
+    assert [m["content"] for m in rendered if m["role"] == "tool"] == ["out 0", "out 1"]
+    assert violations(rendered) == []
+
+
+def test_an_id_of_40_characters_is_sent_as_stored_and_one_of_41_is_shortened() -> None:
+    at_limit, over = "c" * MAX_CALL_ID_LENGTH, "c" * (MAX_CALL_ID_LENGTH + 1)
+    assert call_id(at_limit) == at_limit
+    rendered = render_messages(_exchange(at_limit, over))
+    calls, results = _sent_ids(rendered)
+    assert calls == results
+    assert calls[0] == at_limit
+    assert calls[1] != over and len(calls[1]) == MAX_CALL_ID_LENGTH
+    assert calls[1] != at_limit
+
+
+def test_requests_built_by_older_view_rules_keep_long_ids_and_pass_their_check() -> None:
+    messages = _exchange(RESPONSES_ID)
+    old = render_messages(messages, rules=5)
+    assert _sent_ids(old) == ([RESPONSES_ID], [RESPONSES_ID])
+    assert build_request(messages, rules=5)["messages"] == old
+    assert violations(old, rules=5) == []
+    problems = violations(old)
+    assert len(problems) == 2
+    assert all(f"longer than {MAX_CALL_ID_LENGTH} characters" in p for p in problems)
+    assert validate_provider_payload("openai", {"messages": old}, rules=5) == []
+    assert validate_provider_payload("openai", {"messages": old}) == problems

@@ -21,7 +21,9 @@ from oracles import sdk_problems
 from test_render_properties import paired_conversations
 
 from contextstore import ContextStore
-from contextstore.renderers.registry import FORMATS, build_request
+from contextstore.interop import import_gemini
+from contextstore.renderers.registry import FORMATS, build_request, validate_provider_payload
+from tests.interop.real import gemini_files, params
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 
@@ -79,6 +81,40 @@ def test_the_stores_prepared_payloads_are_valid_sdk_requests(
         )
         assert sdk_problems(fmt, ctx.payload) == [], fmt
         assert sdk_problems(fmt, store.render(conv.id, format=fmt)) == [], fmt
+
+
+def _call_ids(messages: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """The ids of the OpenAI messages' tool calls, and those their tool messages answer."""
+    calls = [call["id"] for m in messages for call in m.get("tool_calls") or []]
+    return calls, [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+
+
+@pytest.mark.parametrize("path", params(gemini_files()))
+def test_real_gemini_cli_sessions_reach_openai_with_ids_it_accepts(
+    store: ContextStore, path: Path
+) -> None:
+    """Gemini CLI names its calls ``run_shell_command-1763585197546-e63230d39b6f78``, often
+    over the 40 characters Chat Completions accepts: each goes in a short form, the same in
+    the call and its result, distinct for distinct calls; shorter ids go as stored."""
+    cid = import_gemini(store, path).conversation_id
+    stored = [
+        block["id"]
+        for message in store.render(cid)
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_use"
+    ]
+    prepared = store.prepare_request(cid, format="openai", model=MODELS["openai"]).payload
+    rendered = store.render(cid, format="openai")
+    assert prepared["messages"] == rendered
+    assert sdk_problems("openai", prepared) == []
+    assert validate_provider_payload("openai", prepared) == []
+    sent, answered = _call_ids(rendered)
+    assert sorted(answered) == sorted(sent)
+    assert len(sent) == len(stored) and len(set(sent)) == len(set(stored))
+    assert all(len(i) <= 40 for i in sent)
+    kept = [(given, went) for given, went in zip(stored, sent, strict=True) if len(given) <= 40]
+    assert all(given == went for given, went in kept)
 
 
 @settings(max_examples=150, deadline=None)

@@ -485,6 +485,39 @@ def test_store_errors_carry_their_class_and_exit_code(
     assert rpc.result("get_conversation", conversation_id=state["cid"])["id"] == state["cid"]
 
 
+LONG_CALL_ID = "fc_0f0e50a1476a6c35006912c58dc9f8819192c25864eb16f07f"
+
+
+def test_openai_renders_over_the_wire_shorten_long_tool_call_ids(
+    rpc: RpcClient, transports: dict[str, Any]
+) -> None:
+    """``render`` and ``prepare_request`` in the OpenAI format go through the store's
+    renderer: a call id over 40 characters is sent short, the same in call and result."""
+    cid = rpc.result("create_conversation")["id"]
+    rpc.result(
+        "append_many",
+        conversation_id=cid,
+        new_messages=[
+            {"role": "user", "content": "list"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": LONG_CALL_ID, "name": "ls", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": LONG_CALL_ID, "content": "a"}],
+            },
+        ],
+    )
+    rendered = rpc.result("render", conversation_id=cid, format="openai")
+    prepared = rpc.result("prepare_request", conversation_id=cid, format="openai")
+    assert prepared["payload"]["messages"] == rendered
+    (call,) = rendered[1]["tool_calls"]
+    assert len(call["id"]) <= 40 and rendered[2]["tool_call_id"] == call["id"]
+    rebuilt = rpc.result("request_payload", conversation_id=cid, request_id=prepared["request_id"])
+    assert rebuilt == prepared["payload"]
+
+
 def test_a_system_prompt_of_text_blocks_is_passed_through(
     rpc: RpcClient, transports: dict[str, Any]
 ) -> None:

@@ -198,3 +198,48 @@ def test_a_request_prepared_by_rules_4_rebuilds_as_sent_after_rules_5(
         )
     assert store.request_payload(conv.id, current.request_id) == current.payload
     assert store.request_payload(conv.id, old.request_id) == old.payload
+
+
+LONG_ID = "fc_0f0e50a1476a6c35006912c58dc9f8819192c25864eb16f07f"
+"""A Responses API call id: 53 characters, over Chat Completions' limit of 40."""
+
+
+def _long_id_history() -> list[dict[str, Any]]:
+    return [
+        user("What is in the repo?"),
+        assistant(tool_use(LONG_ID, "list_files", path=".")),
+        user(tool_result(LONG_ID, "README.md")),
+        assistant("A README."),
+    ]
+
+
+def _openai_ids(payload: dict[str, Any]) -> list[str]:
+    """Every tool call id the OpenAI payload sends: the calls', then the results'."""
+    messages = payload["messages"]
+    calls = [call["id"] for m in messages for call in m.get("tool_calls") or []]
+    return [*calls, *(m["tool_call_id"] for m in messages if m["role"] == "tool")]
+
+
+@pytest.mark.parametrize("format", ["anthropic", "openai", "gemini"])
+def test_a_request_prepared_by_rules_5_rebuilds_as_sent_after_rules_6(
+    store: ContextStore, monkeypatch: pytest.MonkeyPatch, format: str
+) -> None:
+    """Version 6 shortens OpenAI tool call ids over 40 characters; a version 5 request sent
+    them whole, and the other formats are sent as before."""
+    conv = store.create_conversation()
+    store.append(conv.id, _long_id_history())
+    tools = [{"name": "list_files", "input_schema": {"type": "object"}}]
+    with monkeypatch.context() as patched:
+        patched.setattr(requests_facade, "VIEW_RULES", 5)
+        old = store.prepare_request(conv.id, format=format, tools=tools)
+    assert store.request_payload(conv.id, old.request_id) == old.payload
+    store.prepare_cache.clear()
+    current = store.prepare_request(conv.id, format=format, tools=tools)
+    assert store.request_payload(conv.id, current.request_id) == current.payload
+    assert store.request_payload(conv.id, old.request_id) == old.payload
+    if format == "openai":
+        assert _openai_ids(old.payload) == [LONG_ID, LONG_ID]
+        short, answered = _openai_ids(current.payload)
+        assert short == answered and len(short) <= 40 and short.startswith(LONG_ID[:20])
+    else:
+        assert current.payload == old.payload
