@@ -17,6 +17,7 @@ import random
 import sqlite3
 import time
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -209,9 +210,9 @@ def make_engine(
     ``create``: a SQLite file that does not exist is created (else refused, see
     :func:`~contextstore.storage.sqlite_file.check_before_open`)."""
     check_choice("durability", durability, DURABILITIES)
-    kwargs = dict(engine_kwargs or {})
+    kwargs = _engine_options(engine_kwargs)
     if target.in_memory:
-        engine = create_engine(
+        engine = _created(
             "sqlite://",
             poolclass=StaticPool,
             connect_args={"check_same_thread": False},
@@ -221,19 +222,22 @@ def make_engine(
         assert target.sqlite_path is not None
         url = _sqlite_file_url(target, read_only=read_only, create=create)
         kwargs.setdefault("max_overflow", -1)
-        engine = create_engine(url, connect_args={"check_same_thread": False}, **kwargs)
+        engine = _created(url, connect_args={"check_same_thread": False}, **kwargs)
+        if not read_only:  # made once the engine is, so that refused options leave no file
+            create_database_file(target.sqlite_path, PAGE_SIZE)
     else:
         # Each thread holds its connection (see Database), so there is no checkout to ping on;
         # a connection the server dropped is replaced on its next use.
         kwargs.setdefault("max_overflow", -1)
-        engine = create_engine(target.url, **kwargs)
+        engine = _created(target.url, **kwargs)
     if target.is_sqlite:
         _configure_sqlite(engine, durability, in_memory=target.in_memory, read_only=read_only)
     return engine
 
 
 def _sqlite_file_url(target: DatabaseTarget, *, read_only: bool, create: bool) -> str:
-    """Check the file before SQLite sees it, create a new one, and choose how to open it.
+    """Check the file before SQLite sees it, and choose how to open it (a new file is
+    created once the engine is made).
 
     Raises:
         InvalidInputError: a read-only store was asked for a file that does not exist.
@@ -253,8 +257,40 @@ def _sqlite_file_url(target: DatabaseTarget, *, read_only: bool, create: bool) -
     check_before_open(path, read_only=read_only, create=create)
     if read_only:
         return f"sqlite:///{read_only_uri(path)}&uri=true"
-    create_database_file(path, PAGE_SIZE)
     return target.url
+
+
+def _engine_options(engine_kwargs: Any) -> dict[str, Any]:
+    """A copy of the caller's extra ``create_engine`` arguments, checked to be a mapping of
+    names.
+
+    Raises:
+        InvalidInputError: ``engine_kwargs`` is not a mapping with string keys.
+    """
+    if engine_kwargs is None:
+        return {}
+    if not isinstance(engine_kwargs, Mapping):
+        got = type(engine_kwargs).__name__
+    elif not all(isinstance(key, str) for key in engine_kwargs):
+        got = "a key that is not a string"
+    else:
+        return dict(engine_kwargs)
+    raise InvalidInputError(
+        "engine_kwargs must be a dict of SQLAlchemy create_engine arguments by name "
+        f"(for example {{'pool_size': 5}}), got {got}."
+    )
+
+
+def _created(url: str, **kwargs: Any) -> Engine:
+    """``create_engine(url, **kwargs)``, its refusal of an argument (a name this dialect
+    and pool do not take, a value of the wrong type) as :class:`InvalidInputError`."""
+    try:
+        return create_engine(url, **kwargs)
+    except (TypeError, ValueError, ArgumentError) as exc:
+        raise InvalidInputError(
+            f"SQLAlchemy refused the engine_kwargs given: {exc}; pass only arguments "
+            "create_engine takes for this database."
+        ) from exc
 
 
 def _configure_sqlite(engine: Engine, durability: str, *, in_memory: bool, read_only: bool) -> None:

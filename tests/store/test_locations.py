@@ -191,3 +191,27 @@ def test_a_read_only_uri_of_a_missing_file_is_not_found_and_creates_nothing(
     with pytest.raises(NotFoundError, match="opens an existing file only"):
         ContextStore.open(url)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("in_memory", [True, False])
+@pytest.mark.parametrize(
+    ("engine_kwargs", "said"),
+    [
+        ([("pool_size", 5)], "got list"),
+        ({1: 2}, "got a key that is not a string"),
+        ({"no_such_argument": 1}, "SQLAlchemy refused the engine_kwargs given: Invalid argument"),
+    ],
+)
+def test_engine_kwargs_create_engine_refuses_are_invalid_input_and_make_no_file(
+    tmp_path: Path, in_memory: bool, engine_kwargs: object, said: str
+) -> None:
+    location = ":memory:" if in_memory else tmp_path / "agent.db"
+    with pytest.raises(InvalidInputError, match="engine_kwargs") as refused:
+        ContextStore.open(location, engine_kwargs=engine_kwargs)  # type: ignore[arg-type]
+    assert said in str(refused.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_engine_kwargs_sqlalchemy_takes_still_reach_it(tmp_path: Path) -> None:
+    with ContextStore.open(tmp_path / "agent.db", engine_kwargs={"pool_timeout": 7}) as store:
+        assert store._db.engine.pool.timeout() == 7
