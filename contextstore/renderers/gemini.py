@@ -118,6 +118,14 @@ def _result_payload(block: Block, rules: int) -> tuple[str, list[Part]]:
     return TEXT_SEPARATOR.join(texts), media
 
 
+def result_text(block: Block, rules: int = VIEW_RULES) -> str:
+    """The text of a ``tool_result`` block's ``functionResponse``, as this renderer sends it
+    by the view rules of version ``rules``: its text items, plain-text documents and search
+    results (:func:`content_part`), separated by a blank line; images and other media are
+    sent beside it as parts of their own and are not in it."""
+    return _result_payload(block, rules)[0]
+
+
 def _response_parts(block: Block, names: Mapping[str, str], rules: int) -> list[Part]:
     call_id = str(block.get("tool_use_id", ""))
     text, media = _result_payload(block, rules)
