@@ -12,7 +12,7 @@ The mapping from Anthropic blocks to Gemini parts:
   ``{"error": text}``; images a result returned follow as ``inlineData`` parts of the
   same user turn;
 * ``search_result`` (Anthropic's format for search results, in a tool result or a user
-  message) -> text (:func:`~contextstore.renderers.anthropic.search_result_text`), in the
+  message) -> text (:func:`~contextstore.core.overlays.search_result_text`), in the
   response's text or as a ``{"text"}`` part;
 * ``thinking`` -> a ``thought`` text part, which hardening strips; ``redacted_thinking``
   is dropped.
