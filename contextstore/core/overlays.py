@@ -134,6 +134,33 @@ def text_document_data(block: Any) -> str | None:
     return data if isinstance(data, str) else None
 
 
+def search_result_text(block: Mapping[str, Any]) -> str:
+    """Return a ``search_result`` block as text: how the OpenAI and Gemini formats send it
+    (they have no such block), and how the secret masker shows one that holds a secret, so
+    a search result reads the same whether or not it was masked.
+
+    A line ``[Search result: <title>]``, a line ``Source: <source>``, then the texts of its
+    content blocks, separated by a blank line. A field that is missing or not a string is
+    left out (without a title the first line is ``[Search result]``). Anthropic's own
+    format sends the block as it is.
+    """
+    title = block.get("title")
+    lines = [f"[Search result: {title}]" if isinstance(title, str) else "[Search result]"]
+    source = block.get("source")
+    if isinstance(source, str):
+        lines.append(f"Source: {source}")
+    content = block.get("content")
+    texts: list[str] = []
+    for item in content if isinstance(content, list) else []:
+        if isinstance(item, dict) and item.get("type") == "text":
+            text = item.get("text")
+            if isinstance(text, str) and text:
+                texts.append(text)
+    if texts:
+        lines.append("\n\n".join(texts))
+    return "\n".join(lines)
+
+
 def with_block_text(block: Block, text: str, mode: str = UpdateMode.TEXT) -> Block | None:
     """Return a copy of ``block`` showing ``text``, or None if the block has no text slot.
 

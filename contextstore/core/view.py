@@ -31,7 +31,7 @@ Anthropic renderer's form (:func:`contextstore.renderers.anthropic.call_id`); 5 
 trailing whitespace of a final assistant message for Anthropic
 (:func:`contextstore.renderers.anthropic.final_stripped`) and sends a tool result's
 ``search_result`` items to OpenAI and Gemini as text
-(:func:`contextstore.renderers.anthropic.search_result_text`), where they were dropped; 6
+(:func:`contextstore.core.overlays.search_result_text`), where they were dropped; 6
 gives OpenAI tool call ids longer than 40 characters a short form
 (:func:`contextstore.renderers.openai.call_id`)."""
 

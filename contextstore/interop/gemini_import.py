@@ -40,7 +40,7 @@ from contextstore.interop.writing import (
     write_text_atomic,
 )
 from contextstore.renderers import registry
-from contextstore.renderers.gemini import content_part
+from contextstore.renderers.gemini import content_part, result_text
 
 SESSION_RECORD_KINDS = frozenset({"user", "gemini", "info", "error", "warning"})
 
@@ -295,18 +295,14 @@ def _blocks(message: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _results_by_call(messages: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
-    """``functionResponse`` parts for every tool result, by the call's id."""
+    """``functionResponse`` parts for every tool result, by the call's id, holding the text
+    the Gemini renderer sends for it (search results and plain-text documents included)."""
     found: dict[str, list[Any]] = {}
     for message in messages:
         for block in _blocks(message):
             if block.get("type") != "tool_result":
                 continue
-            content = block.get("content")
-            text = (
-                content
-                if isinstance(content, str)
-                else "\n".join(str(c.get("text", "")) for c in content or [] if isinstance(c, dict))
-            )
+            text = result_text(block)
             key = "error" if block.get("is_error") else "output"
             found[str(block.get("tool_use_id"))] = [
                 {

@@ -16,6 +16,7 @@ from contextstore.core.overlays import (
     Message,
     UpdateMode,
     block_text,
+    search_result_text,
     text_document_data,
 )
 from contextstore.core.validate import json_copy
@@ -197,17 +198,35 @@ def _mask_source_in_place(
             source[key] = mask_value(value, confidence=confidence, patterns=patterns)
 
 
-def _search_result_text(item: Any) -> str | None:
-    """A ``search_result`` item of a tool result as the text it shows (its source, title
-    and text items, a line each), or None for any other item."""
-    if not isinstance(item, dict) or item.get("type") != "search_result":
-        return None
-    lines = [str(item.get(key)) for key in ("source", "title") if isinstance(item.get(key), str)]
-    content = item.get("content")
-    for part in content if isinstance(content, list) else []:
-        if isinstance(part, dict) and isinstance(part.get("text"), str):
-            lines.append(part["text"])
-    return "\n".join(lines)
+def _search_result_shown(item: dict[str, Any]) -> tuple[str, list[str]]:
+    """A ``search_result`` block as the text shown in its place, the text the OpenAI and
+    Gemini formats send for one (:func:`search_result_text`: its title, source and texts),
+    and the strings that text leaves out (a text item's ``citations``, an item of another
+    kind), whose secrets count too."""
+    dropped: list[str] = []
+    for key, value in item.items():
+        if key in UNMASKED_BLOCK_FIELDS or (key in ("title", "source") and isinstance(value, str)):
+            continue
+        if key != "content" or not isinstance(value, list):
+            json_strings(value, dropped)
+            continue
+        for part in value:
+            if (
+                isinstance(part, dict)
+                and part.get("type") == "text"
+                and isinstance(part.get("text"), str)
+            ):
+                dropped.extend(side_texts(part))
+            else:
+                json_strings(part, dropped)
+    return search_result_text(item), dropped
+
+
+def _search_result_texts(item: dict[str, Any]) -> list[str]:
+    """Every text of a ``search_result`` block a secret may sit in: the text it is shown
+    as and the strings that text leaves out."""
+    shown, dropped = _search_result_shown(item)
+    return [shown, *dropped]
 
 
 _SHOWN_FIELDS = frozenset({"text", "title", "context", "source"})
@@ -222,7 +241,7 @@ def _shown(item: dict[str, Any]) -> tuple[str, list[str]]:
     returns the strings of the fields that text leaves out (a text's ``citations``)."""
     kind = item.get("type")
     if kind == "search_result":
-        return _search_result_text(item) or "", []
+        return _search_result_shown(item)
     dropped: list[str] = []
     for key, value in item.items():
         if key not in UNMASKED_BLOCK_FIELDS and key not in _SHOWN_FIELDS:
@@ -264,7 +283,8 @@ class SecretMasker:
     ``TOOL_INPUT`` update for a ``tool_use`` whose input holds a secret. A tool result
     whose secret sits in a list item other than the first (which a ``TEXT`` update cannot
     reach) gets a ``BLOCK`` update: its text items, masked and joined by blank lines, with
-    any image or document replaced by a pointer, because leaking the credential would be
+    a search result as the text the OpenAI and Gemini formats send for one and any image or
+    document replaced by a pointer, because leaking the credential would be
     worse than hiding the image (the original stays in the database). Thinking blocks are
     never touched (see :func:`mask_message`).
     """
@@ -497,7 +517,12 @@ class SecretMasker:
                 if isinstance(item, dict) and isinstance(item.get("text"), str)
             ]
             + [data for item in items if (data := text_document_data(item)) is not None]
-            + [text for item in items if (text := _search_result_text(item)) is not None]
+            + [
+                text
+                for item in items
+                if isinstance(item, dict) and item.get("type") == "search_result"
+                for text in _search_result_texts(item)
+            ]
             + [
                 text
                 for item in items

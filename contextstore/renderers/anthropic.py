@@ -24,6 +24,7 @@ from typing import Any
 from contextstore.core.errors import InvalidInputError, InvalidMessageError
 from contextstore.core.hardening import DEFAULT_CONTINUATION
 from contextstore.core.overlays import Block, Message
+from contextstore.core.overlays import search_result_text as search_result_text
 from contextstore.core.system_prompt import SystemPrompt as SystemPrompt
 from contextstore.core.system_prompt import system_text as system_text
 from contextstore.core.validate import canonical_json, json_copy
@@ -118,31 +119,6 @@ def content_blocks(message: Mapping[str, Any]) -> list[Block]:
     if isinstance(content, list):
         return [block for block in content if isinstance(block, dict)]
     return []
-
-
-def search_result_text(block: Mapping[str, Any]) -> str:
-    """Return a ``search_result`` block as text, for providers that have no such block.
-
-    A line ``[Search result: <title>]``, a line ``Source: <source>``, then the texts of its
-    content blocks, separated by a blank line. A field that is missing or not a string is
-    left out (without a title the first line is ``[Search result]``). Anthropic's own
-    format sends the block as it is.
-    """
-    title = block.get("title")
-    lines = [f"[Search result: {title}]" if isinstance(title, str) else "[Search result]"]
-    source = block.get("source")
-    if isinstance(source, str):
-        lines.append(f"Source: {source}")
-    content = block.get("content")
-    texts: list[str] = []
-    for item in content if isinstance(content, list) else []:
-        if isinstance(item, dict) and item.get("type") == "text":
-            text = item.get("text")
-            if isinstance(text, str) and text:
-                texts.append(text)
-    if texts:
-        lines.append("\n\n".join(texts))
-    return "\n".join(lines)
 
 
 def check_tools(tools: Sequence[Tool]) -> None:

@@ -12,7 +12,7 @@ The mapping from Anthropic blocks to Gemini parts:
   ``{"error": text}``; images a result returned follow as ``inlineData`` parts of the
   same user turn;
 * ``search_result`` (Anthropic's format for search results, in a tool result or a user
-  message) -> text (:func:`~contextstore.renderers.anthropic.search_result_text`), in the
+  message) -> text (:func:`~contextstore.core.overlays.search_result_text`), in the
   response's text or as a ``{"text"}`` part;
 * ``thinking`` -> a ``thought`` text part, which hardening strips; ``redacted_thinking``
   is dropped.
@@ -116,6 +116,14 @@ def _result_payload(block: Block, rules: int) -> tuple[str, list[Part]]:
         elif part is not None:
             media.append(part)
     return TEXT_SEPARATOR.join(texts), media
+
+
+def result_text(block: Block, rules: int = VIEW_RULES) -> str:
+    """The text of a ``tool_result`` block's ``functionResponse``, as this renderer sends it
+    by the view rules of version ``rules``: its text items, plain-text documents and search
+    results (:func:`content_part`), separated by a blank line; images and other media are
+    sent beside it as parts of their own and are not in it."""
+    return _result_payload(block, rules)[0]
 
 
 def _response_parts(block: Block, names: Mapping[str, str], rules: int) -> list[Part]:

@@ -12,7 +12,7 @@ The mapping from Anthropic blocks:
   Tool messages carry text only, so images and files a result returned follow in a
   ``user`` message, and the tool message says how many follow;
 * a ``search_result`` block (Anthropic's format for search results, in a tool result or
-  a user message) becomes text (:func:`~contextstore.renderers.anthropic.search_result_text`);
+  a user message) becomes text (:func:`~contextstore.core.overlays.search_result_text`);
 * thinking blocks are dropped (Chat Completions has no field to send them back in);
 * a tool call id longer than the API accepts (:data:`MAX_CALL_ID_LENGTH`) is sent in
   :func:`call_id`'s short form, in the call and its result alike.

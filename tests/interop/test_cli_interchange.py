@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -177,6 +178,87 @@ def test_export_commands_and_their_json(tmp_path: Path) -> None:
     assert code == 0 and "history" in json.loads((tmp_path / "c.json").read_text())
     code, _, err = _run(db, "export", "gemini", "nope", str(tmp_path / "x.json"))
     assert code == 3 and "no conversation" in err
+
+
+SEARCH_RESULT = {
+    "type": "search_result",
+    "source": "https://wiki.example.com/retries",
+    "title": "Retries",
+    "content": [{"type": "text", "text": "Set max_retries in client.toml."}],
+}
+SEARCH_RESULT_TEXT = (
+    "[Search result: Retries]\nSource: https://wiki.example.com/retries\n"
+    "Set max_retries in client.toml."
+)
+
+
+def _searched(db: Path) -> str:
+    """A conversation whose tool result is a search result, written through the Python API."""
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "How are retries configured?")
+        call = {"type": "tool_use", "id": "t1", "name": "search", "input": {"q": "retries"}}
+        store.append(cid, "assistant", [call])
+        result = {"type": "tool_result", "tool_use_id": "t1", "content": [SEARCH_RESULT]}
+        store.append(cid, "user", [result])
+        store.append(cid, "assistant", "Set max_retries.")
+    return cid
+
+
+def _tool_result(db: Path, cid: str) -> Any:
+    with ContextStore.open(db) as store:
+        (result,) = [
+            block["content"]
+            for message in store.messages(cid)
+            if isinstance(message["content"], list)
+            for block in message["content"]
+            if block["type"] == "tool_result"
+        ]
+    return result
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_export_gemini_writes_a_search_result_as_its_text(tmp_path: Path, suffix: str) -> None:
+    """The session record of a search result held an empty output, so its content was lost;
+    it now holds the text the Gemini format sends, and imports back as that text."""
+    cid = _searched(tmp_path / "a.db")
+    out = tmp_path / f"session{suffix}"
+    code, _, err = _run(tmp_path / "a.db", "export", "gemini", cid, str(out))
+    assert code == 0, err
+    text = out.read_text(encoding="utf-8")
+    records = (
+        [json.loads(line) for line in text.splitlines()[1:]]
+        if suffix == ".jsonl"
+        else json.loads(text)["messages"]
+    )
+    (call,) = [c for r in records for c in r.get("toolCalls", [])]
+    response = call["result"][0]["functionResponse"]["response"]
+    assert response == {"output": SEARCH_RESULT_TEXT}
+    code, _, err = _run(tmp_path / "b.db", "import", "gemini", str(out))
+    assert code == 0, err
+    assert _tool_result(tmp_path / "b.db", cid) == SEARCH_RESULT_TEXT
+    checkpoint = tmp_path / "checkpoint.json"
+    code, _, err = _run(tmp_path / "a.db", "export", "gemini", cid, str(checkpoint), "--checkpoint")
+    assert code == 0, err
+    assert SEARCH_RESULT_TEXT in {
+        part["functionResponse"]["response"].get("output")
+        for content in json.loads(checkpoint.read_text())["history"]
+        for part in content["parts"]
+        if "functionResponse" in part
+    }
+
+
+def test_export_cline_keeps_a_search_result_as_its_block(tmp_path: Path) -> None:
+    """Cline's history is Anthropic's format: the block goes out and comes back as it was."""
+    cid = _searched(tmp_path / "a.db")
+    task = tmp_path / "tasks" / cid
+    code, _, err = _run(tmp_path / "a.db", "export", "cline", cid, str(task))
+    assert code == 0, err
+    history = json.loads((task / "api_conversation_history.json").read_text())
+    assert history[2]["content"][0]["content"] == [SEARCH_RESULT]
+    code, _, err = _run(tmp_path / "b.db", "import", "cline", str(task))
+    assert code == 0, err
+    assert _tool_result(tmp_path / "b.db", cid) == [SEARCH_RESULT]
 
 
 def test_the_old_command_names_are_hidden_aliases(tmp_path: Path) -> None:

@@ -399,6 +399,83 @@ def test_messages_written_here_become_records_of_their_own(
         assert _blocks(other.messages(cid), "tool_result")[-1]["content"] == "tests/test_a.py"
 
 
+SEARCH_RESULT = {
+    "type": "search_result",
+    "source": "docs/retries.md",
+    "title": "Retries",
+    "content": [
+        {"type": "text", "text": "Set max_retries in client.toml."},
+        {"type": "text", "text": "The default is 3."},
+    ],
+}
+SEARCH_RESULT_TEXT = (
+    "[Search result: Retries]\nSource: docs/retries.md\n"
+    "Set max_retries in client.toml.\n\nThe default is 3."
+)
+
+
+def _search_conversation(store: ContextStore, result: list[dict[str, Any]]) -> str:
+    """A conversation written here whose tool result is ``result``."""
+    cid = store.create_conversation(model_id="gemini-2.5-pro").id
+    store.append(cid, "user", "How are retries configured?")
+    call = {"type": "tool_use", "id": "t1", "name": "search_docs", "input": {"q": "retries"}}
+    store.append(cid, "assistant", [call])
+    store.append(cid, "user", [{"type": "tool_result", "tool_use_id": "t1", "content": result}])
+    store.append(cid, "assistant", "Set max_retries.")
+    return cid
+
+
+def _exported_output(path: Path) -> Any:
+    (record,) = [r for r in read_chat(path, Folder(path.parent)).records if r.get("toolCalls")]
+    return record["toolCalls"][0]["result"][0]["functionResponse"]["response"]["output"]
+
+
+def _rendered_output(store: ContextStore, cid: str) -> Any:
+    (output,) = [
+        part["functionResponse"]["response"]["output"]
+        for content in store.render(cid, format="gemini")
+        for part in content["parts"]
+        if "functionResponse" in part
+    ]
+    return output
+
+
+@pytest.mark.parametrize(
+    ("result", "expected"),
+    [
+        ([SEARCH_RESULT], SEARCH_RESULT_TEXT),
+        (
+            [SEARCH_RESULT, {"type": "text", "text": "1 result."}],
+            f"{SEARCH_RESULT_TEXT}\n\n1 result.",
+        ),
+        (
+            [
+                {
+                    "type": "document",
+                    "source": {"type": "text", "media_type": "text/plain", "data": "max_retries=3"},
+                },
+                {"type": "text", "text": "from client.toml"},
+            ],
+            "max_retries=3\n\nfrom client.toml",
+        ),
+    ],
+    ids=["search result", "search result and text", "plain-text document"],
+)
+def test_a_tool_result_exports_as_the_text_the_gemini_renderer_sends(
+    memory_store: ContextStore, tmp_path: Path, result: list[dict[str, Any]], expected: str
+) -> None:
+    """A search result (or a plain-text document) in a tool result was exported as an empty
+    output: its content was lost from the session file."""
+    cid = _search_conversation(memory_store, result)
+    out = tmp_path / "session.jsonl"
+    export_gemini(memory_store, cid, out)
+    assert _exported_output(out) == expected == _rendered_output(memory_store, cid)
+    with ContextStore.open(":memory:") as other:
+        again = import_gemini(other, out).conversation_id
+        assert _blocks(other.messages(again), "tool_result")[0]["content"] == expected
+        assert other.render(again, format="gemini") == memory_store.render(cid, format="gemini")
+
+
 # -- /chat save checkpoints --------------------------------------------------------------------
 
 

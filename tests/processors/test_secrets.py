@@ -564,6 +564,195 @@ def test_a_search_result_in_a_tool_result_is_masked(on_write: bool) -> None:
         assert (token in str(store.messages(cid))) is not on_write
 
 
+def _found(text: str, *, title: str = "Setup notes", citations: Any = None) -> dict[str, Any]:
+    """A search result, as Anthropic's SDK types it (checked against them)."""
+    from anthropic.types import SearchResultBlockParam
+    from pydantic import TypeAdapter
+
+    part: dict[str, Any] = {"type": "text", "text": text}
+    if citations is not None:
+        part["citations"] = citations
+    block = {
+        "type": "search_result",
+        "source": "https://wiki.example.com/setup",
+        "title": title,
+        "content": [part],
+    }
+    TypeAdapter(SearchResultBlockParam).validate_python(block)
+    return block
+
+
+def _search_conversation(store: Any, items: list[dict[str, Any]]) -> str:
+    cid: str = store.create_conversation().id
+    store.append(cid, "user", "find the setup notes")
+    call = {"type": "tool_use", "id": "t1", "name": "search", "input": {"q": "setup"}}
+    store.append(cid, "assistant", [call])
+    store.append(cid, "user", [{"type": "tool_result", "tool_use_id": "t1", "content": items}])
+    return cid
+
+
+def _result_text(format: str, messages: list[dict[str, Any]]) -> str:
+    """The tool result's text, as ``format`` sends it."""
+    if format == "openai":
+        (tool,) = [m for m in messages if m["role"] == "tool"]
+        return str(tool["content"])
+    (output,) = [
+        part["functionResponse"]["response"]["output"]
+        for content in messages
+        for part in content["parts"]
+        if "functionResponse" in part
+    ]
+    return str(output)
+
+
+@pytest.mark.parametrize("format", ["openai", "gemini"])
+def test_a_masked_search_result_reads_as_the_formats_send_an_unmasked_one(format: str) -> None:
+    """The masker showed a search result holding a secret as its source, title and text
+    on bare lines, where OpenAI and Gemini get ``[Search result: <title>]`` and
+    ``Source: <source>`` for one without: the same search results reached the model in two
+    shapes, and every search result of the tool result lost its labels with the one that
+    held the secret. Now the masked view is what the format sends for the same results with
+    the marker in place of the secret."""
+    from contextstore import ContextStore
+
+    token = "ghp_R8mKq2Lx9Vb4Nw7Tz1Yc6Hd3Jf5Gs0Pa8Qe2"
+    with ContextStore.open(":memory:") as store:
+        secret = _search_conversation(
+            store, [_found("Plain notes."), _found(f"export GITHUB_TOKEN={token}")]
+        )
+        marked = _search_conversation(
+            store,
+            [_found("Plain notes."), _found("export GITHUB_TOKEN=[REDACTED:github_token]")],
+        )
+        shown = _result_text(format, store.render(secret, format=format))
+        assert shown == _result_text(format, store.render(marked, format=format))
+    assert shown == (
+        "[Search result: Setup notes]\nSource: https://wiki.example.com/setup\nPlain notes."
+        "\n\n[Search result: Setup notes]\nSource: https://wiki.example.com/setup\n"
+        "export GITHUB_TOKEN=[REDACTED:github_token]"
+    )
+
+
+def test_the_masker_shows_a_search_result_as_the_renderers_do() -> None:
+    from contextstore.core.overlays import search_result_text
+
+    token = "ghp_R8mKq2Lx9Vb4Nw7Tz1Yc6Hd3Jf5Gs0Pa8Qe2"
+    found = _found(f"export GITHUB_TOKEN={token}", title="Setup")
+    view = [
+        (0, {"role": "user", "content": "find"}),
+        (
+            1,
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "s", "input": {}}],
+            },
+        ),
+        (
+            2,
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [found]}],
+            },
+        ),
+    ]
+    (update,) = SecretMasker().propose(view)
+    masked = _found("export GITHUB_TOKEN=[REDACTED:github_token]", title="Setup")
+    assert update.mode == UpdateMode.BLOCK
+    assert update.text == search_result_text(masked)
+    assert update.metadata["secrets"] == {"github_token": 1}
+
+
+def test_a_secret_in_a_search_results_citation_is_not_sent() -> None:
+    """The masker read a search result's source, title and texts only: a secret quoted in
+    a citation of its text reached the Anthropic format as stored."""
+    from contextstore import ContextStore
+
+    token = "ghp_R8mKq2Lx9Vb4Nw7Tz1Yc6Hd3Jf5Gs0Pa8Qe2"
+    citation = {
+        "type": "search_result_location",
+        "cited_text": f"GITHUB_TOKEN={token}",
+        "source": "https://wiki.example.com/setup",
+        "title": "Setup notes",
+        "search_result_index": 0,
+        "start_block_index": 0,
+        "end_block_index": 0,
+    }
+    with ContextStore.open(":memory:") as store:
+        cid = _search_conversation(store, [_found("See the notes.", citations=[citation])])
+        for format in ("anthropic", "openai", "gemini"):
+            assert token not in json.dumps(store.render(cid, format=format)), format
+        (shown,) = [
+            block["content"]
+            for message in store.render(cid, format="anthropic")
+            for block in message["content"]
+            if isinstance(block, dict) and block.get("type") == "tool_result"
+        ]
+        assert shown == (
+            "[Search result: Setup notes]\nSource: https://wiki.example.com/setup\nSee the notes."
+        )
+
+
+def test_a_request_prepared_with_the_former_masked_form_rebuilds_as_sent(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """The masker's rewrite is stored with the request (a ``context_updates`` row), and a
+    rebuild reads it back without running the masker: a request prepared while the masker
+    showed another form of a search result rebuilds byte for byte, and later requests of
+    that conversation keep the form it was sent in."""
+    from contextstore import ContextStore
+
+    token = "ghp_R8mKq2Lx9Vb4Nw7Tz1Yc6Hd3Jf5Gs0Pa8Qe2"
+    former = (
+        "https://wiki.example.com/setup\nSetup notes\nexport GITHUB_TOKEN=[REDACTED:github_token]"
+    )
+    with ContextStore.open(tmp_path / "a.db") as store:
+        cid = _search_conversation(store, [_found(f"export GITHUB_TOKEN={token}")])
+        with monkeypatch.context() as patched:
+            patched.setattr(
+                secrets_module,
+                "_search_result_shown",
+                lambda item: (former.replace("[REDACTED:github_token]", token), []),
+            )
+            old = store.prepare_request(cid, format="openai")
+        assert old.request_id is not None
+        assert _result_text("openai", old.payload["messages"]) == former
+        store.prepare_cache.clear()
+        assert store.request_payload(cid, old.request_id) == old.payload
+        store.append(cid, "assistant", "Found them.")
+        store.append(cid, "user", "Thanks.")
+        later = store.prepare_request(cid, format="openai")
+        assert _result_text("openai", later.payload["messages"]) == former
+
+
+def test_a_masked_search_result_through_the_cli(tmp_path: Any) -> None:
+    """What ``request --payload`` and ``show --format`` print for a masked search result."""
+    from click.testing import CliRunner
+
+    from contextstore import ContextStore
+    from contextstore.cli import cli
+
+    token = "ghp_R8mKq2Lx9Vb4Nw7Tz1Yc6Hd3Jf5Gs0Pa8Qe2"
+    db = str(tmp_path / "a.db")
+    with ContextStore.open(db) as store:
+        cid = _search_conversation(store, [_found(f"export GITHUB_TOKEN={token}")])
+        prepared = store.prepare_request(cid, format="gemini")
+    expected = (
+        "[Search result: Setup notes]\nSource: https://wiki.example.com/setup\n"
+        "export GITHUB_TOKEN=[REDACTED:github_token]"
+    )
+    runner = CliRunner()
+    sent = runner.invoke(cli, ["--db", db, "request", cid, str(prepared.request_id), "--payload"])
+    assert sent.exit_code == 0, sent.stderr
+    assert _result_text("gemini", json.loads(sent.stdout)["contents"]) == expected
+    shown = runner.invoke(cli, ["--db", db, "show", cid, "--format", "openai", "--json"])
+    assert shown.exit_code == 0, shown.stderr
+    assert _result_text("openai", json.loads(shown.stdout)["messages"]) == expected
+    shown = runner.invoke(cli, ["--db", db, "show", cid, "--format", "anthropic", "--json"])
+    assert shown.exit_code == 0, shown.stderr
+    (result,) = json.loads(shown.stdout)["messages"][2]["content"]
+    assert result["content"] == expected
+
+
 def test_a_flat_tool_input_keyed_by_a_secret_name_is_masked_in_the_view() -> None:
     # A flat input takes the masker's quick path, which reads its values: the key must go
     # with them, as the AWS pattern knows the key by its name.
