@@ -59,18 +59,24 @@ def check_regular_targets(paths: Sequence[Path]) -> None:
     ``/dev/null``, a pipe or a socket would be replaced by the file), or below a file.
 
     Raises:
-        InvalidInputError: one of ``paths`` exists and is not a regular file, or the
-            nearest of its folders that exists is a file.
+        InvalidInputError: one of ``paths`` exists and is not a regular file, the nearest
+            of its folders that exists is a file, or the system refuses to look it up (a
+            name too long).
     """
     for path in paths:
-        parent = next((p for p in path.parents if p.exists()), None)
-        if parent is not None and not parent.is_dir():
-            raise InvalidInputError(
-                f"{parent} is a file, not a folder; name a path in a folder to write to. "
-                "Nothing was written."
-            )
-        if path.exists() and not path.is_file():
-            raise InvalidInputError(
-                f"{path} is not a regular file (a folder, a device, a pipe or a socket); name "
-                "a file to write. Nothing was written."
-            )
+        with os_errors("write the file", path):  # a name too long for the file system
+            _check_regular_target(path)
+
+
+def _check_regular_target(path: Path) -> None:
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise InvalidInputError(
+            f"{parent} is a file, not a folder; name a path in a folder to write to. "
+            "Nothing was written."
+        )
+    if path.exists() and not path.is_file():
+        raise InvalidInputError(
+            f"{path} is not a regular file (a folder, a device, a pipe or a socket); name "
+            "a file to write. Nothing was written."
+        )

@@ -150,13 +150,30 @@ def json_kind(value: Any) -> str:
     return "an object"
 
 
+def _real_path(path: Path) -> Path:
+    """``path`` with its symbolic links resolved.
+
+    Raises:
+        InteropError: a link cannot be followed (``/proc/1/cwd`` for another user).
+    """
+    try:
+        return Path(os.path.realpath(path))
+    except OSError as exc:
+        raise InteropError(
+            path,
+            None,
+            f"is a link that cannot be followed ({exc.strerror}); name a folder without it. "
+            "Nothing was imported.",
+        ) from exc
+
+
 class Folder:
     """The folder an import was given: every file read must stay inside it."""
 
     def __init__(self, root: Path, *, max_file_bytes: int = MAX_FILE_BYTES) -> None:
         """Remember the folder (its real path) and the size limit."""
         self.root = root
-        self.real_root = Path(os.path.realpath(root))
+        self.real_root = _real_path(root)
         self.max_file_bytes = max_file_bytes
 
     def check(self, path: Path) -> Path:
@@ -164,8 +181,9 @@ class Folder:
 
         Raises:
             OutsideFolderError: it resolves to a place outside the folder.
+            InteropError: a link on the way cannot be followed (its target is not readable).
         """
-        real = Path(os.path.realpath(path))
+        real = _real_path(path)
         if real != self.real_root and self.real_root not in real.parents:
             raise OutsideFolderError(
                 path,

@@ -418,3 +418,47 @@ def test_a_task_file_named_instead_of_its_folder_points_to_the_folder(tmp_path: 
         f"({task}), which is read whole.\n"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("agent", ["gemini", "cline"])
+def test_a_link_that_cannot_be_followed_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agent: str
+) -> None:
+    """A link whose target the system will not resolve (``/proc/1/cwd`` for a process without
+    the right to read it) ends the import with its path and reason, not an internal error."""
+    folder = tmp_path / "histories"
+    if agent == "gemini":
+        (folder / "chats").mkdir(parents=True)
+        shutil.copy(SESSION, folder / "chats" / SESSION.name)
+        blocked = folder / "chats" / "blocked"
+    else:
+        shutil.copytree(TASK, folder / "tasks" / TASK.name)
+        blocked = folder / "tasks" / "1760000000000"  # a task folder, as a link
+    blocked.symlink_to(tmp_path)
+    real_path = os.path.realpath
+
+    def refusing(path: Any, *args: Any, **kwargs: Any) -> str:
+        if os.fspath(path) == str(blocked):
+            raise PermissionError(13, "Permission denied", str(blocked))
+        return real_path(path, *args, **kwargs)
+
+    monkeypatch.setattr(os.path, "realpath", refusing)
+    code, _out, err = _run(tmp_path / "s.db", "import", agent, str(folder))
+    assert code == 2, err
+    assert err.startswith(f"error: {blocked}: is a link that cannot be followed (Permission ")
+    assert "Nothing was imported." in err
+    with ContextStore.open(tmp_path / "s.db") as store:
+        assert store.list_conversations() == []
+
+
+def test_an_export_path_too_long_for_the_file_system_is_a_clear_error(tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    _run(db, "import", "cline", str(TASK))
+    too_long = tmp_path / ("n" * 300) / "taskHistory.json"
+    before = sorted(tmp_path.iterdir())
+    code, _, err = _run(
+        db, "export", "cline", "1732000000000", str(tmp_path / "t"), "--history", str(too_long)
+    )
+    assert code == 2
+    assert err == f"error: could not write the file: File name too long ({too_long}).\n"
+    assert sorted(tmp_path.iterdir()) == before
