@@ -86,6 +86,18 @@ def test_validation_is_strict_and_names_the_params() -> None:
         METHODS["record_request"].validate({"conversation_id": "c", "tokens_in": True})
 
 
+def test_a_parameter_name_with_a_lone_surrogate_is_named_as_such() -> None:
+    """JSON allows ``{"\\ud800": 1}``; pydantic cannot read such a key, and its own words
+    ("unable to parse raw data as a unicode string") reached the client."""
+    from contextstore.server.methods import InvalidParamsError
+
+    with pytest.raises(InvalidParamsError) as caught:
+        METHODS["get_conversation"].validate({"conversation_id": "c", "\ud800": 1})
+    assert caught.value.problems == [
+        {"param": "params", "message": "a parameter name is not valid Unicode text"}
+    ]
+
+
 def test_records_become_json_with_field_names_properties_and_lists() -> None:
     from contextstore.core.records import PreparedRequest, TruncationDecision
 
