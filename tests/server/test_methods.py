@@ -626,6 +626,31 @@ def test_store_errors_name_methods_not_python_calls(rpc: RpcClient) -> None:
     assert len(RPC_RULES) == 4  # the fourth: test_a_read_only_location_names_the_server_flag
 
 
+@pytest.mark.parametrize(
+    ("sent", "said"),
+    [
+        ({"type": "text", "text": None}, "system[0].text must be a string, got null."),
+        ({"type": "text", "text": {}}, "system[0].text must be a string, got an object."),
+        ({"type": "text", "text": "x", "cache_control": 5}, "got a number."),
+        ({"type": "text", "text": "x", "cache_control": 1.5}, "got a number."),
+        ({"type": "text", "text": "x", "cache_control": True}, "got a boolean."),
+        ({"type": "text", "text": "x", "cache_control": "x"}, "got a string."),
+        ({"type": "text", "text": "x", "cache_control": []}, "got an array."),
+    ],
+)
+def test_a_refused_value_is_named_by_its_json_type(
+    sent: dict[str, Any], said: str, rpc: RpcClient
+) -> None:
+    """The library names the Python type of a value it refuses (``got NoneType``); a client
+    sent JSON, and reads its type's JSON name."""
+    cid = rpc.result("create_conversation")["id"]
+    rpc.result("append", conversation_id=cid, role="user", content="hi")
+    error = rpc.error("prepare_request", conversation_id=cid, system=[sent])
+    assert error["code"] == -32602
+    assert error["message"].endswith(said), error["message"]
+    assert error["data"]["message"] == error["message"]
+
+
 def test_a_read_only_location_names_the_server_flag(tmp_path: Path) -> None:
     """The library's own error for a file it cannot write (SQLite's SQLITE_READONLY),
     answered by the dispatcher: the server's flag, not read_only=True."""
