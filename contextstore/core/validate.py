@@ -181,6 +181,21 @@ def check_int(
         )
 
 
+TOKEN_COUNTS = ("tokens_in", "tokens_out", "cache_writes", "cache_reads")
+"""A request's token counts; their sum is the total that truncation compares with the window."""
+
+
+def check_token_total(counts: Mapping[str, int | None]) -> None:
+    """Refuse token counts (each already checked) whose sum is over :data:`MAX_INT32`: a
+    truncation stores the total in its range row, an INTEGER column on every backend."""
+    total = sum(counts.get(name) or 0 for name in TOKEN_COUNTS)
+    if total > MAX_INT32:
+        raise InvalidInputError(
+            f"{' + '.join(TOKEN_COUNTS)} of one request must total at most {MAX_INT32:,}, "
+            f"got {total:,}; record the counts the provider reported for this request."
+        )
+
+
 def check_ts(name: str, value: Any, *, optional: bool = True) -> None:
     """Refuse anything but a timestamp in milliseconds (an int from 0 to 2**53)."""
     check_int(name, value, minimum=0, maximum=MAX_TS, optional=optional)

@@ -31,6 +31,7 @@ from contextstore.core.validate import (
     MAX_MESSAGE_BYTES,
     MAX_NAME_LENGTH,
     NUL,
+    TOKEN_COUNTS,
     check_free_text,
     check_id,
     check_int,
@@ -38,6 +39,7 @@ from contextstore.core.validate import (
     check_json_value,
     check_number,
     check_text,
+    check_token_total,
     check_tool_input_json,
     check_ts,
     shown,
@@ -358,8 +360,9 @@ def _json_object(name: str, value: Any, max_bytes: int) -> dict[str, Any]:
 
 
 def _request_values(row: RequestRow) -> dict[str, Any]:
-    for name in ("tokens_in", "tokens_out", "cache_writes", "cache_reads"):
+    for name in TOKEN_COUNTS:
         check_int(name, getattr(row, name))
+    check_token_total({name: getattr(row, name) for name in TOKEN_COUNTS})
     check_number("cost", row.cost)
     check_text("model_id", row.model_id, MAX_NAME_LENGTH)
     check_text("failure", row.failure, MAX_NAME_LENGTH)

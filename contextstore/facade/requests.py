@@ -40,6 +40,7 @@ from contextstore.core.validate import (
     check_json_value,
     check_number,
     check_text,
+    check_token_total,
     payload_sha256,
     payload_sha256_of,
     text_bytes,
@@ -413,13 +414,15 @@ class RequestsMixin(StoreBase):
         ``request_id`` (a prepared request keeps its own ``ts``).
         """
         check_id(conversation_id)
-        for name, value in (
-            ("tokens_in", tokens_in),
-            ("tokens_out", tokens_out),
-            ("cache_writes", cache_writes),
-            ("cache_reads", cache_reads),
-        ):
+        counts = {
+            "tokens_in": tokens_in,
+            "tokens_out": tokens_out,
+            "cache_writes": cache_writes,
+            "cache_reads": cache_reads,
+        }
+        for name, value in counts.items():
             check_int(name, value)
+        check_token_total(counts)
         check_number("cost", cost)
         check_text("model_id", model_id, MAX_NAME_LENGTH)
         check_int("request_id", request_id, minimum=1)
@@ -446,8 +449,10 @@ class RequestsMixin(StoreBase):
                 )
                 return self._request(connection, conversation_id, new_id)
             last_ts(connection, conversation_id, lock=True)
-            self._request(connection, conversation_id, request_id)
+            recorded = self._request(connection, conversation_id, request_id)
             values: dict[str, Any] = {k: v for k, v in usage.items() if v is not None}
+            # Counts given earlier for this request stay; the total is over both calls.
+            check_token_total({**dataclasses.asdict(recorded), **values})
             if model_id is not None:
                 values["model_id"] = model_id
             requests.set_usage(connection, request_id, values)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -84,6 +85,29 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+class UnreadableNumberError(ValueError):
+    """A JSON integer with more digits than Python converts (``sys.get_int_max_str_digits``)."""
+
+
+def _parse_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:  # the digit limit: the scanner hands over only well-formed integers
+        digits = len(text.lstrip("-"))
+        raise UnreadableNumberError(
+            f"the message holds an integer of {digits:,} digits, more than the server reads "
+            f"({sys.get_int_max_str_digits():,}); send such a number as a string"
+        ) from None
+
+
+def _not_utf8(exc: UnicodeDecodeError) -> str:
+    """A parse error for bytes that do not decode, in the client's terms (not the codec's)."""
+    return (
+        f"parse error: the message is not UTF-8 text (the byte 0x{exc.object[exc.start]:02x} "
+        f"at offset {exc.start:,} cannot be read); send JSON encoded as UTF-8."
+    )
+
+
 def _valid_id(value: Any) -> bool:
     """A string, a number that can be sent back (``1e999`` reads as infinity) or null."""
     if isinstance(value, float):
@@ -108,7 +132,7 @@ class Dispatcher:
     def handle_bytes(self, data: bytes | str) -> bytes | None:
         """Answer one JSON text (a request, a notification or a batch)."""
         try:
-            message = json.loads(data, parse_constant=_reject_constant)
+            message = json.loads(data, parse_constant=_reject_constant, parse_int=_parse_int)
         except RecursionError:
             return encode(
                 _error(
@@ -118,6 +142,10 @@ class Dispatcher:
                     f"the store keeps JSON at most {MAX_JSON_DEPTH} levels deep.",
                 )
             )
+        except UnicodeDecodeError as exc:
+            return encode(_error(None, PARSE_ERROR, _not_utf8(exc)))
+        except UnreadableNumberError as exc:
+            return encode(_error(None, PARSE_ERROR, f"parse error: {exc}."))
         except ValueError as exc:
             return encode(
                 _error(None, PARSE_ERROR, f"parse error: the message is not JSON ({exc})")

@@ -20,6 +20,7 @@ from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+from mcp.server.stdio import stdio_server
 from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError, create_model
 
@@ -28,6 +29,7 @@ from contextstore.core.errors import ContextStoreError
 from contextstore.core.overlays import UpdateKind
 from contextstore.core.validate import check_int
 from contextstore.core.window import context_window_info
+from contextstore.server.mcp_stdio import AnsweringReader
 from contextstore.server.methods import to_json, validation_problems
 from contextstore.server.wording import mcp_wording
 from contextstore.store import ContextStore
@@ -236,7 +238,20 @@ def strict_tool(function: Callable[..., Any], annotations: ToolAnnotations) -> T
 class HistoryServer(MCPServer[Any]):
     """The SDK's server, with argument errors reported as :func:`argument_problems` says
     them (the model reads them to correct its call), unknown argument names included (the
-    SDK would drop them silently, so a misspelt ``limt`` would quietly mean the default)."""
+    SDK would drop them silently, so a misspelt ``limt`` would quietly mean the default),
+    and every request answered on stdio, also one the SDK's parser refuses
+    (:mod:`contextstore.server.mcp_stdio`)."""
+
+    async def run_stdio_async(self) -> None:
+        """Serve on stdin and stdout, as the SDK does, through :class:`AnsweringReader`."""
+        # The SDK's own in-memory transport runs the low-level server the same way.
+        server = self._lowlevel_server
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(
+                AnsweringReader(read_stream, write_stream),
+                write_stream,
+                server.create_initialization_options(),
+            )
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None

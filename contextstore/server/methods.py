@@ -147,6 +147,9 @@ def validation_problems(exc: ValidationError) -> list[dict[str, str]]:
         param = str(location[0]) if location else "params"
         if error["type"] == "model_type":
             param, message = "params", "must be an object of named parameters"
+        elif error["type"] == "string_unicode" and not location:
+            # A name with a lone surrogate ("\ud800" in JSON): pydantic cannot even read it.
+            param, message = "params", "a parameter name is not valid Unicode text"
         else:
             message = _json_message(error)
             # Past the name, a location holds array positions and (for a union) the

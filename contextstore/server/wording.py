@@ -6,7 +6,8 @@ model calling the MCP tools reads tool names (it has no ``prepare_request``). Ea
 rewrites one library phrase, as the command line's own rules do
 (:mod:`contextstore.cli.wording`); a test triggers every rule through a real client, so a
 reworded library message shows up as a failing test rather than as a Python term on the
-wire.
+wire. A JSON-RPC message also names the type of a refused value as the JSON it was sent as
+(``got null``, not ``got NoneType``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,21 @@ RPC_RULES: tuple[tuple[str, str], ...] = (
     ),
 )
 """``(library phrase as a regular expression, JSON-RPC phrase)`` pairs, applied in order."""
+
+JSON_TYPE_NAMES = {
+    "NoneType": "null",
+    "bool": "a boolean",
+    "int": "a number",
+    "float": "a number",
+    "str": "a string",
+    "list": "an array",
+    "tuple": "an array",
+    "dict": "an object",
+}
+"""The JSON a client sent, for each Python type a library message names (``got NoneType``)."""
+
+PYTHON_TYPE = re.compile(rf"\bgot ({'|'.join(JSON_TYPE_NAMES)})(?=[.;,])")
+"""A library message's ``got <type name>`` (``system[0].text must be a string, got int.``)."""
 
 MCP_RULES: tuple[tuple[str, str], ...] = (
     (
@@ -54,8 +70,11 @@ def _reworded(message: str, rules: tuple[tuple[str, str], ...]) -> str:
 
 
 def rpc_wording(message: str) -> str:
-    """``message`` with library phrases replaced by their JSON-RPC equivalents."""
-    return _reworded(message, RPC_RULES)
+    """``message`` with library phrases replaced by their JSON-RPC equivalents, and the
+    Python type of a refused value by the JSON it was sent as (``got null``)."""
+    return PYTHON_TYPE.sub(
+        lambda match: f"got {JSON_TYPE_NAMES[match[1]]}", _reworded(message, RPC_RULES)
+    )
 
 
 def mcp_wording(message: str) -> str:

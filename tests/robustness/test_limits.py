@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from contextstore import ContentTooLargeError, ContextStore, ContextStoreError, InvalidInputError
 from contextstore.cli import cli
 from contextstore.core.validate import (
+    MAX_INT32,
     MAX_JSON_BYTES,
     MAX_JSON_DEPTH,
     MAX_TEXT_BYTES,
@@ -98,6 +99,9 @@ REFUSED: dict[str, Callable[[ContextStore], Any]] = {
     "update metadata deep": lambda s: s.add_context_update(
         CID, 1, 0, "x", metadata={"k": _deep(10_000)}
     ),
+    "request total over MAX_INT32": lambda s: s.record_request(
+        CID, tokens_in=MAX_INT32, tokens_out=1
+    ),
     "search surrogate": lambda s: s.search("\ud800"),
     "search NUL": lambda s: s.search("a\x00"),
     "query surrogate": lambda s: s.query("SELECT '\ud800'"),
@@ -113,6 +117,30 @@ def test_each_case_is_refused_alike_and_writes_nothing(store: ContextStore, case
     assert isinstance(raised.value, InvalidInputError), type(raised.value)
     assert store.row_counts() == before
     str(raised.value).encode("utf-8")  # the message itself prints
+
+
+def test_a_request_total_at_max_int32_truncates_and_one_past_it_is_refused(
+    store: ContextStore,
+) -> None:
+    """A truncation stores the request's total (``tokens_in + tokens_out + cache_writes +
+    cache_reads``) in its range row; each count fits an INTEGER column, but their sum did
+    not, and PostgreSQL then failed every truncate and prepare_request of the conversation
+    (and its audit and timeline, which add the counts in SQL) with a driver error. A total
+    over the limit is refused when it is recorded, also when the counts arrive in two calls
+    for one prepared request."""
+    _victim(store)
+    prepared = store.prepare_request(CID)
+    store.record_request(CID, request_id=prepared.request_id, tokens_in=MAX_INT32 - 1)
+    before = store.row_counts()
+    with pytest.raises(InvalidInputError, match="2,147,483,648"):
+        store.record_request(CID, request_id=prepared.request_id, cache_reads=2)
+    assert store.row_counts() == before
+    assert store.requests(CID)[-1].cache_reads is None
+    store.record_request(CID, request_id=prepared.request_id, cache_reads=1)
+    assert store.truncate(CID, keep="half").tokens_total == MAX_INT32
+    assert store.prepare_request(CID).truncated
+    assert store.audit(CID).requests[0].total_tokens == MAX_INT32
+    assert store.timeline(CID)
 
 
 def test_nul_is_kept_exactly_in_message_and_rewrite_texts(store: ContextStore) -> None:

@@ -232,6 +232,30 @@ def test_a_trailing_slash_is_a_json_404_naming_the_path_not_a_redirect(
     assert shared_server.client().result("list_conversations") == before  # nothing ran
 
 
+@pytest.mark.parametrize(
+    "content_type", [None, "text/plain", "application/x-www-form-urlencoded", "application/json"]
+)
+def test_the_body_is_read_as_json_whatever_its_content_type(
+    shared_server: HttpServer, content_type: str | None
+) -> None:
+    """As the README says: curl's -d sends a form type, fetch() a text one by default; the
+    token, not the type, is what keeps a web page out."""
+    headers = {"Content-Type": content_type} if content_type else {}
+    connection = http.client.HTTPConnection("127.0.0.1", shared_server.port, timeout=60)
+    try:
+        connection.putrequest("POST", "/rpc", skip_accept_encoding=True)
+        connection.putheader("Authorization", f"Bearer {shared_server.token}")
+        for name, value in headers.items():
+            connection.putheader(name, value)
+        connection.putheader("Content-Length", str(len(LIST)))
+        connection.endheaders(LIST.encode())
+        response = connection.getresponse()
+        body = json.loads(response.read())
+    finally:
+        connection.close()
+    assert response.status == 200 and isinstance(body["result"], list)
+
+
 def test_the_request_size_is_capped_at_the_byte(tmp_path: Path) -> None:
     server = start_http(tmp_path / "a.db", tmp_path / "data", "--max-request-bytes", "2048")
     try:

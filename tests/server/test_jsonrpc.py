@@ -243,3 +243,32 @@ def test_a_lone_surrogate_goes_back_out_as_its_escape() -> None:
         )
     assert answer is not None
     assert b'"id":"\\ud800"' in answer and json.loads(answer)["id"] == "\ud800"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            b'{"jsonrpc":"2.0","id":1' + b"0" * 5000 + b',"method":"list_conversations"}',
+            "parse error: the message holds an integer of 5,001 digits, more than the server "
+            "reads (4,300); send such a number as a string.",
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":"\xc3(","method":"list_conversations"}',
+            "parse error: the message is not UTF-8 text (the byte 0xc3 at offset 23 cannot be "
+            "read); send JSON encoded as UTF-8.",
+        ),
+    ],
+    ids=["integer of 5,001 digits", "not UTF-8"],
+)
+def test_unreadable_text_is_a_parse_error_in_the_clients_terms(body: bytes, message: str) -> None:
+    """Python's own words were passed on: a codec's name, and advice to call
+    sys.set_int_max_str_digits(), which a client of the server cannot follow."""
+    with ContextStore.open(":memory:") as store:
+        answer = Dispatcher(store).handle_bytes(body)
+    assert answer is not None
+    assert json.loads(answer) == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": message},
+    }

@@ -15,7 +15,7 @@ import pytest
 from contextstore import ContextStore
 from contextstore.server.methods import to_json
 from tests.conftest import session, tool_result, tool_use
-from tests.server.conftest import server_env
+from tests.server.conftest import ServerProcess, StdioClient, server_env
 
 mcp = pytest.importorskip("mcp", reason='the MCP tests need pip install "contextstore[mcp]"')
 
@@ -357,3 +357,70 @@ def test_store_errors_name_tools_not_python_calls(tmp_path: Path) -> None:
         assert len(texts) == len(MCP_RULES)
 
     _with_session(db, tmp_path / "data", [], body)
+
+
+def _raw_request(request_id: int, name: str, arguments: str) -> bytes:
+    """A tools/call line with ``arguments`` as JSON text (escapes kept as written)."""
+    head = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call"})
+    return f'{head[:-1]}, "params": {{"name": "{name}", "arguments": {arguments}}}}}'.encode()
+
+
+def test_a_request_the_sdk_cannot_read_is_answered_and_serving_goes_on(tmp_path: Path) -> None:
+    """JSON allows a lone surrogate escape (JavaScript's JSON.stringify writes one for half
+    of an emoji's pair) and deep nesting; the SDK's parser refuses both and dropped the line,
+    so the client waited forever. Such a request gets an error with its id, naming the
+    argument, and the next call is served."""
+    db = tmp_path / "mcp.db"
+    state = _history(db)
+    server = ServerProcess(["--db", str(db), "mcp"], tmp_path / "data", stdin=True)
+    client = StdioClient(server)
+    try:
+        client.write(
+            b'{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {'
+            b'"protocolVersion": "2025-06-18", "capabilities": {}, '
+            b'"clientInfo": {"name": "raw", "version": "1"}}}'
+        )
+        assert client.read()["id"] == 0
+        client.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        client.write(_raw_request(1, "search_conversations", '{"text": "read \\ud83d"}'))
+        surrogate = client.read()
+        nested = "[" * 300 + "]" * 300
+        client.write(_raw_request(2, "show_conversation", f'{{"conversation_id": {nested}}}'))
+        too_deep = client.read()
+        client.write(
+            _raw_request(3, "list_checkpoints", json.dumps({"conversation_id": state["cid"]}))
+        )
+        served = client.read()
+    finally:
+        server.stop()
+    assert surrogate["id"] == 1 and surrogate["error"]["code"] == -32602
+    assert surrogate["error"]["message"] == (
+        "invalid params: params.arguments.text is not valid Unicode text (surrogates not "
+        "allowed, character 5); pass well-formed text."
+    )
+    assert too_deep["id"] == 2 and too_deep["error"]["code"] == -32602
+    assert "more than 100 levels deep" in too_deep["error"]["message"]
+    assert served["id"] == 3 and not served["result"]["isError"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"jsonrpc": "2.0", "method": "notifications/x", "params": {"a": "\\ud800"}}',
+        '{"jsonrpc": "2.0", "id": "\\ud800", "method": "tools/list"}',
+        '{"jsonrpc": "2.0", "id": true, "method": "tools/call", "params": {"a": "\\ud800"}}',
+        '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": ' + "[" * 2000 + "]" * 2000,
+        "not json \\ud800",
+    ],
+)
+def test_an_unreadable_line_without_an_id_to_answer_stays_unanswered(line: str) -> None:
+    """A notification, an id that cannot be sent back, or text that is not JSON at all:
+    nothing to answer (as before), and nothing raised."""
+    from mcp.types import jsonrpc_message_adapter
+    from pydantic import ValidationError
+
+    from contextstore.server.mcp_stdio import unreadable_request_error
+
+    with pytest.raises(ValidationError) as refused:
+        jsonrpc_message_adapter.validate_json(line, by_name=False)
+    assert unreadable_request_error(refused.value) is None

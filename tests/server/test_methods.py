@@ -86,6 +86,18 @@ def test_validation_is_strict_and_names_the_params() -> None:
         METHODS["record_request"].validate({"conversation_id": "c", "tokens_in": True})
 
 
+def test_a_parameter_name_with_a_lone_surrogate_is_named_as_such() -> None:
+    """JSON allows ``{"\\ud800": 1}``; pydantic cannot read such a key, and its own words
+    ("unable to parse raw data as a unicode string") reached the client."""
+    from contextstore.server.methods import InvalidParamsError
+
+    with pytest.raises(InvalidParamsError) as caught:
+        METHODS["get_conversation"].validate({"conversation_id": "c", "\ud800": 1})
+    assert caught.value.problems == [
+        {"param": "params", "message": "a parameter name is not valid Unicode text"}
+    ]
+
+
 def test_records_become_json_with_field_names_properties_and_lists() -> None:
     from contextstore.core.records import PreparedRequest, TruncationDecision
 
@@ -612,6 +624,31 @@ def test_store_errors_name_methods_not_python_calls(rpc: RpcClient) -> None:
         assert "ContextStore." not in error["message"] and "(system=" not in error["message"]
         assert "None" not in error["message"]
     assert len(RPC_RULES) == 4  # the fourth: test_a_read_only_location_names_the_server_flag
+
+
+@pytest.mark.parametrize(
+    ("sent", "said"),
+    [
+        ({"type": "text", "text": None}, "system[0].text must be a string, got null."),
+        ({"type": "text", "text": {}}, "system[0].text must be a string, got an object."),
+        ({"type": "text", "text": "x", "cache_control": 5}, "got a number."),
+        ({"type": "text", "text": "x", "cache_control": 1.5}, "got a number."),
+        ({"type": "text", "text": "x", "cache_control": True}, "got a boolean."),
+        ({"type": "text", "text": "x", "cache_control": "x"}, "got a string."),
+        ({"type": "text", "text": "x", "cache_control": []}, "got an array."),
+    ],
+)
+def test_a_refused_value_is_named_by_its_json_type(
+    sent: dict[str, Any], said: str, rpc: RpcClient
+) -> None:
+    """The library names the Python type of a value it refuses (``got NoneType``); a client
+    sent JSON, and reads its type's JSON name."""
+    cid = rpc.result("create_conversation")["id"]
+    rpc.result("append", conversation_id=cid, role="user", content="hi")
+    error = rpc.error("prepare_request", conversation_id=cid, system=[sent])
+    assert error["code"] == -32602
+    assert error["message"].endswith(said), error["message"]
+    assert error["data"]["message"] == error["message"]
 
 
 def test_a_read_only_location_names_the_server_flag(tmp_path: Path) -> None:

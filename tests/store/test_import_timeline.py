@@ -112,6 +112,7 @@ def test_rows_that_break_the_timeline_are_refused_and_nothing_is_written(
         (UpdateRow(START + 9, 0, 5, "x"), "has no block 5"),
         (UpdateRow(START + 9, 0, 0, "x", kind="nope"), "kind 'nope' is unknown"),
         (RequestRow(START + 9, tokens_in=-1), "tokens_in must be"),
+        (RequestRow(START + 9, tokens_in=2**31 - 1, cache_reads=1), "must total at most"),
         (CheckpointRow(START + 9, git_hash="x" * 65), "git_hash must be"),
         (SourceRecordRow(START + 9, "", "k", {}), "origin must be"),
         (SourceRecordRow(START + 9, "cline", "k", {"x": object()}), "which JSON cannot hold"),

@@ -1,0 +1,157 @@
+"""The MCP server's stdio transport: the SDK's, plus an answer to requests its parser refuses.
+
+The SDK's JSON parser is stricter than JSON: it refuses a lone surrogate escape such as
+``"\\ud800"`` (what JavaScript's ``JSON.stringify`` writes for half of an emoji's pair, say a
+search text cut in the middle of one) and nesting past its own recursion limit. The SDK then
+drops the line without an answer, and the client waits for one forever. Such a line is still
+a request with an id: :class:`AnsweringReader` answers it with a JSON-RPC error naming what
+could not be read, and the server goes on serving. A line that is not JSON at all, or holds
+no request id, stays the SDK's to handle (it has no id to answer).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from types import TracebackType
+from typing import Any, Protocol, Self
+
+import anyio
+from mcp.shared.message import SessionMessage
+from mcp.types import ErrorData, JSONRPCError
+from pydantic import ValidationError
+
+from contextstore.core.errors import InvalidInputError
+from contextstore.core.validate import check_json_value
+
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+PARSE_ERROR = -32700
+
+logger = logging.getLogger("contextstore.mcp")
+
+
+class Received(Protocol):
+    """What the SDK's stdio transport reads into: parsed messages and parse failures."""
+
+    async def receive(self) -> SessionMessage | Exception: ...
+
+    async def aclose(self) -> None: ...
+
+
+class Replies(Protocol):
+    """The stream the server's answers are written from."""
+
+    async def send(self, item: SessionMessage, /) -> None: ...
+
+
+def _refused_text(exc: Exception) -> tuple[str, str] | None:
+    """The line the SDK's parser refused and its reason, when ``exc`` says it was not JSON
+    to that parser (rather than JSON of the wrong shape)."""
+    if not isinstance(exc, ValidationError):
+        return None
+    for error in exc.errors(include_url=False):
+        if error["type"] == "json_invalid" and isinstance(error["input"], str):
+            return error["input"], str(error["msg"])
+    return None
+
+
+def _sendable(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, ValueError):
+        return False
+    return True
+
+
+def _problem(message: dict[str, Any], reason: str) -> tuple[int, str]:
+    """The code and message for a request the SDK could not read: a value JSON allows but
+    no text holds (a lone surrogate) in its params, or elsewhere, or else the parser's
+    own reason."""
+    try:
+        check_json_value("params", message.get("params"), allow_nul=True)
+    except InvalidInputError as problem:
+        return INVALID_PARAMS, f"invalid params: {problem}"
+    try:
+        check_json_value("request", {k: v for k, v in message.items() if k != "params"})
+    except InvalidInputError as problem:
+        return INVALID_REQUEST, f"invalid request: {problem}"
+    return PARSE_ERROR, f"parse error: the server cannot read this request ({reason})."
+
+
+def unreadable_request_error(exc: Exception) -> JSONRPCError | None:
+    """The error that answers the request behind ``exc`` (the SDK's parse failure), or None
+    when there is no request to answer: the text is not JSON here either, it is a
+    notification, or its id cannot be sent back."""
+    refused = _refused_text(exc)
+    if refused is None:
+        return None
+    line, reason = refused
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+        return None
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+        return None
+    if not _sendable(request_id):
+        return None
+    code, text = _problem(message, reason)
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=text))
+
+
+class AnsweringReader:
+    """The SDK's read stream, minus the requests its parser refused: each of those is
+    answered on ``replies`` (the stream the server writes to) instead of being dropped."""
+
+    def __init__(
+        self,
+        inner: Received,
+        replies: Replies,
+    ) -> None:
+        self.inner = inner
+        self.replies = replies
+
+    @property
+    def last_context(self) -> Any:
+        """The sender's context of the last message (the SDK's dispatcher restores it)."""
+        return getattr(self.inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        """The next message the server should see."""
+        while True:
+            item = await self.inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            error = unreadable_request_error(item)
+            if error is None:
+                return item
+            logger.info("answered request %r, which the MCP SDK could not read", error.id)
+            await self.replies.send(SessionMessage(error))
+
+    async def aclose(self) -> None:
+        """Close the SDK's stream."""
+        await self.inner.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        return None
