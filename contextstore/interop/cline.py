@@ -28,7 +28,7 @@ from contextstore.core.file_reads import ALL_PATHS, REPLACED_PATHS
 from contextstore.core.overlays import UpdateKind
 from contextstore.core.validate import MAX_INT32, MAX_TS
 from contextstore.interop.errors import ClineTaskError
-from contextstore.interop.files import Folder, Note, json_kind
+from contextstore.interop.files import Folder, Note, json_kind, not_a_file
 
 API_HISTORY_FILE: Final = "api_conversation_history.json"
 UI_MESSAGES_FILE: Final = "ui_messages.json"
@@ -278,10 +278,9 @@ def read_task(
     notes: list[Note] = []
     files = tuple(name for name in TASK_FILES if folder.is_file(task_dir / name))
     for name in TASK_FILES:
-        if name not in (API_HISTORY_FILE, UI_MESSAGES_FILE) and (task_dir / name).is_dir():
-            notes.append(
-                Note(str(task_dir / name), None, "is a folder, not a file; it was left out.")
-            )
+        path = task_dir / name
+        if name not in (API_HISTORY_FILE, UI_MESSAGES_FILE, *files) and path.exists():
+            notes.append(Note(str(path), None, f"{not_a_file(path)}; it was left out."))
     sizes: list[int] = []
     messages = _read_messages(task_dir / API_HISTORY_FILE, folder, notes, files, sizes)
     ui_file = _ui_file(files)
@@ -298,7 +297,7 @@ def read_task(
             Note(
                 str(task_dir / API_HISTORY_FILE),
                 None,
-                f"{_absent(task_dir / API_HISTORY_FILE)}: the task's UI messages, requests, "
+                f"{not_a_file(task_dir / API_HISTORY_FILE)}: the task's UI messages, requests, "
                 "checkpoints and ranges were imported, without the model's messages.",
             )
         )
@@ -307,7 +306,7 @@ def read_task(
             Note(
                 str(task_dir / UI_MESSAGES_FILE),
                 None,
-                f"{_absent(task_dir / UI_MESSAGES_FILE)}: the model's messages were imported, "
+                f"{not_a_file(task_dir / UI_MESSAGES_FILE)}: the model's messages were imported, "
                 "without the task's UI messages, requests, checkpoints and ranges.",
             )
         )
@@ -350,11 +349,6 @@ def _read_focus_chain(task_dir: Path, folder: Folder, notes: list[Note]) -> tupl
     if len(found) != 1 or not folder.is_file(found[0]):
         return None
     return found[0].name, folder.read_text(found[0], notes)
-
-
-def _absent(path: Path) -> str:
-    """Why a task file that was not read is absent, for a note."""
-    return "is a folder, not a file" if path.is_dir() else "is missing"
 
 
 def _ui_file(files: Sequence[str]) -> str | None:

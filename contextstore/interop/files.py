@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,6 +168,15 @@ def _real_path(path: Path) -> Path:
         ) from exc
 
 
+def not_a_file(path: Path) -> str:
+    """What ``path``, which is no regular file, is instead, for messages about files."""
+    if path.is_dir():
+        return "is a folder, not a file"
+    if path.exists():
+        return "is not a regular file (a pipe, a device or a socket)"
+    return "is missing"
+
+
 class Folder:
     """The folder an import was given: every file read must stay inside it."""
 
@@ -225,15 +235,19 @@ class Folder:
         Raises:
             OutsideFolderError: the file is a link that leaves the folder.
             FileTooLargeError: the file is over the size limit.
-            InteropError: it cannot be read (permissions, an I/O error).
+            InteropError: it cannot be read (permissions, an I/O error), or it is no
+                regular file (a pipe would block the import until something writes to it).
         """
         self.check(path)
         try:
-            size = path.stat().st_size
+            status = path.stat()
         except OSError as exc:
             raise InteropError(
                 path, None, f"cannot be read ({exc.strerror}); nothing was imported."
             ) from exc
+        if not stat.S_ISREG(status.st_mode):
+            raise InteropError(path, None, f"{not_a_file(path)}; it was not read.")
+        size = status.st_size
         if size > self.max_file_bytes:
             raise FileTooLargeError(
                 path,
