@@ -57,7 +57,7 @@ from contextstore.interop.cline import (
     is_int,
 )
 from contextstore.interop.errors import ClineTaskError
-from contextstore.interop.files import Note, without_nonfinite_numbers
+from contextstore.interop.files import Note, is_name, without_nonfinite_numbers, without_nul
 from contextstore.interop.plan import ImportPlan, Slot, clock_start, stamp, usable_ts
 
 ORIGIN: Final = "cline"
@@ -84,7 +84,8 @@ def record_kind(message: Mapping[str, Any]) -> str:
 
 def request_info(message: Mapping[str, Any]) -> dict[str, Any] | None:
     """The JSON object in a ``say`` message's ``text`` (``ClineApiReqInfo``), or None; a
-    number JSON cannot hold (NaN, Infinity) in it reads as null."""
+    number JSON cannot hold (NaN, Infinity) in it reads as null, and a NUL character
+    becomes U+FFFD (the message itself keeps both as written)."""
     text = message.get("text")
     if not isinstance(text, str):
         return None
@@ -92,7 +93,9 @@ def request_info(message: Mapping[str, Any]) -> dict[str, Any] | None:
         info = json.loads(text)
     except json.JSONDecodeError:
         return None
-    return without_nonfinite_numbers(text, info)[0] if isinstance(info, dict) else None
+    if not isinstance(info, dict):
+        return None
+    return dict(without_nul(without_nonfinite_numbers(text, info)[0])[0])
 
 
 @dataclass
@@ -408,11 +411,11 @@ def _request_slot(
         notes.append(Note(path, where, f"cost {cost!r:.40} is not a number >= 0; left out."))
         cost = None
     reason = info.get("cancelReason")
-    failure = reason if isinstance(reason, str) and 0 < len(reason) <= 200 else None
+    failure = reason if is_name(reason) else None
     details = _request_details(info, ui, j)
     model = message.get("modelInfo")
     model_id = model.get("modelId") if isinstance(model, dict) else None
-    model_id = model_id if isinstance(model_id, str) and 0 < len(model_id) <= 200 else None
+    model_id = model_id if is_name(model_id) else None
     if any(v is not None for v in usage.values()):
         state.last_total = sum(v or 0 for v in usage.values())
 
@@ -488,7 +491,7 @@ def _title(task: ClineTask) -> str | None:
                 if line.strip()
             ]
             if lines:
-                return lines[0][:_TITLE_CHARS]
+                return str(without_nul(lines[0][:_TITLE_CHARS])[0])  # a message may hold NUL
     return None
 
 
@@ -497,7 +500,7 @@ def _model_id(task: ClineTask) -> str | None:
     for message in [*reversed(task.messages), *reversed(task.ui_messages)]:
         info = message.get("modelInfo")
         candidates.append(info.get("modelId") if isinstance(info, dict) else None)
-    return next((c for c in candidates if isinstance(c, str) and 0 < len(c) <= 200), None)
+    return next((c for c in candidates if is_name(c)), None)
 
 
 def _metadata(task: ClineTask) -> dict[str, Any]:

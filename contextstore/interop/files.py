@@ -14,6 +14,7 @@ before anything is parsed or written):
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from contextstore.core.validate import MAX_JSON_DEPTH
+from contextstore.core.validate import MAX_JSON_DEPTH, MAX_NAME_LENGTH
 from contextstore.interop.errors import (
     FileTooLargeError,
     InteropError,
@@ -132,6 +133,42 @@ def nonfinite_note(path: Path, position: str | None, count: int) -> Note:
         position,
         f"{count} number(s) JSON cannot hold (NaN, Infinity, or too large) read as null, "
         "as JavaScript writes them; the rest was read.",
+    )
+
+
+_NUL = "\x00"
+
+
+def without_nul(value: Any) -> tuple[Any, int]:
+    """``value`` with each NUL character in its strings (keys included) replaced by
+    U+FFFD, and how many were: PostgreSQL cannot store one in JSON or in a name (so no
+    backend does), and only a message's text keeps one exactly. A value without NUL comes
+    back as it is."""
+    if "\\u0000" not in json.dumps(value):  # how JSON writes every NUL
+        return value, 0
+
+    def fixed(item: Any) -> tuple[Any, int]:
+        if isinstance(item, str) and _NUL in item:
+            return item.replace(_NUL, "\ufffd"), item.count(_NUL)
+        return item, 0
+
+    return _leaves_replaced(value, fixed)
+
+
+def is_name(value: Any) -> bool:
+    """True for a string the store takes as a model id or a failure reason: 1 to
+    :data:`MAX_NAME_LENGTH` characters, without NUL."""
+    return isinstance(value, str) and 0 < len(value) <= MAX_NAME_LENGTH and _NUL not in value
+
+
+def nul_note(path: Path | str, position: str | None, count: int) -> Note:
+    """The note for ``count`` NUL characters replaced (see :func:`without_nul`)."""
+    return Note(
+        str(path),
+        position,
+        f"{count} NUL character(s) replaced by U+FFFD{' (the first here)' if position else ''}"
+        ": the store keeps one only in a message's content, as PostgreSQL can hold one "
+        "nowhere else; the rest was read.",
     )
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from contextstore import ContextStore
 from contextstore.interop import import_cline, import_gemini
-from tests.interop.cline_factory import story
+from tests.interop.cline_factory import story, write_storage
 
 SESSION_ID = "5e55e55e-0000-4000-8000-0000000000b4"
 SESSION_NAME = "session-2026-08-04T10-00-5e55e55e.jsonl"
@@ -106,3 +106,87 @@ def test_a_task_file_that_is_a_pipe_is_named_as_one_and_left_alone(
     assert reasons["context_history.json"] == (
         "is not a regular file (a pipe, a device or a socket); it was left out."
     )
+
+
+# -- NUL characters: kept in a message's content, replaced everywhere else -----------------
+
+
+def test_nul_characters_outside_a_messages_content_do_not_refuse_the_import(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    # Command output with a NUL byte (Cline writes it as \u0000) used to refuse the whole
+    # storage folder: "row 5 (source_records, ...): data.text contains a NUL character".
+    damaged = story(3)
+    damaged.api[0]["content"][0]["text"] = "<task>\nFix \x00 the report.\n</task>"
+    damaged.api[1]["modelInfo"] = {"modelId": "claude\x00"}
+    damaged.ui[0]["text"] = "Fix \x00 the report."
+    damaged.ui[2]["text"] = json.dumps({"tokensIn": 10, "cancelReason": "stopped\x00"})
+    damaged.ui[1]["lastCheckpointHash"] = "ab\x00cd"
+    damaged.task_metadata = {"files_in_context": [{"path": "src/\x00.py"}]}
+    damaged.item = {"ts": damaged.ui[-1]["ts"], "task": "Fix \x00 the report."}
+    sound = story(2)
+    root = write_storage(tmp_path / "storage", {"1760000000000": damaged, "1760000000001": sound})
+    (root / "tasks" / "1760000000000" / "focus_chain_taskid_1760000000000.md").write_text(
+        "- [ ] a\x00b", encoding="utf-8"
+    )
+    report = import_cline(memory_store, root)
+    assert [item.status for item in report.items] == ["imported", "imported"]
+    notes = {
+        (Path(n.file).name, n.position): n.reason
+        for n in report.items[0].skipped
+        if "NUL" in n.reason
+    }
+    assert set(notes) == {
+        ("api_conversation_history.json", "message 1"),
+        ("ui_messages.json", "message 0"),
+        ("task_metadata.json", None),
+        ("taskHistory.json", "HistoryItem 1760000000000"),
+        ("focus_chain_taskid_1760000000000.md", None),
+    }
+    assert notes[("ui_messages.json", "message 0")].startswith(
+        "2 NUL character(s) replaced by U+FFFD (the first here)"
+    )
+    cid = report.items[0].conversation_id
+    assert cid is not None
+    messages = memory_store.messages(cid)
+    assert len(messages) == len(damaged.api)
+    assert messages[0]["content"][0]["text"] == "<task>\nFix \x00 the report.\n</task>"
+    assert messages[1]["modelInfo"] == {"modelId": "claude\ufffd"}
+    conversation = memory_store.get_conversation(cid)
+    assert conversation.title == "Fix \ufffd the report."
+    records = memory_store.source_records(cid)
+    assert records[0].data["text"] == "Fix \ufffd the report."
+    assert memory_store.checkpoints(cid)[0].git_hash == "ab\ufffdcd"
+    assert memory_store.requests(cid)[0].failure == "stopped\ufffd"
+    assert memory_store.check().ok
+
+
+def test_nul_characters_in_a_gemini_session_stay_in_its_messages_only(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    path = tmp_path / "chats" / SESSION_NAME
+    _session_lines(path, _user("u1", "read a\x00b", 1))
+    with path.open("a", encoding="utf-8") as log:
+        answer = {
+            "id": "g1",
+            "timestamp": "2026-08-04T10:00:02.000Z",
+            "type": "gemini",
+            "content": "done",
+            "model": "gemini\x00",
+            "tokens": {"input": 5, "output": 2, "cached": 0},
+        }
+        log.write(json.dumps(answer) + "\n")
+        log.write(json.dumps({"$set": {"summary": "Reading\x00"}}) + "\n")
+    item = import_gemini(memory_store, path).items[0]
+    assert item.status == "imported"
+    assert {(n.position, n.reason[:40]) for n in item.skipped} == {
+        ("messages[0]", "2 NUL character(s) replaced by U+FFFD (t"),
+        ("session metadata", "1 NUL character(s) replaced by U+FFFD (t"),
+    }
+    assert memory_store.messages(SESSION_ID)[0]["content"][0]["text"] == "read a\x00b"
+    records = memory_store.source_records(SESSION_ID)
+    assert [r.data["content"] for r in records] == ["read a\ufffdb", "done"]
+    assert memory_store.requests(SESSION_ID)[0].model_id == "gemini\ufffd"
+    conversation = memory_store.get_conversation(SESSION_ID)
+    assert (conversation.title, conversation.model_id) == ("Reading\ufffd", "gemini\ufffd")
+    assert memory_store.check().ok
