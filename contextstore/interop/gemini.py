@@ -215,7 +215,7 @@ def content_problem(item: Any) -> str | None:
     """Why ``item`` is not a ``{"role": "user"|"model", "parts": [...]}`` Content, or None."""
     if not isinstance(item, dict):
         return f"expected a Content object, got {item!r:.60}"
-    if item.get("role") not in ROLES:
+    if not isinstance(item.get("role"), str) or item["role"] not in ROLES:
         return f"role must be 'user' or 'model', got {item.get('role')!r:.40}"
     if not isinstance(item.get("parts", []), list):
         return "parts must be an array of Part objects"
@@ -318,7 +318,7 @@ def record_problem(record: Mapping[str, Any]) -> str | None:
     """Why a session message record cannot be read, or None."""
     if "role" in record or "parts" in record:
         return content_problem(record)
-    if record.get("type") not in MESSAGE_TYPES:
+    if not isinstance(record.get("type"), str) or record["type"] not in MESSAGE_TYPES:
         return (
             f"message type must be one of {', '.join(sorted(MESSAGE_TYPES))}, got "
             f"{record.get('type')!r:.40}"
@@ -373,11 +373,13 @@ def record_turns(record: Mapping[str, Any], position: str) -> list[Turn]:
     present = {
         p["functionCall"].get("id")
         for p in parts
-        if isinstance(p, dict) and isinstance(p.get("functionCall"), dict)
+        if isinstance(p, dict)
+        and isinstance(p.get("functionCall"), dict)
+        and isinstance(p["functionCall"].get("id"), str)
     }
     model_parts = list(parts)
     for call in calls:
-        if call.get("id") is None or call.get("id") not in present:
+        if not isinstance(call.get("id"), str) or call["id"] not in present:
             payload = {"name": call["name"], "args": copy.deepcopy(call.get("args") or {})}
             if call.get("id"):
                 payload["id"] = call["id"]

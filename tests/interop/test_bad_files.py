@@ -190,3 +190,67 @@ def test_nul_characters_in_a_gemini_session_stay_in_its_messages_only(
     conversation = memory_store.get_conversation(SESSION_ID)
     assert (conversation.title, conversation.model_id) == ("Reading\ufffd", "gemini\ufffd")
     assert memory_store.check().ok
+
+
+# -- values of the wrong type where a name is expected -------------------------------------
+
+
+def test_a_record_whose_type_role_or_call_id_is_an_object_is_left_out_by_itself(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    # Each of these was looked up in a set of names and ended in an internal error (exit 70).
+    path = _session_lines(
+        tmp_path / "chats" / SESSION_NAME,
+        _user("u1", "hello", 1),
+        {**_user("u2", "typed", 2), "type": {"user": True}},
+        {"id": "c1", "role": ["user"], "parts": [{"text": "a Content"}]},
+        {
+            "id": "g1",
+            "timestamp": "2026-08-04T10:00:03.000Z",
+            "type": "gemini",
+            "content": "reading",
+            "toolCalls": [{"id": {"call": 1}, "name": "read_file", "args": {}}],
+        },
+        {
+            "id": "g2",
+            "timestamp": "2026-08-04T10:00:04.000Z",
+            "type": "gemini",
+            "content": [{"functionCall": {"id": ["x"], "name": "ls", "args": {}}}],
+        },
+    )
+    item = import_gemini(memory_store, path).items[0]
+    assert item.status == "imported"
+    reasons = [(n.position, n.reason) for n in item.skipped]
+    assert reasons[:2] == [
+        (
+            "line 3",
+            "message type must be one of error, gemini, info, user, warning, got "
+            "{'user': True}; left out.",
+        ),
+        ("line 4", "role must be 'user' or 'model', got ['user']; left out."),
+    ]
+    assert [position for position, _ in reasons[2:]] == [
+        "messages[1].parts[1]",
+        "messages[2].parts[0]",
+    ]
+    assert all("id must be a string" in reason for _, reason in reasons[2:])
+    assert [m["content"] for m in memory_store.messages(SESSION_ID)] == [
+        [{"type": "text", "text": "hello"}]
+    ]
+    assert len(memory_store.source_records(SESSION_ID)) == 3
+
+
+def test_a_tool_result_block_whose_type_is_a_list_ends_the_history_there(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    task = story(3)
+    task.api[2]["content"] = [
+        {"type": "tool_result", "tool_use_id": "toolu_0000", "content": [{"type": ["text"]}]}
+    ]
+    folder = task.write(tmp_path / "tasks" / "1760000000000")
+    item = import_cline(memory_store, folder).items[0]
+    assert item.status == "imported"
+    (note,) = [n for n in item.skipped if n.position == "message 2"]
+    assert "content[0].content[0] has type ['text']" in note.reason
+    assert "The history was kept up to message 1" in note.reason
+    assert len(memory_store.messages("1760000000000")) == 2
