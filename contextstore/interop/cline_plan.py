@@ -59,6 +59,7 @@ from contextstore.interop.cline import (
 from contextstore.interop.errors import ClineTaskError
 from contextstore.interop.files import Note, is_name, without_nonfinite_numbers, without_nul
 from contextstore.interop.plan import ImportPlan, Slot, clock_start, stamp, usable_ts
+from contextstore.interop.recovery import loads
 
 ORIGIN: Final = "cline"
 """``source_records.origin`` of Cline's UI messages."""
@@ -90,7 +91,7 @@ def request_info(message: Mapping[str, Any]) -> dict[str, Any] | None:
     if not isinstance(text, str):
         return None
     try:
-        info = json.loads(text)
+        info = loads(text)
     except json.JSONDecodeError:
         return None
     if not isinstance(info, dict):

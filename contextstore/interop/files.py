@@ -31,7 +31,7 @@ from contextstore.interop.errors import (
     NestingTooDeepError,
     OutsideFolderError,
 )
-from contextstore.interop.recovery import recover
+from contextstore.interop.recovery import MAX_INT_DIGITS, recover
 
 MAX_FILE_BYTES: Final = 256 * 1024 * 1024
 """Largest file an import reads (per file)."""
@@ -109,7 +109,7 @@ def surrogate_note(path: Path, position: str | None, count: int) -> Note:
     )
 
 
-_NONFINITE_TEXT = re.compile(r"NaN|Infinity|\d[eE][+]?\d{3}")
+_NONFINITE_TEXT = re.compile(rf"NaN|Infinity|\d[eE][+]?\d{{3}}|\d{{{MAX_INT_DIGITS + 1}}}")
 
 
 def without_nonfinite_numbers(text: str, value: Any) -> tuple[Any, int]:

@@ -48,6 +48,7 @@ from contextstore.interop.files import (
     without_nonfinite_numbers,
 )
 from contextstore.interop.gemini_convert import MESSAGE_TYPES, ROLES, Turn
+from contextstore.interop.recovery import loads
 
 SESSION: Final = "session"
 """A JSONL session recording."""
@@ -236,7 +237,7 @@ class SessionReplay:
         """Apply one JSONL line; a line that is not JSON is left out with a note."""
         try:
             check_depth(text, self.path, f"line {number}")
-            record = json.loads(text)
+            record = loads(text)
         except json.JSONDecodeError as exc:
             self._note(
                 f"line {number}",

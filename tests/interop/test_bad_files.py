@@ -254,3 +254,58 @@ def test_a_tool_result_block_whose_type_is_a_list_ends_the_history_there(
     assert "content[0].content[0] has type ['text']" in note.reason
     assert "The history was kept up to message 1" in note.reason
     assert len(memory_store.messages("1760000000000")) == 2
+
+
+# -- numbers: an integer too long to be one -------------------------------------------------
+
+
+def test_an_integer_too_long_for_the_store_is_read_as_null_with_a_note(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    # Python refuses to convert an integer of over 4,300 digits (an internal error, exit 70);
+    # one of 301 to 4,300 digits refused the whole import when it was written.
+    task = story(3)
+    task.api[1]["metrics"] = {"tokens": {"prompt": "HUGE"}}
+    task.ui[0]["images"] = "LONG"
+    task.ui[2]["text"] = json.dumps({"tokensIn": "HUGE", "tokensOut": 7})
+    folder = task.write(tmp_path / "tasks" / "1760000000000")
+    for name in ("api_conversation_history.json", "ui_messages.json"):
+        path = folder / name
+        text = path.read_text(encoding="utf-8").replace('"HUGE"', "9" * 5_000)
+        text = text.replace('\\"HUGE\\"', "9" * 5_000)
+        path.write_text(text.replace('"LONG"', "-" + "1" * 301), encoding="utf-8")
+    item = import_cline(memory_store, folder).items[0]
+    assert item.status == "imported"
+    notes = {Path(n.file).name: n.reason for n in item.skipped}
+    assert notes["api_conversation_history.json"].startswith("1 number(s) JSON cannot hold")
+    assert notes["ui_messages.json"].startswith("1 number(s) JSON cannot hold")
+    cid = "1760000000000"
+    assert memory_store.messages(cid)[1]["metrics"] == {"tokens": {"prompt": None}}
+    assert memory_store.source_records(cid)[0].data["images"] is None
+    first = memory_store.requests(cid)[0]
+    assert (first.tokens_in, first.tokens_out) == (None, 7)
+    assert memory_store.check().ok
+
+
+def test_the_longest_integer_the_store_holds_is_kept(tmp_path: Path) -> None:
+    from contextstore.interop.recovery import MAX_INT_DIGITS, recover
+
+    longest = "9" * MAX_INT_DIGITS
+    value, damage = recover(f"[{longest}, -{longest}, {longest}9]")
+    assert damage is None
+    assert value == [int(longest), -int(longest), float("inf")]
+
+
+def test_an_integer_too_long_in_a_session_line_is_read_as_null(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    path = _session_lines(tmp_path / "chats" / SESSION_NAME, _user("u1", "hello", 1))
+    with path.open("a", encoding="utf-8") as log:
+        log.write('{"id": "g1", "type": "gemini", "content": "hi", "timestamp": ')
+        log.write('"2026-08-04T10:00:02.000Z", "tokens": {"input": ' + "7" * 4_400 + "}}\n")
+    item = import_gemini(memory_store, path).items[0]
+    assert item.status == "imported"
+    assert [(n.position, n.reason[:28]) for n in item.skipped] == [
+        ("line 3", "1 number(s) JSON cannot hold")
+    ]
+    assert memory_store.source_records(SESSION_ID)[1].data["tokens"] == {"input": None}
