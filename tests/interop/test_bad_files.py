@@ -309,3 +309,19 @@ def test_an_integer_too_long_in_a_session_line_is_read_as_null(
         ("line 3", "1 number(s) JSON cannot hold")
     ]
     assert memory_store.source_records(SESSION_ID)[1].data["tokens"] == {"input": None}
+
+
+def test_export_cline_reads_an_integer_too_long_in_task_history_as_null(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    from contextstore.interop import export_cline
+
+    conv = memory_store.create_conversation()
+    memory_store.append(conv.id, "user", "Rename the module")
+    history = tmp_path / "state" / "taskHistory.json"
+    history.parent.mkdir()
+    history.write_text('[{"id": "other", "ts": 1, "size": ' + "8" * 5_000 + "}]")
+    export_cline(memory_store, conv.id, tmp_path / "tasks" / "1760000000000")
+    items = json.loads(history.read_text(encoding="utf-8"))
+    assert items[0] == {"id": "other", "ts": 1, "size": None}
+    assert [item["id"] for item in items] == ["other", "1760000000000"]
