@@ -219,7 +219,10 @@ def _update_slots(task: ClineTask, anchors: Sequence[int], notes: list[Note]) ->
         segment = max(bisect.bisect_left(highest, update.ts), anchors[update.message_idx])
         placed[segment].append((update.ts, seq, update))
     return [
-        [Slot(u.ts, _update_maker(u)) for _, _, u in sorted(entries, key=lambda e: e[:2])]
+        [
+            Slot(usable_ts(u.ts), _update_maker(u))
+            for _, _, u in sorted(entries, key=lambda e: e[:2])
+        ]
         for entries in placed
     ]
 

@@ -15,10 +15,9 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from contextstore.core.rows import TimelineRow
-from contextstore.core.validate import MAX_TS
 from contextstore.interop.files import Note
 
 
@@ -38,9 +37,16 @@ class Slot:
     before: int | None = None
 
 
+LAST_DATE_MS: Final = 8_640_000_000_000_000
+"""The latest moment a JavaScript ``Date`` can hold (year 275760), in milliseconds: a larger
+stamp was not written by an agent's clock. Below the store's :data:`MAX_TS`, so the rows
+stamped one millisecond apart after the latest usable stamp still fit."""
+
+
 def usable_ts(value: Any) -> int | None:
-    """``value`` if it is a timestamp in milliseconds, else None."""
-    if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_TS:
+    """``value`` if it is a timestamp in milliseconds (up to :data:`LAST_DATE_MS`), else
+    None."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= LAST_DATE_MS:
         return value
     return None
 

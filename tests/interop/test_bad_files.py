@@ -325,3 +325,24 @@ def test_export_cline_reads_an_integer_too_long_in_task_history_as_null(
     items = json.loads(history.read_text(encoding="utf-8"))
     assert items[0] == {"id": "other", "ts": 1, "size": None}
     assert [item["id"] for item in items] == ["other", "1760000000000"]
+
+
+# -- timestamps no clock wrote ---------------------------------------------------------------
+
+
+def test_a_stamp_past_any_javascript_date_is_no_timestamp(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    # A stamp at the store's limit pushed every later row past it: the whole import was
+    # refused ("row 2 ts must be an integer from 0 to 9,007,199,254,740,992").
+    task = story(3)
+    task.ui[0]["ts"] = 2**53
+    task.api[0]["ts"] = 2**53 - 1
+    folder = task.write(tmp_path / "tasks" / "1760000000000")
+    item = import_cline(memory_store, folder).items[0]
+    assert item.status == "imported"
+    records = memory_store.source_records("1760000000000")
+    assert records[0].source_ts is None and records[0].data["ts"] == 2**53
+    stamps = [r.ts for r in records]
+    assert stamps == sorted(stamps) and stamps[-1] < 2**53 // 2
+    assert memory_store.check().ok
