@@ -171,6 +171,7 @@ class ClineTask:
         history_item: the task's ``HistoryItem``, if one was found.
         task_metadata: ``task_metadata.json``, if readable.
         focus_chain: the focus chain file's name and text, if there is one.
+        history_file: the ``taskHistory.json`` read for the ``HistoryItem``, if any.
         files: the task files present.
         notes: what was left out or repaired while reading.
         sizes: each message's size as the store measures it (``json_size``).
@@ -188,6 +189,7 @@ class ClineTask:
     notes: list[Note] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
     focus_chain: tuple[str, str] | None = None
+    history_file: Path | None = None
 
 
 # -- finding tasks ------------------------------------------------------------------------
@@ -347,6 +349,7 @@ def read_task(
         notes=notes,
         sizes=sizes,
         focus_chain=focus_chain,
+        history_file=history,
     )
 
 

@@ -51,6 +51,7 @@ from contextstore.interop.cline import (
     CONTEXT_HISTORY_FILE,
     IMPORT_SOURCE,
     TASK_HISTORY_FILE,
+    TASK_METADATA_FILE,
     ClineTask,
     ClineUpdate,
     history_index,
@@ -58,7 +59,16 @@ from contextstore.interop.cline import (
 )
 from contextstore.interop.errors import ClineTaskError
 from contextstore.interop.files import Note, is_name, without_nonfinite_numbers, without_nul
-from contextstore.interop.plan import ImportPlan, Slot, clock_start, stamp, usable_ts
+from contextstore.interop.plan import (
+    ImportPlan,
+    MetadataPart,
+    Slot,
+    clock_start,
+    fit_metadata,
+    fitting_details,
+    stamp,
+    usable_ts,
+)
 from contextstore.interop.recovery import loads
 
 ORIGIN: Final = "cline"
@@ -144,7 +154,7 @@ def plan_task(task: ClineTask, *, max_message_bytes: int) -> ImportPlan:
         rows=stamp(created, slots),
         title=_title(task),
         model_id=_model_id(task),
-        metadata=_metadata(task),
+        metadata=_metadata(task, notes),
         notes=notes,
     )
 
@@ -416,7 +426,7 @@ def _request_slot(
         cost = None
     reason = info.get("cancelReason")
     failure = reason if is_name(reason) else None
-    details = _request_details(info, ui, j)
+    details = fitting_details(_request_details(info, ui, j), path, where, notes)
     model = message.get("modelInfo")
     model_id = model.get("modelId") if isinstance(model, dict) else None
     model_id = model_id if is_name(model_id) else None
@@ -507,7 +517,7 @@ def _model_id(task: ClineTask) -> str | None:
     return next((c for c in candidates if is_name(c)), None)
 
 
-def _metadata(task: ClineTask) -> dict[str, Any]:
+def _metadata(task: ClineTask, notes: list[Note]) -> dict[str, Any]:
     cline: dict[str, Any] = {
         "task_id": task.task_id,
         "task_dir": str(task.directory),
@@ -521,4 +531,13 @@ def _metadata(task: ClineTask) -> dict[str, Any]:
         cline["focus_chain"] = {"file": name, "text": text}
     if task.history_item is not None:
         cline["history_item"] = task.history_item
-    return {"source": ORIGIN, "cline": cline}
+    metadata = {"source": ORIGIN, "cline": cline}
+    history = str(task.history_file) if task.history_file else TASK_HISTORY_FILE
+    parts = [
+        MetadataPart(cline, "task_metadata", str(task.directory / TASK_METADATA_FILE)),
+        MetadataPart(cline, "history_item", history, f"HistoryItem {task.task_id}"),
+    ]
+    if task.focus_chain is not None:
+        parts.append(MetadataPart(cline, "focus_chain", str(task.directory / task.focus_chain[0])))
+    fit_metadata(metadata, parts, notes)
+    return metadata

@@ -25,7 +25,16 @@ from contextstore.interop.errors import GeminiChatError
 from contextstore.interop.files import Note, is_name, nul_note, without_nul
 from contextstore.interop.gemini import GeminiChat, content_turn, record_turns
 from contextstore.interop.gemini_convert import SYNTHETIC_FIELD, Turn, check_turn, turns_to_messages
-from contextstore.interop.plan import ImportPlan, Slot, clock_start, stamp, usable_ts
+from contextstore.interop.plan import (
+    ImportPlan,
+    MetadataPart,
+    Slot,
+    clock_start,
+    fit_metadata,
+    fitting_details,
+    stamp,
+    usable_ts,
+)
 
 ORIGIN: Final = "gemini"
 """``source_records.origin`` of Gemini CLI records."""
@@ -208,7 +217,7 @@ def _request_maker(
     )
     model = record.get("model")
     model_id = model if is_name(model) else None
-    details = {"tokens": dict(tokens)}
+    details = fitting_details({"tokens": dict(tokens)}, str(chat.path), f"messages[{index}]", notes)
 
     def make(ts: int) -> TimelineRow:
         return RequestRow(
@@ -253,8 +262,11 @@ def _model_id(chat: GeminiChat) -> str | None:
 def _metadata(chat: GeminiChat, notes: list[Note]) -> dict[str, Any]:
     gemini: dict[str, Any] = {"file": str(chat.path), "kind": chat.kind}
     metadata, replaced = without_nul(dict(chat.metadata))
+    where = "session metadata" if chat.is_session else "beside history"
     if replaced:
-        where = "session metadata" if chat.is_session else "beside history"
         notes.append(nul_note(chat.path, where, replaced))
     gemini["session" if chat.is_session else "checkpoint"] = metadata
-    return {"source": ORIGIN, "gemini": gemini}
+    found = {"source": ORIGIN, "gemini": gemini}
+    parts = [MetadataPart(metadata, key, str(chat.path), f"{where} {key}") for key in metadata]
+    fit_metadata(found, parts, notes)
+    return found

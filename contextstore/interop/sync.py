@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from contextstore.core.errors import ConversationNotFoundError
+from contextstore.core.errors import ConversationNotFoundError, InvalidInputError
 from contextstore.core.records import Conversation
 from contextstore.core.rows import MessageRow, TimelineRow
 from contextstore.interop.errors import ImportConflictError, InteropError, UnsafeInputError
@@ -110,6 +110,16 @@ def _apply(store: InteropStore, plan: ImportPlan, replace: bool, single: bool) -
         if single:
             raise
         return ItemReport(plan.path, plan.conversation_id, CONFLICT, skipped=(note_for(exc),))
+    except InteropError:
+        raise
+    except InvalidInputError as exc:
+        # What the plan let through and the store refused: the import stops (part of the
+        # item may be written in the transaction), and the message names the file.
+        raise InteropError(
+            Path(plan.path),
+            None,
+            f"holds what the store refuses, so nothing was imported: {exc}",
+        ) from exc
 
 
 def import_state(metadata: dict[str, Any]) -> dict[str, Any] | None:

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from contextstore import ContextStore
 from contextstore.interop import import_cline, import_gemini
 from tests.interop.cline_factory import story, write_storage
@@ -346,3 +348,88 @@ def test_a_stamp_past_any_javascript_date_is_no_timestamp(
     stamps = [r.ts for r in records]
     assert stamps == sorted(stamps) and stamps[-1] < 2**53 // 2
     assert memory_store.check().ok
+
+
+# -- parts too large for the row they would go in ---------------------------------------------
+
+
+def test_a_task_metadata_file_too_large_for_the_metadata_is_left_out_by_itself(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    # A long task reads thousands of files: its task_metadata.json outgrows the 1 MiB a
+    # conversation's metadata holds, which refused the whole storage folder ("metadata is
+    # 2,017,417 bytes as JSON ... keep large data outside the store").
+    entry = {"path": "src/module.py", "record_state": "active", "record_source": "read_tool"}
+    big = story(3)
+    big.task_metadata = {"files_in_context": [dict(entry, n=n) for n in range(14_000)]}
+    small = story(2)
+    small.task_metadata = {"files_in_context": [entry]}
+    root = write_storage(tmp_path / "storage", {"1760000000000": big, "1760000000001": small})
+    report = import_cline(memory_store, root)
+    assert [item.status for item in report.items] == ["imported", "imported"]
+    (note,) = [n for n in report.items[0].skipped if "metadata can hold" in n.reason]
+    assert Path(note.file).name == "task_metadata.json"
+    assert note.reason.startswith("is 1,")
+    assert "task_metadata" not in memory_store.get_conversation("1760000000000").metadata["cline"]
+    kept = memory_store.get_conversation("1760000000001").metadata["cline"]["task_metadata"]
+    assert kept == small.task_metadata
+    assert len(memory_store.messages("1760000000000")) == len(big.api)
+    again = import_cline(memory_store, root)
+    assert [item.status for item in again.items] == ["unchanged", "unchanged"]
+
+
+def test_a_session_metadata_key_too_large_is_left_out_by_itself(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    path = _session_lines(tmp_path / "chats" / SESSION_NAME, _user("u1", "hello", 1))
+    with path.open("a", encoding="utf-8") as log:
+        log.write(json.dumps({"$set": {"memoryScratchpad": "n" * 1_100_000}}) + "\n")
+    item = import_gemini(memory_store, path).items[0]
+    assert item.status == "imported"
+    (note,) = item.skipped
+    assert note.position == "session metadata memoryScratchpad"
+    session = memory_store.get_conversation(SESSION_ID).metadata["gemini"]["session"]
+    assert session["sessionId"] == SESSION_ID and "memoryScratchpad" not in session
+
+
+def test_request_details_too_large_for_the_row_are_left_to_the_record(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    task = story(3)
+    failed = {"tokensIn": 10, "cancelReason": "streaming_failed"}
+    task.ui[2]["text"] = json.dumps({**failed, "streamingFailedMessage": "<html>" * 200_000})
+    folder = task.write(tmp_path / "tasks" / "1760000000000")
+    item = import_cline(memory_store, folder).items[0]
+    assert item.status == "imported"
+    (note,) = item.skipped
+    assert (note.position, note.reason[:50]) == (
+        "message 2 (api_req_started)",
+        "the request's details (streamingFailedMessage) are",
+    )
+    first = memory_store.requests("1760000000000")[0]
+    assert (first.tokens_in, first.failure, first.details) == (10, "streaming_failed", None)
+    assert memory_store.source_records("1760000000000")[2].data == task.ui[2]
+
+
+def test_whatever_else_the_store_refuses_names_the_file(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    from contextstore.core.errors import InvalidInputError
+    from contextstore.interop import InteropError
+
+    class Refusing:
+        """The store, refusing the rows as it would a value no importer foresaw."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(memory_store, name)
+
+        def import_timeline(self, *args: object) -> None:
+            raise InvalidInputError("row 4 (api_requests, ts 5): something is wrong.")
+
+    folder = story(2).write(tmp_path / "tasks" / "1760000000000")
+    with pytest.raises(InteropError) as raised:
+        import_cline(Refusing(), folder)  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        f"{folder}: holds what the store refuses, so nothing was imported: row 4 "
+        "(api_requests, ts 5): something is wrong."
+    )
