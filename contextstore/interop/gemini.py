@@ -361,7 +361,7 @@ def is_command(parts: Sequence[Any]) -> bool:
 
 def record_turns(record: Mapping[str, Any], position: str) -> list[Turn]:
     """The model-history turns of one session record (none for info, errors, commands)."""
-    record_id = str(record["id"])
+    record_id = str(record["id"]).replace("\x00", "\ufffd")  # a message's field holds no NUL
     if "role" in record or "parts" in record:
         return [Turn(record["role"], list(record.get("parts", [])), position, record_id)]
     parts = part_list(record.get("content")) or []

@@ -433,3 +433,58 @@ def test_whatever_else_the_store_refuses_names_the_file(
         f"{folder}: holds what the store refuses, so nothing was imported: row 4 "
         "(api_requests, ts 5): something is wrong."
     )
+
+
+# -- calls the store would refuse in a message ------------------------------------------------
+
+
+def _gemini(record_id: str, second: int, **fields: object) -> dict[str, object]:
+    stamp = f"2026-08-04T10:00:{second:02d}.000Z"
+    return {"id": record_id, "timestamp": stamp, "type": "gemini", **fields}
+
+
+def test_a_record_whose_calls_make_no_valid_message_is_no_model_history_by_itself(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    # Each refused the whole chat ("converted message 2: content[1] and content[2] are two
+    # calls with the id ...").
+    ls = {"name": "ls", "args": {}}
+    path = _session_lines(
+        tmp_path / "chats" / SESSION_NAME,
+        _user("u\x001", "hello", 1),
+        _gemini("g1", 2, content="twice", toolCalls=[{"id": "c2", **ls}, {"id": "c2", **ls}]),
+        _gemini("g2", 3, content="long", toolCalls=[{"id": "x" * 300, **ls}]),
+        _gemini("g3", 4, content="nul", toolCalls=[{"id": "c\x003", **ls}]),
+        _gemini("g4", 5, content="done"),
+    )
+    item = import_gemini(memory_store, path).items[0]
+    assert item.status == "imported"
+    problems = [(n.position, n.reason) for n in item.skipped if "model history" in n.reason]
+    assert [position for position, _ in problems] == ["messages[1]", "messages[2]", "messages[3]"]
+    assert "two calls with the id 'c2'" in problems[0][1]
+    assert "id must be at most 200 characters" in problems[1][1]
+    texts = [m["content"][0]["text"] for m in memory_store.messages(SESSION_ID)]
+    assert texts == ["hello", "done"]
+    assert memory_store.messages(SESSION_ID)[0]["gemini_ids"] == ["u\ufffd1"]
+    assert len(memory_store.source_records(SESSION_ID)) == 5
+    assert memory_store.check().ok
+
+
+def test_checkpoint_turns_repeating_a_call_id_stay_two_messages(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    call = {"functionCall": {"id": "a", "name": "ls", "args": {}}}
+    contents = [
+        {"role": "user", "parts": [{"text": "list"}]},
+        {"role": "model", "parts": [call]},
+        {"role": "model", "parts": [call]},
+        {
+            "role": "user",
+            "parts": [{"functionResponse": {"id": "a", "name": "ls", "response": {}}}],
+        },
+    ]
+    path = tmp_path / "checkpoint-twice.json"
+    path.write_text(json.dumps(contents), encoding="utf-8")
+    report = import_gemini(memory_store, path)
+    roles = [m["role"] for m in memory_store.messages(report.conversation_id)]
+    assert roles == ["user", "assistant", "assistant", "user"]
