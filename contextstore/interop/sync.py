@@ -173,7 +173,7 @@ def _continue(
     head = count - len(tail_prints)
     if head > len(prints) or chain(prints[:head]) != state.get("head"):
         _refuse_a_cut_short_file(plan, count - min(head, len(prints)))
-        raise _rewritten(plan, count, len(prints))
+        raise _files_changed(plan, existing, count) or _rewritten(plan, count, len(prints))
     same = head
     while same < min(count, len(prints)) and prints[same] == tail_prints[same - head]:
         same += 1
@@ -197,7 +197,10 @@ def _continue(
     if same < count:
         _refuse_a_cut_short_file(plan, count - same)
         cutoff = int(tail_ts[same - head - 1]) if same > head else int(state["head_ts"])
-        _refuse_an_older_copy(store, plan, same, count, cutoff, existing.last_ts)
+        try:
+            _refuse_an_older_copy(store, plan, same, count, cutoff, existing.last_ts)
+        except ImportConflictError as exc:
+            raise _files_changed(plan, existing, count) or exc from None
         replaced = store.discard_imported_rows(plan.conversation_id, after=cutoff)
     new_rows = _after(plan.rows[same:], cutoff)
     added = store.import_timeline(plan.conversation_id, new_rows) if new_rows else {}
@@ -265,6 +268,35 @@ def _refuse_an_older_copy(
         "were kept and nothing was written. Import the newer file (or this one once the agent "
         "has gone on), or import again with replace=True to start the conversation over from "
         "this one.",
+    )
+
+
+def _files_changed(
+    plan: ImportPlan, existing: Conversation, count: int
+) -> ImportConflictError | None:
+    """The conflict of a task folder that no longer holds the files it held when it was
+    imported (one moved away, or one added since: its rows fall among the others), or
+    None when the same files are there."""
+    before = existing.metadata.get(plan.source)
+    now = plan.metadata.get(plan.source)
+    before_files = before.get("files") if isinstance(before, dict) else None
+    now_files = now.get("files") if isinstance(now, dict) else None
+    if not isinstance(before_files, list) or not isinstance(now_files, list):
+        return None
+    gone = [name for name in before_files if name not in now_files]
+    new = [name for name in now_files if name not in before_files]
+    if not gone and not new:
+        return None
+    changes = [f"{', '.join(gone)} no longer there"] if gone else []
+    changes += [f"{', '.join(new)} there now"] if new else []
+    return ImportConflictError(
+        Path(plan.path),
+        None,
+        f"holds other files than when it was imported into conversation "
+        f"{plan.conversation_id!r} ({' and '.join(changes)}), and its {len(plan.rows)} rows "
+        f"no longer continue the {count} imported. Nothing was written; put the folder back "
+        "as it was, or import again with replace=True to start the conversation over from "
+        "the folder as it is.",
     )
 
 

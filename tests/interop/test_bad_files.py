@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from contextstore import ContextStore
-from contextstore.interop import import_cline, import_gemini
+from contextstore.interop import ImportConflictError, import_cline, import_gemini
 from tests.interop.cline_factory import story, write_storage
 
 SESSION_ID = "5e55e55e-0000-4000-8000-0000000000b4"
@@ -488,3 +488,32 @@ def test_checkpoint_turns_repeating_a_call_id_stay_two_messages(
     report = import_gemini(memory_store, path)
     roles = [m["role"] for m in memory_store.messages(report.conversation_id)]
     assert roles == ["user", "assistant", "assistant", "user"]
+
+
+# -- importing again a task folder whose files changed ----------------------------------------
+
+
+def test_a_task_file_moved_away_or_added_since_the_import_is_named_in_the_conflict(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    # The conflict used to blame "an older copy of the history, or a checkpoint restore".
+    folder = story(3).write(tmp_path / "tasks" / "1760000000000")
+    import_cline(memory_store, folder)
+    before = memory_store.row_counts()
+    (folder / "ui_messages.json").rename(tmp_path / "ui_messages.json")
+    with pytest.raises(ImportConflictError) as gone:
+        import_cline(memory_store, folder)
+    assert "(ui_messages.json no longer there)" in str(gone.value)
+    assert memory_store.row_counts() == before
+    (tmp_path / "ui_messages.json").rename(folder / "ui_messages.json")
+    assert import_cline(memory_store, folder).items[0].status == "unchanged"
+
+    # a long task: a change within its newest 256 rows would be a rewrite in place
+    other = story(60).write(tmp_path / "other" / "tasks" / "1770000000000")
+    (other / "api_conversation_history.json").rename(tmp_path / "api.json")
+    import_cline(memory_store, other)
+    (tmp_path / "api.json").rename(other / "api_conversation_history.json")
+    with pytest.raises(ImportConflictError) as new:
+        import_cline(memory_store, other)
+    assert "(api_conversation_history.json there now)" in str(new.value)
+    assert import_cline(memory_store, other, replace=True).items[0].status == "replaced"
