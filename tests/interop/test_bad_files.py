@@ -517,3 +517,16 @@ def test_a_task_file_moved_away_or_added_since_the_import_is_named_in_the_confli
         import_cline(memory_store, other)
     assert "(api_conversation_history.json there now)" in str(new.value)
     assert import_cline(memory_store, other, replace=True).items[0].status == "replaced"
+
+
+def test_a_tool_call_with_lines_no_line_column_holds_imports(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    # "²" (a digit to str.isdigit, not to int) and 10**30 ended in internal errors (exit 70).
+    task = story(3)
+    task.api[1]["content"][1]["input"] = {"path": "src/f0.py", "offset": "²", "limit": 10**30}
+    task.api[3]["content"][1]["input"] = {"path": "src/f1.py", "start_line": 10**30}
+    folder = task.write(tmp_path / "tasks" / "1760000000000")
+    item = import_cline(memory_store, folder).items[0]
+    assert item.status == "imported" and item.added["messages"] == len(task.api)
+    assert memory_store.check().ok
