@@ -249,7 +249,7 @@ def _task_dirs_in(path: Path, folder: Folder) -> list[Path]:
 
 def _task_order(path: Path) -> tuple[int, int, str]:
     name = path.name
-    return (0, int(name), name) if name.isdigit() else (1, 0, name)
+    return (0, int(name), name) if name.isascii() and name.isdigit() else (1, 0, name)
 
 
 def history_file_for(task_dir: Path) -> Path | None:

@@ -58,7 +58,13 @@ from contextstore.interop.cline import (
     is_int,
 )
 from contextstore.interop.errors import ClineTaskError
-from contextstore.interop.files import Note, is_name, without_nonfinite_numbers, without_nul
+from contextstore.interop.files import (
+    Note,
+    is_name,
+    path_text,
+    without_nonfinite_numbers,
+    without_nul,
+)
 from contextstore.interop.plan import (
     ImportPlan,
     MetadataPart,
@@ -144,12 +150,13 @@ def plan_task(task: ClineTask, *, max_message_bytes: int) -> ImportPlan:
         slots.extend(messages[j])
         slots.extend(updates[j])
         slots.extend(ui_slots[j])
-    task_start = int(task.task_id) if task.task_id.isdigit() else None
+    task_id = path_text(task.task_id)
+    task_start = int(task_id) if task_id.isascii() and task_id.isdigit() else None
     created = clock_start([usable_ts(task_start)], slots)
     return ImportPlan(
         source=ORIGIN,
-        path=str(task.directory),
-        conversation_id=conversation_id_for(task.task_id),
+        path=path_text(task.directory),
+        conversation_id=conversation_id_for(task_id),
         created_ts=created,
         rows=stamp(created, slots),
         title=_title(task),
@@ -519,8 +526,8 @@ def _model_id(task: ClineTask) -> str | None:
 
 def _metadata(task: ClineTask, notes: list[Note]) -> dict[str, Any]:
     cline: dict[str, Any] = {
-        "task_id": task.task_id,
-        "task_dir": str(task.directory),
+        "task_id": path_text(task.task_id),
+        "task_dir": path_text(task.directory),
         "files": list(task.files),
         "ui_file": task.ui_file,
     }
@@ -528,7 +535,7 @@ def _metadata(task: ClineTask, notes: list[Note]) -> dict[str, Any]:
         cline["task_metadata"] = task.task_metadata
     if task.focus_chain is not None:
         name, text = task.focus_chain
-        cline["focus_chain"] = {"file": name, "text": text}
+        cline["focus_chain"] = {"file": path_text(name), "text": text}
     if task.history_item is not None:
         cline["history_item"] = task.history_item
     metadata = {"source": ORIGIN, "cline": cline}

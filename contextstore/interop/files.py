@@ -172,6 +172,12 @@ def nul_note(path: Path | str, position: str | None, count: int) -> Note:
     )
 
 
+def path_text(path: Path | str) -> str:
+    """``path`` as text the store can hold: a name that is not UTF-8 (on Linux, Python keeps
+    its bytes as lone surrogates, which no store takes) gets U+FFFD for them."""
+    return os.fsencode(path).decode("utf-8", "replace")
+
+
 def json_kind(value: Any) -> str:
     """What a decoded JSON value is, in JSON's words (``"an object"``, ``"null"``...), for
     messages about files."""

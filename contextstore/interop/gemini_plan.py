@@ -13,6 +13,7 @@ back; having no timestamps, they are dated by the file's modification time.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
@@ -22,7 +23,7 @@ from contextstore.core.rows import MessageRow, RequestRow, SourceRecordRow, Time
 from contextstore.core.validate import MAX_ID_LENGTH, MAX_INT32
 from contextstore.interop.cline import is_int
 from contextstore.interop.errors import GeminiChatError
-from contextstore.interop.files import Note, is_name, nul_note, without_nul
+from contextstore.interop.files import Note, is_name, nul_note, path_text, without_nul
 from contextstore.interop.gemini import GeminiChat, content_turn, record_turns
 from contextstore.interop.gemini_convert import SYNTHETIC_FIELD, Turn, check_turn, turns_to_messages
 from contextstore.interop.plan import (
@@ -115,7 +116,7 @@ def plan_chat(
     created = clock_start([start], slots)
     return ImportPlan(
         source=ORIGIN,
-        path=str(chat.path),
+        path=path_text(chat.path),
         conversation_id=conversation_id_for(chat),
         created_ts=created,
         rows=stamp(created, slots),
@@ -141,7 +142,7 @@ def conversation_id_for(chat: GeminiChat) -> str:
         and "\x00" not in session_id
     ):
         return session_id
-    digest = hashlib.sha256(str(chat.path.resolve()).encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(os.fsencode(chat.path.resolve())).hexdigest()
     return f"gemini-{digest[:24]}"
 
 
@@ -260,7 +261,7 @@ def _model_id(chat: GeminiChat) -> str | None:
 
 
 def _metadata(chat: GeminiChat, notes: list[Note]) -> dict[str, Any]:
-    gemini: dict[str, Any] = {"file": str(chat.path), "kind": chat.kind}
+    gemini: dict[str, Any] = {"file": path_text(chat.path), "kind": chat.kind}
     metadata, replaced = without_nul(dict(chat.metadata))
     where = "session metadata" if chat.is_session else "beside history"
     if replaced:

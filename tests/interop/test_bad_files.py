@@ -530,3 +530,48 @@ def test_a_tool_call_with_lines_no_line_column_holds_imports(
     item = import_cline(memory_store, folder).items[0]
     assert item.status == "imported" and item.added["messages"] == len(task.api)
     assert memory_store.check().ok
+
+
+# -- folder and file names ---------------------------------------------------------------------
+
+
+def test_a_task_folder_named_with_a_digit_int_cannot_read_imports(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    # "12³" is digits to str.isdigit, not to int: sorting the tasks ended in exit 70.
+    root = write_storage(tmp_path / "storage", {"12\u00b3": story(2), "1760000000000": story(2)})
+    report = import_cline(memory_store, root)
+    assert [(item.conversation_id, item.status) for item in report.items] == [
+        ("1760000000000", "imported"),
+        ("12\u00b3", "imported"),
+    ]
+
+
+def _not_utf8(tmp_path: Path, name: bytes) -> Path:
+    path = Path(os.fsdecode(os.path.join(os.fsencode(tmp_path), name)))
+    try:
+        path.mkdir(parents=True)
+    except OSError:  # a file system that only takes UTF-8 names
+        pytest.skip("this file system refuses names that are not UTF-8")
+    return path
+
+
+def test_names_that_are_not_utf8_are_stored_with_a_replacement_character(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    # Python keeps such bytes as lone surrogates, which no store takes: a checkpoint's
+    # conversation id (a hash of its path) ended in exit 70, the rest refused the import.
+    task = _not_utf8(tmp_path, b"storage/tasks/17600\xff0000000")
+    story(2).write(task)
+    item = import_cline(memory_store, task.parent.parent).items[0]
+    assert item.status == "imported"
+    assert item.conversation_id == "17600\ufffd0000000"
+    assert item.path == str(tmp_path / "storage" / "tasks" / "17600\ufffd0000000")
+    folder = _not_utf8(tmp_path, b"proj\xe9")
+    checkpoint = folder / "checkpoint-fix.json"
+    checkpoint.write_text(json.dumps([{"role": "user", "parts": [{"text": "hi"}]}]))
+    saved = import_gemini(memory_store, checkpoint).items[0]
+    assert saved.status == "imported" and saved.conversation_id is not None
+    metadata = memory_store.get_conversation(saved.conversation_id).metadata
+    assert metadata["gemini"]["file"] == str(tmp_path / "proj\ufffd" / "checkpoint-fix.json")
+    assert memory_store.check().ok
