@@ -167,9 +167,19 @@ def _continue(
             f"conversation {plan.conversation_id!r} already exists and was not imported from "
             f"{plan.source}; delete it first or import again with replace=True.",
         )
-    count = int(state.get("rows", 0))
-    tail_prints = list(state.get("tail", []))
-    tail_ts = list(state.get("tail_ts", []))
+    problem = _state_problem(state)
+    if problem is not None:
+        raise ImportConflictError(
+            Path(plan.path),
+            None,
+            f"conversation {plan.conversation_id!r} holds what an earlier import wrote in its "
+            f"metadata ({IMPORT_KEY}) in a form no import writes ({problem}: edited since?), "
+            "so what is new in the file cannot be told. Nothing was written; import again "
+            "with replace=True to start the conversation over from the file.",
+        )
+    count = int(state["rows"])
+    tail_prints = list(state["tail"])
+    tail_ts = list(state["tail_ts"])
     head = count - len(tail_prints)
     if head > len(prints) or chain(prints[:head]) != state.get("head"):
         _refuse_a_cut_short_file(plan, count - min(head, len(prints)))
@@ -211,6 +221,30 @@ def _continue(
     if replaced:
         return dataclasses.replace(report, replaced=replaced)
     return report
+
+
+def _state_problem(state: dict[str, Any]) -> str | None:
+    """What is wrong with an import's bookkeeping (see :func:`_state`), or None."""
+
+    def whole(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+    tail, tail_ts = state.get("tail"), state.get("tail_ts")
+    checks = {
+        "rows": whole(state.get("rows")),
+        "head": isinstance(state.get("head"), str),
+        "head_ts": whole(state.get("head_ts")),
+        "tail": isinstance(tail, list) and all(isinstance(p, str) for p in tail),
+        "tail_ts": isinstance(tail_ts, list) and all(whole(ts) for ts in tail_ts),
+        "last_ts": whole(state.get("last_ts")),
+    }
+    wrong = [key for key, good in checks.items() if not good]
+    if wrong:
+        return f"{', '.join(wrong)} missing or of the wrong type"
+    assert isinstance(tail, list) and isinstance(tail_ts, list)
+    if len(tail) != len(tail_ts) or len(tail) > state["rows"]:
+        return "tail and tail_ts do not match rows"
+    return None
 
 
 def _refuse_a_cut_short_file(plan: ImportPlan, missing: int) -> None:

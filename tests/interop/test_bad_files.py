@@ -575,3 +575,28 @@ def test_names_that_are_not_utf8_are_stored_with_a_replacement_character(
     metadata = memory_store.get_conversation(saved.conversation_id).metadata
     assert metadata["gemini"]["file"] == str(tmp_path / "proj\ufffd" / "checkpoint-fix.json")
     assert memory_store.check().ok
+
+
+# -- importing again over bookkeeping edited since ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("rows", "x"), ("tail", 5), ("tail_ts", ["a"]), ("head_ts", None), ("last_ts", True)],
+)
+def test_import_bookkeeping_edited_since_is_a_conflict_that_names_it(
+    memory_store: ContextStore, tmp_path: Path, key: str, value: object
+) -> None:
+    # "rows": "x" and "tail": 5 ended in internal errors (int(), list()); the others
+    # passed while the file stayed as it was, and were read with int() once it changed.
+    folder = story(3).write(tmp_path / "tasks" / "1760000000000")
+    import_cline(memory_store, folder)
+    metadata = memory_store.get_conversation("1760000000000").metadata
+    metadata["import"][key] = value
+    memory_store.set_conversation_metadata("1760000000000", metadata)
+    before = memory_store.row_counts()
+    with pytest.raises(ImportConflictError) as raised:
+        import_cline(memory_store, folder)
+    assert f"({key} missing or of the wrong type: edited since?)" in str(raised.value)
+    assert memory_store.row_counts() == before
+    assert import_cline(memory_store, folder, replace=True).items[0].status == "replaced"
