@@ -168,7 +168,9 @@ def read_chat(path: Path, folder: Folder) -> GeminiChat:
     if path.suffix == ".jsonl":
         replay = SessionReplay(path, notes)
         text = folder.read_text(path, notes).removeprefix(BYTE_ORDER_MARK)
-        for number, line in enumerate(text.splitlines(), start=1):
+        # Lines end at "\n" alone: JSON.stringify leaves U+2028, U+2029 and U+0085 in a
+        # string as they are, and str.splitlines() would cut the record there.
+        for number, line in enumerate(text.split("\n"), start=1):
             if line.strip():
                 replay.line(line, number)
         return GeminiChat(path, SESSION, replay.messages(), replay.metadata, notes)

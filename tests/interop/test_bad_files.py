@@ -600,3 +600,23 @@ def test_import_bookkeeping_edited_since_is_a_conflict_that_names_it(
     assert f"({key} missing or of the wrong type: edited since?)" in str(raised.value)
     assert memory_store.row_counts() == before
     assert import_cline(memory_store, folder, replace=True).items[0].status == "replaced"
+
+
+# -- JSONL lines ---------------------------------------------------------------------------------
+
+
+def test_a_session_line_holding_a_line_separator_is_one_record(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    # JSON.stringify leaves U+2028, U+2029 and U+0085 in strings as they are; str.splitlines()
+    # cut the record there, so it was lost and every later line number was off.
+    text = "para one\u2028line two\u2029three\x85four"
+    path = tmp_path / "chats" / SESSION_NAME
+    _session_lines(path, _user("u1", text, 1))
+    raw = path.read_text(encoding="utf-8").replace("\\u2028", "\u2028")
+    raw = raw.replace("\\u2029", "\u2029").replace("\\u0085", "\x85")
+    assert "\u2028" in raw
+    path.write_text((raw + '{"id": "broken"\n').replace("\n", "\r\n"), encoding="utf-8")
+    item = import_gemini(memory_store, path).items[0]
+    assert [(n.position, n.reason[:10]) for n in item.skipped] == [("line 3", "is not JSO")]
+    assert memory_store.messages(SESSION_ID)[0]["content"][0]["text"] == text
