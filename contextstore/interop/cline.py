@@ -240,10 +240,8 @@ def _task_dirs_in(path: Path, folder: Folder) -> list[Path]:
     folders), oldest task id first."""
     found = []
     for child in sorted(path.iterdir(), key=_task_order):
-        if child.is_symlink():
-            folder.check(child)
         if is_task_dir(child):
-            found.append(child)
+            found.append(folder.check(child) if child.is_symlink() else child)
     return found
 
 

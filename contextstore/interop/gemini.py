@@ -137,7 +137,7 @@ def find_chats(path: Path, folder: Folder) -> list[Path]:
         if is_chat_file(candidate) or (
             in_chats and candidate.parent == path and candidate.suffix in (".json", ".jsonl")
         ):
-            found.append(candidate)
+            found.append(folder.check(candidate))
     return found
 
 

@@ -17,7 +17,12 @@ from pathlib import Path
 import pytest
 
 from contextstore import ContextStore
-from contextstore.interop import ImportConflictError, import_cline, import_gemini
+from contextstore.interop import (
+    ImportConflictError,
+    OutsideFolderError,
+    import_cline,
+    import_gemini,
+)
 from tests.interop.cline_factory import story, write_storage
 
 SESSION_ID = "5e55e55e-0000-4000-8000-0000000000b4"
@@ -620,3 +625,28 @@ def test_a_session_line_holding_a_line_separator_is_one_record(
     item = import_gemini(memory_store, path).items[0]
     assert [(n.position, n.reason[:10]) for n in item.skipped] == [("line 3", "is not JSO")]
     assert memory_store.messages(SESSION_ID)[0]["content"][0]["text"] == text
+
+
+# -- links that are no chat or task ------------------------------------------------------------
+
+
+def test_a_link_out_of_the_folder_that_is_no_chat_or_task_is_left_alone(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    # It refused the whole import ("copy the file into the folder instead") though it was
+    # never going to be read.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "notes.txt").write_text("not a chat")
+    story(2).write(outside / "not-a-task-but-a-task")
+    project = tmp_path / "gemini" / "tmp" / "project"
+    _session_lines(project / "chats" / SESSION_NAME, _user("u1", "hello", 1))
+    os.symlink(outside / "notes.txt", project / "notes.txt")
+    report = import_gemini(memory_store, tmp_path / "gemini" / "tmp")
+    assert [item.status for item in report.items] == ["imported"]
+    storage = write_storage(tmp_path / "cline", {"1760000000000": story(2)})
+    os.symlink(outside / "notes.txt", storage / "tasks" / "notes.txt")
+    assert [i.status for i in import_cline(memory_store, storage).items] == ["imported"]
+    os.symlink(outside / "not-a-task-but-a-task", storage / "tasks" / "1770000000000")
+    with pytest.raises(OutsideFolderError):
+        import_cline(memory_store, storage)
