@@ -335,7 +335,7 @@ def validate_block(block: Any, position: str, *, checked: bool = False) -> dict[
     if kind == "tool_result" and isinstance(block.get("content"), list):
         for inner_idx, inner in enumerate(block["content"]):
             inner_kind = inner.get("type") if isinstance(inner, dict) else None
-            if inner_kind not in _INNER_RESULT_TYPES:
+            if not isinstance(inner_kind, str) or inner_kind not in _INNER_RESULT_TYPES:
                 raise InvalidMessageError(
                     f"{position}.content[{inner_idx}] has type {shown(inner_kind)}; tool results "
                     "hold text, image or document blocks."

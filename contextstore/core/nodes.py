@@ -33,7 +33,7 @@ from contextstore.core.errors import NodeInvariantError
 from contextstore.core.notices import SUMMARY_HEADING, TRUNCATION_NOTICE
 from contextstore.core.system_prompt import system_text
 from contextstore.core.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter, block_tokens
-from contextstore.core.validate import canonical_json
+from contextstore.core.validate import MAX_INT32, canonical_json
 
 SYSTEM_PROMPT: Final = "system_prompt"
 USER_PROMPT: Final = "user_prompt"
@@ -121,19 +121,29 @@ def node_id(message_idx: int, block_idx: int) -> str:
 
 
 def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
+    """A line argument as a number: an int, or a string of ASCII digits ("²" is a digit to
+    :meth:`str.isdigit`, not to :func:`int`), within what a line column holds."""
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 10:
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and -MAX_INT32 <= value <= MAX_INT32:
         return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
     return None
+
+
+def _line(value: int | None) -> int | None:
+    """``value`` if it is a line number a line column holds (a sum of two may not be)."""
+    return value if value is not None and 1 <= value <= MAX_INT32 else None
 
 
 _LINE_KEYS: Final = frozenset({"start_line", "end_line", "offset", "limit"})
 
 
 def _lines(name: str, arguments: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    start, end = _line_range(name, arguments)
+    return _line(start), _line(end)
+
+
+def _line_range(name: str, arguments: Mapping[str, Any]) -> tuple[int | None, int | None]:
     if _LINE_KEYS.isdisjoint(arguments):
         return None, None
     start = _int(arguments.get("start_line"))

@@ -17,6 +17,7 @@ Nothing here touches a database.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,14 @@ from contextstore.core.file_reads import ALL_PATHS, REPLACED_PATHS
 from contextstore.core.overlays import UpdateKind
 from contextstore.core.validate import MAX_INT32, MAX_TS
 from contextstore.interop.errors import ClineTaskError
-from contextstore.interop.files import Folder, Note, json_kind
+from contextstore.interop.files import (
+    Folder,
+    Note,
+    json_kind,
+    not_a_file,
+    nul_note,
+    without_nul,
+)
 
 API_HISTORY_FILE: Final = "api_conversation_history.json"
 UI_MESSAGES_FILE: Final = "ui_messages.json"
@@ -163,6 +171,7 @@ class ClineTask:
         history_item: the task's ``HistoryItem``, if one was found.
         task_metadata: ``task_metadata.json``, if readable.
         focus_chain: the focus chain file's name and text, if there is one.
+        history_file: the ``taskHistory.json`` read for the ``HistoryItem``, if any.
         files: the task files present.
         notes: what was left out or repaired while reading.
         sizes: each message's size as the store measures it (``json_size``).
@@ -180,6 +189,7 @@ class ClineTask:
     notes: list[Note] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
     focus_chain: tuple[str, str] | None = None
+    history_file: Path | None = None
 
 
 # -- finding tasks ------------------------------------------------------------------------
@@ -230,16 +240,14 @@ def _task_dirs_in(path: Path, folder: Folder) -> list[Path]:
     folders), oldest task id first."""
     found = []
     for child in sorted(path.iterdir(), key=_task_order):
-        if child.is_symlink():
-            folder.check(child)
         if is_task_dir(child):
-            found.append(child)
+            found.append(folder.check(child) if child.is_symlink() else child)
     return found
 
 
 def _task_order(path: Path) -> tuple[int, int, str]:
     name = path.name
-    return (0, int(name), name) if name.isdigit() else (1, 0, name)
+    return (0, int(name), name) if name.isascii() and name.isdigit() else (1, 0, name)
 
 
 def history_file_for(task_dir: Path) -> Path | None:
@@ -278,10 +286,9 @@ def read_task(
     notes: list[Note] = []
     files = tuple(name for name in TASK_FILES if folder.is_file(task_dir / name))
     for name in TASK_FILES:
-        if name not in (API_HISTORY_FILE, UI_MESSAGES_FILE) and (task_dir / name).is_dir():
-            notes.append(
-                Note(str(task_dir / name), None, "is a folder, not a file; it was left out.")
-            )
+        path = task_dir / name
+        if name not in (API_HISTORY_FILE, UI_MESSAGES_FILE, *files) and path.exists():
+            notes.append(Note(str(path), None, f"{not_a_file(path)}; it was left out."))
     sizes: list[int] = []
     messages = _read_messages(task_dir / API_HISTORY_FILE, folder, notes, files, sizes)
     ui_file = _ui_file(files)
@@ -298,7 +305,7 @@ def read_task(
             Note(
                 str(task_dir / API_HISTORY_FILE),
                 None,
-                f"{_absent(task_dir / API_HISTORY_FILE)}: the task's UI messages, requests, "
+                f"{not_a_file(task_dir / API_HISTORY_FILE)}: the task's UI messages, requests, "
                 "checkpoints and ranges were imported, without the model's messages.",
             )
         )
@@ -307,7 +314,7 @@ def read_task(
             Note(
                 str(task_dir / UI_MESSAGES_FILE),
                 None,
-                f"{_absent(task_dir / UI_MESSAGES_FILE)}: the model's messages were imported, "
+                f"{not_a_file(task_dir / UI_MESSAGES_FILE)}: the model's messages were imported, "
                 "without the task's UI messages, requests, checkpoints and ranges.",
             )
         )
@@ -318,7 +325,8 @@ def read_task(
     task_metadata = None
     if TASK_METADATA_FILE in files:
         value = folder.read_json(task_dir / TASK_METADATA_FILE, notes, keep_depth=1)
-        task_metadata = value if isinstance(value, dict) else None
+        if isinstance(value, dict):
+            task_metadata = storable(value, task_dir / TASK_METADATA_FILE, None, notes)
     focus_chain = _read_focus_chain(task_dir, folder, notes)
     history = history_path or history_file_for(task_dir)
     item = (
@@ -339,6 +347,7 @@ def read_task(
         notes=notes,
         sizes=sizes,
         focus_chain=focus_chain,
+        history_file=history,
     )
 
 
@@ -349,12 +358,16 @@ def _read_focus_chain(task_dir: Path, folder: Folder, notes: list[Note]) -> tupl
     found = [named] if folder.is_file(named) else sorted(task_dir.glob(f"{FOCUS_CHAIN_PREFIX}*.md"))
     if len(found) != 1 or not folder.is_file(found[0]):
         return None
-    return found[0].name, folder.read_text(found[0], notes)
+    return found[0].name, storable(folder.read_text(found[0], notes), found[0], None, notes)
 
 
-def _absent(path: Path) -> str:
-    """Why a task file that was not read is absent, for a note."""
-    return "is a folder, not a file" if path.is_dir() else "is missing"
+def storable(value: Any, path: Path, position: str | None, notes: list[Note]) -> Any:
+    """``value`` without NUL characters, which only a message keeps (a note says how many
+    were replaced)."""
+    value, count = without_nul(value)
+    if count:
+        notes.append(nul_note(path, position, count))
+    return value
 
 
 def _ui_file(files: Sequence[str]) -> str | None:
@@ -382,7 +395,12 @@ def _read_messages(
         )
         return []
     kept: list[dict[str, Any]] = []
+    replaced, first = 0, None
     for idx, message in enumerate(value):
+        message, count = _fields_without_nul(message)
+        if count:
+            first = first or f"message {idx}"
+            replaced += count
         try:
             sizes.append(normalize_message_dict(message).json_size())
         except InvalidInputError as exc:
@@ -401,7 +419,28 @@ def _read_messages(
             )
             break
         kept.append(message)
+    if replaced:
+        notes.append(nul_note(path, first, replaced))
     return kept
+
+
+def _fields_without_nul(message: Any) -> tuple[Any, int]:
+    """A message with NUL characters replaced in every field but its content (which keeps
+    them: the store holds a message's content exactly, its other fields as JSON), in
+    their order, and how many were replaced."""
+    if not isinstance(message, dict):
+        return message, 0
+    fields, count = without_nul(
+        [[key, value] for key, value in message.items() if key != "content"]
+    )
+    if not count:
+        return message, 0
+    pairs = iter(fields)
+    rebuilt = {}
+    for key in message:
+        fixed_key, value = ("content", message[key]) if key == "content" else next(pairs)
+        rebuilt[fixed_key] = value
+    return rebuilt, count
 
 
 def _read_ui(path: Path, folder: Folder, notes: list[Note]) -> list[dict[str, Any]]:
@@ -412,11 +451,18 @@ def _read_ui(path: Path, folder: Folder, notes: list[Note]) -> list[dict[str, An
         notes.append(Note(str(path), None, "is not a list of UI messages; it was left out."))
         return []
     kept = []
+    replaced, first = 0, None
     for position, message in enumerate(value):
-        if isinstance(message, dict):
-            kept.append(message)
-        else:
+        if not isinstance(message, dict):
             notes.append(Note(str(path), f"message {position}", "is not a JSON object; left out."))
+            continue
+        message, count = without_nul(message)
+        if count and first is None:
+            first = f"message {position}"
+        replaced += count
+        kept.append(message)
+    if replaced:
+        notes.append(nul_note(path, first, replaced))
     return kept
 
 
@@ -427,7 +473,7 @@ def _read_history_item(
     items = [value] if isinstance(value, dict) else value if isinstance(value, list) else []
     for item in items:
         if isinstance(item, dict) and str(item.get("id")) == task_id:
-            return item
+            return dict(storable(item, path, f"HistoryItem {task_id}", notes))
     return None
 
 
@@ -483,7 +529,8 @@ def parse_context_history(value: Any, path: Path, notes: list[Note]) -> list[Cli
                 if isinstance(update, str):
                     notes.append(Note(str(path), position, update))
                 else:
-                    updates.append(update)
+                    metadata = storable(update.metadata, path, position, notes)
+                    updates.append(dataclasses.replace(update, metadata=metadata))
     return updates
 
 

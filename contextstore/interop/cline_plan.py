@@ -51,14 +51,31 @@ from contextstore.interop.cline import (
     CONTEXT_HISTORY_FILE,
     IMPORT_SOURCE,
     TASK_HISTORY_FILE,
+    TASK_METADATA_FILE,
     ClineTask,
     ClineUpdate,
     history_index,
     is_int,
 )
 from contextstore.interop.errors import ClineTaskError
-from contextstore.interop.files import Note, without_nonfinite_numbers
-from contextstore.interop.plan import ImportPlan, Slot, clock_start, stamp, usable_ts
+from contextstore.interop.files import (
+    Note,
+    is_name,
+    path_text,
+    without_nonfinite_numbers,
+    without_nul,
+)
+from contextstore.interop.plan import (
+    ImportPlan,
+    MetadataPart,
+    Slot,
+    clock_start,
+    fit_metadata,
+    fitting_details,
+    stamp,
+    usable_ts,
+)
+from contextstore.interop.recovery import loads
 
 ORIGIN: Final = "cline"
 """``source_records.origin`` of Cline's UI messages."""
@@ -84,15 +101,18 @@ def record_kind(message: Mapping[str, Any]) -> str:
 
 def request_info(message: Mapping[str, Any]) -> dict[str, Any] | None:
     """The JSON object in a ``say`` message's ``text`` (``ClineApiReqInfo``), or None; a
-    number JSON cannot hold (NaN, Infinity) in it reads as null."""
+    number JSON cannot hold (NaN, Infinity) in it reads as null, and a NUL character
+    becomes U+FFFD (the message itself keeps both as written)."""
     text = message.get("text")
     if not isinstance(text, str):
         return None
     try:
-        info = json.loads(text)
+        info = loads(text)
     except json.JSONDecodeError:
         return None
-    return without_nonfinite_numbers(text, info)[0] if isinstance(info, dict) else None
+    if not isinstance(info, dict):
+        return None
+    return dict(without_nul(without_nonfinite_numbers(text, info)[0])[0])
 
 
 @dataclass
@@ -130,17 +150,18 @@ def plan_task(task: ClineTask, *, max_message_bytes: int) -> ImportPlan:
         slots.extend(messages[j])
         slots.extend(updates[j])
         slots.extend(ui_slots[j])
-    task_start = int(task.task_id) if task.task_id.isdigit() else None
+    task_id = path_text(task.task_id)
+    task_start = int(task_id) if task_id.isascii() and task_id.isdigit() else None
     created = clock_start([usable_ts(task_start)], slots)
     return ImportPlan(
         source=ORIGIN,
-        path=str(task.directory),
-        conversation_id=conversation_id_for(task.task_id),
+        path=path_text(task.directory),
+        conversation_id=conversation_id_for(task_id),
         created_ts=created,
         rows=stamp(created, slots),
         title=_title(task),
         model_id=_model_id(task),
-        metadata=_metadata(task),
+        metadata=_metadata(task, notes),
         notes=notes,
     )
 
@@ -215,7 +236,10 @@ def _update_slots(task: ClineTask, anchors: Sequence[int], notes: list[Note]) ->
         segment = max(bisect.bisect_left(highest, update.ts), anchors[update.message_idx])
         placed[segment].append((update.ts, seq, update))
     return [
-        [Slot(u.ts, _update_maker(u)) for _, _, u in sorted(entries, key=lambda e: e[:2])]
+        [
+            Slot(usable_ts(u.ts), _update_maker(u))
+            for _, _, u in sorted(entries, key=lambda e: e[:2])
+        ]
         for entries in placed
     ]
 
@@ -408,11 +432,11 @@ def _request_slot(
         notes.append(Note(path, where, f"cost {cost!r:.40} is not a number >= 0; left out."))
         cost = None
     reason = info.get("cancelReason")
-    failure = reason if isinstance(reason, str) and 0 < len(reason) <= 200 else None
-    details = _request_details(info, ui, j)
+    failure = reason if is_name(reason) else None
+    details = fitting_details(_request_details(info, ui, j), path, where, notes)
     model = message.get("modelInfo")
     model_id = model.get("modelId") if isinstance(model, dict) else None
-    model_id = model_id if isinstance(model_id, str) and 0 < len(model_id) <= 200 else None
+    model_id = model_id if is_name(model_id) else None
     if any(v is not None for v in usage.values()):
         state.last_total = sum(v or 0 for v in usage.values())
 
@@ -488,7 +512,7 @@ def _title(task: ClineTask) -> str | None:
                 if line.strip()
             ]
             if lines:
-                return lines[0][:_TITLE_CHARS]
+                return str(without_nul(lines[0][:_TITLE_CHARS])[0])  # a message may hold NUL
     return None
 
 
@@ -497,13 +521,13 @@ def _model_id(task: ClineTask) -> str | None:
     for message in [*reversed(task.messages), *reversed(task.ui_messages)]:
         info = message.get("modelInfo")
         candidates.append(info.get("modelId") if isinstance(info, dict) else None)
-    return next((c for c in candidates if isinstance(c, str) and 0 < len(c) <= 200), None)
+    return next((c for c in candidates if is_name(c)), None)
 
 
-def _metadata(task: ClineTask) -> dict[str, Any]:
+def _metadata(task: ClineTask, notes: list[Note]) -> dict[str, Any]:
     cline: dict[str, Any] = {
-        "task_id": task.task_id,
-        "task_dir": str(task.directory),
+        "task_id": path_text(task.task_id),
+        "task_dir": path_text(task.directory),
         "files": list(task.files),
         "ui_file": task.ui_file,
     }
@@ -511,7 +535,16 @@ def _metadata(task: ClineTask) -> dict[str, Any]:
         cline["task_metadata"] = task.task_metadata
     if task.focus_chain is not None:
         name, text = task.focus_chain
-        cline["focus_chain"] = {"file": name, "text": text}
+        cline["focus_chain"] = {"file": path_text(name), "text": text}
     if task.history_item is not None:
         cline["history_item"] = task.history_item
-    return {"source": ORIGIN, "cline": cline}
+    metadata = {"source": ORIGIN, "cline": cline}
+    history = str(task.history_file) if task.history_file else TASK_HISTORY_FILE
+    parts = [
+        MetadataPart(cline, "task_metadata", str(task.directory / TASK_METADATA_FILE)),
+        MetadataPart(cline, "history_item", history, f"HistoryItem {task.task_id}"),
+    ]
+    if task.focus_chain is not None:
+        parts.append(MetadataPart(cline, "focus_chain", str(task.directory / task.focus_chain[0])))
+    fit_metadata(metadata, parts, notes)
+    return metadata

@@ -30,6 +30,7 @@ from contextstore.interop.cline import (
 from contextstore.interop.cline_plan import USAGE_FIELDS, request_info
 from contextstore.interop.errors import ClineTaskError
 from contextstore.interop.files import BYTE_ORDER_MARK, without_nonfinite_numbers
+from contextstore.interop.recovery import loads
 
 TimedEntry = tuple[int, dict[str, Any]]
 """A UI message and the timeline ``ts`` that orders it."""
@@ -282,7 +283,7 @@ def upsert_history_item(path: Path, item: Mapping[str, Any]) -> list[Any]:
     if path.is_file():
         try:
             text = path.read_text(encoding="utf-8").removeprefix(BYTE_ORDER_MARK)
-            value = json.loads(text)
+            value = loads(text)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ClineTaskError(
                 path, None, f"cannot be read as JSON ({exc}); the item was not written."

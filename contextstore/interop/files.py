@@ -14,22 +14,24 @@ before anything is parsed or written):
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from contextstore.core.validate import MAX_JSON_DEPTH
+from contextstore.core.validate import MAX_JSON_DEPTH, MAX_NAME_LENGTH
 from contextstore.interop.errors import (
     FileTooLargeError,
     InteropError,
     NestingTooDeepError,
     OutsideFolderError,
 )
-from contextstore.interop.recovery import recover
+from contextstore.interop.recovery import MAX_INT_DIGITS, recover
 
 MAX_FILE_BYTES: Final = 256 * 1024 * 1024
 """Largest file an import reads (per file)."""
@@ -107,7 +109,7 @@ def surrogate_note(path: Path, position: str | None, count: int) -> Note:
     )
 
 
-_NONFINITE_TEXT = re.compile(r"NaN|Infinity|\d[eE][+]?\d{3}")
+_NONFINITE_TEXT = re.compile(rf"NaN|Infinity|\d[eE][+]?\d{{3}}|\d{{{MAX_INT_DIGITS + 1}}}")
 
 
 def without_nonfinite_numbers(text: str, value: Any) -> tuple[Any, int]:
@@ -132,6 +134,48 @@ def nonfinite_note(path: Path, position: str | None, count: int) -> Note:
         f"{count} number(s) JSON cannot hold (NaN, Infinity, or too large) read as null, "
         "as JavaScript writes them; the rest was read.",
     )
+
+
+_NUL = "\x00"
+
+
+def without_nul(value: Any) -> tuple[Any, int]:
+    """``value`` with each NUL character in its strings (keys included) replaced by
+    U+FFFD, and how many were: PostgreSQL cannot store one in JSON or in a name (so no
+    backend does), and only a message's text keeps one exactly. A value without NUL comes
+    back as it is."""
+    if "\\u0000" not in json.dumps(value):  # how JSON writes every NUL
+        return value, 0
+
+    def fixed(item: Any) -> tuple[Any, int]:
+        if isinstance(item, str) and _NUL in item:
+            return item.replace(_NUL, "\ufffd"), item.count(_NUL)
+        return item, 0
+
+    return _leaves_replaced(value, fixed)
+
+
+def is_name(value: Any) -> bool:
+    """True for a string the store takes as a model id or a failure reason: 1 to
+    :data:`MAX_NAME_LENGTH` characters, without NUL."""
+    return isinstance(value, str) and 0 < len(value) <= MAX_NAME_LENGTH and _NUL not in value
+
+
+def nul_note(path: Path | str, position: str | None, count: int) -> Note:
+    """The note for ``count`` NUL characters replaced (see :func:`without_nul`)."""
+    return Note(
+        str(path),
+        position,
+        f"{count} NUL character(s) replaced by U+FFFD{' (the first here)' if position else ''}"
+        ": the store keeps one only in a message's content, as PostgreSQL can hold one "
+        "nowhere else; the rest was read.",
+    )
+
+
+def path_text(path: Path | str) -> str:
+    """``path`` as text the store can hold: a name that is not UTF-8 (on Linux, Python keeps
+    its bytes as lone surrogates, which no store takes) gets U+FFFD for them."""
+    return os.fsencode(path).decode("utf-8", "replace")
 
 
 def json_kind(value: Any) -> str:
@@ -165,6 +209,15 @@ def _real_path(path: Path) -> Path:
             f"is a link that cannot be followed ({exc.strerror}); name a folder without it. "
             "Nothing was imported.",
         ) from exc
+
+
+def not_a_file(path: Path) -> str:
+    """What ``path``, which is no regular file, is instead, for messages about files."""
+    if path.is_dir():
+        return "is a folder, not a file"
+    if path.exists():
+        return "is not a regular file (a pipe, a device or a socket)"
+    return "is missing"
 
 
 class Folder:
@@ -201,10 +254,11 @@ class Folder:
         return path.is_file()
 
     def walk(self, top: Path) -> Iterator[Path]:
-        """Every file under ``top``, sorted, without following links out of the folder.
+        """Every file under ``top``, sorted, without following links out of the folder (a
+        link to a file is the caller's to check, when it reads the file).
 
         Raises:
-            OutsideFolderError: a link under ``top`` leaves the folder.
+            OutsideFolderError: a link to a folder under ``top`` leaves the folder.
         """
         for directory, subdirs, files in os.walk(top, followlinks=False):
             here = Path(directory)
@@ -214,10 +268,7 @@ class Folder:
                     subdirs.remove(name)
             subdirs.sort()
             for name in sorted(files):
-                path = here / name
-                if path.is_symlink():
-                    self.check(path)
-                yield path
+                yield here / name
 
     def read_text(self, path: Path, notes: list[Note]) -> str:
         """The file's text; bytes that are not UTF-8 become U+FFFD, with a note.
@@ -225,15 +276,19 @@ class Folder:
         Raises:
             OutsideFolderError: the file is a link that leaves the folder.
             FileTooLargeError: the file is over the size limit.
-            InteropError: it cannot be read (permissions, an I/O error).
+            InteropError: it cannot be read (permissions, an I/O error), or it is no
+                regular file (a pipe would block the import until something writes to it).
         """
         self.check(path)
         try:
-            size = path.stat().st_size
+            status = path.stat()
         except OSError as exc:
             raise InteropError(
                 path, None, f"cannot be read ({exc.strerror}); nothing was imported."
             ) from exc
+        if not stat.S_ISREG(status.st_mode):
+            raise InteropError(path, None, f"{not_a_file(path)}; it was not read.")
+        size = status.st_size
         if size > self.max_file_bytes:
             raise FileTooLargeError(
                 path,

@@ -48,6 +48,7 @@ from contextstore.interop.files import (
     without_nonfinite_numbers,
 )
 from contextstore.interop.gemini_convert import MESSAGE_TYPES, ROLES, Turn
+from contextstore.interop.recovery import loads
 
 SESSION: Final = "session"
 """A JSONL session recording."""
@@ -136,7 +137,7 @@ def find_chats(path: Path, folder: Folder) -> list[Path]:
         if is_chat_file(candidate) or (
             in_chats and candidate.parent == path and candidate.suffix in (".json", ".jsonl")
         ):
-            found.append(candidate)
+            found.append(folder.check(candidate))
     return found
 
 
@@ -167,7 +168,9 @@ def read_chat(path: Path, folder: Folder) -> GeminiChat:
     if path.suffix == ".jsonl":
         replay = SessionReplay(path, notes)
         text = folder.read_text(path, notes).removeprefix(BYTE_ORDER_MARK)
-        for number, line in enumerate(text.splitlines(), start=1):
+        # Lines end at "\n" alone: JSON.stringify leaves U+2028, U+2029 and U+0085 in a
+        # string as they are, and str.splitlines() would cut the record there.
+        for number, line in enumerate(text.split("\n"), start=1):
             if line.strip():
                 replay.line(line, number)
         return GeminiChat(path, SESSION, replay.messages(), replay.metadata, notes)
@@ -215,7 +218,7 @@ def content_problem(item: Any) -> str | None:
     """Why ``item`` is not a ``{"role": "user"|"model", "parts": [...]}`` Content, or None."""
     if not isinstance(item, dict):
         return f"expected a Content object, got {item!r:.60}"
-    if item.get("role") not in ROLES:
+    if not isinstance(item.get("role"), str) or item["role"] not in ROLES:
         return f"role must be 'user' or 'model', got {item.get('role')!r:.40}"
     if not isinstance(item.get("parts", []), list):
         return "parts must be an array of Part objects"
@@ -236,7 +239,7 @@ class SessionReplay:
         """Apply one JSONL line; a line that is not JSON is left out with a note."""
         try:
             check_depth(text, self.path, f"line {number}")
-            record = json.loads(text)
+            record = loads(text)
         except json.JSONDecodeError as exc:
             self._note(
                 f"line {number}",
@@ -318,7 +321,7 @@ def record_problem(record: Mapping[str, Any]) -> str | None:
     """Why a session message record cannot be read, or None."""
     if "role" in record or "parts" in record:
         return content_problem(record)
-    if record.get("type") not in MESSAGE_TYPES:
+    if not isinstance(record.get("type"), str) or record["type"] not in MESSAGE_TYPES:
         return (
             f"message type must be one of {', '.join(sorted(MESSAGE_TYPES))}, got "
             f"{record.get('type')!r:.40}"
@@ -360,7 +363,7 @@ def is_command(parts: Sequence[Any]) -> bool:
 
 def record_turns(record: Mapping[str, Any], position: str) -> list[Turn]:
     """The model-history turns of one session record (none for info, errors, commands)."""
-    record_id = str(record["id"])
+    record_id = str(record["id"]).replace("\x00", "\ufffd")  # a message's field holds no NUL
     if "role" in record or "parts" in record:
         return [Turn(record["role"], list(record.get("parts", [])), position, record_id)]
     parts = part_list(record.get("content")) or []
@@ -373,11 +376,13 @@ def record_turns(record: Mapping[str, Any], position: str) -> list[Turn]:
     present = {
         p["functionCall"].get("id")
         for p in parts
-        if isinstance(p, dict) and isinstance(p.get("functionCall"), dict)
+        if isinstance(p, dict)
+        and isinstance(p.get("functionCall"), dict)
+        and isinstance(p["functionCall"].get("id"), str)
     }
     model_parts = list(parts)
     for call in calls:
-        if call.get("id") is None or call.get("id") not in present:
+        if not isinstance(call.get("id"), str) or call["id"] not in present:
             payload = {"name": call["name"], "args": copy.deepcopy(call.get("args") or {})}
             if call.get("id"):
                 payload["id"] = call["id"]

@@ -117,9 +117,17 @@ def check_turn(turn: Turn, path: Path) -> None:
     """Convert one turn alone, so a malformed part is found before the whole chat is.
 
     Raises:
-        GeminiChatError: a part of the turn is malformed or in the wrong role's turn.
+        GeminiChatError: a part of the turn is malformed or in the wrong role's turn, or
+            its blocks make no message the store takes (two calls with one id, an id too
+            long).
     """
-    _turn_blocks(turn, 0, _Pairing(), path, [])
+    blocks = _turn_blocks(turn, 0, _Pairing(), path, [])
+    if not blocks:
+        return
+    try:
+        normalize_message_dict({"role": ROLES[turn.role], "content": blocks})
+    except InvalidInputError as exc:
+        raise GeminiChatError(path, turn.position, str(exc)) from exc
 
 
 def _turn_blocks(
@@ -325,6 +333,8 @@ def _merge(
         previous_ids = messages[-1].get(IDS_FIELD, []) if messages else []
         apart = bool(ids) and bool(previous_ids) and ids[0] not in previous_ids
         if messages and messages[-1]["role"] == role and not apart:
+            apart = _share_a_call_id(messages[-1]["content"], blocks)
+        if messages and messages[-1]["role"] == role and not apart:
             previous = messages[-1]
             previous["content"] = _ordered(role, [*previous["content"], *blocks])
             merged = [*previous.get(IDS_FIELD, []), *ids]
@@ -337,6 +347,13 @@ def _merge(
         messages.append(message)
         first_turns.append(index)
     return messages, first_turns
+
+
+def _share_a_call_id(earlier: Sequence[Block], later: Sequence[Block]) -> bool:
+    """True when ``later`` repeats a call id of ``earlier``: one message cannot hold two
+    calls with one id, so the turns stay two messages."""
+    ids = {b.get("id") for b in earlier if b["type"] == "tool_use"}
+    return any(b["type"] == "tool_use" and b.get("id") in ids for b in later)
 
 
 def _ordered(role: str, blocks: list[Block]) -> list[Block]:

@@ -13,6 +13,7 @@ back; having no timestamps, they are dated by the file's modification time.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
@@ -22,10 +23,19 @@ from contextstore.core.rows import MessageRow, RequestRow, SourceRecordRow, Time
 from contextstore.core.validate import MAX_ID_LENGTH, MAX_INT32
 from contextstore.interop.cline import is_int
 from contextstore.interop.errors import GeminiChatError
-from contextstore.interop.files import Note
+from contextstore.interop.files import Note, is_name, nul_note, path_text, without_nul
 from contextstore.interop.gemini import GeminiChat, content_turn, record_turns
 from contextstore.interop.gemini_convert import SYNTHETIC_FIELD, Turn, check_turn, turns_to_messages
-from contextstore.interop.plan import ImportPlan, Slot, clock_start, stamp, usable_ts
+from contextstore.interop.plan import (
+    ImportPlan,
+    MetadataPart,
+    Slot,
+    clock_start,
+    fit_metadata,
+    fitting_details,
+    stamp,
+    usable_ts,
+)
 
 ORIGIN: Final = "gemini"
 """``source_records.origin`` of Gemini CLI records."""
@@ -85,28 +95,41 @@ def plan_chat(
     for message, first in zip(converted.messages, converted.first_turns, strict=True):
         anchored.setdefault(turn_records[first] if first >= 0 else -1, []).append(message)
     slots: list[Slot] = [_message_slot(m) for m in anchored.get(-1, [])]
-    for index, record in enumerate(chat.records):
+    replaced, nul_at = 0, None
+    for index, found in enumerate(chat.records):
+        # the model history keeps a NUL exactly; the record's copy cannot hold one
+        record, count = without_nul(found)
+        if count and nul_at is None:
+            nul_at = _where(chat, index)
+        replaced += count
         own = parse_timestamp(record.get("timestamp")) if chat.is_session else None
         slots.append(Slot(own, _record_maker(record, own)))
         tokens = record.get("tokens")
         if chat.is_session and record.get("type") == "gemini" and isinstance(tokens, dict):
             slots.append(Slot(None, _request_maker(record, tokens, notes, index, chat)))
         slots.extend(_message_slot(m) for m in anchored.get(index, []))
+    if replaced:
+        notes.append(nul_note(chat.path, nul_at, replaced))
     start = parse_timestamp(chat.metadata.get("startTime")) if chat.is_session else None
     if not chat.is_session and file_ms is not None:
         start = max(file_ms - len(slots) - 1, 0)
     created = clock_start([start], slots)
     return ImportPlan(
         source=ORIGIN,
-        path=str(chat.path),
+        path=path_text(chat.path),
         conversation_id=conversation_id_for(chat),
         created_ts=created,
         rows=stamp(created, slots),
         title=_title(chat, converted.messages),
         model_id=_model_id(chat),
-        metadata=_metadata(chat),
+        metadata=_metadata(chat, notes),
         notes=notes,
     )
+
+
+def _where(chat: GeminiChat, index: int) -> str:
+    """Where record ``index`` of a chat is, for a note."""
+    return f"messages[{index}]" if chat.is_session else f"history[{index}]"
 
 
 def conversation_id_for(chat: GeminiChat) -> str:
@@ -119,7 +142,7 @@ def conversation_id_for(chat: GeminiChat) -> str:
         and "\x00" not in session_id
     ):
         return session_id
-    digest = hashlib.sha256(str(chat.path.resolve()).encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(os.fsencode(chat.path.resolve())).hexdigest()
     return f"gemini-{digest[:24]}"
 
 
@@ -128,7 +151,7 @@ def _turns(chat: GeminiChat, notes: list[Note]) -> tuple[list[Turn], list[int]]:
     turns: list[Turn] = []
     owners: list[int] = []
     for index, record in enumerate(chat.records):
-        where = f"messages[{index}]" if chat.is_session else f"history[{index}]"
+        where = _where(chat, index)
         found = record_turns(record, where) if chat.is_session else [content_turn(record, where)]
         try:
             for turn in found:
@@ -194,8 +217,8 @@ def _request_maker(
         given - cached if given is not None and cached is not None and cached <= given else given
     )
     model = record.get("model")
-    model_id = model if isinstance(model, str) and 0 < len(model) <= 200 else None
-    details = {"tokens": dict(tokens)}
+    model_id = model if is_name(model) else None
+    details = fitting_details({"tokens": dict(tokens)}, str(chat.path), f"messages[{index}]", notes)
 
     def make(ts: int) -> TimelineRow:
         return RequestRow(
@@ -213,7 +236,7 @@ def _request_maker(
 def _title(chat: GeminiChat, messages: Sequence[Mapping[str, Any]]) -> str | None:
     summary = chat.metadata.get("summary") if chat.is_session else None
     if isinstance(summary, str) and summary.strip():
-        return summary.strip().splitlines()[0][:_TITLE_CHARS]
+        return str(without_nul(summary.strip().splitlines()[0][:_TITLE_CHARS])[0])
     for message in messages:
         if message["role"] != "user" or message.get(SYNTHETIC_FIELD):
             continue
@@ -228,16 +251,23 @@ def _title(chat: GeminiChat, messages: Sequence[Mapping[str, Any]]) -> str | Non
                 continue
             lines = [line.strip() for line in text.splitlines() if line.strip()]
             if lines:
-                return lines[0][:_TITLE_CHARS]
+                return str(without_nul(lines[0][:_TITLE_CHARS])[0])
     return None
 
 
 def _model_id(chat: GeminiChat) -> str | None:
-    models = [r.get("model") for r in chat.records if r.get("type") == "gemini"]
-    return next((m for m in reversed(models) if isinstance(m, str) and 0 < len(m) <= 200), None)
+    models = [without_nul(r.get("model"))[0] for r in chat.records if r.get("type") == "gemini"]
+    return next((m for m in reversed(models) if is_name(m)), None)
 
 
-def _metadata(chat: GeminiChat) -> dict[str, Any]:
-    gemini: dict[str, Any] = {"file": str(chat.path), "kind": chat.kind}
-    gemini["session" if chat.is_session else "checkpoint"] = dict(chat.metadata)
-    return {"source": ORIGIN, "gemini": gemini}
+def _metadata(chat: GeminiChat, notes: list[Note]) -> dict[str, Any]:
+    gemini: dict[str, Any] = {"file": path_text(chat.path), "kind": chat.kind}
+    metadata, replaced = without_nul(dict(chat.metadata))
+    where = "session metadata" if chat.is_session else "beside history"
+    if replaced:
+        notes.append(nul_note(chat.path, where, replaced))
+    gemini["session" if chat.is_session else "checkpoint"] = metadata
+    found = {"source": ORIGIN, "gemini": gemini}
+    parts = [MetadataPart(metadata, key, str(chat.path), f"{where} {key}") for key in metadata]
+    fit_metadata(found, parts, notes)
+    return found

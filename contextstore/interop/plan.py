@@ -15,10 +15,10 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from contextstore.core.rows import TimelineRow
-from contextstore.core.validate import MAX_TS
+from contextstore.core.validate import MAX_JSON_BYTES
 from contextstore.interop.files import Note
 
 
@@ -38,9 +38,16 @@ class Slot:
     before: int | None = None
 
 
+LAST_DATE_MS: Final = 8_640_000_000_000_000
+"""The latest moment a JavaScript ``Date`` can hold (year 275760), in milliseconds: a larger
+stamp was not written by an agent's clock. Below the store's :data:`MAX_TS`, so the rows
+stamped one millisecond apart after the latest usable stamp still fit."""
+
+
 def usable_ts(value: Any) -> int | None:
-    """``value`` if it is a timestamp in milliseconds, else None."""
-    if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_TS:
+    """``value`` if it is a timestamp in milliseconds (up to :data:`LAST_DATE_MS`), else
+    None."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= LAST_DATE_MS:
         return value
     return None
 
@@ -92,6 +99,85 @@ def fingerprint(row: TimelineRow) -> str:
     """A short SHA-256 of what a row holds (its ``ts`` excluded: stamps may be re-derived)."""
     text = json.dumps(_row_value(row), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
+
+
+METADATA_ROOM: Final = MAX_JSON_BYTES - 64 * 1024
+"""The most JSON a file may add to its conversation's metadata: the store's limit
+(:data:`MAX_JSON_BYTES`) less room for the import's own bookkeeping (under 16 KiB)."""
+
+
+@dataclass(frozen=True)
+class MetadataPart:
+    """A part of a conversation's metadata an import may leave out when it is too large.
+
+    Attributes:
+        holder: the dict holding it.
+        key: its key there.
+        file: the file it came from.
+        position: where in that file, or None for the whole file.
+    """
+
+    holder: dict[str, Any]
+    key: str
+    file: str
+    position: str | None = None
+
+
+def json_bytes(value: Any) -> int:
+    """The size of ``value`` as the store measures JSON: UTF-8 bytes of its JSON text."""
+    return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+def fit_metadata(
+    metadata: dict[str, Any], parts: Sequence[MetadataPart], notes: list[Note]
+) -> None:
+    """Leave the largest of ``parts`` out of ``metadata`` until it fits
+    :data:`METADATA_ROOM`, each with a note (the rows of the file are imported all the same;
+    a long task's ``task_metadata.json`` can outgrow the limit)."""
+    size = json_bytes(metadata)
+    if size <= METADATA_ROOM:
+        return
+    by_size = sorted(
+        (p for p in parts if p.key in p.holder),
+        key=lambda p: json_bytes(p.holder[p.key]),
+        reverse=True,
+    )
+    for part in by_size:
+        if size <= METADATA_ROOM:
+            return
+        removed = json_bytes(part.holder.pop(part.key))
+        size = json_bytes(metadata)
+        notes.append(
+            Note(
+                part.file,
+                part.position,
+                f"is {removed:,} bytes as JSON, more than a conversation's metadata can hold "
+                f"({MAX_JSON_BYTES:,} bytes, MAX_JSON_BYTES, with the rest of it); it was "
+                "left out of the conversation's metadata, so an export cannot write it back.",
+            )
+        )
+
+
+def fitting_details(
+    details: dict[str, Any] | None, file: str, position: str, notes: list[Note]
+) -> dict[str, Any] | None:
+    """A request row's ``details``, or None with a note when they are over the store's
+    :data:`MAX_JSON_BYTES` (the agent's own records, kept whole, still hold them)."""
+    if details is None:
+        return None
+    size = json_bytes(details)
+    if size <= MAX_JSON_BYTES:
+        return details
+    notes.append(
+        Note(
+            file,
+            position,
+            f"the request's details ({', '.join(details)}) are {size:,} bytes as JSON, over "
+            f"the {MAX_JSON_BYTES:,} (MAX_JSON_BYTES) a request row holds; the row was kept "
+            "without them (its record keeps them as written).",
+        )
+    )
+    return None
 
 
 def chain(fingerprints: Sequence[str]) -> str:

@@ -14,11 +14,37 @@ the path to the damage are walked here, so recovery costs about one parse of the
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
-_DECODER = json.JSONDecoder()
+from contextstore.core.validate import MAX_JSON_INT_DIGITS
+
+MAX_INT_DIGITS: Final = MAX_JSON_INT_DIGITS
+"""Longest integer kept as one: a longer one (no JavaScript number is written so) is read
+as infinity, which the importers replace by null with a note. Python refuses to convert
+one over 4,300 digits at all, and no backend stores one over 300."""
+
+
+def _integer(text: str) -> int | float:
+    negative = text.startswith("-")
+    if len(text) - negative <= MAX_INT_DIGITS:
+        return int(text)
+    return -math.inf if negative else math.inf
+
+
+_DECODER = json.JSONDecoder(parse_int=_integer)
 _WHITESPACE = " \t\n\r"
+
+
+def loads(text: str) -> Any:
+    """Parse a JSON text as :func:`json.loads` does, but with an integer longer than
+    :data:`MAX_INT_DIGITS` digits read as infinity.
+
+    Raises:
+        json.JSONDecodeError: the text is not JSON.
+    """
+    return _DECODER.decode(text)
 
 
 @dataclass(frozen=True)
@@ -158,7 +184,7 @@ def recover(text: str, *, keep_depth: int = 0) -> tuple[Any, Damage | None]:
         when nothing was) and where the damage is.
     """
     try:
-        return json.loads(text), None
+        return loads(text), None
     except json.JSONDecodeError as exc:
         first = exc
     start = _skip(text, 0)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from contextstore.core.errors import ConversationNotFoundError
+from contextstore.core.errors import ConversationNotFoundError, InvalidInputError
 from contextstore.core.records import Conversation
 from contextstore.core.rows import MessageRow, TimelineRow
 from contextstore.interop.errors import ImportConflictError, InteropError, UnsafeInputError
@@ -110,6 +110,16 @@ def _apply(store: InteropStore, plan: ImportPlan, replace: bool, single: bool) -
         if single:
             raise
         return ItemReport(plan.path, plan.conversation_id, CONFLICT, skipped=(note_for(exc),))
+    except InteropError:
+        raise
+    except InvalidInputError as exc:
+        # What the plan let through and the store refused: the import stops (part of the
+        # item may be written in the transaction), and the message names the file.
+        raise InteropError(
+            Path(plan.path),
+            None,
+            f"holds what the store refuses, so nothing was imported: {exc}",
+        ) from exc
 
 
 def import_state(metadata: dict[str, Any]) -> dict[str, Any] | None:
@@ -157,13 +167,23 @@ def _continue(
             f"conversation {plan.conversation_id!r} already exists and was not imported from "
             f"{plan.source}; delete it first or import again with replace=True.",
         )
-    count = int(state.get("rows", 0))
-    tail_prints = list(state.get("tail", []))
-    tail_ts = list(state.get("tail_ts", []))
+    problem = _state_problem(state)
+    if problem is not None:
+        raise ImportConflictError(
+            Path(plan.path),
+            None,
+            f"conversation {plan.conversation_id!r} holds what an earlier import wrote in its "
+            f"metadata ({IMPORT_KEY}) in a form no import writes ({problem}: edited since?), "
+            "so what is new in the file cannot be told. Nothing was written; import again "
+            "with replace=True to start the conversation over from the file.",
+        )
+    count = int(state["rows"])
+    tail_prints = list(state["tail"])
+    tail_ts = list(state["tail_ts"])
     head = count - len(tail_prints)
     if head > len(prints) or chain(prints[:head]) != state.get("head"):
         _refuse_a_cut_short_file(plan, count - min(head, len(prints)))
-        raise _rewritten(plan, count, len(prints))
+        raise _files_changed(plan, existing, count) or _rewritten(plan, count, len(prints))
     same = head
     while same < min(count, len(prints)) and prints[same] == tail_prints[same - head]:
         same += 1
@@ -187,7 +207,10 @@ def _continue(
     if same < count:
         _refuse_a_cut_short_file(plan, count - same)
         cutoff = int(tail_ts[same - head - 1]) if same > head else int(state["head_ts"])
-        _refuse_an_older_copy(store, plan, same, count, cutoff, existing.last_ts)
+        try:
+            _refuse_an_older_copy(store, plan, same, count, cutoff, existing.last_ts)
+        except ImportConflictError as exc:
+            raise _files_changed(plan, existing, count) or exc from None
         replaced = store.discard_imported_rows(plan.conversation_id, after=cutoff)
     new_rows = _after(plan.rows[same:], cutoff)
     added = store.import_timeline(plan.conversation_id, new_rows) if new_rows else {}
@@ -198,6 +221,30 @@ def _continue(
     if replaced:
         return dataclasses.replace(report, replaced=replaced)
     return report
+
+
+def _state_problem(state: dict[str, Any]) -> str | None:
+    """What is wrong with an import's bookkeeping (see :func:`_state`), or None."""
+
+    def whole(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+    tail, tail_ts = state.get("tail"), state.get("tail_ts")
+    checks = {
+        "rows": whole(state.get("rows")),
+        "head": isinstance(state.get("head"), str),
+        "head_ts": whole(state.get("head_ts")),
+        "tail": isinstance(tail, list) and all(isinstance(p, str) for p in tail),
+        "tail_ts": isinstance(tail_ts, list) and all(whole(ts) for ts in tail_ts),
+        "last_ts": whole(state.get("last_ts")),
+    }
+    wrong = [key for key, good in checks.items() if not good]
+    if wrong:
+        return f"{', '.join(wrong)} missing or of the wrong type"
+    assert isinstance(tail, list) and isinstance(tail_ts, list)
+    if len(tail) != len(tail_ts) or len(tail) > state["rows"]:
+        return "tail and tail_ts do not match rows"
+    return None
 
 
 def _refuse_a_cut_short_file(plan: ImportPlan, missing: int) -> None:
@@ -255,6 +302,35 @@ def _refuse_an_older_copy(
         "were kept and nothing was written. Import the newer file (or this one once the agent "
         "has gone on), or import again with replace=True to start the conversation over from "
         "this one.",
+    )
+
+
+def _files_changed(
+    plan: ImportPlan, existing: Conversation, count: int
+) -> ImportConflictError | None:
+    """The conflict of a task folder that no longer holds the files it held when it was
+    imported (one moved away, or one added since: its rows fall among the others), or
+    None when the same files are there."""
+    before = existing.metadata.get(plan.source)
+    now = plan.metadata.get(plan.source)
+    before_files = before.get("files") if isinstance(before, dict) else None
+    now_files = now.get("files") if isinstance(now, dict) else None
+    if not isinstance(before_files, list) or not isinstance(now_files, list):
+        return None
+    gone = [name for name in before_files if name not in now_files]
+    new = [name for name in now_files if name not in before_files]
+    if not gone and not new:
+        return None
+    changes = [f"{', '.join(gone)} no longer there"] if gone else []
+    changes += [f"{', '.join(new)} there now"] if new else []
+    return ImportConflictError(
+        Path(plan.path),
+        None,
+        f"holds other files than when it was imported into conversation "
+        f"{plan.conversation_id!r} ({' and '.join(changes)}), and its {len(plan.rows)} rows "
+        f"no longer continue the {count} imported. Nothing was written; put the folder back "
+        "as it was, or import again with replace=True to start the conversation over from "
+        "the folder as it is.",
     )
 
 

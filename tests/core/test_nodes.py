@@ -164,6 +164,21 @@ def test_each_block_shape_lands_on_its_type(
         ("run_shell_command", {"command": "ls"}, CallInfo("run_shell_command")),
         ("read_file", "not a dict", CallInfo("read_file")),
         ("read_file", {"path": "a", "offset": -3, "limit": 0}, CallInfo("read_file", "a", 1)),
+        # no line a line column holds: "²" is a digit to str.isdigit but not to int, a
+        # string of 5,000 digits is one int() refuses, and 10**30 overflowed the column
+        (
+            "read_file",
+            {"path": "a", "start_line": "²", "end_line": "9"},
+            CallInfo("read_file", "a"),
+        ),
+        ("read_file", {"path": "a", "offset": "1" * 5_000}, CallInfo("read_file", "a")),
+        ("read_file", {"path": "a", "start_line": 10**30}, CallInfo("read_file", "a")),
+        ("read_file", {"path": "a", "offset": 5, "limit": 10**30}, CallInfo("read_file", "a", 6)),
+        (
+            "read_file",
+            {"path": "a", "offset": 2**31 - 2, "limit": 2**31 - 1},
+            CallInfo("read_file", "a", 2**31 - 1),
+        ),
     ],
 )
 def test_tool_calls_give_their_file_and_lines(

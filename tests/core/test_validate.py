@@ -311,6 +311,11 @@ RESULT_LIST_ERRORS: list[tuple[list[Any], str]] = [
         "blocks.",
     ),
     (
+        [{"type": ["text"]}],
+        "content[0].content[0] has type ['text']; tool results hold text, image or document "
+        "blocks.",
+    ),
+    (
         [{"type": "text"}],
         "content[0].content[0] (text) is malformed: text.text: Field required.",
     ),

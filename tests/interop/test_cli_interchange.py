@@ -434,7 +434,9 @@ def test_a_link_that_cannot_be_followed_is_a_clear_error(
     else:
         shutil.copytree(TASK, folder / "tasks" / TASK.name)
         blocked = folder / "tasks" / "1760000000000"  # a task folder, as a link
-    blocked.symlink_to(tmp_path)
+    target = tmp_path / "elsewhere"
+    shutil.copytree(TASK, target)  # a task folder (a link to anything else is never read)
+    blocked.symlink_to(target)
     real_path = os.path.realpath
 
     def refusing(path: Any, *args: Any, **kwargs: Any) -> str:
