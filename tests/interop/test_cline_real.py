@@ -20,6 +20,7 @@ import pytest
 from contextstore import ContextStore
 from contextstore.core.view import RESULT_MISSING
 from contextstore.interop import ImportConflictError, export_cline, import_cline
+from contextstore.renderers.registry import validate_provider_payload
 from tests.interop.real import (
     CLINE,
     cline_tasks,
@@ -405,3 +406,65 @@ def test_the_readme_audit_of_failed_requests_counts_the_real_ones(tmp_path: Path
         len(_says(ui[ui.index(_says(ui, "api_req_started")[0]) :], "error_retry")),
     )
     assert row[0] == 7 and row[2] > 0
+
+
+# -- an API message with empty content ---------------------------------------------------
+
+
+def _with_empty_messages(task: Path, into: Path, indices: Sequence[int]) -> list[Any]:
+    """A copy of the real task whose API messages at ``indices`` have ``"content": []``;
+    returns the API history written."""
+    shutil.copytree(task, into)
+    api = load(into / "api_conversation_history.json")
+    for idx in indices:
+        api[idx]["content"] = []
+    (into / "api_conversation_history.json").write_text(json.dumps(api), encoding="utf-8")
+    return api  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("task", WITH_HISTORY)
+def test_a_message_with_empty_content_keeps_the_history_after_it(
+    store: ContextStore, task: Path, tmp_path: Path
+) -> None:
+    """An API message whose content is [] used to end the imported history there: every
+    message after it was left out. It is kept with an empty text (which renders leave
+    out), noted, every message after it keeps its index (so Cline's checkpoints, ranges
+    and UI messages still line up), and the export writes [] back."""
+    folder = tmp_path / "tasks" / task.name
+    middle = len(load(task / "api_conversation_history.json")) // 2
+    empty = [middle - middle % 2 + 1, middle - middle % 2 + 4]  # an assistant, a user message
+    api = _with_empty_messages(task, folder, empty)
+    report = import_cline(store, folder).items[0]
+    notes = [n for n in report.skipped if "empty content" in n.reason]
+    assert [n.position for n in notes] == [f"message {idx}" for idx in empty]
+    assert "export cline writes [] back" in notes[0].reason
+    stored = store.messages(report.conversation_id)
+    assert len(stored) == len(api)
+    for idx, (message, original) in enumerate(zip(stored, api, strict=True)):
+        if idx in empty:
+            assert message["content"] == "" and message["role"] == original["role"]
+        else:
+            assert message == original
+    ui = _ui(folder)
+    records = store.source_records(report.conversation_id)
+    assert [r.data for r in records] == ui
+    for checkpoint in store.checkpoints(report.conversation_id):
+        ui_message = [r for r in records if r.ts < checkpoint.ts][-1].data
+        kept, _, _ = cline_restore(api, ui, ui_message["ts"])
+        assert len(store.messages(report.conversation_id, as_of=checkpoint.ts)) == len(kept)
+    with ContextStore.open(":memory:") as whole:
+        cid = import_cline(whole, task).conversation_id
+        for format in ("anthropic", "openai", "gemini"):
+            # no more than the task as Cline wrote it (its last call may be unanswered)
+            payload = store.render(report.conversation_id, format=format)
+            expected = validate_provider_payload(format, whole.render(cid, format=format))
+            assert validate_provider_payload(format, payload) == expected
+    store.check(report.conversation_id)
+    out = tmp_path / "out" / task.name
+    export_cline(store, report.conversation_id, out)
+    assert load(out / "api_conversation_history.json") == api
+    assert load(out / "ui_messages.json") == ui
+    assert import_cline(store, folder).items[0].status == "unchanged"
+    with ContextStore.open(":memory:") as other:
+        again = import_cline(other, out).items[0]
+        assert other.messages(again.conversation_id) == stored
