@@ -28,6 +28,7 @@ from contextstore.interop import (
 )
 from contextstore.interop.cline import ClineEditType, edit_type_for_kind, kind_for_edit_type
 from tests.interop.cline_factory import NOTE, dedupe_history, story, write_storage
+from tests.interop.real import archived_rows, history_counts
 
 DATA = Path(__file__).parent / "data"
 TASK_ID = "1732000000000"
@@ -332,7 +333,9 @@ def test_a_task_resumed_in_cline_replaces_the_rows_cline_rewrote(
     assert update.status == "updated" and update.replaced == 5
     with ContextStore.open(":memory:") as fresh:
         expected = import_cline(fresh, folder).items[0]
-        assert store.row_counts(first.conversation_id) == fresh.row_counts(first.conversation_id)
+        cid = first.conversation_id
+        assert history_counts(store, cid) == history_counts(fresh, cid)
+        assert archived_rows(store, cid) == update.replaced  # kept, not deleted
         assert store.render(first.conversation_id) == fresh.render(first.conversation_id)
         assert [r.data for r in store.source_records(first.conversation_id)] == whole.ui
         assert expected.added["source_records"] == len(whole.ui)
