@@ -178,7 +178,7 @@ def _print_audit(report: AuditReport) -> None:
                 r.rollback_id,
                 format_ts(r.ran_at),
                 format_ts(r.cutoff_ts),
-                r.target or "",
+                r.target if r.target is not None else "(import)",
                 ", ".join(f"{n} {name}" for name, n in ordered_counts(r.removed) if n) or "0",
                 "purged" if r.purged else f"{r.rows_archived} archived",
                 format_ts(r.restored_ts),

@@ -123,6 +123,15 @@ def _note_later_rollbacks(store: Any, conversation_id: str, ts: int) -> None:
             continue
         if not event.total_removed:
             continue
+        if event.target is None:  # an import replaced rows the agent had rewritten
+            terminal.note(
+                f"an import (rollback {event.rollback_id}, {format_ts(event.ran_at)}) "
+                f"replaced what was written after {format_ts(event.cutoff_ts)} by the "
+                "agent's rewrite of it: this is the rewritten history. The replaced rows are "
+                f"archived: 'contextstore rollback {quoted} --to {event.cutoff_ts}', then "
+                f"'contextstore restore {quoted} {event.rollback_id}' puts them back."
+            )
+            continue
         back = (
             "they were purged"
             if event.purged

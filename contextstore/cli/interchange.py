@@ -94,7 +94,11 @@ def _ignore(_steps: int = 1) -> None:
 
 def _item_line(item: ItemReport) -> str:
     added = ", ".join(f"{count} {table}" for table, count in sorted(item.added.items()))
-    replaced = f", {item.replaced} rows replaced" if item.replaced else ""
+    replaced = (
+        f", {item.replaced} rows replaced (archived by rollback {item.replaced_rollback})"
+        if item.replaced
+        else ""
+    )
     detail = f" ({added}{replaced})" if added or replaced else ""
     return f"{item.status:<9}  {item.conversation_id or '-'}  {item.path}{detail}"
 

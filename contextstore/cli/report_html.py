@@ -281,7 +281,10 @@ def _audit_tables(report: AuditReport) -> str:
                         format_ts(r.ran_at),
                         format_ts(r.cutoff_ts),
                         ", ".join(f"{n} {t}" for t, n in ordered_counts(r.removed) if n),
-                        "purged" if r.purged else f"{r.rows_archived} archived",
+                        "purged"
+                        if r.purged
+                        else f"{r.rows_archived} archived"
+                        + (" (an import replaced them)" if r.target is None else ""),
                     )
                     for r in report.rollbacks
                 ],

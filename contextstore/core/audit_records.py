@@ -120,6 +120,8 @@ class RollbackEvent:
     cutoff_ts: int
     ran_at: int
     target: str | None
+    """The label or ts asked for; None for the rows an import replaced because the agent
+    rewrote them (:meth:`~contextstore.ContextStore.discard_imported_rows`)."""
     purged: bool
     restored_ts: int | None
     """When ``restore`` put the rows back (None while it has not)."""

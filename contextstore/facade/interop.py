@@ -11,7 +11,7 @@ from contextstore.core.content import NormalizedMessage, normalize_message_dict
 from contextstore.core.errors import ContentTooLargeError, InvalidInputError, TimelineError
 from contextstore.core.nodes import CallInfo, CountedMessage, NodeRow, batch_calls
 from contextstore.core.overlays import UpdateKind, UpdateMode, block_text
-from contextstore.core.records import RemovedSourceRecords, SourceRecord
+from contextstore.core.records import RemovedSourceRecords, RollbackReport, SourceRecord
 from contextstore.core.rows import (
     ROW_TABLES,
     CheckpointRow,
@@ -46,12 +46,12 @@ from contextstore.core.validate import (
     text_bytes,
 )
 from contextstore.facade.base import StoreBase
-from contextstore.storage import conversations, ranges
+from contextstore.storage import conversations, ranges, timeline
 from contextstore.storage import interop as storage
-from contextstore.storage.clock import last_ts
+from contextstore.storage.clock import last_ts, set_message_count
 from contextstore.storage.codec import EXACT_KEY, exact_pieces
 from contextstore.storage.database import Connection
-from contextstore.storage.interop import MessageInsert
+from contextstore.storage.interop import IMPORT_TARGET, MessageInsert
 
 MAX_ORIGIN_LENGTH = 32
 MAX_KIND_LENGTH = 64
@@ -265,13 +265,19 @@ class InteropMixin(StoreBase):
             for r in found
         ]
 
-    def discard_imported_rows(self, conversation_id: str, *, after: int) -> int:
-        """Delete the rows newer than ``after`` and set the clock back to it, for an importer
-        replacing rows it wrote that the other agent has since rewritten in place.
+    def discard_imported_rows(self, conversation_id: str, *, after: int) -> RollbackReport:
+        """Remove the rows newer than ``after`` and set the clock back to it, for an importer
+        replacing rows it wrote that the other agent has since rewritten in place (Cline
+        completing a message or restoring a checkpoint, Gemini CLI re-appending a record).
 
-        Nothing is archived, so this is refused once a rollback or restore ran after
-        ``after`` (their rows and archive would no longer match the timeline). Returns the
-        rows deleted.
+        The rows are archived, as :meth:`rollback` archives what it removes, under a
+        ``rollbacks`` row of their own whose ``target`` is None (no label or ts was asked
+        for), so the audit lists them and :meth:`restore` can put them back once the rows
+        written over them are rolled back. An exporter does not count that rollback as one
+        the other agent should hear of (Cline's ``deleted_api_reqs``): the agent made the
+        change. Refused once a rollback or restore asked for by a caller ran after
+        ``after`` (its rows and archive would no longer match the timeline). Returns what
+        was removed per table and the rollback's id.
 
         Raises:
             InvalidInputError: ``after`` is later than the clock, or a rollback ran since.
@@ -279,7 +285,7 @@ class InteropMixin(StoreBase):
         check_id(conversation_id)
         check_ts("after", after, optional=False)
 
-        def work(connection: Connection) -> int:
+        def work(connection: Connection) -> RollbackReport:
             last = last_ts(connection, conversation_id, lock=True)
             if after > last:
                 raise InvalidInputError(
@@ -290,14 +296,24 @@ class InteropMixin(StoreBase):
                     f"a rollback or restore ran after ts {after}; imported rows can no longer "
                     "be replaced in place."
                 )
-            removed = storage.delete_after(connection, conversation_id, after)
+            # The rollback's tick (its ``ran_at``) moves the clock on; it is set back to
+            # ``after`` below, where the importer's rows continue on the agent's clock.
+            rollback_id = timeline.start_rollback(
+                connection, conversation_id, after, IMPORT_TARGET, False
+            )
+            counts, first_removed = timeline.remove_after(
+                connection, conversation_id, after, archive_into=rollback_id
+            )
+            if first_removed is not None:
+                set_message_count(connection, conversation_id, first_removed)
+            timeline.set_rollback_counts(connection, rollback_id, counts)
             storage.advance_clock(connection, conversation_id, after)
-            return removed
+            return RollbackReport(conversation_id, after, counts, rollback_id, True)
 
-        removed = self._db.write(work)
+        report = self._db.write(work)
         # Rows written next may take the removed rows' timestamps: nothing read is reused.
         self.prepare_cache.discard(conversation_id)
-        return removed
+        return report
 
     def set_conversation_metadata(self, conversation_id: str, metadata: Mapping[str, Any]) -> None:
         """Replace a conversation's metadata object (an importer's bookkeeping lives there)."""

@@ -63,6 +63,35 @@ TASK_FILES: Final = (
 
 IMPORT_SOURCE: Final = "cline:context_history.json"
 """The ``source`` recorded on context updates imported from ``context_history.json``."""
+EMPTY_CONTENT_KEY: Final = "contextstore_empty_content"
+"""Marks an API message whose content was an empty list (``"content": []``), which the store
+cannot hold (no provider takes an empty message): it is kept with an empty text as its
+content (renders leave it out), so every later message keeps its index, and ``export cline``
+writes ``[]`` back."""
+
+
+def with_empty_content(message: Any) -> Any:
+    """An API message whose content is ``[]`` as the store keeps it (see
+    :data:`EMPTY_CONTENT_KEY`); any other value as it is."""
+    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+        return message
+    if message["content"]:
+        return message
+    kept = {key: ("" if key == "content" else value) for key, value in message.items()}
+    kept[EMPTY_CONTENT_KEY] = True
+    return kept
+
+
+def as_written(message: dict[str, Any]) -> dict[str, Any]:
+    """A stored API message as Cline wrote it: one kept by :func:`with_empty_content` gets
+    its ``[]`` back (while its content is still the empty text it was given)."""
+    if message.get(EMPTY_CONTENT_KEY) is not True or message.get("content") != "":
+        return message
+    return {
+        key: ([] if key == "content" else value)
+        for key, value in message.items()
+        if key != EMPTY_CONTENT_KEY
+    }
 
 
 def is_int(value: Any, maximum: int = MAX_TS) -> bool:
@@ -379,7 +408,8 @@ def _ui_file(files: Sequence[str]) -> str | None:
 def _read_messages(
     path: Path, folder: Folder, notes: list[Note], files: Sequence[str], sizes: list[int]
 ) -> list[dict[str, Any]]:
-    """The API history up to its first message the store cannot hold (noted)."""
+    """The API history up to its first message the store cannot hold (noted); a message
+    with empty content is kept by :func:`with_empty_content` (noted)."""
     if API_HISTORY_FILE not in files:
         return []
     value = folder.read_json(path, notes)
@@ -401,6 +431,19 @@ def _read_messages(
         if count:
             first = first or f"message {idx}"
             replaced += count
+        emptied = with_empty_content(message)
+        if emptied is not message:
+            notes.append(
+                Note(
+                    str(path),
+                    f"message {idx}",
+                    "has empty content ([]), which the store cannot hold and no provider "
+                    "takes: it was kept with an empty text as its content, which renders "
+                    "leave out, so that the messages after it keep their places; export "
+                    "cline writes [] back.",
+                )
+            )
+            message = emptied
         try:
             sizes.append(normalize_message_dict(message).json_size())
         except InvalidInputError as exc:

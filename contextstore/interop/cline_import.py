@@ -21,6 +21,7 @@ from contextstore.interop.cline import (
     TASK_HISTORY_FILE,
     TASK_METADATA_FILE,
     UI_MESSAGES_FILE,
+    as_written,
     find_tasks,
     focus_chain_file,
     is_task_dir,
@@ -152,7 +153,7 @@ def export_cline(
     state = import_state(conversation.metadata)
     imported = state is not None and state.get("source") == ORIGIN
     imported_until = int(state["last_ts"]) if imported and state else None
-    messages = store.messages(conversation_id)
+    messages = [as_written(message) for message in store.messages(conversation_id)]
     notes: list[Note] = []
     ui = _ui_messages(store, conversation_id, imported_until)
     updates = [u for u in store.context_updates(conversation_id) if _exportable(u, notes)]

@@ -49,6 +49,7 @@ from contextstore.core.validate import MAX_ID_LENGTH, MAX_INT32
 from contextstore.interop.cline import (
     API_HISTORY_FILE,
     CONTEXT_HISTORY_FILE,
+    EMPTY_CONTENT_KEY,
     IMPORT_SOURCE,
     TASK_HISTORY_FILE,
     TASK_METADATA_FILE,
@@ -262,7 +263,10 @@ def _update_problem(update: ClineUpdate, messages: Sequence[Mapping[str, Any]]) 
             f"the history has only {len(messages)} messages (Cline's positional address "
             "drifted); left out."
         )
-    blocks = normalize_message_dict(messages[update.message_idx]).blocks
+    message = messages[update.message_idx]
+    if message.get(EMPTY_CONTENT_KEY) is True:
+        return "the message has empty content, no block to rewrite; left out."
+    blocks = normalize_message_dict(message).blocks
     if update.block_idx >= len(blocks):
         return "the message has no such block (Cline's positional address drifted); left out."
     if block_text(blocks[update.block_idx]) is None:

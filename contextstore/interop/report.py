@@ -35,6 +35,9 @@ class ItemReport:
         added: rows written per table.
         skipped: what was left out or repaired, each naming the file, position and reason.
         replaced: rows of an earlier import that the file rewrote, replaced by its own.
+        replaced_rollback: the rollback that archived those rows (``contextstore audit``
+            lists it; ``restore`` puts them back once the rows written over them are
+            rolled back), or None when none were replaced.
     """
 
     path: str
@@ -43,6 +46,7 @@ class ItemReport:
     added: dict[str, int] = field(default_factory=dict)
     skipped: tuple[Note, ...] = ()
     replaced: int = 0
+    replaced_rollback: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The item as a JSON object."""
@@ -52,6 +56,7 @@ class ItemReport:
             "status": self.status,
             "added": dict(self.added),
             "replaced": self.replaced,
+            "replaced_rollback": self.replaced_rollback,
             "skipped": [note.to_json() for note in self.skipped],
         }
 

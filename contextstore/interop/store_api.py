@@ -11,6 +11,7 @@ from contextstore.core.records import (
     Conversation,
     RemovedSourceRecords,
     RequestRecord,
+    RollbackReport,
     SourceRecord,
 )
 from contextstore.core.rows import TimelineRow
@@ -47,7 +48,7 @@ class InteropStore(Protocol):
         self, conversation_id: str, metadata: Mapping[str, Any]
     ) -> None: ...
 
-    def discard_imported_rows(self, conversation_id: str, *, after: int) -> int: ...
+    def discard_imported_rows(self, conversation_id: str, *, after: int) -> RollbackReport: ...
 
     def import_timeline(
         self, conversation_id: str, rows: Sequence[TimelineRow]

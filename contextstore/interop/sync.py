@@ -9,14 +9,17 @@ Importing the same file again then:
 * adds only the new rows when the file grew (``updated``). Agents rewrite their newest
   records in place (Cline completes a streaming message, fills in a request's usage, drops
   its ``resume_task`` prompt when a task resumes; Gemini CLI re-appends a record with its
-  tokens): imported rows from the first such change on are replaced by the file's, as long
-  as the change lies within the newest :data:`TAIL_ROWS` rows;
+  tokens; Cline restores a recent checkpoint): imported rows from the first such change on
+  are replaced by the file's, as long as the change lies within the newest
+  :data:`TAIL_ROWS` rows. The rows replaced are archived under a rollback of their own
+  (:meth:`~contextstore.interop.store_api.InteropStore.discard_imported_rows`), which the
+  report names (``replaced_rollback``), so a restore can put them back;
 * refuses, as a conflict that deletes nothing, a file that holds less than was imported and
   nothing newer (an older copy of the history: a backup, an earlier save, a legacy ``.json``
   session that Gemini CLI has continued in a ``.jsonl``): replacing with it would delete the
   newest imported rows, which no rewrite in place does;
 * refuses with :class:`~contextstore.interop.errors.ImportConflictError` when an older row
-  changed (Cline restored a checkpoint and went another way, the file was replaced) or when
+  changed (Cline restored an older checkpoint and went another way, the file was replaced) or when
   the conversation was changed in contextstore since; ``replace=True`` starts it over.
 """
 
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from contextstore.core.errors import ConversationNotFoundError, InvalidInputError
-from contextstore.core.records import Conversation
+from contextstore.core.records import Conversation, RollbackReport
 from contextstore.core.rows import MessageRow, TimelineRow
 from contextstore.interop.errors import ImportConflictError, InteropError, UnsafeInputError
 from contextstore.interop.files import Note
@@ -202,7 +205,7 @@ def _continue(
             "rows cannot continue the agent's timeline. Nothing was written; fork the "
             "conversation to keep your changes, then import again with replace=True.",
         )
-    replaced = 0
+    replaced: RollbackReport | None = None
     cutoff = existing.last_ts
     if same < count:
         _refuse_a_cut_short_file(plan, count - same)
@@ -218,9 +221,10 @@ def _continue(
     new_state = _state(dataclasses.replace(plan, rows=rows), prints)
     store.set_conversation_metadata(plan.conversation_id, {**plan.metadata, IMPORT_KEY: new_state})
     report = _report(plan, UPDATED, added)
-    if replaced:
-        return dataclasses.replace(report, replaced=replaced)
-    return report
+    if replaced is None:
+        return report
+    removed = sum(n for table, n in replaced.removed.items() if table != "blocks")
+    return dataclasses.replace(report, replaced=removed, replaced_rollback=replaced.rollback_id)
 
 
 def _state_problem(state: dict[str, Any]) -> str | None:

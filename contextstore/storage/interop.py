@@ -16,7 +16,6 @@ from sqlalchemy import (
     Connection,
     Text,
     and_,
-    delete,
     insert,
     or_,
     select,
@@ -32,7 +31,6 @@ from contextstore.storage.clock import NO_LIMIT
 from contextstore.storage.codec import column_text, decode_block, decode_json
 from contextstore.storage.tables import (
     ARCHIVES,
-    TIMELINE_TABLES,
     api_requests,
     blocks,
     checkpoints,
@@ -43,7 +41,6 @@ from contextstore.storage.tables import (
     rollbacks,
     source_records,
 )
-from contextstore.storage.timeline import first_after
 
 
 @dataclass(frozen=True)
@@ -163,44 +160,22 @@ def advance_clock(connection: Connection, conversation_id: str, ts: int) -> None
     )
 
 
-def delete_after(connection: Connection, conversation_id: str, cutoff: int) -> int:
-    """Delete every timeline row with ``ts > cutoff`` (blocks with their messages), without
-    archiving them; returns the rows deleted (blocks not counted)."""
-    removed = 0
-    first = first_after(connection, conversation_id, cutoff)
-    if first is not None:
-        connection.execute(
-            delete(blocks).where(
-                blocks.c.conversation_id == conversation_id, blocks.c.message_idx >= first
-            )
-        )
-        removed += connection.execute(
-            delete(messages).where(
-                messages.c.conversation_id == conversation_id, messages.c.idx >= first
-            )
-        ).rowcount
-        connection.execute(
-            update(conversations)
-            .where(conversations.c.id == conversation_id)
-            .values(message_count=first)
-        )
-    for table in TIMELINE_TABLES:
-        if table is not messages:
-            removed += connection.execute(
-                delete(table).where(table.c.conversation_id == conversation_id, table.c.ts > cutoff)
-            ).rowcount
-    return removed
+IMPORT_TARGET = None
+"""The ``target`` of the rollback an importer's :func:`discard_imported_rows
+<contextstore.facade.interop.InteropMixin.discard_imported_rows>` writes: none (a caller's
+rollback always has one, the label or ts it asked for)."""
 
 
 def rollback_after(connection: Connection, conversation_id: str, ts: int) -> bool:
-    """True when a rollback (or a restore) of the conversation ran after ``ts``."""
+    """True when a rollback a caller asked for ran after ``ts``, or any restore did (an
+    importer's own replacement of rows, target None, does not count)."""
     return (
         connection.execute(
             select(rollbacks.c.id)
             .where(
                 rollbacks.c.conversation_id == conversation_id,
                 or_(
-                    rollbacks.c.ran_at > ts,
+                    and_(rollbacks.c.target.is_not(None), rollbacks.c.ran_at > ts),
                     and_(rollbacks.c.restored_ts.is_not(None), rollbacks.c.restored_ts > ts),
                 ),
             )
@@ -307,14 +282,19 @@ class RemovedRecords:
 def load_removed_source_records(
     connection: Connection, conversation_id: str
 ) -> list[RemovedRecords]:
-    """For each rollback of the conversation not restored since, the source records it
-    archived (oldest rollback first); rollbacks that archived none are left out."""
+    """For each rollback a caller asked for (not an importer's replacement of rows) and not
+    restored since, the source records it archived (oldest rollback first); rollbacks
+    that archived none are left out."""
     found: list[RemovedRecords] = []
     kept = ARCHIVES[source_records.name]
     columns = [c for c in kept.c if c.name not in ("data", "rollback_id")]
     runs = connection.execute(
         select(rollbacks.c.id, rollbacks.c.cutoff_ts, rollbacks.c.ran_at)
-        .where(rollbacks.c.conversation_id == conversation_id, rollbacks.c.restored_ts.is_(None))
+        .where(
+            rollbacks.c.conversation_id == conversation_id,
+            rollbacks.c.restored_ts.is_(None),
+            rollbacks.c.target.is_not(None),
+        )
         .order_by(rollbacks.c.ran_at)
     ).all()
     for run in runs:

@@ -230,7 +230,7 @@ def insert_rollback(
     conversation_id: str,
     cutoff: int,
     ran_at: int,
-    target: str,
+    target: str | None,
     purged: bool,
 ) -> int:
     """Insert a rollback's row (its counts follow with :func:`set_rollback_counts`)."""
@@ -269,7 +269,7 @@ _TICKED_ROLLBACK = Statement(_ticked_rollback)
 
 
 def start_rollback(
-    connection: Connection, conversation_id: str, cutoff: int, target: str, purged: bool
+    connection: Connection, conversation_id: str, cutoff: int, target: str | None, purged: bool
 ) -> int:
     """Consume a tick of the conversation's clock for a rollback (its ``ran_at``) and insert
     the rollback's row; returns its id (its counts follow with :func:`set_rollback_counts`).

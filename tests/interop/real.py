@@ -118,11 +118,30 @@ def older_session(session: Path, into: Path, records: list[Any]) -> Path:
     return path
 
 
+def history_counts(store: ContextStore, cid: str) -> dict[str, int]:
+    """The conversation's rows per table, without rollbacks and their archive (an import
+    that replaced rows the agent rewrote archives them under a rollback)."""
+    return {
+        table: count
+        for table, count in store.row_counts(cid).items()
+        if table != "rollbacks" and not table.startswith("archived_")
+    }
+
+
+def archived_rows(store: ContextStore, cid: str) -> int:
+    """Rows the conversation's rollbacks archived (blocks not counted)."""
+    counts = store.row_counts(cid)
+    return sum(n for table, n in counts.items() if table.startswith("archived_")) - counts.get(
+        "archived_blocks", 0
+    )
+
+
 def stored_rows(store: ContextStore, cid: str) -> tuple[Any, ...]:
     """What an import may change of a conversation, to compare before and after: its row
-    counts, messages, source records' data, requests and checkpoints."""
+    counts (rollbacks and their archive left out), messages, source records' data,
+    requests and checkpoints."""
     return (
-        store.row_counts(cid),
+        history_counts(store, cid),
         store.messages(cid),
         [r.data for r in store.source_records(cid)],
         store.requests(cid),

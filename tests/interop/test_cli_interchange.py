@@ -464,3 +464,40 @@ def test_an_export_path_too_long_for_the_file_system_is_a_clear_error(tmp_path: 
     assert code == 2
     assert err == f"error: could not write the file: File name too long ({too_long}).\n"
     assert sorted(tmp_path.iterdir()) == before
+
+
+def test_rows_an_import_replaced_are_archived_listed_and_restored(tmp_path: Path) -> None:
+    """Cline rewrote its newest rows (a resumed task): importing again replaces them, and
+    the report names the rollback that archived them; the audit lists it as an import's,
+    'show --as-of' a moment among them says how to get them back, and that works."""
+    db = tmp_path / "r.db"
+    folder = tmp_path / "tasks" / "1760000000000"
+    earlier = story(4)
+    earlier.api = earlier.api[:6]
+    earlier.ui = [m for m in earlier.ui if m["conversationHistoryIndex"] <= 5]
+    earlier.ui[-1] = {**earlier.ui[-1], "text": "streaming..."}
+    earlier.write(folder)
+    code, out, err = _run(db, "import", "cline", str(folder))
+    assert code == 0, err
+    with ContextStore.open(db) as store:
+        before = store.source_records("1760000000000")
+    story(4).write(folder)
+    code, out, err = _run(db, "import", "cline", str(folder))
+    assert code == 0, err
+    assert "rows replaced (archived by rollback 1))" in out
+    code, out, err = _run(db, "import", "cline", str(folder), "--json")
+    assert json.loads(out)["items"][0]["status"] == "unchanged"
+    code, out, err = _run(db, "audit", "1760000000000")
+    assert code == 0 and "(import)" in out, err
+    with ContextStore.open(db) as store:
+        (event,) = store.audit("1760000000000").rollbacks
+    cutoff = event.cutoff_ts
+    code, out, err = _run(db, "show", "1760000000000", "--as-of", str(cutoff + 1))
+    assert code == 0 and "an import (rollback 1" in err
+    assert f"'contextstore rollback 1760000000000 --to {cutoff}', then" in err
+    code, out, err = _run(db, "rollback", "1760000000000", "--to", str(cutoff), "--yes")
+    assert code == 0, err
+    code, out, err = _run(db, "restore", "1760000000000", "1")
+    assert code == 0, err
+    with ContextStore.open(db) as store:
+        assert store.source_records("1760000000000") == before

@@ -28,6 +28,7 @@ from contextstore.interop import (
 )
 from contextstore.interop.cline import ClineEditType, edit_type_for_kind, kind_for_edit_type
 from tests.interop.cline_factory import NOTE, dedupe_history, story, write_storage
+from tests.interop.real import archived_rows, history_counts
 
 DATA = Path(__file__).parent / "data"
 TASK_ID = "1732000000000"
@@ -332,7 +333,9 @@ def test_a_task_resumed_in_cline_replaces_the_rows_cline_rewrote(
     assert update.status == "updated" and update.replaced == 5
     with ContextStore.open(":memory:") as fresh:
         expected = import_cline(fresh, folder).items[0]
-        assert store.row_counts(first.conversation_id) == fresh.row_counts(first.conversation_id)
+        cid = first.conversation_id
+        assert history_counts(store, cid) == history_counts(fresh, cid)
+        assert archived_rows(store, cid) == update.replaced  # kept, not deleted
         assert store.render(first.conversation_id) == fresh.render(first.conversation_id)
         assert [r.data for r in store.source_records(first.conversation_id)] == whole.ui
         assert expected.added["source_records"] == len(whole.ui)
@@ -551,6 +554,38 @@ def test_a_message_the_store_refuses_ends_the_history_there(
     (note,) = report.items[0].skipped
     assert note.position == "message 5" and "kept up to message 4" in note.reason
     assert memory_store.messages(report.conversation_id) == task.api[:5]
+
+
+def test_messages_with_empty_content_keep_their_places_and_export_as_written(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    """Content [] (first, middle, last): no provider takes it and the store cannot hold it,
+    so it is kept as an empty text that renders leave out; it used to end the history."""
+    task = story(4)
+    task.context_history = dedupe_history(task, at_request=-1)  # rewrites message 1 first
+    empty = [0, 1, len(task.api) - 1]
+    for idx in empty:
+        task.api[idx]["content"] = []
+    folder = task.write(tmp_path / "tasks" / "1760000000000")
+    report = import_cline(memory_store, folder)
+    notes = report.items[0].skipped
+    assert [n.position for n in notes if "empty content ([])" in n.reason] == [
+        f"message {idx}" for idx in empty
+    ]
+    (update_note,) = [n for n in notes if n.position and n.position.startswith("update")]
+    assert str(update_note.position).endswith("message 1 block 0")
+    assert "has empty content, no block to rewrite" in update_note.reason
+    cid = report.conversation_id
+    stored = memory_store.messages(cid)
+    assert [m["content"] for m in stored] == [
+        "" if idx in empty else m["content"] for idx, m in enumerate(task.api)
+    ]
+    view = memory_store.render(cid, format="anthropic")
+    assert all(m["content"] for m in view) and view[0]["role"] == "user"
+    out = tmp_path / "out" / "1760000000000"
+    export_cline(memory_store, cid, out)
+    assert _load(out / "api_conversation_history.json") == task.api
+    assert _load(out / "ui_messages.json") == task.ui
 
 
 def test_a_first_message_the_store_refuses_says_no_message_was_kept(

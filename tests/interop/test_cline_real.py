@@ -20,11 +20,14 @@ import pytest
 from contextstore import ContextStore
 from contextstore.core.view import RESULT_MISSING
 from contextstore.interop import ImportConflictError, export_cline, import_cline
+from contextstore.renderers.registry import validate_provider_payload
 from tests.interop.real import (
     CLINE,
+    archived_rows,
     cline_tasks,
     cline_tasks_with_history,
     earlier_task,
+    history_counts,
     load,
     need,
     params,
@@ -281,14 +284,15 @@ def test_a_task_that_grew_gets_only_its_new_rows(
     first = import_cline(store, earlier).items[0]
     with ContextStore.open(":memory:") as fresh:
         whole = import_cline(fresh, grown).items[0]
-        expected_rows = fresh.row_counts(whole.conversation_id)
+        expected_rows = history_counts(fresh, whole.conversation_id)
         expected = [r.data for r in fresh.source_records(whole.conversation_id)]
     update = import_cline(store, grown).items[0]
     assert update.conversation_id == first.conversation_id == task.name
     assert update.status == "updated"
     added = {k: first.added.get(k, 0) + update.added.get(k, 0) for k in whole.added}
     assert sum(added.values()) - update.replaced == sum(whole.added.values())
-    assert store.row_counts(task.name) == expected_rows
+    assert history_counts(store, task.name) == expected_rows
+    assert archived_rows(store, task.name) == update.replaced  # kept, not deleted
     assert [r.data for r in store.source_records(task.name)] == expected
     assert import_cline(store, grown).items[0].status == "unchanged"
 
@@ -405,3 +409,136 @@ def test_the_readme_audit_of_failed_requests_counts_the_real_ones(tmp_path: Path
         len(_says(ui[ui.index(_says(ui, "api_req_started")[0]) :], "error_retry")),
     )
     assert row[0] == 7 and row[2] > 0
+
+
+# -- an API message with empty content ---------------------------------------------------
+
+
+def _with_empty_messages(task: Path, into: Path, indices: Sequence[int]) -> list[Any]:
+    """A copy of the real task whose API messages at ``indices`` have ``"content": []``;
+    returns the API history written."""
+    shutil.copytree(task, into)
+    api = load(into / "api_conversation_history.json")
+    for idx in indices:
+        api[idx]["content"] = []
+    (into / "api_conversation_history.json").write_text(json.dumps(api), encoding="utf-8")
+    return api  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("task", WITH_HISTORY)
+def test_a_message_with_empty_content_keeps_the_history_after_it(
+    store: ContextStore, task: Path, tmp_path: Path
+) -> None:
+    """An API message whose content is [] used to end the imported history there: every
+    message after it was left out. It is kept with an empty text (which renders leave
+    out), noted, every message after it keeps its index (so Cline's checkpoints, ranges
+    and UI messages still line up), and the export writes [] back."""
+    folder = tmp_path / "tasks" / task.name
+    middle = len(load(task / "api_conversation_history.json")) // 2
+    empty = [middle - middle % 2 + 1, middle - middle % 2 + 4]  # an assistant, a user message
+    api = _with_empty_messages(task, folder, empty)
+    report = import_cline(store, folder).items[0]
+    notes = [n for n in report.skipped if "empty content" in n.reason]
+    assert [n.position for n in notes] == [f"message {idx}" for idx in empty]
+    assert "export cline writes [] back" in notes[0].reason
+    stored = store.messages(report.conversation_id)
+    assert len(stored) == len(api)
+    for idx, (message, original) in enumerate(zip(stored, api, strict=True)):
+        if idx in empty:
+            assert message["content"] == "" and message["role"] == original["role"]
+        else:
+            assert message == original
+    ui = _ui(folder)
+    records = store.source_records(report.conversation_id)
+    assert [r.data for r in records] == ui
+    for checkpoint in store.checkpoints(report.conversation_id):
+        ui_message = [r for r in records if r.ts < checkpoint.ts][-1].data
+        kept, _, _ = cline_restore(api, ui, ui_message["ts"])
+        assert len(store.messages(report.conversation_id, as_of=checkpoint.ts)) == len(kept)
+    with ContextStore.open(":memory:") as whole:
+        cid = import_cline(whole, task).conversation_id
+        for format in ("anthropic", "openai", "gemini"):
+            # no more than the task as Cline wrote it (its last call may be unanswered)
+            payload = store.render(report.conversation_id, format=format)
+            expected = validate_provider_payload(format, whole.render(cid, format=format))
+            assert validate_provider_payload(format, payload) == expected
+    store.check(report.conversation_id)
+    out = tmp_path / "out" / task.name
+    export_cline(store, report.conversation_id, out)
+    assert load(out / "api_conversation_history.json") == api
+    assert load(out / "ui_messages.json") == ui
+    assert import_cline(store, folder).items[0].status == "unchanged"
+    with ContextStore.open(":memory:") as other:
+        again = import_cline(other, out).items[0]
+        assert other.messages(again.conversation_id) == stored
+
+
+# -- a checkpoint restore in Cline, imported again ---------------------------------------
+
+
+def _restored_in_cline(
+    task: Path, folder: Path, checkpoint_ui_ts: int
+) -> tuple[list[Any], list[dict[str, Any]]]:
+    """The task folder as Cline leaves it after restoring the task to the checkpoint whose
+    UI message is stamped ``checkpoint_ui_ts`` (its ``deleted_api_reqs`` stamped later than
+    anything), then one new question of the user's."""
+    api, ui = load(task / "api_conversation_history.json"), _ui(task)
+    kept_api, kept_ui, totals = cline_restore(api, ui, checkpoint_ui_ts)
+    last = max(m["ts"] for m in ui)
+    index = len(kept_api) - 1
+    kept_ui = [
+        *kept_ui,
+        {
+            "ts": last + 1000,
+            "type": "say",
+            "say": "deleted_api_reqs",
+            "text": json.dumps(totals, separators=(",", ":")),
+            "conversationHistoryIndex": index,
+        },
+        {
+            "ts": last + 2000,
+            "type": "say",
+            "say": "user_feedback",
+            "text": "Try again.",
+            "conversationHistoryIndex": index,
+        },
+    ]
+    (folder / "api_conversation_history.json").write_text(json.dumps(kept_api))
+    (folder / "ui_messages.json").write_text(json.dumps(kept_ui))
+    return kept_api, kept_ui
+
+
+@pytest.mark.parametrize("task", WITH_HISTORY)
+def test_a_checkpoint_restore_in_cline_archives_the_rows_it_replaces(
+    store: ContextStore, task: Path, tmp_path: Path
+) -> None:
+    """Cline restored a recent checkpoint (within the newest rows an import may find
+    rewritten): importing again replaces the rows after it by the file's. They used to be
+    deleted for good; a rollback of their own now archives them, the audit lists it, and
+    a restore brings them back, as after any rollback. The export is the file as Cline
+    left it (no deleted_api_reqs of contextstore's beside Cline's own)."""
+    folder = tmp_path / "tasks" / task.name
+    shutil.copytree(task, folder)
+    cid = import_cline(store, folder).conversation_id
+    before = stored_rows(store, cid)
+    checkpoint = store.checkpoints(cid)[-3]
+    ui_ts = int(str(checkpoint.label).split(":")[1])
+    kept_api, kept_ui = _restored_in_cline(task, folder, ui_ts)
+    item = import_cline(store, folder).items[0]
+    assert item.status == "updated" and item.replaced > 0
+    assert item.replaced_rollback is not None
+    (event,) = store.audit(cid).rollbacks
+    assert event.rollback_id == item.replaced_rollback and event.target is None
+    assert event.rows_archived == event.total_removed >= item.replaced
+    assert store.messages(cid) == kept_api
+    assert [r.data for r in store.source_records(cid)] == kept_ui
+    out = tmp_path / "out" / task.name
+    export_cline(store, cid, out)
+    assert load(out / "api_conversation_history.json") == kept_api
+    assert load(out / "ui_messages.json") == kept_ui
+    assert import_cline(store, folder).items[0].status == "unchanged"
+    # the rows Cline's restore took: roll back what replaced them, then restore
+    store.rollback(cid, to=event.cutoff_ts)
+    store.restore(cid, item.replaced_rollback)
+    assert stored_rows(store, cid)[1:] == before[1:]
+    store.check(cid)

@@ -12,6 +12,7 @@ from contextstore.interop import ImportConflictError, export_gemini, import_gemi
 from contextstore.interop.gemini_plan import parse_timestamp
 from tests.interop.real import (
     GEMINI,
+    archived_rows,
     continued_session,
     gemini_files,
     load,
@@ -177,10 +178,12 @@ def test_an_older_copy_imported_first_is_continued_by_the_jsonl(
     session = continued_session(path, tmp_path / "chats")
     copy = older_session(path, tmp_path / "backup", _older_records(path, "tokens not yet in"))
     assert import_gemini(memory_store, copy).items[0].status == "imported"
-    assert import_gemini(memory_store, session).items[0].status == "updated"
+    update = import_gemini(memory_store, session).items[0]
+    assert update.status == "updated"
     with ContextStore.open(":memory:") as fresh:
         cid = import_gemini(fresh, session).conversation_id
         assert stored_rows(memory_store, cid) == stored_rows(fresh, cid)
+    assert archived_rows(memory_store, cid) == update.replaced > 0  # kept, not deleted
 
 
 def test_the_share_export_comes_back_as_the_same_array(tmp_path: Path) -> None:

@@ -185,7 +185,7 @@ def test_removed_source_records_are_listed_in_rollback_order(store: ContextStore
 def test_imported_rows_can_be_replaced_until_a_rollback(store: ContextStore) -> None:
     cid = _imported(store)
     # the range, the update and the lineage edge it recorded, the completion record
-    assert store.discard_imported_rows(cid, after=START + 8) == 4
+    assert store.discard_imported_rows(cid, after=START + 8).total_removed == 4
     assert store.get_conversation(cid).last_ts == START + 8
     assert store.deleted_range(cid) is None
     store.import_timeline(cid, [SourceRecordRow(START + 9, "cline", "k", {"new": 1})])
@@ -196,6 +196,38 @@ def test_imported_rows_can_be_replaced_until_a_rollback(store: ContextStore) -> 
     store.rollback(cid, to=START + 5)
     with pytest.raises(InvalidInputError, match="a rollback or restore ran after"):
         store.discard_imported_rows(cid, after=START + 4)
+
+
+def test_replaced_imported_rows_are_archived_and_can_be_restored(store: ContextStore) -> None:
+    """An importer's replacement of rows archives them under a rollback of their own, as a
+    rollback does (they were deleted for good): the audit lists it, a restore puts them
+    back once the rows written over them are rolled back, and no exporter reports it as a
+    rollback the agent should hear of (the agent made the change)."""
+    cid = _imported(store)
+    before = (store.render(cid), store.source_records(cid), store.deleted_range(cid))
+    report = store.discard_imported_rows(cid, after=START + 8)
+    assert report.archived and report.rollback_id is not None and report.cutoff_ts == START + 8
+    assert report.removed["source_records"] == report.removed["deleted_ranges"] == 1
+    (event,) = store.audit(cid).rollbacks
+    assert (event.rollback_id, event.cutoff_ts, event.target) == (
+        report.rollback_id,
+        START + 8,
+        None,
+    )
+    assert event.rows_archived == report.total_removed == 4 and not event.purged
+    assert store.removed_source_records(cid) == []
+    assert store.get_conversation(cid).last_ts == START + 8
+    store.import_timeline(cid, [SourceRecordRow(START + 9, "cline", "k", {"new": 1})])
+    # a second replacement after the first is no rollback a caller asked for: allowed
+    again = store.discard_imported_rows(cid, after=START + 8)
+    assert again.removed["source_records"] == 1
+    store.import_timeline(cid, [SourceRecordRow(START + 9, "cline", "k", {"new": 2})])
+    with pytest.raises(InvalidInputError, match="rows were written after"):
+        store.restore(cid, report.rollback_id)
+    store.rollback(cid, to=START + 8)
+    store.restore(cid, report.rollback_id)
+    assert (store.render(cid), store.source_records(cid), store.deleted_range(cid)) == before
+    store.check(cid)
 
 
 def test_many_rows_take_one_statement_per_table(store: ContextStore) -> None:
