@@ -317,17 +317,17 @@ RESULT_LIST_ERRORS: list[tuple[list[Any], str]] = [
     ),
     (
         [{"type": "text"}],
-        "content[0].content[0] (text) is malformed: text.text: Field required.",
+        "content[0].content[0] (text) has no text; set it to a string.",
     ),
     (
         [{"type": "text", "text": "a"}, {"type": "image", "source": 5}],
-        "content[0].content[1] (image) is malformed: image.source: Input should be a valid "
-        "dictionary or object to extract fields from.",
+        "content[0].content[1] (image): source must be an object with a 'type' of 'base64', "
+        "'url', 'text', 'file' or 'content', got 5.",
     ),
     (
         [{"type": "document", "source": "x"}],
-        "content[0].content[0] (document) is malformed: document.source: Input should be a "
-        "valid dictionary or object to extract fields from.",
+        "content[0].content[0] (document): source must be an object with a 'type' of 'base64', "
+        "'url', 'text', 'file' or 'content', got 'x'.",
     ),
 ]
 

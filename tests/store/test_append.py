@@ -150,9 +150,13 @@ def test_images_and_documents_get_documented_estimates(store: ContextStore) -> N
         ("user", 42, "content must be a string"),
         ("user", [{"type": "video"}], "unknown type 'video'"),
         ("user", [{"type": "tool_result", "content": "x"}], "without a tool_use_id"),
-        ("user", [{"type": "text"}], "malformed"),
+        ("user", [{"type": "text"}], r"^content\[0\] \(text\) has no text; set it to a string\.$"),
         ("user", ["just a string"], "must be a dict"),
-        ("assistant", [{"type": "tool_use", "id": "", "name": "x", "input": {}}], "malformed"),
+        (
+            "assistant",
+            [{"type": "tool_use", "id": "", "name": "x", "input": {}}],
+            r"content\[0\] \(tool_use\): id must not be empty",
+        ),
         ("user", [tool_use("a")], "cannot contain tool_use"),
         ("assistant", [tool_result("a")], "cannot contain tool_result"),
         (
