@@ -34,7 +34,92 @@ ROLES: frozenset[str] = frozenset({"user", "assistant"})
 
 
 class _Block(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    # Strict: a value of another type is refused, never converted ("yes" is not True, 1 is
+    # not "1"): the store keeps the caller's value, and a provider would refuse it.
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class _Setting(BaseModel):
+    # A provider's setting, sent as it is: a field it does not define would be refused.
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class CacheControl(_Setting):
+    """A prompt-caching breakpoint: ``{"type": "ephemeral"}``, ``ttl`` ``"5m"`` or ``"1h"``."""
+
+    type: Literal["ephemeral"]
+    ttl: Literal["5m", "1h"] = "5m"
+
+
+class CitationsConfig(_Setting):
+    """Whether the model may cite a document or search result: ``{"enabled": true}``."""
+
+    enabled: bool = False
+
+
+class CharLocation(_Block):
+    """A citation of a plain-text document, by character offsets."""
+
+    type: Literal["char_location"]
+    cited_text: str
+    document_index: int
+    document_title: str | None
+    start_char_index: int
+    end_char_index: int
+
+
+class PageLocation(_Block):
+    """A citation of a PDF, by pages."""
+
+    type: Literal["page_location"]
+    cited_text: str
+    document_index: int
+    document_title: str | None
+    start_page_number: int
+    end_page_number: int
+
+
+class ContentBlockLocation(_Block):
+    """A citation of a content document, by blocks."""
+
+    type: Literal["content_block_location"]
+    cited_text: str
+    document_index: int
+    document_title: str | None
+    start_block_index: int
+    end_block_index: int
+
+
+class SearchResultLocation(_Block):
+    """A citation of a search result block."""
+
+    type: Literal["search_result_location"]
+    cited_text: str
+    search_result_index: int
+    source: str
+    title: str | None
+    start_block_index: int
+    end_block_index: int
+
+
+class WebSearchResultLocation(_Block):
+    """A citation of a web search result."""
+
+    type: Literal["web_search_result_location"]
+    cited_text: str
+    encrypted_index: str
+    title: str | None
+    url: str
+
+
+Citation = Annotated[
+    CharLocation
+    | PageLocation
+    | ContentBlockLocation
+    | SearchResultLocation
+    | WebSearchResultLocation,
+    Field(discriminator="type"),
+]
 
 
 class Base64Source(_Block):
@@ -67,38 +152,59 @@ class FileSource(_Block):
     file_id: str
 
 
-class ContentSource(_Block):
-    """A document made of content blocks."""
-
-    type: Literal["content"]
-    content: Any
-
-
-MediaSource = Annotated[
-    Base64Source | UrlSource | TextSource | FileSource | ContentSource,
-    Field(discriminator="type"),
-]
-
-
 class TextBlock(_Block):
     """``{"type": "text", "text": ...}``."""
 
     type: Literal["text"]
     text: str
+    cache_control: CacheControl | None = None
+    citations: list[Citation] | None = None
+
+
+ImageSource = Annotated[Base64Source | UrlSource | FileSource, Field(discriminator="type")]
 
 
 class ImageBlock(_Block):
-    """An image, inline (base64) or by URL."""
+    """An image, inline (base64), by URL or by file id."""
 
     type: Literal["image"]
-    source: MediaSource
+    source: ImageSource
+    cache_control: CacheControl | None = None
+
+
+class ContentSource(_Block):
+    """A document made of text and image blocks (or of one string)."""
+
+    type: Literal["content"]
+    content: str | list[Annotated[TextBlock | ImageBlock, Field(discriminator="type")]]
+
+
+DocumentSource = Annotated[
+    Base64Source | UrlSource | TextSource | FileSource | ContentSource,
+    Field(discriminator="type"),
+]
 
 
 class DocumentBlock(_Block):
-    """A document (PDF or plain text), inline or by URL."""
+    """A document (PDF, plain text or content blocks), inline, by URL or by file id."""
 
     type: Literal["document"]
-    source: MediaSource
+    source: DocumentSource
+    title: str | None = None
+    context: str | None = None
+    citations: CitationsConfig | None = None
+    cache_control: CacheControl | None = None
+
+
+class SearchResultBlock(_Block):
+    """A search result given to the model in a tool result, with its text blocks."""
+
+    type: Literal["search_result"]
+    source: str
+    title: str
+    content: list[TextBlock]
+    citations: CitationsConfig = CitationsConfig()
+    cache_control: CacheControl | None = None
 
 
 class ToolUseBlock(_Block):
@@ -108,19 +214,23 @@ class ToolUseBlock(_Block):
     id: str = Field(min_length=1)
     name: str = Field(min_length=1)
     input: dict[str, Any]
+    cache_control: CacheControl | None = None
 
 
 class ToolResultBlock(_Block):
-    """The result of a tool call; its content is a string or a list of text/image blocks."""
+    """The result of a tool call; its content is a string or a list of text, image,
+    document and search result blocks (each checked as a block of its own)."""
 
     type: Literal["tool_result"]
     tool_use_id: str = Field(min_length=1)
-    content: str | list[dict[str, Any]] | None = None
-    is_error: bool | None = None
+    content: str | list[dict[str, Any]] = ""
+    is_error: bool = False
+    cache_control: CacheControl | None = None
 
 
 class ThinkingBlock(_Block):
-    """Extended thinking; the API requires its ``signature`` when sent back."""
+    """Extended thinking; the API requires its ``signature`` when sent back (a block
+    without one is not sent)."""
 
     type: Literal["thinking"]
     thinking: str
@@ -138,6 +248,7 @@ ContentBlock = Annotated[
     TextBlock
     | ImageBlock
     | DocumentBlock
+    | SearchResultBlock
     | ToolUseBlock
     | ToolResultBlock
     | ThinkingBlock
@@ -148,11 +259,13 @@ ContentBlock = Annotated[
 BLOCK_TYPES: frozenset[str] = frozenset(
     {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"}
 )
+"""The block types a message holds (a search result only inside a tool result)."""
 
 _MODELS: dict[str, type[_Block]] = {
     "text": TextBlock,
     "image": ImageBlock,
     "document": DocumentBlock,
+    "search_result": SearchResultBlock,
     "tool_use": ToolUseBlock,
     "tool_result": ToolResultBlock,
     "thinking": ThinkingBlock,
@@ -215,9 +328,10 @@ def model_needed(block: dict[str, Any], kind: str) -> bool:
     """False when ``block`` (a dict with string keys, of the known type ``kind``) is
     certainly valid for its content model: its keys are ASCII, and every field the model
     declares is there with exactly the type the model asks for, ASCII when a string (the
-    model refuses a string it cannot encode). The model then cannot refuse it and is not
-    consulted; any other block (media, a field of another type, a ``str`` subclass,
-    non-ASCII text) goes through the model, whose error names what is wrong.
+    model refuses a string it cannot encode), or absent when optional. The model then
+    cannot refuse it and is not consulted; any other block (media, citations, a field of
+    another type or None, a ``str`` subclass, non-ASCII text) goes through the model,
+    whose error names what is wrong.
     """
     fields = _STRINGS.get(kind)
     if fields is None or kind.__class__ is not str or not "".join(block).isascii():
@@ -233,17 +347,40 @@ def model_needed(block: dict[str, Any], kind: str) -> bool:
         value = block.get(name)
         if value is not None and (value.__class__ is not str or not value.isascii()):
             return True
+    if kind in _CACHED and not _plain_cache_control(block.get("cache_control")):
+        return True
+    if kind == "text":
+        return block.get("citations") is not None
     if kind == "tool_use":
         return not _plain_keys(block.get("input"))
     if kind == "tool_result":
-        flag = block.get("is_error")
-        if flag is not None and flag.__class__ is not bool:
+        if "is_error" in block and block["is_error"].__class__ is not bool:
             return True
-        content = block.get("content")
-        if content is None or (content.__class__ is str and content.isascii()):
+        if "content" not in block:
             return False
+        content = block["content"]
+        if content.__class__ is str:
+            return not content.isascii()
         return content.__class__ is not list or not all(_plain_keys(item) for item in content)
     return False
+
+
+_CACHED = frozenset({"text", "tool_use", "tool_result"})
+"""The block types of :data:`_STRINGS` whose model declares ``cache_control``."""
+
+
+def _plain_cache_control(value: Any) -> bool:
+    """``value`` is None or a plain dict ``{"type": "ephemeral"}``, with at most a ``ttl``
+    of ``"5m"`` or ``"1h"`` beside it (plain strings): what the model certainly accepts."""
+    if value is None:
+        return True
+    if value.__class__ is not dict or not value.keys() <= {"type", "ttl"}:
+        return False
+    kind, ttl = value.get("type"), value.get("ttl", "5m")
+    return kind.__class__ is str and kind == "ephemeral" and ttl.__class__ is str and ttl in _TTLS
+
+
+_TTLS = frozenset({"5m", "1h"})
 
 
 def _plain_keys(value: Any) -> bool:
@@ -309,6 +446,12 @@ def _describe(errors: list[ErrorDetails], block: dict[str, Any], position: str, 
     where = f"{position} ({kind})"
     field = f"{where}: {path}" if path else where
     problem = error["type"]
+    if problem == "extra_forbidden":
+        allowed = _choices(list(_bare(annotation).model_fields), "and")
+        return (
+            f"{where}: {path} has the field {shown(error['loc'][-1])}, which the provider "
+            f"refuses there; {path} holds only {allowed}."
+        )
     if problem == "missing":
         return f"{where} has no {path}; set it to {_expected(annotation)}."
     if problem == "string_too_short":
@@ -409,6 +552,8 @@ _WORDS: dict[Any, str] = {
     bool: "True or False",
     int: "an integer",
     type(None): "None",
+    CacheControl: "{'type': 'ephemeral'} (with an optional 'ttl' of '5m' or '1h')",
+    CitationsConfig: "{'enabled': True} or {'enabled': False}",
 }
 
 
@@ -445,9 +590,12 @@ def _choices(values: Sequence[Any], word: str = "or") -> str:
     return f"{', '.join(shown_values[:-1])} {word} {shown_values[-1]}"
 
 
-def validate_block(block: Any, position: str, *, checked: bool = False) -> dict[str, Any]:
+def validate_block(
+    block: Any, position: str, *, checked: bool = False, kinds: frozenset[str] = BLOCK_TYPES
+) -> dict[str, Any]:
     """Check one content block and return a deep copy of it (``checked``: its values were
-    checked already, as an item of the tool result being validated).
+    checked already, as an item of the tool result being validated; ``kinds``: the block
+    types accepted at its place).
 
     Raises:
         InvalidMessageError: naming the block's position and what is wrong with it.
@@ -458,10 +606,9 @@ def validate_block(block: Any, position: str, *, checked: bool = False) -> dict[
             "pass blocks like {'type': 'text', 'text': '...'}."
         )
     kind = block.get("type")
-    if not isinstance(kind, str) or kind not in BLOCK_TYPES:
+    if not isinstance(kind, str) or kind not in kinds:
         raise InvalidMessageError(
-            f"{position} has unknown type {shown(kind)}; use one of "
-            f"{', '.join(sorted(BLOCK_TYPES))}."
+            f"{position} has unknown type {shown(kind)}; use one of {', '.join(sorted(kinds))}."
         )
     if kind == "tool_result" and not block.get("tool_use_id"):
         raise InvalidMessageError(
@@ -489,10 +636,10 @@ def validate_block(block: Any, position: str, *, checked: bool = False) -> dict[
             if not isinstance(inner_kind, str) or inner_kind not in _INNER_RESULT_TYPES:
                 raise InvalidMessageError(
                     f"{position}.content[{inner_idx}] has type {shown(inner_kind)}; tool results "
-                    "hold text, image or document blocks."
+                    "hold text, image, document or search_result blocks."
                 )
-            if inner_kind in ("text", "image", "document"):
-                validate_block(inner, f"{position}.content[{inner_idx}]", checked=True)
+            where = f"{position}.content[{inner_idx}]"
+            validate_block(inner, where, checked=True, kinds=_INNER_RESULT_TYPES)
     copied: dict[str, Any] = json_copy(block)
     return copied
 

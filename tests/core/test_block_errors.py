@@ -45,8 +45,7 @@ WORDING: list[tuple[str, dict[str, Any], str]] = [
     (
         "user",
         {"type": "tool_result", "tool_use_id": "toolu_1", "content": 5},
-        "content[1] (tool_result): content must be a string or a list of content blocks, "
-        "or None, got 5.",
+        "content[1] (tool_result): content must be a string or a list of content blocks, got 5.",
     ),
     (
         "user",
@@ -72,14 +71,13 @@ WORDING: list[tuple[str, dict[str, Any], str]] = [
     (
         "user",
         {"type": "image", "source": {"type": "path", "path": "a.png"}},
-        "content[1] (image): source must have a 'type' of 'base64', 'url', 'text', 'file' or "
-        "'content', got 'path'.",
+        "content[1] (image): source must have a 'type' of 'base64', 'url' or 'file', got 'path'.",
     ),
     (
         "user",
         {"type": "image", "source": {"url": "https://example.com/a.png"}},
-        "content[1] (image): source must have a 'type' of 'base64', 'url', 'text', 'file' or "
-        "'content', and it has none.",
+        "content[1] (image): source must have a 'type' of 'base64', 'url' or 'file', and it "
+        "has none.",
     ),
     (
         "user",
@@ -91,6 +89,58 @@ WORDING: list[tuple[str, dict[str, Any], str]] = [
         "assistant",
         {"type": "thinking", "thinking": "hm", "signature": 3},
         "content[1] (thinking): signature must be a string, or None, got 3.",
+    ),
+    (
+        "user",
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok", "is_error": "yes"},
+        "content[1] (tool_result): is_error must be True or False, got 'yes'.",
+    ),
+    (
+        "user",
+        {"type": "text", "text": "x", "cache_control": 5},
+        "content[1] (text): cache_control must be {'type': 'ephemeral'} (with an optional "
+        "'ttl' of '5m' or '1h'), or None, got 5.",
+    ),
+    (
+        "user",
+        {"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": "1d"}},
+        "content[1] (text): cache_control.ttl must be '5m' or '1h', got '1d'.",
+    ),
+    (
+        "user",
+        {"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "scope": "x"}},
+        "content[1] (text): cache_control has the field 'scope', which the provider refuses "
+        "there; cache_control holds only 'type' and 'ttl'.",
+    ),
+    (
+        "assistant",
+        {"type": "text", "text": "x", "citations": [{"type": "char_location", "cited_text": 1}]},
+        "content[1] (text): citations[0].cited_text must be a string, got 1.",
+    ),
+    (
+        "assistant",
+        {"type": "text", "text": "x", "citations": [{"type": "quote"}]},
+        "content[1] (text): citations[0] must have a 'type' of 'char_location', "
+        "'page_location', 'content_block_location', 'search_result_location' or "
+        "'web_search_result_location', got 'quote'.",
+    ),
+    (
+        "user",
+        {
+            "type": "document",
+            "source": {"type": "content", "content": [{"type": "text", "text": None}]},
+        },
+        "content[1] (document): source.content[0].text must be a string, got None.",
+    ),
+    (
+        "user",
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_1",
+            "content": [{"type": "search_result", "source": "s", "title": "t", "content": "x"}],
+        },
+        "content[1].content[0] (search_result): content must be a list of objects with a "
+        "'type' of 'text', got 'x'.",
     ),
     (
         "assistant",
