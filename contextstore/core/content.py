@@ -452,6 +452,9 @@ def _describe(errors: list[ErrorDetails], block: dict[str, Any], position: str, 
             f"{where}: {path} has the field {shown(error['loc'][-1])}, which the provider "
             f"refuses there; {path} holds only {allowed}."
         )
+    if problem == "string_unicode":  # a lone surrogate ("\ud800"), in a value or a key
+        what = f"{field}" if path else f"{where} has a field name that"
+        return f"{what} is not valid Unicode text (a lone surrogate); pass well-formed text."
     if problem == "missing":
         return f"{where} has no {path}; set it to {_expected(annotation)}."
     if problem == "string_too_short":

@@ -144,6 +144,18 @@ WORDING: list[tuple[str, dict[str, Any], str]] = [
     ),
     (
         "assistant",
+        {"type": "tool_use", "id": "toolu_\ud800", "name": "ls", "input": {}},
+        "content[1] (tool_use): id is not valid Unicode text (a lone surrogate); pass "
+        "well-formed text.",
+    ),
+    (
+        "user",
+        {"type": "text", "text": "x", "note\udc80": 1},
+        "content[1] (text) has a field name that is not valid Unicode text (a lone "
+        "surrogate); pass well-formed text.",
+    ),
+    (
+        "assistant",
         {"type": "redacted_thinking", "data": ["x"]},
         "content[1] (redacted_thinking): data must be a string, got ['x'].",
     ),
