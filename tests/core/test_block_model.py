@@ -36,6 +36,9 @@ _FIELDS = (
     "is_error",
     "source",
     "cache_control",
+    "citations",
+    "title",
+    "context",
 )
 _keys = st.text(max_size=3) | st.sampled_from(["\ud800", "\u00e9"]) | st.integers(0, 3)
 values = st.one_of(
@@ -54,6 +57,20 @@ values = st.one_of(
         max_size=2,
     ),
     st.tuples(st.integers()),
+    st.sampled_from(
+        [
+            {"type": "ephemeral"},
+            {"type": "ephemeral", "ttl": "1h"},
+            {"type": "ephemeral", "ttl": "5m"},
+            {"type": "ephemeral", "ttl": "2h"},
+            {"type": "ephemeral", "ttl": None},
+            {"type": "ephemeral", "x": 1},
+            {"type": _Text("ephemeral")},
+            {"type": "ephemeral", "ttl": _Text("1h")},
+            {"ttl": "1h"},
+            {"enabled": True},
+        ]
+    ),
 )
 
 
@@ -63,6 +80,14 @@ COMMON = [
     {"type": "tool_result", "tool_use_id": "toolu_1", "content": "x" * 2_000},
     {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "x"}]},
     {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": True},
+    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "", "is_error": False},
+    {
+        "type": "tool_use",
+        "id": "toolu_1",
+        "name": "read_file",
+        "input": {},
+        "cache_control": {"type": "ephemeral", "ttl": "1h"},
+    },
     {"type": "thinking", "thinking": "hm", "signature": "sig=="},
     {"type": "redacted_thinking", "data": "opaque"},
 ]
@@ -123,6 +148,11 @@ UNUSUAL = [
     {"type": "text", "text": _Text("x")},
     {"type": "tool_result", "tool_use_id": "toolu_1", "content": ("x",)},
     {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": 0},
+    {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": None},
+    {"type": "tool_result", "tool_use_id": "toolu_1", "content": None},
+    {"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": "2h"}},
+    {"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "x": 1}},
+    {"type": "text", "text": "x", "citations": []},
     {"type": "text", "text": "caf\u00e9"},
     {"type": "text", "text": "x", "caf\u00e9": 1},
     {"type": "tool_use", "id": "t", "name": "n", "input": {"caf\u00e9": 1}},

@@ -26,11 +26,11 @@ MESSAGES: list[tuple[Callable[[], Any], str]] = [
     ),
     (
         lambda: normalize_message("user", [{"type": "text", "text": "ok"}, {"type": "text"}]),
-        "content[1] (text) is malformed: text.text: Field required.",
+        "content[1] (text) has no text; set it to a string.",
     ),
     (
         lambda: normalize_message("user", [{"type": "image", "source": {"type": "base64"}}]),
-        "content[0] (image) is malformed: image.source.base64.media_type: Field required.",
+        "content[0] (image) has no source.media_type; set it to a string.",
     ),
     (
         lambda: check_choice("kind", "x", frozenset({"b", "a"})),

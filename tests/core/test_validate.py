@@ -307,27 +307,27 @@ def test_a_message_that_is_not_a_role_and_content_dict_is_refused_saying_so(
 RESULT_LIST_ERRORS: list[tuple[list[Any], str]] = [
     (
         [{"type": "text", "text": "ok"}, {"type": "tool_use", "id": "x", "name": "n", "input": {}}],
-        "content[0].content[1] has type 'tool_use'; tool results hold text, image or document "
-        "blocks.",
+        "content[0].content[1] has type 'tool_use'; tool results hold text, image, document "
+        "or search_result blocks.",
     ),
     (
         [{"type": ["text"]}],
-        "content[0].content[0] has type ['text']; tool results hold text, image or document "
-        "blocks.",
+        "content[0].content[0] has type ['text']; tool results hold text, image, document or "
+        "search_result blocks.",
     ),
     (
         [{"type": "text"}],
-        "content[0].content[0] (text) is malformed: text.text: Field required.",
+        "content[0].content[0] (text) has no text; set it to a string.",
     ),
     (
         [{"type": "text", "text": "a"}, {"type": "image", "source": 5}],
-        "content[0].content[1] (image) is malformed: image.source: Input should be a valid "
-        "dictionary or object to extract fields from.",
+        "content[0].content[1] (image): source must be an object with a 'type' of 'base64', "
+        "'url' or 'file', got 5.",
     ),
     (
         [{"type": "document", "source": "x"}],
-        "content[0].content[0] (document) is malformed: document.source: Input should be a "
-        "valid dictionary or object to extract fields from.",
+        "content[0].content[0] (document): source must be an object with a 'type' of 'base64', "
+        "'url', 'text', 'file' or 'content', got 'x'.",
     ),
 ]
 
@@ -424,8 +424,8 @@ def test_a_result_s_text_items_may_hold_nul_its_other_items_are_checked() -> Non
                 {**image, "source": {**image["source"], "width": math.nan}},
             ),
         )
-    with pytest.raises(InvalidInputError, match=r"^content\[0\]\.citations contains a NUL"):
-        normalize_message("user", [{"type": "text", "text": "x", "citations": "a\x00"}])
+    with pytest.raises(InvalidInputError, match=r"^content\[0\]\.call_id contains a NUL"):
+        normalize_message("user", [{"type": "text", "text": "x", "call_id": "a\x00"}])
 
 
 def test_a_block_key_holding_a_nul_is_refused_by_name() -> None:

@@ -150,9 +150,23 @@ def test_images_and_documents_get_documented_estimates(store: ContextStore) -> N
         ("user", 42, "content must be a string"),
         ("user", [{"type": "video"}], "unknown type 'video'"),
         ("user", [{"type": "tool_result", "content": "x"}], "without a tool_use_id"),
-        ("user", [{"type": "text"}], "malformed"),
+        ("user", [{"type": "text"}], r"^content\[0\] \(text\) has no text; set it to a string\.$"),
         ("user", ["just a string"], "must be a dict"),
-        ("assistant", [{"type": "tool_use", "id": "", "name": "x", "input": {}}], "malformed"),
+        (
+            "assistant",
+            [{"type": "tool_use", "id": "", "name": "x", "input": {}}],
+            r"content\[0\] \(tool_use\): id must not be empty",
+        ),
+        (
+            "user",
+            [{"type": "tool_result", "tool_use_id": "x", "content": "ok", "is_error": "yes"}],
+            r"content\[0\] \(tool_result\): is_error must be True or False, got 'yes'",
+        ),
+        (
+            "user",
+            [{"type": "text", "text": "ok"}, {"type": "text", "text": "x", "cache_control": 5}],
+            r"content\[1\] \(text\): cache_control must be \{'type': 'ephemeral'\}",
+        ),
         ("user", [tool_use("a")], "cannot contain tool_use"),
         ("assistant", [tool_result("a")], "cannot contain tool_result"),
         (
