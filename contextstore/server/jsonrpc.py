@@ -41,6 +41,9 @@ STORE_ERROR_BASE = -32000
 
 logger = logging.getLogger("contextstore.server")
 
+MAX_ECHOED_NAME = 100
+"""The most characters of an unknown method's name an error repeats."""
+
 
 def error_code(exc: ContextStoreError) -> int:
     """The JSON-RPC error code of a store error: -32602 for bad input, else -32000 - exit code."""
@@ -106,6 +109,14 @@ def _not_utf8(exc: UnicodeDecodeError) -> str:
         f"parse error: the message is not UTF-8 text (the byte 0x{exc.object[exc.start]:02x} "
         f"at offset {exc.start:,} cannot be read); send JSON encoded as UTF-8."
     )
+
+
+def clipped(name: str, limit: int = MAX_ECHOED_NAME) -> str:
+    """``name`` quoted as an error repeats it: its first ``limit`` characters and an
+    ellipsis when it is longer (a client's 1 MB name is not sent back whole)."""
+    if len(name) <= limit:
+        return repr(name)
+    return f"{name[:limit]!r}... ({len(name):,} characters)"
 
 
 def _valid_id(value: Any) -> bool:
@@ -210,8 +221,8 @@ class Dispatcher:
             return _error(
                 request_id,
                 METHOD_NOT_FOUND,
-                f"method not found: {method_name!r}; 'contextstore serve --describe' lists "
-                "the methods",
+                f"method not found: {clipped(method_name)}; 'contextstore serve --describe' "
+                "lists the methods",
             )
         if isinstance(params, list):
             refused = InvalidParamsError(

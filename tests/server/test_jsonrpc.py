@@ -308,3 +308,17 @@ def test_an_integer_param_takes_a_number_with_a_zero_fraction(rpc: RpcClient) ->
         assert response["error"]["code"] == -32602, value
         assert message in response["error"]["message"], value
     assert len(rpc.result("requests", conversation_id=cid)) == 1  # refused: nothing written
+
+
+def test_an_unknown_method_s_name_is_repeated_clipped(rpc: RpcClient) -> None:
+    """A 1 MB method name came back whole in the error message."""
+    name = "x" * 2**20
+    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": name}).encode()
+    error = rpc.send(body)["error"]
+    assert error["code"] == -32601
+    assert error["message"] == (
+        f"method not found: {'x' * 100!r}... (1,048,576 characters); "
+        "'contextstore serve --describe' lists the methods"
+    )
+    exact = rpc.send(json.dumps({"jsonrpc": "2.0", "id": 8, "method": "y" * 100}).encode())
+    assert f"method not found: {'y' * 100!r};" in exact["error"]["message"]
