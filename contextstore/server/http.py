@@ -35,10 +35,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from contextstore.core.errors import InvalidInputError
+from contextstore.server.jsonrpc import DEFAULT_MAX_REQUEST_BYTES as DEFAULT_MAX_REQUEST_BYTES
 from contextstore.server.jsonrpc import Dispatcher, logger
-
-DEFAULT_MAX_REQUEST_BYTES = 34 * 2**20
-"""The largest request body: a message at the store's 32 MiB limit plus its envelope."""
 
 GRACEFUL_SHUTDOWN_SECONDS = 30
 """How long a stopping server waits for the requests in flight."""

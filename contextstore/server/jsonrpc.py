@@ -41,6 +41,10 @@ STORE_ERROR_BASE = -32000
 
 logger = logging.getLogger("contextstore.server")
 
+DEFAULT_MAX_REQUEST_BYTES = 34 * 2**20
+"""The largest message either transport reads (an HTTP body, a ``--stdio`` line): a message
+at the store's 32 MiB limit plus its envelope."""
+
 MAX_ECHOED_NAME = 100
 """The most characters of an unknown method's name an error repeats."""
 
@@ -64,7 +68,8 @@ def error_data(exc: ContextStoreError) -> dict[str, Any]:
     return data
 
 
-def _error(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+def error_response(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    """A JSON-RPC error response object."""
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
@@ -146,7 +151,7 @@ class Dispatcher:
             message = json.loads(data, parse_constant=_reject_constant, parse_int=_parse_int)
         except RecursionError:
             return encode(
-                _error(
+                error_response(
                     None,
                     PARSE_ERROR,
                     "parse error: the message nests arrays or objects too deeply to be read; "
@@ -154,12 +159,12 @@ class Dispatcher:
                 )
             )
         except UnicodeDecodeError as exc:
-            return encode(_error(None, PARSE_ERROR, _not_utf8(exc)))
+            return encode(error_response(None, PARSE_ERROR, _not_utf8(exc)))
         except UnreadableNumberError as exc:
-            return encode(_error(None, PARSE_ERROR, f"parse error: {exc}."))
+            return encode(error_response(None, PARSE_ERROR, f"parse error: {exc}."))
         except ValueError as exc:
             return encode(
-                _error(None, PARSE_ERROR, f"parse error: the message is not JSON ({exc})")
+                error_response(None, PARSE_ERROR, f"parse error: the message is not JSON ({exc})")
             )
         response = self.handle(message)
         if response is None:
@@ -168,23 +173,27 @@ class Dispatcher:
             return encode(response)
         except (TypeError, ValueError):
             logger.exception("a response could not be encoded as JSON")
-            return encode(_error(None, INTERNAL_ERROR, "internal error: see the server's log"))
+            return encode(
+                error_response(None, INTERNAL_ERROR, "internal error: see the server's log")
+            )
 
     def handle(self, message: Any) -> Any:
         """Answer one decoded message: a response object, a list of them, or None."""
         if isinstance(message, list):
             if not message:
-                return _error(None, INVALID_REQUEST, "invalid request: an empty batch")
+                return error_response(None, INVALID_REQUEST, "invalid request: an empty batch")
             responses = [r for r in (self._one(item) for item in message) if r is not None]
             return responses or None
         return self._one(message)
 
     def _one(self, message: Any) -> dict[str, Any] | None:
         if not isinstance(message, dict):
-            return _error(None, INVALID_REQUEST, "invalid request: a request is a JSON object")
+            return error_response(
+                None, INVALID_REQUEST, "invalid request: a request is a JSON object"
+            )
         request_id = message.get("id")
         if not _valid_id(request_id):
-            return _error(
+            return error_response(
                 None,
                 INVALID_REQUEST,
                 "invalid request: id must be a string, a finite number or null",
@@ -192,7 +201,7 @@ class Dispatcher:
         method_name = message.get("method")
         params = message.get("params")
         if message.get("jsonrpc") != "2.0" or not isinstance(method_name, str):
-            return _error(
+            return error_response(
                 request_id,
                 INVALID_REQUEST,
                 'invalid request: it needs "jsonrpc": "2.0" and a "method" string',
@@ -206,7 +215,7 @@ class Dispatcher:
                 f"out, not {json_type(params)}",
                 [{"param": "params", "message": "must be an object of named parameters"}],
             )
-            return _error(request_id, INVALID_REQUEST, str(refused), error_data(refused))
+            return error_response(request_id, INVALID_REQUEST, str(refused), error_data(refused))
         notification = "id" not in message
         response = self._call(request_id, method_name, params)
         if notification:
@@ -218,7 +227,7 @@ class Dispatcher:
     def _call(self, request_id: Any, method_name: str, params: Any) -> dict[str, Any]:
         method = self.methods.get(method_name)
         if method is None:
-            return _error(
+            return error_response(
                 request_id,
                 METHOD_NOT_FOUND,
                 f"method not found: {clipped(method_name)}; 'contextstore serve --describe' "
@@ -230,15 +239,17 @@ class Dispatcher:
                 "parameters (by name, as in the Python API), not an array",
                 [{"param": "params", "message": "must be an object of named parameters"}],
             )
-            return _error(request_id, INVALID_PARAMS, str(refused), error_data(refused))
+            return error_response(request_id, INVALID_PARAMS, str(refused), error_data(refused))
         logger.debug("calling %s (id %r)", method_name, request_id)
         try:
             result = method.call(self.store, params)
         except ContextStoreError as exc:
-            return _error(request_id, error_code(exc), rpc_wording(str(exc)), error_data(exc))
+            return error_response(
+                request_id, error_code(exc), rpc_wording(str(exc)), error_data(exc)
+            )
         except Exception as exc:
             logger.exception("method %s failed unexpectedly", method_name)
-            return _error(
+            return error_response(
                 request_id,
                 INTERNAL_ERROR,
                 f"internal error in {method_name} ({type(exc).__name__}); the server's log "
