@@ -220,7 +220,9 @@ class Dispatcher:
         response = self._call(request_id, method_name, params)
         if notification:
             if "error" in response:
-                logger.warning("notification %s failed: %s", method_name, response["error"])
+                logger.warning(
+                    "notification %s failed: %s", clipped(method_name), response["error"]
+                )
             return None
         return response
 

@@ -150,3 +150,16 @@ def test_a_200_mb_stdio_line_is_never_held_whole(tmp_path: Path) -> None:
         assert peak_kb < 100 * 1024 + 35 * 1024 + 60 * 1024  # start-up, the limit, slack
     finally:
         process.stop()
+
+
+def test_a_notification_of_an_unknown_long_method_logs_its_name_clipped(tmp_path: Path) -> None:
+    """The server's log repeated a 1 MB name whole, as the error message did."""
+    process, client = start_stdio(tmp_path / "a.db", tmp_path / "data")
+    try:
+        client.write(json.dumps({"jsonrpc": "2.0", "method": "n" * 2**20}).encode())
+        assert client.result("list_conversations") == []
+        logged = process.wait_for("notification .* failed")
+        assert len(logged.string) < 1000
+        assert f"{'n' * 100!r}... (1,048,576 characters)" in logged.string
+    finally:
+        process.stop()
