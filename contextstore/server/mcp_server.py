@@ -30,6 +30,7 @@ from contextstore.core.errors import ContextStoreError
 from contextstore.core.overlays import UpdateKind
 from contextstore.core.validate import check_int
 from contextstore.core.window import context_window_info
+from contextstore.server.jsonrpc import clipped
 from contextstore.server.mcp_stdio import AnsweringReader
 from contextstore.server.methods import to_json, validation_problems, wire_type
 from contextstore.server.wording import mcp_wording
@@ -267,8 +268,10 @@ class HistoryServer(MCPServer[Any]):
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         schema = self._tool_input_schema(name)
-        accepted = list((schema or {}).get("properties", {}))
-        unknown = [key for key in arguments or {} if schema is not None and key not in accepted]
+        if schema is None:  # the SDK's own error repeats the name whole, a 1 MB one too
+            raise ToolError(f"Unknown tool: {clipped(name)}; list_tools lists the tools.")
+        accepted = list(schema.get("properties", {}))
+        unknown = [key for key in arguments or {} if key not in accepted]
         if unknown:
             problems = [{"param": key, "message": "unknown argument"} for key in unknown]
             raise ToolError(argument_problems(name, problems, accepted))

@@ -368,6 +368,21 @@ def test_an_integer_argument_takes_a_number_with_a_zero_fraction(tmp_path: Path)
     _with_session(db, tmp_path / "data", ["--allow-writes"], body)
 
 
+def test_an_unknown_tool_s_name_is_repeated_clipped(tmp_path: Path) -> None:
+    """The SDK's "Unknown tool" error repeated the name whole: a 1 MB name came back."""
+    db = tmp_path / "mcp.db"
+    _history(db)
+
+    async def body(session: Session) -> None:
+        refused = await _fails(session, "t" * 2**20)
+        assert refused == (
+            f"Unknown tool: {'t' * 100!r}... (1,048,576 characters); list_tools lists the tools."
+        )
+        assert (await _fails(session, "nope")).startswith("Unknown tool: 'nope';")
+
+    _with_session(db, tmp_path / "data", [], body)
+
+
 def test_store_errors_name_tools_not_python_calls(tmp_path: Path) -> None:
     """Every MCP wording rule, triggered by a real call: the model reads tool names."""
     from contextstore.server.wording import MCP_RULES
