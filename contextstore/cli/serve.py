@@ -65,7 +65,7 @@ def _log_to_stderr(level: str) -> None:
     "--max-request-bytes",
     type=click.IntRange(min=1024),
     default=None,
-    help="Largest HTTP request body (default: 34 MiB).",
+    help="Largest HTTP request body, or --stdio line (default: 34 MiB).",
 )
 @click.option(
     "--log-level",
@@ -101,20 +101,21 @@ def serve(
         return
     _log_to_stderr(log_level)
     if stdio:
-        _serve_stdio(ctx)
+        _serve_stdio(ctx, max_request_bytes)
     else:
         assert address is not None
         _serve_http(ctx, address, token_file, allow_remote, allow_hosts, max_request_bytes)
 
 
-def _serve_stdio(ctx: click.Context) -> None:
-    from contextstore.server.jsonrpc import Dispatcher
+def _serve_stdio(ctx: click.Context, max_request_bytes: int | None) -> None:
+    from contextstore.server.jsonrpc import DEFAULT_MAX_REQUEST_BYTES, Dispatcher
     from contextstore.server.stdio import claim_stdout, serve_stdio
 
     protocol = claim_stdout()
     store = open_store(ctx)
     click.echo(f"contextstore: serving JSON-RPC on stdin/stdout ({store.location})", err=True)
-    serve_stdio(Dispatcher(store), sys.stdin.buffer, protocol)
+    limit = max_request_bytes or DEFAULT_MAX_REQUEST_BYTES
+    serve_stdio(Dispatcher(store), sys.stdin.buffer, protocol, max_line_bytes=limit)
 
 
 def _serve_http(

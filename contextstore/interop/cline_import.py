@@ -40,12 +40,12 @@ from contextstore.interop.cline_write import (
     upsert_history_item,
     with_positions,
 )
-from contextstore.interop.errors import ClineTaskError
+from contextstore.interop.errors import ClineTaskError, ImportStateError
 from contextstore.interop.files import MAX_FILE_BYTES, Folder, Note
 from contextstore.interop.plan import ImportPlan
 from contextstore.interop.report import ExportReport, ImportReport
 from contextstore.interop.store_api import InteropStore
-from contextstore.interop.sync import Progress, import_state, run_import
+from contextstore.interop.sync import Progress, imported_until, run_import
 from contextstore.interop.writing import (
     write_json_atomic,
     write_text_atomic,
@@ -144,21 +144,22 @@ def export_cline(
     Raises:
         ClineTaskError: a target file exists and ``overwrite`` is False (nothing written).
         ConversationNotFoundError: no conversation has this id.
+        ImportStateError: the conversation's import bookkeeping was edited into a form no
+            import writes (nothing written).
     """
     check_id(conversation_id)
     target = Path(out_dir)
     conversation = store.get_conversation(conversation_id)
     cline = conversation.metadata.get("cline")
     cline = cline if isinstance(cline, dict) else {}
-    state = import_state(conversation.metadata)
-    imported = state is not None and state.get("source") == ORIGIN
-    imported_until = int(state["last_ts"]) if imported and state else None
+    until = imported_until(conversation, ORIGIN, target)
+    imported = until is not None
+    present = _imported_files(conversation_id, cline, target) if imported else set()
     messages = [as_written(message) for message in store.messages(conversation_id)]
     notes: list[Note] = []
-    ui = _ui_messages(store, conversation_id, imported_until)
+    ui = _ui_messages(store, conversation_id, until)
     updates = [u for u in store.context_updates(conversation_id) if _exportable(u, notes)]
     files: dict[str, Any] = {}
-    present = set(cline.get("files", [])) if imported else set()
     if messages or API_HISTORY_FILE in present or not imported:
         files[API_HISTORY_FILE] = messages
     files[UI_MESSAGES_FILE] = ui
@@ -169,7 +170,7 @@ def export_cline(
         files[TASK_METADATA_FILE] = (
             task_metadata if isinstance(task_metadata, dict) else (EMPTY_TASK_METADATA)
         )
-    changed = not imported or conversation.last_ts != (state or {}).get("last_ts")
+    changed = conversation.last_ts != until
     stored_item = cline.get("history_item")
     item = history_item(
         stored_item if isinstance(stored_item, dict) else None,
@@ -201,6 +202,27 @@ def export_cline(
         "context_updates": len(updates),
     }
     return ExportReport(conversation_id, (*paths, history_file), tuple(notes), counts)
+
+
+def _imported_files(conversation_id: str, cline: dict[str, Any], target: Path) -> set[str]:
+    """The task files the import read (``$.cline.files``), which the export writes again
+    even when empty.
+
+    Raises:
+        ImportStateError: the list is not one of file names (edited by hand, a damaged row).
+    """
+    files = cline.get("files", [])
+    if isinstance(files, list) and all(isinstance(name, str) for name in files):
+        return set(files)
+    raise ImportStateError(
+        target,
+        None,
+        f"conversation {conversation_id!r} holds what an earlier import wrote in its metadata "
+        "(cline.files, the task files it read) in a form no import writes (not a list of "
+        "file names: edited since?), so which files to write cannot be told. Nothing was "
+        "written; import again with replace=True from the task folder it came from, to "
+        "start the conversation over from it, then export it.",
+    )
 
 
 def _focus_chain(cline: dict[str, Any], target: Path) -> dict[str, str]:
@@ -245,14 +267,14 @@ def _exportable(row: dict[str, Any], notes: list[Note]) -> bool:
 
 
 def _ui_messages(
-    store: InteropStore, conversation_id: str, imported_until: int | None
+    store: InteropStore, conversation_id: str, until: int | None
 ) -> list[dict[str, Any]]:
     """The UI messages: imported ones as read, generated ones for rows written here, and
     one ``deleted_api_reqs`` per rollback that removed UI messages, all in ``ts`` order."""
     entries: list[TimedEntry] = [
         (r.ts, r.data) for r in store.source_records(conversation_id, origin=ORIGIN)
     ]
-    after = -1 if imported_until is None else imported_until
+    after = -1 if until is None else until
     stored = store.messages(conversation_id)
     message_ts = store.message_timestamps(conversation_id)
     generated: list[TimedEntry] = []

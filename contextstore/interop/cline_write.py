@@ -75,10 +75,14 @@ def _update_order(row: Mapping[str, Any]) -> tuple[int, list[int], int]:
 
 
 def _update_metadata(metadata: Mapping[str, Any], edit_type: int) -> list[Any]:
+    """Cline's metadata of an update: as imported, else the paths of a file-read
+    de-duplication; an update's metadata is the caller's own, so anything else (paths that
+    are no list) is none."""
+    replaced, every = metadata.get(REPLACED_PATHS), metadata.get(ALL_PATHS)
     if isinstance(metadata.get("cline_metadata"), list):
         value: list[Any] = copy.deepcopy(metadata["cline_metadata"])
-    elif REPLACED_PATHS in metadata and ALL_PATHS in metadata:
-        value = [list(metadata[REPLACED_PATHS]), list(metadata[ALL_PATHS])]
+    elif isinstance(replaced, list) and isinstance(every, list):
+        value = [list(replaced), list(every)]
     else:
         value = []
     if edit_type == ClineEditType.FILE_MENTION and not is_mention_metadata(value):

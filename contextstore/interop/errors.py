@@ -60,3 +60,14 @@ class ImportConflictError(InteropError):
     conversation was changed in contextstore since it was imported. Import with
     ``replace=True`` (``--replace``) to start the conversation over from the file.
     """
+
+
+class ImportStateError(ImportConflictError):
+    """The bookkeeping an earlier import left in a conversation's metadata (``$.import``:
+    the rows it wrote, their digests and timestamps; ``$.cline.files``: the task files it
+    read) is in a form no import writes (edited by hand, a damaged row).
+
+    Importing again cannot tell what is new in the file, and an export cannot tell the
+    imported rows from those written in contextstore since; nothing is written. Import
+    with ``replace=True`` (``--replace``) to start the conversation over from the files.
+    """

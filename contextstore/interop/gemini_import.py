@@ -34,7 +34,7 @@ from contextstore.interop.gemini_plan import ORIGIN, format_timestamp, plan_chat
 from contextstore.interop.plan import ImportPlan
 from contextstore.interop.report import ExportReport, ImportReport
 from contextstore.interop.store_api import InteropStore
-from contextstore.interop.sync import Progress, import_state, run_import
+from contextstore.interop.sync import Progress, imported_until, run_import
 from contextstore.interop.writing import (
     write_json_atomic,
     write_text_atomic,
@@ -136,6 +136,8 @@ def export_gemini(
     Raises:
         GeminiChatError: the file exists and ``overwrite`` is False (nothing written).
         ConversationNotFoundError: no conversation has this id.
+        ImportStateError: the conversation's import bookkeeping was edited into a form no
+            import writes (nothing written).
     """
     check_id(conversation_id)
     target = Path(path)
@@ -149,11 +151,11 @@ def export_gemini(
         )
     gemini = conversation.metadata.get("gemini")
     gemini = gemini if isinstance(gemini, dict) else {}
-    state = import_state(conversation.metadata)
-    imported_until = int(state["last_ts"]) if state and state.get("source") == ORIGIN else -1
+    until = imported_until(conversation, ORIGIN, target)
+    imported = -1 if until is None else until
     records = store.source_records(conversation_id, origin=ORIGIN)
     if checkpoint:
-        value: Any = _checkpoint(store, conversation, gemini, records, imported_until)
+        value: Any = _checkpoint(store, conversation, gemini, records, imported)
         counts = {"contents": len(value if isinstance(value, list) else value["history"])}
         with os_errors("write the Gemini CLI checkpoint", target):
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -164,8 +166,8 @@ def export_gemini(
         session = _generated_records(store, conversation, -1)
     else:
         session = [r.data for r in records if r.kind in SESSION_RECORD_KINDS]
-        session += _generated_records(store, conversation, imported_until)
-    metadata = _session_metadata(conversation, gemini, state)
+        session += _generated_records(store, conversation, imported)
+    metadata = _session_metadata(conversation, gemini, until)
     with os_errors("write the Gemini CLI session", target):
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.suffix == ".jsonl":
@@ -176,7 +178,7 @@ def export_gemini(
 
 
 def _session_metadata(
-    conversation: Conversation, gemini: Mapping[str, Any], state: Mapping[str, Any] | None
+    conversation: Conversation, gemini: Mapping[str, Any], until: int | None
 ) -> dict[str, Any]:
     stored = gemini.get("session")
     metadata: dict[str, Any] = (
@@ -188,7 +190,7 @@ def _session_metadata(
             "startTime": format_timestamp(conversation.created_ts),
         }
     )
-    if not isinstance(stored, dict) or (state or {}).get("last_ts") != conversation.last_ts:
+    if not isinstance(stored, dict) or until != conversation.last_ts:
         metadata["lastUpdated"] = format_timestamp(conversation.last_ts)
     return metadata
 
@@ -209,11 +211,11 @@ def _checkpoint(
     conversation: Conversation,
     gemini: Mapping[str, Any],
     records: Sequence[Any],
-    imported_until: int,
+    until: int,
 ) -> Any:
     kind = gemini.get("kind")
     contents = [r.data for r in records if r.kind.startswith("content:")]
-    if kind in (CHECKPOINT, CONTENTS) and conversation.last_ts == imported_until:
+    if kind in (CHECKPOINT, CONTENTS) and conversation.last_ts == until:
         history: list[Any] = contents
     else:
         view = build_view(store.messages(conversation.id), None, None)

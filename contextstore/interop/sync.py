@@ -34,7 +34,13 @@ from typing import Any, Final
 from contextstore.core.errors import ConversationNotFoundError, InvalidInputError
 from contextstore.core.records import Conversation, RollbackReport
 from contextstore.core.rows import MessageRow, TimelineRow
-from contextstore.interop.errors import ImportConflictError, InteropError, UnsafeInputError
+from contextstore.core.validate import MAX_TS
+from contextstore.interop.errors import (
+    ImportConflictError,
+    ImportStateError,
+    InteropError,
+    UnsafeInputError,
+)
 from contextstore.interop.files import Note
 from contextstore.interop.plan import ImportPlan, chain, fingerprint
 from contextstore.interop.report import (
@@ -131,6 +137,43 @@ def import_state(metadata: dict[str, Any]) -> dict[str, Any] | None:
     return state if isinstance(state, dict) else None
 
 
+def imported_until(conversation: Conversation, source: str, target: Path) -> int | None:
+    """The ``ts`` of the newest row an import from ``source`` wrote into ``conversation``
+    (its bookkeeping's ``last_ts``), or None when it was not imported from there: rows
+    after it were written in contextstore. What an export (to ``target``) reads to tell
+    the two apart.
+
+    Raises:
+        ImportStateError: the bookkeeping's ``source`` or ``last_ts`` is not in the form an
+            import writes (edited by hand, a damaged row); the message says what to do.
+    """
+    state = import_state(conversation.metadata)
+    named = state.get("source") if state is not None else None
+    if state is None or (isinstance(named, str) and named != source):
+        return None
+    problem = _state_problem(state, only=("source", "last_ts"))
+    if problem is not None:
+        raise ImportStateError(
+            target,
+            None,
+            _damaged_state(conversation.id, problem, f"which of its rows came from {source}")
+            + " Nothing was written; import again with replace=True from the files it came "
+            "from, to start the conversation over from them, then export it.",
+        )
+    last: int = state["last_ts"]
+    return last
+
+
+def _damaged_state(conversation_id: str, problem: str, unknown: str) -> str:
+    """The first sentence of an error about damaged import bookkeeping: what is wrong,
+    and what can no longer be told (``unknown``) because of it."""
+    return (
+        f"conversation {conversation_id!r} holds what an earlier import wrote in its "
+        f"metadata ({IMPORT_KEY}) in a form no import writes ({problem}: edited since?), "
+        f"so {unknown} cannot be told."
+    )
+
+
 def apply_plan(store: InteropStore, plan: ImportPlan, *, replace: bool = False) -> ItemReport:
     """Write a plan (inside the caller's transaction); see the module docstring.
 
@@ -172,13 +215,12 @@ def _continue(
         )
     problem = _state_problem(state)
     if problem is not None:
-        raise ImportConflictError(
+        raise ImportStateError(
             Path(plan.path),
             None,
-            f"conversation {plan.conversation_id!r} holds what an earlier import wrote in its "
-            f"metadata ({IMPORT_KEY}) in a form no import writes ({problem}: edited since?), "
-            "so what is new in the file cannot be told. Nothing was written; import again "
-            "with replace=True to start the conversation over from the file.",
+            _damaged_state(plan.conversation_id, problem, "what is new in the file")
+            + " Nothing was written; import again with replace=True to start the "
+            "conversation over from the file.",
         )
     count = int(state["rows"])
     tail_prints = list(state["tail"])
@@ -227,14 +269,18 @@ def _continue(
     return dataclasses.replace(report, replaced=removed, replaced_rollback=replaced.rollback_id)
 
 
-def _state_problem(state: dict[str, Any]) -> str | None:
-    """What is wrong with an import's bookkeeping (see :func:`_state`), or None."""
+def _state_problem(state: dict[str, Any], *, only: Sequence[str] | None = None) -> str | None:
+    """What is wrong with an import's bookkeeping (see :func:`_state`), or None.
+
+    ``only`` names the keys to check (those a reader uses), by default all of them.
+    """
 
     def whole(value: Any) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TS
 
     tail, tail_ts = state.get("tail"), state.get("tail_ts")
     checks = {
+        "source": isinstance(state.get("source"), str),
         "rows": whole(state.get("rows")),
         "head": isinstance(state.get("head"), str),
         "head_ts": whole(state.get("head_ts")),
@@ -242,9 +288,11 @@ def _state_problem(state: dict[str, Any]) -> str | None:
         "tail_ts": isinstance(tail_ts, list) and all(whole(ts) for ts in tail_ts),
         "last_ts": whole(state.get("last_ts")),
     }
-    wrong = [key for key, good in checks.items() if not good]
+    wrong = [key for key, good in checks.items() if not good and (only is None or key in only)]
     if wrong:
         return f"{', '.join(wrong)} missing or of the wrong type"
+    if only is not None:
+        return None
     assert isinstance(tail, list) and isinstance(tail_ts, list)
     if len(tail) != len(tail_ts) or len(tail) > state["rows"]:
         return "tail and tail_ts do not match rows"

@@ -35,10 +35,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from contextstore.core.errors import InvalidInputError
+from contextstore.server.jsonrpc import DEFAULT_MAX_REQUEST_BYTES as DEFAULT_MAX_REQUEST_BYTES
 from contextstore.server.jsonrpc import Dispatcher, logger
-
-DEFAULT_MAX_REQUEST_BYTES = 34 * 2**20
-"""The largest request body: a message at the store's 32 MiB limit plus its envelope."""
 
 GRACEFUL_SHUTDOWN_SECONDS = 30
 """How long a stopping server waits for the requests in flight."""
@@ -142,9 +140,19 @@ class GuardMiddleware:
         await response(scope, receive, send)
 
 
+def _declared_over(declared: str, limit: int) -> bool:
+    """Whether a ``Content-Length`` value declares more than ``limit`` bytes. Only ASCII
+    digits are a size (``"²".isdigit()`` is true and ``int("²")`` raises); anything else
+    declares nothing, and the body read is capped all the same. A number longer than the
+    limit's is over it (``int`` refuses one of over 4,300 digits)."""
+    if not (declared.isascii() and declared.isdigit()):
+        return False
+    digits = declared.lstrip("0")
+    return len(digits) > len(str(limit)) or int(digits or "0") > limit
+
+
 async def _read_body(request: Request, limit: int) -> bytes | None:
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if _declared_over(request.headers.get("content-length", ""), limit):
         return None
     chunks = []
     size = 0

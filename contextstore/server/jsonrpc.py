@@ -41,6 +41,13 @@ STORE_ERROR_BASE = -32000
 
 logger = logging.getLogger("contextstore.server")
 
+DEFAULT_MAX_REQUEST_BYTES = 34 * 2**20
+"""The largest message either transport reads (an HTTP body, a ``--stdio`` line): a message
+at the store's 32 MiB limit plus its envelope."""
+
+MAX_ECHOED_NAME = 100
+"""The most characters of an unknown method's name an error repeats."""
+
 
 def error_code(exc: ContextStoreError) -> int:
     """The JSON-RPC error code of a store error: -32602 for bad input, else -32000 - exit code."""
@@ -61,7 +68,8 @@ def error_data(exc: ContextStoreError) -> dict[str, Any]:
     return data
 
 
-def _error(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+def error_response(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    """A JSON-RPC error response object."""
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
@@ -108,6 +116,14 @@ def _not_utf8(exc: UnicodeDecodeError) -> str:
     )
 
 
+def clipped(name: str, limit: int = MAX_ECHOED_NAME) -> str:
+    """``name`` quoted as an error repeats it: its first ``limit`` characters and an
+    ellipsis when it is longer (a client's 1 MB name is not sent back whole)."""
+    if len(name) <= limit:
+        return repr(name)
+    return f"{name[:limit]!r}... ({len(name):,} characters)"
+
+
 def _valid_id(value: Any) -> bool:
     """A string, a number that can be sent back (``1e999`` reads as infinity) or null."""
     if isinstance(value, float):
@@ -135,7 +151,7 @@ class Dispatcher:
             message = json.loads(data, parse_constant=_reject_constant, parse_int=_parse_int)
         except RecursionError:
             return encode(
-                _error(
+                error_response(
                     None,
                     PARSE_ERROR,
                     "parse error: the message nests arrays or objects too deeply to be read; "
@@ -143,12 +159,12 @@ class Dispatcher:
                 )
             )
         except UnicodeDecodeError as exc:
-            return encode(_error(None, PARSE_ERROR, _not_utf8(exc)))
+            return encode(error_response(None, PARSE_ERROR, _not_utf8(exc)))
         except UnreadableNumberError as exc:
-            return encode(_error(None, PARSE_ERROR, f"parse error: {exc}."))
+            return encode(error_response(None, PARSE_ERROR, f"parse error: {exc}."))
         except ValueError as exc:
             return encode(
-                _error(None, PARSE_ERROR, f"parse error: the message is not JSON ({exc})")
+                error_response(None, PARSE_ERROR, f"parse error: the message is not JSON ({exc})")
             )
         response = self.handle(message)
         if response is None:
@@ -157,23 +173,27 @@ class Dispatcher:
             return encode(response)
         except (TypeError, ValueError):
             logger.exception("a response could not be encoded as JSON")
-            return encode(_error(None, INTERNAL_ERROR, "internal error: see the server's log"))
+            return encode(
+                error_response(None, INTERNAL_ERROR, "internal error: see the server's log")
+            )
 
     def handle(self, message: Any) -> Any:
         """Answer one decoded message: a response object, a list of them, or None."""
         if isinstance(message, list):
             if not message:
-                return _error(None, INVALID_REQUEST, "invalid request: an empty batch")
+                return error_response(None, INVALID_REQUEST, "invalid request: an empty batch")
             responses = [r for r in (self._one(item) for item in message) if r is not None]
             return responses or None
         return self._one(message)
 
     def _one(self, message: Any) -> dict[str, Any] | None:
         if not isinstance(message, dict):
-            return _error(None, INVALID_REQUEST, "invalid request: a request is a JSON object")
+            return error_response(
+                None, INVALID_REQUEST, "invalid request: a request is a JSON object"
+            )
         request_id = message.get("id")
         if not _valid_id(request_id):
-            return _error(
+            return error_response(
                 None,
                 INVALID_REQUEST,
                 "invalid request: id must be a string, a finite number or null",
@@ -181,7 +201,7 @@ class Dispatcher:
         method_name = message.get("method")
         params = message.get("params")
         if message.get("jsonrpc") != "2.0" or not isinstance(method_name, str):
-            return _error(
+            return error_response(
                 request_id,
                 INVALID_REQUEST,
                 'invalid request: it needs "jsonrpc": "2.0" and a "method" string',
@@ -195,23 +215,25 @@ class Dispatcher:
                 f"out, not {json_type(params)}",
                 [{"param": "params", "message": "must be an object of named parameters"}],
             )
-            return _error(request_id, INVALID_REQUEST, str(refused), error_data(refused))
+            return error_response(request_id, INVALID_REQUEST, str(refused), error_data(refused))
         notification = "id" not in message
         response = self._call(request_id, method_name, params)
         if notification:
             if "error" in response:
-                logger.warning("notification %s failed: %s", method_name, response["error"])
+                logger.warning(
+                    "notification %s failed: %s", clipped(method_name), response["error"]
+                )
             return None
         return response
 
     def _call(self, request_id: Any, method_name: str, params: Any) -> dict[str, Any]:
         method = self.methods.get(method_name)
         if method is None:
-            return _error(
+            return error_response(
                 request_id,
                 METHOD_NOT_FOUND,
-                f"method not found: {method_name!r}; 'contextstore serve --describe' lists "
-                "the methods",
+                f"method not found: {clipped(method_name)}; 'contextstore serve --describe' "
+                "lists the methods",
             )
         if isinstance(params, list):
             refused = InvalidParamsError(
@@ -219,15 +241,17 @@ class Dispatcher:
                 "parameters (by name, as in the Python API), not an array",
                 [{"param": "params", "message": "must be an object of named parameters"}],
             )
-            return _error(request_id, INVALID_PARAMS, str(refused), error_data(refused))
+            return error_response(request_id, INVALID_PARAMS, str(refused), error_data(refused))
         logger.debug("calling %s (id %r)", method_name, request_id)
         try:
             result = method.call(self.store, params)
         except ContextStoreError as exc:
-            return _error(request_id, error_code(exc), rpc_wording(str(exc)), error_data(exc))
+            return error_response(
+                request_id, error_code(exc), rpc_wording(str(exc)), error_data(exc)
+            )
         except Exception as exc:
             logger.exception("method %s failed unexpectedly", method_name)
-            return _error(
+            return error_response(
                 request_id,
                 INTERNAL_ERROR,
                 f"internal error in {method_name} ({type(exc).__name__}); the server's log "

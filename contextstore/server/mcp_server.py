@@ -3,9 +3,10 @@
 Built on the official ``mcp`` SDK (``pip install "contextstore[mcp]"``). The tools are
 compositions of :class:`ContextStore` reads (no SQL here); each answers with the records as
 JSON, in the same shapes as the JSON-RPC server, and takes its arguments as strictly as the
-JSON-RPC methods take params (``"5"`` is not an integer). The store is opened read-only unless
-``--allow-writes``, which adds ``checkpoint`` and ``rollback``. A store error comes back as a
-tool error whose text names the error class and says what to do, for the model to read.
+JSON-RPC methods take params (``"5"`` and ``5.5`` are not integers, ``5.0`` is). The store
+is opened read-only unless ``--allow-writes``, which adds ``checkpoint`` and ``rollback``. A
+store error comes back as a tool error whose text names the error class and says what to
+do, for the model to read.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from contextstore.core.errors import ContextStoreError
 from contextstore.core.overlays import UpdateKind
 from contextstore.core.validate import check_int
 from contextstore.core.window import context_window_info
+from contextstore.server.jsonrpc import clipped
 from contextstore.server.mcp_stdio import AnsweringReader
-from contextstore.server.methods import to_json, validation_problems
+from contextstore.server.methods import to_json, validation_problems, wire_type
 from contextstore.server.wording import mcp_wording
 from contextstore.store import ContextStore
 
@@ -206,8 +208,9 @@ class StrictArguments(FuncMetadata):
     """A tool's arguments as the SDK validates them, without its two loosenesses, so that a
     tool takes what the JSON-RPC method would (strict, as :mod:`contextstore.server.methods`):
 
-    - the argument model is pydantic's strict mode: ``"5"`` and ``5.0`` are not integers,
-      ``"true"`` and ``1`` are not booleans (the SDK's model converts them);
+    - the argument model is pydantic's strict mode: ``"5"`` and ``5.5`` are not integers,
+      ``"true"`` and ``1`` are not booleans (the SDK's model converts them); ``5.0`` is the
+      integer 5, as JSON Schema counts it (:func:`~contextstore.server.methods.wire_type`);
     - a string is passed on as it came (the SDK first decodes any string that reads as a
       JSON array, object or ``null`` for an argument not typed plain ``str``: a checkpoint
       label ``"null"`` became no label, a note ``"[1, 2]"`` was refused as not a string).
@@ -223,8 +226,16 @@ def strict_tool(function: Callable[..., Any], annotations: ToolAnnotations) -> T
     """The SDK's tool for ``function``, its arguments validated as :class:`StrictArguments`."""
     tool = Tool.from_function(function, annotations=annotations)
     loose = tool.fn_metadata
+    whole_numbers: dict[str, Any] = {
+        name: (wire_type(field.annotation), field)
+        for name, field in loose.arg_model.model_fields.items()
+        if wire_type(field.annotation) is not field.annotation
+    }
     strict_model = create_model(
-        loose.arg_model.__name__, __base__=loose.arg_model, __cls_kwargs__={"strict": True}
+        loose.arg_model.__name__,
+        __base__=loose.arg_model,
+        __cls_kwargs__={"strict": True},
+        **whole_numbers,
     )
     tool.fn_metadata = StrictArguments(
         arg_model=strict_model,
@@ -257,8 +268,10 @@ class HistoryServer(MCPServer[Any]):
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         schema = self._tool_input_schema(name)
-        accepted = list((schema or {}).get("properties", {}))
-        unknown = [key for key in arguments or {} if schema is not None and key not in accepted]
+        if schema is None:  # the SDK's own error repeats the name whole, a 1 MB one too
+            raise ToolError(f"Unknown tool: {clipped(name)}; list_tools lists the tools.")
+        accepted = list(schema.get("properties", {}))
+        unknown = [key for key in arguments or {} if key not in accepted]
         if unknown:
             problems = [{"param": key, "message": "unknown argument"} for key in unknown]
             raise ToolError(argument_problems(name, problems, accepted))

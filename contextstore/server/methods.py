@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import types
 from collections.abc import Callable, Mapping
-from typing import Any, get_type_hints
+from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, create_model
+from pydantic_core import PydanticCustomError
 
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.records import AppendedMessage
@@ -163,6 +165,52 @@ def validation_problems(exc: ValidationError) -> list[dict[str, str]]:
     return [{"param": p, "message": " or ".join(m)} for p, m in by_param.items()]
 
 
+EXACT_WHOLE_FLOAT = 2**53
+"""The largest magnitude up to which every whole number is exact as a JSON number read as a
+float (a double): ``9007199254740993.0`` reads as ``...992.0``."""
+
+
+def whole_number(value: Any) -> Any:
+    """A number with a zero fraction (``5.0``, ``1e3``) as the integer it is, as JSON Schema
+    counts it; anything else as it came, for the strict integer check to refuse (``5.5``,
+    ``"5"``, ``true``). A float beyond :data:`EXACT_WHOLE_FLOAT` may not be the number the
+    client wrote, so it is refused here, saying how to send it."""
+    if value.__class__ is float and value.is_integer():
+        if abs(value) > EXACT_WHOLE_FLOAT:
+            raise PydanticCustomError(
+                "whole_float_inexact",
+                "a number with a fraction or exponent is taken as an integer only up to "
+                f"2**53 ({EXACT_WHOLE_FLOAT:,}), beyond which it may not be the number sent; "
+                "write it in plain digits",
+            )
+        return int(value)
+    return value
+
+
+WholeNumber = Annotated[int, BeforeValidator(whole_number)]
+"""An integer parameter on the wire: strict, but ``5.0`` is 5 (see :func:`whole_number`)."""
+
+
+def wire_type(hint: Any) -> Any:
+    """``hint`` with every ``int`` in it (``int | None``, ``str | int``, ``list[int]``)
+    taking whole numbers written with a fraction or exponent (:data:`WholeNumber`); the JSON
+    Schema published for it is unchanged (``integer`` already allows ``5.0``)."""
+    if hint is int:
+        return WholeNumber
+    origin, args = get_origin(hint), get_args(hint)
+    if not args or origin is Literal:
+        return hint
+    if origin is Annotated:
+        inner = wire_type(args[0])
+        return hint if inner is args[0] else Annotated[(inner, *args[1:])]
+    converted = tuple(wire_type(arg) for arg in args)
+    if converted == args:
+        return hint
+    if origin is Union or origin is types.UnionType:
+        return Union[converted]  # noqa: UP007 (a union built from a tuple of types)
+    return origin[converted]
+
+
 def parameter_model(name: str, function: Callable[..., Any]) -> type[BaseModel]:
     """A strict pydantic model of ``function``'s parameters (``self`` and Python-only ones
     left out); JSON-RPC params are validated against it by name."""
@@ -174,7 +222,7 @@ def parameter_model(name: str, function: Callable[..., Any]) -> type[BaseModel]:
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             raise TypeError(f"ContextStore.{name} takes *args/**kwargs; give it a SIGNATURES entry")
         default = ... if parameter.default is parameter.empty else parameter.default
-        fields[parameter.name] = (hints.get(parameter.name, Any), default)
+        fields[parameter.name] = (wire_type(hints.get(parameter.name, Any)), default)
     config = ConfigDict(strict=True, extra="forbid", protected_namespaces=())
     model_name = "".join(part.title() for part in name.split("_")) + "Params"
     return create_model(model_name, __config__=config, **fields)

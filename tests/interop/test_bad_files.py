@@ -15,11 +15,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from contextstore import ContextStore
+from contextstore.cli import cli
 from contextstore.interop import (
     ImportConflictError,
+    ImportStateError,
     OutsideFolderError,
+    export_cline,
+    export_gemini,
     import_cline,
     import_gemini,
 )
@@ -587,13 +592,22 @@ def test_names_that_are_not_utf8_are_stored_with_a_replacement_character(
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("rows", "x"), ("tail", 5), ("tail_ts", ["a"]), ("head_ts", None), ("last_ts", True)],
+    [
+        ("rows", "x"),
+        ("tail", 5),
+        ("tail_ts", ["a"]),
+        ("head_ts", None),
+        ("last_ts", True),
+        ("tail_ts", [2**63]),
+        ("last_ts", 2**63),
+    ],
 )
 def test_import_bookkeeping_edited_since_is_a_conflict_that_names_it(
     memory_store: ContextStore, tmp_path: Path, key: str, value: object
 ) -> None:
     # "rows": "x" and "tail": 5 ended in internal errors (int(), list()); the others
     # passed while the file stayed as it was, and were read with int() once it changed.
+    # A timestamp past the store's limit (2**53) was taken as it was.
     folder = story(3).write(tmp_path / "tasks" / "1760000000000")
     import_cline(memory_store, folder)
     metadata = memory_store.get_conversation("1760000000000").metadata
@@ -605,6 +619,78 @@ def test_import_bookkeeping_edited_since_is_a_conflict_that_names_it(
     assert f"({key} missing or of the wrong type: edited since?)" in str(raised.value)
     assert memory_store.row_counts() == before
     assert import_cline(memory_store, folder, replace=True).items[0].status == "replaced"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("last_ts", "x"),
+        ("last_ts", None),
+        ("last_ts", [1]),
+        ("last_ts", 5.5),
+        ("last_ts", True),
+        ("last_ts", 2**63),
+        ("last_ts", ...),
+        ("source", ...),
+        ("source", 7),
+    ],
+)
+@pytest.mark.parametrize("kind", ["cline", "gemini", "gemini checkpoint"])
+def test_an_export_over_import_bookkeeping_edited_since_is_refused_naming_it(
+    tmp_path: Path, key: str, value: object, kind: str
+) -> None:
+    # int(state["last_ts"]) ended a non-integer, a missing key or a wrong type in exit 70
+    # with a traceback; 5.5 and True were taken as 5 and 1, so every imported row was
+    # exported again as one written in contextstore, beside its own record.
+    folder = story(3).write(tmp_path / "tasks" / "1760000000000")
+    session = _session_lines(tmp_path / "chats" / SESSION_NAME, _user("u1", "hello", 1))
+    conversation = "1760000000000" if kind == "cline" else SESSION_ID
+    db = tmp_path / "a.db"
+    with ContextStore.open(db) as store:
+        import_cline(store, folder)
+        import_gemini(store, session)
+        metadata = store.get_conversation(conversation).metadata
+        if value is ...:
+            del metadata["import"][key]
+        else:
+            metadata["import"][key] = value
+        store.set_conversation_metadata(conversation, metadata)
+        out = tmp_path / "out" / ("task" if kind == "cline" else "chat.json")
+        export = (
+            (lambda: export_cline(store, conversation, out))
+            if kind == "cline"
+            else (lambda: export_gemini(store, conversation, out, checkpoint=" " in kind))
+        )
+        with pytest.raises(ImportStateError) as raised:
+            export()
+        assert f"conversation {conversation!r} holds what an earlier import wrote" in str(
+            raised.value
+        )
+        assert f"({key} missing or of the wrong type: edited since?)" in str(raised.value)
+        assert not out.exists()
+    args = ["export", *kind.split()[:1], conversation, str(out)]
+    result = CliRunner().invoke(cli, ["--db", str(db), *args, *(["--checkpoint"] * (" " in kind))])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "internal error" not in result.stderr
+    assert "import again with --replace from the files it came from" in result.stderr
+    assert not out.exists()
+
+
+def test_an_export_over_a_task_file_list_edited_since_is_refused_naming_it(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    # set(5) ended in exit 70 with a traceback.
+    folder = story(3).write(tmp_path / "tasks" / "1760000000000")
+    import_cline(memory_store, folder)
+    metadata = memory_store.get_conversation("1760000000000").metadata
+    for files in (5, [1], "api_conversation_history.json"):
+        metadata["cline"]["files"] = files
+        memory_store.set_conversation_metadata("1760000000000", metadata)
+        with pytest.raises(ImportStateError, match=r"\(cline\.files, the task files it read\)"):
+            export_cline(memory_store, "1760000000000", tmp_path / "out")
+        assert not (tmp_path / "out").exists()
+    assert import_cline(memory_store, folder, replace=True).items[0].status == "replaced"
+    assert export_cline(memory_store, "1760000000000", tmp_path / "out").files
 
 
 # -- JSONL lines ---------------------------------------------------------------------------------

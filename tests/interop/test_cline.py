@@ -232,6 +232,21 @@ def test_generated_context_history_comes_back_in_clines_order(
     assert memory_store.context_updates(cid, as_of=as_of) == []
 
 
+@pytest.mark.parametrize("paths", [5, "a.py", {"a.py": 1}, None])
+def test_an_update_whose_path_metadata_is_no_list_exports_without_it(
+    memory_store: ContextStore, tmp_path: Path, paths: object
+) -> None:
+    # An update's metadata is the caller's: list(5) ended the export in exit 70.
+    cid = memory_store.create_conversation().id
+    memory_store.append(cid, "user", "hi")
+    memory_store.append(cid, "assistant", "yo")
+    metadata = {"replaced_paths": paths, "all_paths": ["a.py"]}
+    memory_store.add_context_update(cid, 0, 0, "hello", metadata=metadata)
+    export_cline(memory_store, cid, tmp_path / "out")
+    ((index, (_, [(block, [update])])),) = _load(tmp_path / "out" / "context_history.json")
+    assert (index, block, update[1:]) == (0, 0, ["text", ["hello"], []])
+
+
 def test_generated_ranges_hold_at_their_times_and_in_the_request_they_were_made_for(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:

@@ -256,9 +256,9 @@ def start_http(db: Path | str, data_home: Path, *extra: str) -> HttpServer:
     return HttpServer(process, port, token, token_path, db)
 
 
-def start_stdio(db: Path, data_home: Path) -> tuple[ServerProcess, StdioClient]:
+def start_stdio(db: Path, data_home: Path, *extra: str) -> tuple[ServerProcess, StdioClient]:
     """``serve --stdio`` on ``db``, once it says it is serving."""
-    process = ServerProcess(["--db", str(db), "serve", "--stdio"], data_home, stdin=True)
+    process = ServerProcess(["--db", str(db), "serve", "--stdio", *extra], data_home, stdin=True)
     try:
         process.wait_for("serving JSON-RPC on stdin/stdout")
     except BaseException:

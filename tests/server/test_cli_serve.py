@@ -3,6 +3,7 @@ extra is not installed."""
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from pathlib import Path
@@ -83,4 +84,82 @@ def test_the_stdio_server_stops_at_the_end_of_its_input(tmp_path: Path) -> None:
         assert process.process.wait(WAIT_SECONDS) == 0
     finally:
         process.process.stdin = None
+        process.stop()
+
+
+def _append_line(cid: str, text: str, request_id: int = 1) -> bytes:
+    params = {"conversation_id": cid, "role": "user", "content": text}
+    message = {"jsonrpc": "2.0", "id": request_id, "method": "append", "params": params}
+    return json.dumps(message).encode()
+
+
+def test_a_stdio_line_over_the_limit_is_refused_unread_and_serving_goes_on(
+    tmp_path: Path,
+) -> None:
+    """The line limit is the HTTP body limit (--max-request-bytes): a line of that many
+    bytes is a request, one byte more is an error with id null, and the next line is
+    served; nothing of the long line was called."""
+    process, client = start_stdio(
+        tmp_path / "a.db", tmp_path / "data", "--max-request-bytes", "2048"
+    )
+    try:
+        cid = client.result("create_conversation")["id"]
+        overhead = len(_append_line(cid, ""))
+        fits = _append_line(cid, "x" * (2048 - overhead))
+        assert len(fits) == 2048
+        assert client.send(fits)["result"]["index"] == 0
+        crlf = _append_line(cid, "c" * (2048 - overhead), 2) + b"\r"
+        assert client.send(crlf)["result"]["index"] == 1  # the line end is not the message
+        for over in (_append_line(cid, "y" * (2049 - overhead)), _append_line(cid, "z" * 10**7)):
+            client.write(over)
+            refused = client.read()
+            assert refused["id"] is None and refused["error"]["code"] == -32600
+            assert refused["error"]["message"].startswith(
+                f"invalid request: the line is {len(over):,} bytes, over the 2,048 the server "
+                "reads as one message; it was skipped unread (nothing was called)."
+            )
+            assert len(client.result("messages", conversation_id=cid)) == 2
+        texts = [m["content"] for m in client.result("messages", conversation_id=cid)]
+        assert [t[0] for t in texts] == ["x", "c"]
+        assert "Traceback" not in process.stderr()
+    finally:
+        process.stop()
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_a_200_mb_stdio_line_is_never_held_whole(tmp_path: Path) -> None:
+    """A line was read whole whatever its length (a 200 MB one took the server to 690 MB);
+    now at most the limit (34 MiB) of it is held, and the rest is read and dropped."""
+    process, client = start_stdio(tmp_path / "a.db", tmp_path / "data")
+    try:
+        stdin = process.process.stdin
+        assert stdin is not None
+        stdin.write(b'{"jsonrpc":"2.0","id":1,"method":"search","params":{"text":"')
+        chunk = b"x" * 2**20
+        for _ in range(200):
+            stdin.write(chunk)
+        client.write(b'"}}')
+        refused = client.read()
+        assert refused["id"] is None
+        assert "the line is 209,715,263 bytes, over the 35,651,584" in refused["error"]["message"]
+        assert client.result("list_conversations") == []
+        status = Path(f"/proc/{process.process.pid}/status").read_text()
+        peak_kb = int(
+            next(line for line in status.splitlines() if line.startswith("VmHWM")).split()[1]
+        )
+        assert peak_kb < 100 * 1024 + 35 * 1024 + 60 * 1024  # start-up, the limit, slack
+    finally:
+        process.stop()
+
+
+def test_a_notification_of_an_unknown_long_method_logs_its_name_clipped(tmp_path: Path) -> None:
+    """The server's log repeated a 1 MB name whole, as the error message did."""
+    process, client = start_stdio(tmp_path / "a.db", tmp_path / "data")
+    try:
+        client.write(json.dumps({"jsonrpc": "2.0", "method": "n" * 2**20}).encode())
+        assert client.result("list_conversations") == []
+        logged = process.wait_for("notification .* failed")
+        assert len(logged.string) < 1000
+        assert f"{'n' * 100!r}... (1,048,576 characters)" in logged.string
+    finally:
         process.stop()

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from contextstore import ContextStore
@@ -272,6 +273,98 @@ def test_the_request_size_is_capped_at_the_byte(tmp_path: Path) -> None:
         assert [m["content"][0] for m in client.result("messages", conversation_id=cid)] == ["x"]
     finally:
         server.process.stop()
+
+
+def _asgi_post(app: Any, body: bytes, headers: list[tuple[bytes, bytes]]) -> tuple[int, bytes]:
+    """``POST /rpc`` through the ASGI app itself, with the headers' bytes exactly as given
+    (uvicorn's parser refuses a Content-Length that is not ASCII digits before the app sees
+    it; an ASGI server that lets it through hands it over decoded as Latin-1)."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/rpc",
+        "raw_path": b"/rpc",
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8080),
+    }
+    sent: list[dict[str, Any]] = []
+    chunks = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        return chunks.pop(0) if chunks else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def run() -> None:
+        await app(scope, receive, send)
+
+    anyio.run(run)
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    return start["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+
+@pytest.mark.parametrize(
+    "declared", ["\u00b2", "\u00b9\u00b2\u00b3", "1\u00b2", "\u00be", "-5", " 9"]
+)
+def test_a_declared_size_of_digits_that_are_not_ascii_is_no_internal_error(
+    declared: str,
+) -> None:
+    # "²".isdigit() is True and int("²") raises: the request ended in a 500 and a
+    # traceback. The declared size is only a hint; the body read is what is capped.
+    from contextstore.server.http import create_app
+    from contextstore.server.jsonrpc import Dispatcher
+
+    token = "t" * 43
+    with ContextStore.open(":memory:") as store:
+        app = create_app(
+            Dispatcher(store),
+            token=token,
+            hosts=frozenset({"127.0.0.1"}),
+            port=8080,
+            max_request_bytes=len(LIST),
+        )
+        headers = [
+            (b"host", b"127.0.0.1:8080"),
+            (b"authorization", f"Bearer {token}".encode()),
+            (b"content-type", b"application/json"),
+            (b"content-length", declared.encode("latin-1")),
+        ]
+        status, answer = _asgi_post(app, LIST.encode(), headers)
+        assert (status, json.loads(answer)["result"]) == (200, [])
+        status, answer = _asgi_post(app, LIST.encode() + b" ", headers)
+        assert status == 413 and b"over" in answer
+
+
+@pytest.mark.parametrize(
+    ("declared", "status"), [("0" * 5000 + "55", 200), ("9" * 5000, 413), ("60", 413)]
+)
+def test_a_declared_size_is_read_whatever_its_length(declared: str, status: int) -> None:
+    # int() refuses a number of over 4,300 digits: that was a 500 too.
+    from contextstore.server.http import create_app
+    from contextstore.server.jsonrpc import Dispatcher
+
+    token = "t" * 43
+    with ContextStore.open(":memory:") as store:
+        app = create_app(
+            Dispatcher(store),
+            token=token,
+            hosts=frozenset({"127.0.0.1"}),
+            port=8080,
+            max_request_bytes=len(LIST),
+        )
+        headers = [
+            (b"host", b"127.0.0.1:8080"),
+            (b"authorization", f"Bearer {token}".encode()),
+            (b"content-length", declared.encode()),
+        ]
+        assert _asgi_post(app, LIST.encode(), headers)[0] == status
 
 
 def test_the_generated_token_is_private_reused_and_its_path_printed(tmp_path: Path) -> None:

@@ -272,3 +272,53 @@ def test_unreadable_text_is_a_parse_error_in_the_clients_terms(body: bytes, mess
         "id": None,
         "error": {"code": -32700, "message": message},
     }
+
+
+def test_an_integer_param_takes_a_number_with_a_zero_fraction(rpc: RpcClient) -> None:
+    """JSON Schema counts 5.0 as an integer (a JavaScript client's 2 ** 31 - 1 serialised
+    by some encoders as 2147483647.0); strict validation refused it. 5.5, true and "5"
+    are still refused, and so is what lies beyond a parameter's range."""
+    created = rpc.result("create_conversation", context_window=200_000.0, created_ts=1e12)
+    assert (created["context_window"], created["created_ts"]) == (200_000, 10**12)
+    assert isinstance(created["context_window"], int)
+    cid = created["id"]
+    rpc.result("append", conversation_id=cid, role="user", content="hi")
+    usage = rpc.result("record_request", conversation_id=cid, tokens_in=1.2e3, tokens_out=-0.0)
+    assert (usage["tokens_in"], usage["tokens_out"]) == (1200, 0)
+    assert rpc.result("messages", conversation_id=cid, as_of=usage["ts"] * 1.0) != []
+    refusals = {
+        5.5: "input should be a valid integer",
+        True: "input should be a valid integer",
+        "5": "input should be a valid integer",
+        -1.0: "tokens_in must be an integer from 0 to 2,147,483,647, got -1",
+        2.0**31: "tokens_in must be an integer from 0 to 2,147,483,647, got 2147483648",
+        2.0**60: "only up to 2**53 (9,007,199,254,740,992), beyond which it may not be",
+    }
+    for value, message in refusals.items():
+        response = rpc.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "record_request",
+                    "params": {"conversation_id": cid, "tokens_in": value},
+                }
+            ).encode()
+        )
+        assert response["error"]["code"] == -32602, value
+        assert message in response["error"]["message"], value
+    assert len(rpc.result("requests", conversation_id=cid)) == 1  # refused: nothing written
+
+
+def test_an_unknown_method_s_name_is_repeated_clipped(rpc: RpcClient) -> None:
+    """A 1 MB method name came back whole in the error message."""
+    name = "x" * 2**20
+    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": name}).encode()
+    error = rpc.send(body)["error"]
+    assert error["code"] == -32601
+    assert error["message"] == (
+        f"method not found: {'x' * 100!r}... (1,048,576 characters); "
+        "'contextstore serve --describe' lists the methods"
+    )
+    exact = rpc.send(json.dumps({"jsonrpc": "2.0", "id": 8, "method": "y" * 100}).encode())
+    assert f"method not found: {'y' * 100!r};" in exact["error"]["message"]

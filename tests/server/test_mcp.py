@@ -277,7 +277,7 @@ def test_argument_errors_speak_json_and_name_unknown_arguments(tmp_path: Path) -
 
 WRONG_TYPES = [
     ("list_conversations", {"limit": "5"}, ["integer"]),
-    ("list_conversations", {"limit": 5.0}, ["integer"]),
+    ("list_conversations", {"limit": 5.5}, ["integer"]),
     ("list_conversations", {"limit": True}, ["integer"]),
     ("search_conversations", {"text": "a", "limit": "3"}, ["integer"]),
     ("show_conversation", {"as_of": "123"}, ["integer"]),
@@ -287,7 +287,8 @@ WRONG_TYPES = [
     ("show_request", {"request_id": "1"}, ["integer"]),
     ("rollback", {"to": "after-read", "dry_run": "false"}, ["boolean"]),
     ("rollback", {"to": "after-read", "dry_run": 0}, ["boolean"]),
-    ("rollback", {"to": 1.0}, ["string", "integer"]),
+    ("rollback", {"to": 1.5}, ["string", "integer"]),
+    ("rollback", {"to": False}, ["string", "integer"]),
 ]
 """(tool, arguments, the JSON types expected of the last argument given)"""
 
@@ -296,7 +297,7 @@ def test_wrongly_typed_arguments_are_refused_naming_the_argument_and_its_json_ty
     tmp_path: Path,
 ) -> None:
     """As the JSON-RPC methods refuse params: a string is not an integer nor a boolean, a
-    number with a zero fraction is not an integer, true is not 1. The SDK's own argument
+    number with a fraction is not an integer, true is not 1. The SDK's own argument
     model converted them (a rollback with dry_run "false" ran for real); and a string is
     kept as it was sent, never decoded as JSON first (a label "null" was no label)."""
     db = tmp_path / "mcp.db"
@@ -330,6 +331,56 @@ def test_wrongly_typed_arguments_are_refused_naming_the_argument_and_its_json_ty
     assert {k: v for k, v in counts.items() if k != "checkpoints"} == {
         k: v for k, v in state["counts"].items() if k != "checkpoints"
     }  # every refused call (rollback included) changed nothing
+
+
+def test_an_integer_argument_takes_a_number_with_a_zero_fraction(tmp_path: Path) -> None:
+    """JSON Schema, which the tools' input schemas are, counts 5.0 as an integer; the strict
+    argument model refused it. 5.5 is still refused, and so is a value out of range."""
+    from jsonschema import Draft7Validator
+
+    db = tmp_path / "mcp.db"
+    state = _history(db)
+    cid = state["cid"]
+
+    async def body(session: Session) -> None:
+        schemas = {t.name: t.input_schema for t in (await session.list_tools()).tools}
+        calls: list[tuple[str, dict[str, Any]]] = [
+            ("list_conversations", {"limit": 1.0}),
+            ("search_conversations", {"text": "a", "limit": 2e0}),
+            ("show_conversation", {"conversation_id": cid, "as_of": state["checkpoint"].ts * 1.0}),
+            ("show_request", {"conversation_id": cid, "request_id": state["request_id"] * 1.0}),
+            ("rollback", {"conversation_id": cid, "to": state["checkpoint"].ts * 1.0}),
+        ]
+        for tool, arguments in calls:
+            assert Draft7Validator(schemas[tool]).is_valid(arguments), tool
+        listed, found, shown, payload, rolled = [
+            await _call(session, tool, **arguments) for tool, arguments in calls
+        ]
+        assert (len(listed), isinstance(found, list), len(shown)) == (1, True, 3)
+        assert payload == state["payload"]
+        assert rolled["dry_run"] and rolled["cutoff_ts"] == state["checkpoint"].ts
+        refused = await _fails(session, "list_conversations", limit=0.0)
+        assert "limit must be an integer from 1 to 2,147,483,647, got 0" in refused
+        assert not Draft7Validator(schemas["list_conversations"]).is_valid({"limit": 1.5})
+        refused = await _fails(session, "show_request", conversation_id=cid, request_id=1e300)
+        assert "request_id: a number with a fraction or exponent is taken as an integer" in refused
+
+    _with_session(db, tmp_path / "data", ["--allow-writes"], body)
+
+
+def test_an_unknown_tool_s_name_is_repeated_clipped(tmp_path: Path) -> None:
+    """The SDK's "Unknown tool" error repeated the name whole: a 1 MB name came back."""
+    db = tmp_path / "mcp.db"
+    _history(db)
+
+    async def body(session: Session) -> None:
+        refused = await _fails(session, "t" * 2**20)
+        assert refused == (
+            f"Unknown tool: {'t' * 100!r}... (1,048,576 characters); list_tools lists the tools."
+        )
+        assert (await _fails(session, "nope")).startswith("Unknown tool: 'nope';")
+
+    _with_session(db, tmp_path / "data", [], body)
 
 
 def test_store_errors_name_tools_not_python_calls(tmp_path: Path) -> None:

@@ -162,6 +162,37 @@ def test_a_param_schema_refuses_what_the_model_refuses(document: dict[str, Any])
         METHODS["append"].validate({"conversation_id": "c", "role": 7, "content": "x"})
 
 
+def _allows_integers(schema: dict[str, Any]) -> bool:
+    return schema.get("type") == "integer" or any(
+        _allows_integers(option) for option in schema.get("anyOf", [])
+    )
+
+
+NUMBERS = [5, 5.0, 1e3, -0.0, 5.5, True, "5", None, [5]]
+
+
+def test_integer_param_schemas_and_the_models_agree_on_what_is_an_integer(
+    document: dict[str, Any],
+) -> None:
+    """JSON Schema's ``integer`` takes 5.0; so does every integer param (5.5, true and
+    "5" neither); an integer in a union or optional is no different."""
+    checked = 0
+    for method in document["methods"]:
+        for param in method["params"]:
+            if not _allows_integers(param["schema"]):
+                continue
+            checked += 1
+            for value in NUMBERS:
+                by_schema = Draft7Validator(param["schema"]).is_valid(value)
+                try:
+                    METHODS[method["name"]].validate({param["name"]: value})
+                    by_model = True
+                except InvalidParamsError as exc:
+                    by_model = param["name"] not in {p["param"] for p in exc.problems}
+                assert by_model == by_schema, (method["name"], param["name"], value)
+    assert checked > 30
+
+
 def _official_meta_schemas() -> tuple[dict[str, Any], dict[str, Any]] | None:
     """The OpenRPC project's meta-schema (npm ``@open-rpc/meta-schema``) and the JSON Schema
     meta-schema it refers to (``@json-schema-tools/meta-schema``), when installed."""

@@ -302,6 +302,74 @@ def test_revision_0013_counts_the_markers_of_a_database_written_before_it(
     assert counted == {(kind, "stored"): n for kind, n in shown.items()}
 
 
+@pytest.mark.parametrize("on_write", [True, False])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_markers_of_messages_a_truncation_hides_are_not_counted(
+    backend: str, tmp_path: Path, on_write: bool
+) -> None:
+    """After a cut, only the markers of what the next request shows count: the hidden
+    messages' were counted (six where the request showed one), and so were those of the
+    orphan results the view drops from the first message after the cut."""
+    store, cleanup = open_backend(backend, tmp_path, mask_secrets_on_write=on_write)
+    try:
+        cid = store.create_conversation().id
+        store.append(cid, [user("task"), assistant("on it")])
+        for i in range(6):
+            call = tool_use(f"t{i}", "run", cmd="env")
+            store.append(cid, [assistant(call), user(result(f"t{i}", f"GITHUB_TOKEN={GITHUB}"))])
+        store.append(cid, [assistant("done"), user(f"and {AWS}")])
+        first = store.prepare_request(cid)
+        before = {(s.kind, s.masked_by): s.count for s in store.audit(cid).masked_secrets}
+        store.truncate(cid, keep="half")
+        start, end = store.deleted_range(cid) or (0, 0)
+        ctx = store.prepare_request(cid)
+        after = {(s.kind, s.masked_by): s.count for s in store.audit(cid).masked_secrets}
+        store.truncate(cid, keep="quarter")
+        last = store.prepare_request(cid)
+        at_last = {(s.kind, s.masked_by): s.count for s in store.audit(cid).masked_secrets}
+    finally:
+        cleanup()
+    masked_by = "stored" if on_write else "rewrite"
+    assert (start, end) == (2, 6)  # message 7 holds the result of message 6's call
+    assert before == {(k, masked_by): n for k, n in shown_markers(first.payload).items()}
+    assert before == {("github_token", masked_by): 6, ("aws_access_key_id", masked_by): 1}
+    assert after == {(k, masked_by): n for k, n in shown_markers(ctx.payload).items()}
+    assert after == {("github_token", masked_by): 3, ("aws_access_key_id", masked_by): 1}
+    assert at_last == {(k, masked_by): n for k, n in shown_markers(last.payload).items()}
+
+
+@pytest.mark.parametrize("on_write", [True, False])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_markers_of_tool_results_the_view_drops_are_not_counted(
+    backend: str, tmp_path: Path, on_write: bool
+) -> None:
+    """A result no call asked for, one after no call at all, and the first of two results
+    for one call are not sent: their markers counted as shown."""
+    store, cleanup = open_backend(backend, tmp_path, mask_secrets_on_write=on_write)
+    try:
+        cid = store.create_conversation().id
+        store.append(cid, [user("task"), assistant(tool_use("t1", "run", cmd="env"))])
+        store.append(
+            cid,
+            [
+                user(
+                    result("t1", f"first GITHUB_TOKEN={GITHUB}"),
+                    result("stray", f"GITHUB_TOKEN={GITHUB}"),
+                    result("t1", f"second AWS_ACCESS_KEY_ID={AWS}"),
+                ),
+                assistant("done"),
+                user(result("t1", f"late GITHUB_TOKEN={GITHUB}"), "thanks"),
+            ],
+        )
+        ctx = store.prepare_request(cid)
+        counted = {(s.kind, s.masked_by): s.count for s in store.audit(cid).masked_secrets}
+    finally:
+        cleanup()
+    masked_by = "stored" if on_write else "rewrite"
+    assert shown_markers(ctx.payload) == {"aws_access_key_id": 1}
+    assert counted == {("aws_access_key_id", masked_by): 1}
+
+
 def test_dedup_savings_are_the_characters_each_rewrite_removed(store: ContextStore) -> None:
     from contextstore.devtools import demo_data
 
