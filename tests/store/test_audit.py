@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from contextstore import ContextStore, context_window_info
 from contextstore.core.errors import InvalidInputError, ReadOnlyError
@@ -685,3 +687,49 @@ def test_postgres_session_settings_do_not_outlive_the_query(tmp_path: Path) -> N
         assert store.get_conversation(cid).title == "after"
     finally:
         cleanup()
+
+
+_TOOL_IDS = ("t1", "t2", "t3")
+
+
+@st.composite
+def _exchanges(draw: st.DrawFn) -> list[tuple[str, Any]]:
+    """Alternating user/assistant messages from a task on, with calls drawn from a few ids
+    (so results may answer a call of the message before, an older one, none, or the same
+    call twice) and a secret in some texts and results; ``("cut", keep)`` between them."""
+    steps: list[tuple[str, Any]] = [("message", user(f"task {GITHUB}"))]
+    for turn in range(draw(st.integers(1, 7))):
+        calls = draw(st.lists(st.sampled_from(_TOOL_IDS), max_size=2, unique=True))
+        said = draw(st.sampled_from(("", f" with {AWS}")))
+        blocks: list[Any] = [f"step {turn}{said}"] if draw(st.booleans()) or not calls else []
+        blocks += [tool_use(f"{cid}", "run", cmd="env") for cid in calls]
+        steps.append(("message", assistant(*blocks)))
+        answered = draw(st.lists(st.sampled_from((*_TOOL_IDS, "stray")), max_size=3))
+        secret = draw(st.sampled_from(("", f" GITHUB_TOKEN={GITHUB}", f" key {AWS}")))
+        pieces: list[Any] = [result(tid, f"out {turn}{secret}") for tid in answered]
+        if not pieces or draw(st.booleans()):
+            pieces.append(f"go on{secret}")
+        steps.append(("message", user(*pieces)))
+        if draw(st.integers(0, 3)) == 0:
+            steps.append(("cut", draw(st.sampled_from(("half", "quarter", "last_two")))))
+    return steps
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=_exchanges(), on_write=st.booleans())
+def test_masked_secrets_are_the_markers_of_the_request_the_next_prepare_sends(
+    steps: list[tuple[str, Any]], on_write: bool
+) -> None:
+    """Whatever the exchange and its cuts, the audit's count of masked secrets per kind is the
+    count of markers in the messages the next prepare sends (the oracle: the request)."""
+    with ContextStore.open(":memory:", mask_secrets_on_write=on_write) as store:
+        cid = store.create_conversation().id
+        for kind, value in steps:
+            if kind == "message":
+                store.append(cid, [value])
+            else:
+                store.truncate(cid, keep=value)
+        ctx = store.prepare_request(cid)
+        counted = {(s.kind, s.masked_by): s.count for s in store.audit(cid).masked_secrets}
+    masked_by = "stored" if on_write else "rewrite"
+    assert counted == {(k, masked_by): n for k, n in shown_markers(ctx.payload).items()}
