@@ -214,15 +214,22 @@ def _fitted(task: ClineTask, limit: int, notes: list[Note]) -> list[dict[str, An
                 "max_message_bytes. Nothing was imported.",
             )
         messages[idx] = stand_in
+        why = f"is {size:,} bytes as JSON, over the store's limit of {limit:,} (max_message_bytes)"
+        if isinstance(marker, dict):  # the note said the export writes the original back
+            notes[:] = [
+                n
+                for n in notes
+                if not (n.position == f"message {idx}" and n.reason.startswith(marker["reason"]))
+            ]
+            why = f"{marker['reason']} Kept with its original, it {why}"
         notes.append(
             Note(
                 str(path),
                 f"message {idx}",
-                f"is {size:,} bytes as JSON, over the store's limit of {limit:,} "
-                "(max_message_bytes): it was kept in its place without its content, with an "
-                "empty text, which renders leave out, so that the messages after it keep "
-                "their places; export cline writes a text saying it was left out in its "
-                "place (open the store with a larger max_message_bytes to keep it).",
+                f"{why}: it was kept in its place without its content, with an empty text, "
+                "which renders leave out, so that the messages after it keep their places; "
+                "export cline writes a text saying it was left out in its place (open the "
+                "store with a larger max_message_bytes to keep it).",
             )
         )
     return messages

@@ -67,6 +67,13 @@ def oversized(message: dict[str, Any]) -> None:
     message["content"].append({"type": "text", "text": "x" * (LIMIT + 1)})
 
 
+def refused_and_oversized(message: dict[str, Any]) -> None:
+    """A message refused for its block, too large to keep with its original."""
+    unknown_block(message)
+    oversized(message)
+
+
+TOO_LARGE = (oversized, refused_and_oversized)
 CASES = {
     # an assistant message: its call's result, in the next message, loses its call
     "unknown block type, assistant": (3, unknown_block, "unknown type 'server_tool_use'"),
@@ -76,6 +83,7 @@ CASES = {
     "bad field type, user": (4, image_without_data, "has no source.data"),
     "oversized, user": (4, oversized, f"over the store's limit of {LIMIT:,}"),
     "oversized, assistant": (5, oversized, f"over the store's limit of {LIMIT:,}"),
+    "refused and oversized": (4, refused_and_oversized, "unknown type 'server_tool_use'"),
 }
 
 
@@ -98,6 +106,9 @@ def test_a_refused_message_keeps_its_place_and_every_message_after_it(
         item = import_cline(store, folder).items[0]
         (note,) = item.skipped
         assert note.position == f"message {idx}" and reason in note.reason
+        if edit in TOO_LARGE:
+            assert f"over the store's limit of {LIMIT:,}" in note.reason
+            assert "export cline writes a text saying it was left out" in note.reason
         cid = item.conversation_id
         stored = store.messages(cid)
         assert len(stored) == len(task.api)
@@ -131,7 +142,7 @@ def test_a_refused_message_keeps_its_place_and_every_message_after_it(
         out = tmp_path / "out" / "1760000000000"
         export_cline(store, cid, out)
         written = _load(out / "api_conversation_history.json")
-        if edit is oversized:  # too large to keep: a text says so in its place
+        if edit in TOO_LARGE:  # too large to keep: a text says so in its place
             (text,) = [b["text"] for b in written[idx]["content"]]
             assert text.startswith("[This message was left out when the task was imported")
             assert reason in text
