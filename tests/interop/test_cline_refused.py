@@ -154,23 +154,24 @@ def test_a_refused_message_keeps_its_place_and_every_message_after_it(
 
 
 def test_the_original_is_kept_as_json_text_and_its_fields_beside_it(
-    memory_store: ContextStore, tmp_path: Path
+    store: ContextStore, tmp_path: Path
 ) -> None:
     """A refused message whose text holds NUL (which a stored value holds only in a
-    message's content): the original, JSON text, escapes it; the stand-in keeps the
-    message's fields; the export writes the original back."""
+    message's content; PostgreSQL nowhere else): the original, JSON text, escapes it; the
+    stand-in keeps the message's fields; the export writes the original back."""
     task = native(story(3))
     task.api[3]["content"][0]["text"] = "a\x00b"
     unknown_block(task.api[3])
     folder = task.write(tmp_path / "t")
-    item = import_cline(memory_store, folder).items[0]
+    item = import_cline(store, folder).items[0]
     assert [n.position for n in item.skipped] == ["message 3"]
-    stand_in = memory_store.messages(item.conversation_id)[3]
+    stand_in = store.messages(item.conversation_id)[3]
     assert stand_in["metrics"] == task.api[3]["metrics"]
     assert stand_in["modelInfo"] == task.api[3]["modelInfo"]
     assert "\x00" not in stand_in["contextstore_refused"]["message"]
-    export_cline(memory_store, item.conversation_id, tmp_path / "out")
+    export_cline(store, item.conversation_id, tmp_path / "out")
     assert _load(tmp_path / "out" / "api_conversation_history.json") == task.api
+    assert import_cline(store, folder).items[0].status == "unchanged"
 
 
 def test_a_context_update_addressed_to_a_refused_message_is_left_out_with_a_note(
