@@ -131,6 +131,22 @@ def refused_stand_in(
     return kept
 
 
+NO_ORIGINAL: Final = object()
+
+
+def refused_original(message: Mapping[str, Any]) -> Any:
+    """The original a refused message's stand-in keeps (see :data:`REFUSED_KEY`), or a
+    sentinel object when it keeps none (too large to keep, or a marker not the import's)."""
+    marker = message.get(REFUSED_KEY)
+    text = marker.get("message") if isinstance(marker, dict) else None
+    if not isinstance(text, str):
+        return NO_ORIGINAL
+    try:
+        return json.loads(text)
+    except ValueError:
+        return NO_ORIGINAL
+
+
 def is_stand_in(message: Mapping[str, Any]) -> bool:
     """True for a stored API message that stands in for one the store could not hold
     (empty content, or refused): it has no block of Cline's to address."""
@@ -148,9 +164,9 @@ def as_written(message: dict[str, Any]) -> Any:
         return message
     marker = message.get(REFUSED_KEY)
     if isinstance(marker, dict):
-        original = marker.get("message")
-        if isinstance(original, str):
-            return json.loads(original)
+        original = refused_original(message)
+        if original is not NO_ORIGINAL:
+            return original
         reason = marker.get("reason")
         text = LEFT_OUT_TEXT.format(reason=reason if isinstance(reason, str) else "unknown")
         written = {key: value for key, value in message.items() if key != REFUSED_KEY}

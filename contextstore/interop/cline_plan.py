@@ -52,6 +52,7 @@ from contextstore.interop.cline import (
     CONTEXT_HISTORY_FILE,
     EMPTY_CONTENT_KEY,
     IMPORT_SOURCE,
+    NO_ORIGINAL,
     REFUSED_KEY,
     TASK_HISTORY_FILE,
     TASK_METADATA_FILE,
@@ -61,6 +62,7 @@ from contextstore.interop.cline import (
     history_index,
     is_int,
     is_stand_in,
+    refused_original,
     refused_stand_in,
 )
 from contextstore.interop.errors import ClineTaskError
@@ -194,13 +196,13 @@ def _fitted(task: ClineTask, limit: int, notes: list[Note]) -> list[dict[str, An
         if size <= limit:
             continue
         message = messages[idx]
-        marker = message.get(REFUSED_KEY)
-        original = (
-            json.loads(marker["message"]) if isinstance(marker, dict) else as_written(message)
-        )
+        original = refused_original(message)
+        refused = original is not NO_ORIGINAL
+        if not refused:
+            original = as_written(message)
         reason = f"it is {size:,} bytes as JSON, over the store's limit of {limit:,}"
-        if isinstance(marker, dict):
-            reason = f"{marker['reason']} And {reason}, so it was not kept."
+        if refused:
+            reason = f"{message[REFUSED_KEY]['reason']} And {reason}, so it was not kept."
         previous = messages[idx - 1]["role"] if idx else None
         stand_in = refused_stand_in(original, reason, previous, keep_original=False)
         if normalize_message_dict(stand_in).json_size() > limit:
@@ -215,13 +217,14 @@ def _fitted(task: ClineTask, limit: int, notes: list[Note]) -> list[dict[str, An
             )
         messages[idx] = stand_in
         why = f"is {size:,} bytes as JSON, over the store's limit of {limit:,} (max_message_bytes)"
-        if isinstance(marker, dict):  # the note said the export writes the original back
+        if refused:  # the note said the export writes the original back
+            said = message[REFUSED_KEY]["reason"]
             notes[:] = [
                 n
                 for n in notes
-                if not (n.position == f"message {idx}" and n.reason.startswith(marker["reason"]))
+                if not (n.position == f"message {idx}" and n.reason.startswith(said))
             ]
-            why = f"{marker['reason']} Kept with its original, it {why}"
+            why = f"{said} Kept with its original, it {why}"
         notes.append(
             Note(
                 str(path),

@@ -20,6 +20,7 @@ import pytest
 from contextstore import ContextStore
 from contextstore.core.view import RESULT_MISSING
 from contextstore.interop import export_cline, import_cline
+from contextstore.interop.cline import as_written
 from contextstore.renderers.registry import validate_provider_payload
 from tests.interop.cline_factory import Task, story
 
@@ -188,3 +189,27 @@ def test_a_context_update_addressed_to_a_refused_message_is_left_out_with_a_note
     assert memory_store.context_updates(item.conversation_id) == []
     view = memory_store.render(item.conversation_id, format="anthropic")
     assert "gone" not in json.dumps(view)
+
+
+def test_a_stand_in_whose_original_cannot_be_read_exports_the_left_out_text() -> None:
+    """A marker edited by hand (its original no longer JSON) does not stop an export."""
+    stand_in = {
+        "role": "user",
+        "content": "",
+        "ts": 1,
+        "contextstore_refused": {"reason": "it was refused.", "message": "{not json"},
+    }
+    assert as_written(stand_in) == {
+        "role": "user",
+        "content": [
+            {
+                "type": "text",
+                "text": "[This message was left out when the task was imported into "
+                "contextstore: it was refused.]",
+            }
+        ],
+        "ts": 1,
+    }
+    original = {"role": "user", "content": [{"type": "mystery"}]}
+    kept = {**stand_in, "contextstore_refused": {"reason": "r", "message": json.dumps(original)}}
+    assert as_written(kept) == original
