@@ -213,3 +213,28 @@ def test_a_stand_in_whose_original_cannot_be_read_exports_the_left_out_text() ->
     original = {"role": "user", "content": [{"type": "mystery"}]}
     kept = {**stand_in, "contextstore_refused": {"reason": "r", "message": json.dumps(original)}}
     assert as_written(kept) == original
+
+
+def test_a_task_imported_when_a_refused_message_ended_its_history_gets_the_rest(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    """Imported before the stand-in existed, the task held the messages before the refused
+    one; imported again, it gets the stand-in and every message after it."""
+    task = native(story(4))
+    image_without_data(task.api[4])
+    folder = tmp_path / "tasks" / "1760000000000"
+    cut = Task(api=task.api[:4], ui=task.ui)
+    cut.write(folder)  # what the import used to keep
+    cid = import_cline(memory_store, folder).conversation_id
+    assert len(memory_store.messages(cid)) == 4
+    task.write(folder)
+    item = import_cline(memory_store, folder).items[0]
+    assert item.status == "updated"
+    stored = memory_store.messages(cid)
+    assert len(stored) == len(task.api) and stored[4]["content"] == ""
+    assert stored[5:] == task.api[5:]
+    for format in FORMATS:
+        assert validate_provider_payload(format, memory_store.render(cid, format=format)) == []
+    export_cline(memory_store, cid, tmp_path / "out")
+    assert _load(tmp_path / "out" / "api_conversation_history.json") == task.api
+    assert import_cline(memory_store, folder).items[0].status == "unchanged"
