@@ -28,6 +28,7 @@ previous row's ``ts`` + 1 where Cline's stamps tie or run backwards.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import json
 from collections.abc import Mapping, Sequence
@@ -51,12 +52,18 @@ from contextstore.interop.cline import (
     CONTEXT_HISTORY_FILE,
     EMPTY_CONTENT_KEY,
     IMPORT_SOURCE,
+    NO_ORIGINAL,
+    REFUSED_KEY,
     TASK_HISTORY_FILE,
     TASK_METADATA_FILE,
     ClineTask,
     ClineUpdate,
+    as_written,
     history_index,
     is_int,
+    is_stand_in,
+    refused_original,
+    refused_stand_in,
 )
 from contextstore.interop.errors import ClineTaskError
 from contextstore.interop.files import (
@@ -130,11 +137,14 @@ class _Placer:
 def plan_task(task: ClineTask, *, max_message_bytes: int) -> ImportPlan:
     """Lay a task's files out as one stamped timeline (see the module docstring).
 
+    A message over the store's ``max_message_bytes`` is kept as a stand-in without its
+    original (see :func:`~contextstore.interop.cline.refused_stand_in`), noted.
+
     Raises:
-        ClineTaskError: a message is over the store's ``max_message_bytes``.
+        ClineTaskError: ``max_message_bytes`` is too small for even a stand-in.
     """
     notes = list(task.notes)
-    _check_sizes(task, max_message_bytes)
+    task = dataclasses.replace(task, messages=_fitted(task, max_message_bytes, notes))
     ui = task.ui_messages
     count = len(ui)
     anchors = message_anchors(task.messages, ui)
@@ -172,15 +182,60 @@ def conversation_id_for(task_id: str) -> str:
     return task_id if 0 < len(task_id) <= MAX_ID_LENGTH else f"cline-{task_id[:58]}"
 
 
-def _check_sizes(task: ClineTask, limit: int) -> None:
+def _fitted(task: ClineTask, limit: int, notes: list[Note]) -> list[dict[str, Any]]:
+    """The task's messages, each over ``limit`` replaced by a stand-in without its
+    original (a refused message keeps its reason; its original is what did not fit).
+
+    Raises:
+        ClineTaskError: a stand-in is over ``limit`` too, even without the original's
+            other fields.
+    """
+    messages = list(task.messages)
+    path = task.directory / API_HISTORY_FILE
     for idx, size in enumerate(task.sizes):
-        if size > limit:
+        if size <= limit:
+            continue
+        message = messages[idx]
+        original = refused_original(message)
+        refused = original is not NO_ORIGINAL
+        if not refused:
+            original = as_written(message)
+        reason = f"it is {size:,} bytes as JSON, over the store's limit of {limit:,}"
+        if refused:
+            reason = f"{message[REFUSED_KEY]['reason']} And {reason}, so it was not kept."
+        previous = messages[idx - 1]["role"] if idx else None
+        stand_in = refused_stand_in(original, reason, previous, keep_original=False)
+        if normalize_message_dict(stand_in).json_size() > limit:
+            stand_in = {key: stand_in[key] for key in ("role", "content", REFUSED_KEY)}
+        if normalize_message_dict(stand_in).json_size() > limit:
             raise ClineTaskError(
-                task.directory / API_HISTORY_FILE,
+                path,
                 f"message {idx}",
-                f"is {size:,} bytes as JSON, over the store's limit of {limit:,}; open the "
-                "store with a larger max_message_bytes. Nothing was imported.",
+                f"is {size:,} bytes as JSON, over the store's limit of {limit:,}, and the "
+                "store cannot hold even a stand-in for it; open the store with a larger "
+                "max_message_bytes. Nothing was imported.",
             )
+        messages[idx] = stand_in
+        why = f"is {size:,} bytes as JSON, over the store's limit of {limit:,} (max_message_bytes)"
+        if refused:  # the note said the export writes the original back
+            said = message[REFUSED_KEY]["reason"]
+            notes[:] = [
+                n
+                for n in notes
+                if not (n.position == f"message {idx}" and n.reason.startswith(said))
+            ]
+            why = f"{said} Kept with its original, it {why}"
+        notes.append(
+            Note(
+                str(path),
+                f"message {idx}",
+                f"{why}: it was kept in its place without its content, with an empty text, "
+                "which renders leave out, so that the messages after it keep their places; "
+                "export cline writes a text saying it was left out in its place (open the "
+                "store with a larger max_message_bytes to keep it).",
+            )
+        )
+    return messages
 
 
 def message_anchors(
@@ -266,6 +321,8 @@ def _update_problem(update: ClineUpdate, messages: Sequence[Mapping[str, Any]]) 
     message = messages[update.message_idx]
     if message.get(EMPTY_CONTENT_KEY) is True:
         return "the message has empty content, no block to rewrite; left out."
+    if is_stand_in(message):
+        return "the store could not hold the message, no block to rewrite; left out."
     blocks = normalize_message_dict(message).blocks
     if update.block_idx >= len(blocks):
         return "the message has no such block (Cline's positional address drifted); left out."

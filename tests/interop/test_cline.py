@@ -559,7 +559,7 @@ def test_malformed_entries_are_left_out_one_by_one(
     assert len(memory_store.context_updates(report.conversation_id)) == 3  # of 3 valid ones
 
 
-def test_a_message_the_store_refuses_ends_the_history_there(
+def test_a_message_the_store_refuses_keeps_its_place_and_the_history_after_it(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:
     task = story(4)
@@ -567,8 +567,13 @@ def test_a_message_the_store_refuses_ends_the_history_there(
     folder = task.write(tmp_path / "t")
     report = import_cline(memory_store, folder)
     (note,) = report.items[0].skipped
-    assert note.position == "message 5" and "kept up to message 4" in note.reason
-    assert memory_store.messages(report.conversation_id) == task.api[:5]
+    assert note.position == "message 5" and "tool_result without a tool_use_id" in note.reason
+    assert "kept in its place" in note.reason and "the 3 after it keep" in note.reason
+    stored = memory_store.messages(report.conversation_id)
+    assert stored[:5] == task.api[:5] and stored[6:] == task.api[6:]
+    assert stored[5]["content"] == "" and stored[5]["role"] == "assistant"
+    export_cline(memory_store, report.conversation_id, tmp_path / "out")
+    assert _load(tmp_path / "out" / "api_conversation_history.json") == task.api
 
 
 def test_messages_with_empty_content_keep_their_places_and_export_as_written(
@@ -603,7 +608,7 @@ def test_messages_with_empty_content_keep_their_places_and_export_as_written(
     assert _load(out / "ui_messages.json") == task.ui
 
 
-def test_a_first_message_the_store_refuses_says_no_message_was_kept(
+def test_a_first_message_the_store_refuses_is_kept_as_a_user_message(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:
     task = story(4)
@@ -611,7 +616,12 @@ def test_a_first_message_the_store_refuses_says_no_message_was_kept(
     folder = task.write(tmp_path / "t")
     report = import_cline(memory_store, folder)
     (note,) = [n for n in report.items[0].skipped if n.position == "message 0"]
-    assert "No message of the history was kept" in note.reason and "-1" not in note.reason
+    assert "got int" in note.reason and "kept in its place" in note.reason
+    stored = memory_store.messages(report.conversation_id)
+    assert stored[0]["role"] == "user" and stored[0]["content"] == ""
+    assert stored[1:] == task.api[1:]
+    export_cline(memory_store, report.conversation_id, tmp_path / "out")
+    assert _load(tmp_path / "out" / "api_conversation_history.json") == task.api
 
 
 def test_a_task_with_only_its_api_history_imports_its_messages(

@@ -473,6 +473,94 @@ def test_a_message_with_empty_content_keeps_the_history_after_it(
         assert other.messages(again.conversation_id) == stored
 
 
+# -- an API message the store refuses ----------------------------------------------------
+
+
+def _refused(kind: str, message: dict[str, Any], limit: int) -> str:
+    """Edit ``message`` (a copy's) the way ``kind`` says; returns what the note says."""
+    content = message["content"]
+    if kind == "unknown block type":
+        content.append({"type": "server_tool_use", "id": "srvtoolu_1", "input": {}})
+        return "unknown type 'server_tool_use'"
+    if kind == "tool input not an object":  # Cline 3.5x, when the arguments parse to an array
+        next(b for b in content if b["type"] == "tool_use")["input"] = ["a", "b"]
+        return "input must be an object"
+    if kind == "image without data":  # Cline's image block for a data URL without a comma
+        content.append({"type": "image", "source": {"type": "base64", "media_type": "image/png"}})
+        return "has no source.data"
+    content.append({"type": "text", "text": "x" * limit})
+    return f"over the store's limit of {limit:,}"
+
+
+REFUSED = ("unknown block type", "tool input not an object", "image without data", "oversized")
+
+
+@pytest.mark.parametrize("kind", REFUSED)
+@pytest.mark.parametrize("task", WITH_HISTORY)
+def test_a_message_the_store_refuses_keeps_the_history_after_it(
+    task: Path, kind: str, tmp_path: Path
+) -> None:
+    """An API message the store refuses used to end the imported history there. It is
+    kept in its place as a stand-in that renders leave out: every later message keeps
+    its index (Cline's checkpoints and UI messages still line up), renders break no rule
+    the unedited task does not, the export writes the original back (a stand-in text for
+    one too large to keep) and importing the folder again changes nothing."""
+    folder = tmp_path / "tasks" / task.name
+    shutil.copytree(task, folder)
+    api = load(folder / "api_conversation_history.json")
+    role = "user" if kind == "image without data" else "assistant"
+    middle = len(api) // 2
+    idx = next(
+        i
+        for i in range(middle, len(api))
+        if api[i]["role"] == role
+        and (
+            kind != "tool input not an object"
+            or any(b["type"] == "tool_use" for b in api[i]["content"])
+        )
+    )
+    limit = max(len(json.dumps(m, ensure_ascii=False).encode()) for m in api) + 1_000
+    reason = _refused(kind, api[idx], limit)
+    (folder / "api_conversation_history.json").write_text(json.dumps(api), encoding="utf-8")
+    with (
+        ContextStore.open(":memory:", max_message_bytes=limit) as store,
+        ContextStore.open(":memory:", max_message_bytes=limit) as whole,
+    ):
+        item = import_cline(store, folder).items[0]
+        (note,) = [n for n in item.skipped if n.position == f"message {idx}"]
+        assert reason in note.reason
+        cid = item.conversation_id
+        stored = store.messages(cid)
+        assert len(stored) == len(api)
+        for position, (message, original) in enumerate(zip(stored, api, strict=True)):
+            if position == idx:
+                assert message["content"] == "" and message["role"] == original["role"]
+            else:
+                assert message == original
+        ui = _ui(folder)
+        records = store.source_records(cid)
+        assert [r.data for r in records] == ui
+        for checkpoint in store.checkpoints(cid):
+            ui_message = [r for r in records if r.ts < checkpoint.ts][-1].data
+            kept, _, _ = cline_restore(api, ui, ui_message["ts"])
+            assert len(store.messages(cid, as_of=checkpoint.ts)) == len(kept)
+        assert import_cline(whole, task).conversation_id == cid
+        for format in ("anthropic", "openai", "gemini"):
+            expected = validate_provider_payload(format, whole.render(cid, format=format))
+            assert validate_provider_payload(format, store.render(cid, format=format)) == expected
+        store.check(cid)
+        out = tmp_path / "out" / task.name
+        export_cline(store, cid, out)
+        written = load(out / "api_conversation_history.json")
+        if kind == "oversized":
+            (text,) = [b["text"] for b in written[idx]["content"]]
+            assert text.startswith("[This message was left out") and reason in text
+            written[idx]["content"] = api[idx]["content"]
+        assert written == api
+        assert load(out / "ui_messages.json") == ui
+        assert import_cline(store, folder).items[0].status == "unchanged"
+
+
 # -- a checkpoint restore in Cline, imported again ---------------------------------------
 
 
