@@ -80,15 +80,19 @@ class Converted:
         first_turns: for each message, the index of the first turn it holds (-1 for the
             continuation message put before a chat that starts with the model).
         notes: what was left out or approximated.
+        refused: the store's words for each message it refuses (by index), which the
+            importer keeps as a stand-in.
     """
 
     messages: list[dict[str, Any]]
     first_turns: list[int]
     notes: list[str]
+    refused: dict[int, str] = field(default_factory=dict)
 
 
 def turns_to_messages(turns: Sequence[Turn], path: Path) -> Converted:
-    """Convert Gemini turns to Anthropic messages (see the module docstring for the rules).
+    """Convert Gemini turns to Anthropic messages (see the module docstring for the rules);
+    a message the store refuses is listed in :attr:`Converted.refused`.
 
     Raises:
         GeminiChatError: a part is malformed or sits in the wrong role's turn.
@@ -105,12 +109,13 @@ def turns_to_messages(turns: Sequence[Turn], path: Path) -> Converted:
         notes.append("the chat starts with a model turn; a continuation user message was added.")
         messages.insert(0, {"role": "user", "content": DEFAULT_CONTINUATION, SYNTHETIC_FIELD: True})
         first_turns.insert(0, -1)
+    refused: dict[int, str] = {}
     for index, message in enumerate(messages):
         try:
             normalize_message_dict(message)
         except InvalidInputError as exc:
-            raise GeminiChatError(path, f"converted message {index}", str(exc)) from exc
-    return Converted(messages, first_turns, notes)
+            refused[index] = str(exc)
+    return Converted(messages, first_turns, notes, refused)
 
 
 def check_turn(turn: Turn, path: Path) -> None:
