@@ -337,3 +337,33 @@ def test_a_real_session_with_an_oversized_message_comes_in_whole(tmp_path: Path,
         written = json.loads(out.read_text(encoding="utf-8"))
         assert written == edited and written != original
         assert import_gemini(store, path).items[0].status == "unchanged"
+
+
+def test_a_pasted_file_over_32_mib_at_the_stores_own_limits(
+    store: ContextStore, tmp_path: Path
+) -> None:
+    """At the default limits (32 MiB for a message and for a source record), a user pasting
+    a file of 33 MiB: the message is a stand-in, the record a placeholder; the session comes
+    in whole on each backend, exports as a session Gemini CLI loads and imports again
+    ``unchanged``."""
+    session = _session(3)
+    session["messages"][2]["content"] = [{"text": "x" * (33 * 1024 * 1024)}]
+    path = _write(session, tmp_path / "chats", ".jsonl")
+    item = import_gemini(store, path).items[0]
+    assert item.status == "imported"
+    assert [n.position for n in item.skipped] == ["messages[2]", "messages[2]"]
+    cid = item.conversation_id
+    messages = store.messages(cid)
+    assert len(messages) == 9 and _stand_ins(messages) == [3]
+    for format in FORMATS:
+        assert validate_provider_payload(format, store.render(cid, format=format)) == []
+    out = tmp_path / "out" / f"{NAME}.jsonl"
+    export_gemini(store, cid, out)
+    records, metadata = _replayed(out)
+    assert metadata == _replayed(path)[1]
+    placeholder = records[2]
+    assert record_problem(placeholder) is None and "contextstore_refused" not in placeholder
+    assert placeholder["id"] == "u1" and placeholder["type"] == "user"
+    assert "left out when the session was imported" in placeholder["content"][0]["text"]
+    assert records[:2] + records[3:] == session["messages"][:2] + session["messages"][3:]
+    assert import_gemini(store, path).items[0].status == "unchanged"
