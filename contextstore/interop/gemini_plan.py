@@ -12,6 +12,7 @@ back; having no timestamps, they are dated by the file's modification time.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -106,7 +107,8 @@ def plan_chat(
         raise GeminiChatError(chat.path, None, "holds no records; there is nothing to import.")
     owners = [turn_records[first] if first >= 0 else -1 for first in converted.first_turns]
     too_large = {index for index, found in enumerate(chat.records) if _over(found)}
-    messages = _fitted(chat, converted, owners, too_large, max_message_bytes, notes)
+    positions = [turns[first].position if first >= 0 else None for first in converted.first_turns]
+    messages = _fitted(chat, converted, owners, positions, too_large, max_message_bytes, notes)
     anchored: dict[int, list[dict[str, Any]]] = {}
     for message, owner in zip(messages, owners, strict=True):
         anchored.setdefault(owner, []).append(message)
@@ -167,7 +169,8 @@ def conversation_id_for(chat: GeminiChat) -> str:
 
 
 def _turns(chat: GeminiChat, notes: list[Note]) -> tuple[list[Turn], list[int]]:
-    """Every record's turns, a record with a malformed part left out (with a note)."""
+    """Every record's turns; those of a record with a part the conversion or the store
+    refuses are marked :attr:`~contextstore.interop.gemini_convert.Turn.refused`."""
     turns: list[Turn] = []
     owners: list[int] = []
     for index, record in enumerate(chat.records):
@@ -177,15 +180,12 @@ def _turns(chat: GeminiChat, notes: list[Note]) -> tuple[list[Turn], list[int]]:
             for turn in found:
                 check_turn(turn, chat.path)
         except GeminiChatError as exc:
-            notes.append(
-                Note(
-                    str(chat.path),
-                    exc.position,
-                    f"{str(exc).split(': ', 1)[-1]} The record "
-                    "stays among the source records but is no model history.",
-                )
-            )
-            continue
+            # each of its turns becomes a stand-in (see _fitted), so the record keeps its place
+            reason = str(exc).split(": ", 1)[-1]
+            where = exc.position or where
+            found = [
+                dataclasses.replace(t, parts=[], position=where, refused=reason) for t in found
+            ]
         turns.extend(found)
         owners.extend([index] * len(found))
     return turns, owners
@@ -203,6 +203,7 @@ def _fitted(
     chat: GeminiChat,
     converted: Converted,
     owners: Sequence[int],
+    positions: Sequence[str | None],
     too_large: Collection[int],
     limit: int,
     notes: list[Note],
@@ -217,6 +218,7 @@ def _fitted(
             stand-in for it.
     """
     messages = list(converted.messages)
+    noted: set[tuple[int, str]] = set()
     for index, message in enumerate(messages):
         owner = owners[index]
         refused = converted.refused.get(index)
@@ -224,9 +226,11 @@ def _fitted(
         if refused is None and (size is None or size <= limit):
             continue
         where = _where(chat, owner) if owner >= 0 else None
+        if refused:  # the part refused, where the conversion names it
+            where = positions[index] or where
         named = _record_name(chat, owner) if owner >= 0 else "the continuation"
         reason = (
-            f"The store refuses the message converted from {named}: {refused}"
+            f"The store takes no message made from {named}: {refused}"
             if refused
             else f"The message converted from {named} is {size:,} bytes as JSON, over the "
             f"store's limit of {limit:,} (max_message_bytes)."
@@ -241,6 +245,9 @@ def _fitted(
                 "with a larger max_message_bytes. Nothing was imported.",
             )
         messages[index] = stand_in
+        if (owner, reason) in noted:  # the record's other turn, said once
+            continue
+        noted.add((owner, reason))
         back = (
             "export gemini writes a placeholder record saying it was left out in its place"
             if owner in too_large

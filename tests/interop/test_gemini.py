@@ -655,7 +655,7 @@ def test_other_media_types_become_a_text_note(tmp_path: Path) -> None:
     )
 
 
-def test_a_content_with_a_bad_part_stays_a_record_but_no_model_history(
+def test_a_content_with_a_bad_part_stays_a_record_and_a_stand_in_in_its_place(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:
     path = _write(
@@ -674,7 +674,12 @@ def test_a_content_with_a_bad_part_stays_a_record_but_no_model_history(
     assert reasons[1][0] == "history[1].parts[0]" and "belongs in a model turn" in reasons[1][1]
     cid = report.conversation_id
     assert len(memory_store.source_records(cid)) == 2
-    assert _texts(memory_store.messages(cid)) == ["go"]
+    messages = memory_store.messages(cid)
+    assert _texts(messages) == ["go"]
+    assert [(m["role"], "contextstore_refused" in m) for m in messages] == [
+        ("user", False),
+        ("user", True),
+    ]
 
 
 def test_an_imported_thought_signature_is_sent_back_to_gemini() -> None:
