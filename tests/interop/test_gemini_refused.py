@@ -367,3 +367,38 @@ def test_a_pasted_file_over_32_mib_at_the_stores_own_limits(
     assert "left out when the session was imported" in placeholder["content"][0]["text"]
     assert records[:2] + records[3:] == session["messages"][:2] + session["messages"][3:]
     assert import_gemini(store, path).items[0].status == "unchanged"
+
+
+def test_a_checkpoint_with_a_stand_in_exports_as_a_session_saying_what_was_left_out(
+    tmp_path: Path,
+) -> None:
+    """A checkpoint's Contents become session records when exported as a session (they are
+    no session records themselves): a stand-in's record says what was left out and why,
+    where it would have exported as nothing (a user message) or an empty answer."""
+    contents = [
+        {"role": "user", "parts": [{"text": "Q0?"}]},
+        {"role": "model", "parts": [{"text": "A0."}]},
+        {"role": "user", "parts": [{"text": HUGE}]},
+        {"role": "model", "parts": [{"text": "A1."}]},
+    ]
+    path = tmp_path / "checkpoint-big.json"
+    path.write_text(json.dumps({"history": contents}), encoding="utf-8")
+    with ContextStore.open(":memory:", max_message_bytes=LIMIT) as store:
+        item = import_gemini(store, path).items[0]
+        ((note_position),) = [n.position for n in item.skipped]
+        assert note_position == "history[2]"
+        cid = item.conversation_id
+        out = tmp_path / "out" / f"{NAME}.jsonl"
+        export_gemini(store, cid, out)
+        records, _ = _replayed(out)
+        assert [(r["type"], r["content"][0]["text"][:40]) for r in records] == [
+            ("user", "Q0?"),
+            ("gemini", "A0."),
+            ("user", "[This message was left out when the sess"),
+            ("gemini", "A1."),
+        ]
+        assert f"over the store's limit of {LIMIT:,}" in records[2]["content"][0]["text"]
+        export_gemini(store, cid, tmp_path / "again.json", checkpoint=True)
+        saved = json.loads((tmp_path / "again.json").read_text(encoding="utf-8"))
+        assert saved == {"history": contents}
+        assert import_gemini(store, path).items[0].status == "unchanged"
