@@ -8,6 +8,10 @@ Every record a session kept after replay (``user``, ``gemini``, ``info``, ``erro
 object in ``details``), then by the messages its turns start. A checkpoint's Contents are
 records of their own (``content:user``, ``content:model``), so an export gives the file
 back; having no timestamps, they are dated by the file's modification time.
+
+A message the store cannot hold (over ``max_message_bytes``, or made from parts it refuses)
+keeps its place as a stand-in (:mod:`~contextstore.interop.stand_in`) while its record stays
+whole among the source records; a record too large for its row is kept as a placeholder.
 """
 
 from __future__ import annotations
@@ -100,7 +104,7 @@ def plan_chat(
             ``max_message_bytes``, or the chat holds nothing at all.
     """
     notes = list(chat.notes)
-    turns, turn_records = _turns(chat, notes)
+    turns, turn_records = _turns(chat)
     converted = turns_to_messages(turns, chat.path)
     notes.extend(Note(str(chat.path), None, n) for n in converted.notes)
     if not chat.records:
@@ -168,7 +172,7 @@ def conversation_id_for(chat: GeminiChat) -> str:
     return f"gemini-{digest[:24]}"
 
 
-def _turns(chat: GeminiChat, notes: list[Note]) -> tuple[list[Turn], list[int]]:
+def _turns(chat: GeminiChat) -> tuple[list[Turn], list[int]]:
     """Every record's turns; those of a record with a part the conversion or the store
     refuses are marked :attr:`~contextstore.interop.gemini_convert.Turn.refused`."""
     turns: list[Turn] = []
@@ -195,7 +199,7 @@ def _record_name(chat: GeminiChat, index: int) -> str:
     """A record as a note names it: its id in a session, its place in a checkpoint."""
     record_id = chat.records[index].get("id") if chat.is_session else None
     if isinstance(record_id, str):
-        return f"record {record_id[:80]!r}".replace("\x00", "\ufffd")
+        return f"record {record_id[:80]!r}"  # repr escapes a NUL
     return "this Content"
 
 
