@@ -42,6 +42,7 @@ from contextstore.interop.stand_in import (
     REFUSED_KEY,
     left_out_text,
     refused_original,
+    refused_reason,
     refused_stand_in,
 )
 
@@ -105,13 +106,12 @@ def as_written(message: dict[str, Any]) -> Any:
     original was too large to keep."""
     if message.get("content") != "":
         return message
-    marker = message.get(REFUSED_KEY)
-    if isinstance(marker, dict):
+    reason = refused_reason(message)
+    if reason is not None:
         original = refused_original(message)
         if original is not NO_ORIGINAL:
             return original
-        reason = marker.get("reason")
-        text = left_out_text("task", reason if isinstance(reason, str) else "unknown")
+        text = left_out_text("task", reason)
         written = {key: value for key, value in message.items() if key != REFUSED_KEY}
         written["content"] = [{"type": "text", "text": text}]
         return written
