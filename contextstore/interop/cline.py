@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from contextstore.core.content import ROLES, normalize_message_dict
+from contextstore.core.content import normalize_message_dict
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.file_reads import ALL_PATHS, REPLACED_PATHS
 from contextstore.core.overlays import UpdateKind
@@ -37,6 +36,14 @@ from contextstore.interop.files import (
     not_a_file,
     nul_note,
     without_nul,
+)
+from contextstore.interop.stand_in import (
+    NO_ORIGINAL,
+    REFUSED_KEY,
+    left_out_text,
+    refused_original,
+    refused_reason,
+    refused_stand_in,
 )
 
 API_HISTORY_FILE: Final = "api_conversation_history.json"
@@ -83,70 +90,6 @@ def with_empty_content(message: Any) -> Any:
     return kept
 
 
-REFUSED_KEY: Final = "contextstore_refused"
-"""Marks an API message the store refused (an unknown block type, a field of the wrong
-type, a message over ``max_message_bytes``...): it is kept in its place as a stand-in with
-an empty text as its content (renders leave it out, as for :data:`EMPTY_CONTENT_KEY`), so
-every later message keeps its index. The marker holds ``reason`` (the store's words) and,
-when it fits in ``max_message_bytes``, ``message``: the original as JSON text (text, not
-a value: the original may hold what no stored value may, such as NUL characters or too
-deep a nesting), which ``export cline`` writes back. Without it (a message too large to
-keep), the export writes :data:`LEFT_OUT_TEXT` in its place. The original's other fields
-(``id``, ``ts``, ``modelInfo``, ``metrics``) stay beside it when the store takes them."""
-LEFT_OUT_TEXT: Final = (
-    "[This message was left out when the task was imported into contextstore: {reason}]"
-)
-"""The text ``export cline`` writes for a refused message whose original was not kept."""
-
-
-def refused_stand_in(
-    message: Any, reason: str, previous_role: str | None, *, keep_original: bool = True
-) -> dict[str, Any]:
-    """The stand-in kept for an API message the store refuses (see :data:`REFUSED_KEY`):
-    the original's role (else the role after ``previous_role``), an empty text, the
-    original's other fields the store takes, and the marker.
-
-    ``keep_original``: keep the original as JSON text in the marker (False for a message
-    too large to keep)."""
-    role = message.get("role") if isinstance(message, dict) else None
-    if not isinstance(role, str) or role not in ROLES:
-        role = "assistant" if previous_role == "user" else "user"
-    marker: dict[str, Any] = {"reason": reason}
-    if keep_original:
-        marker["message"] = json.dumps(message, ensure_ascii=False)
-    kept: dict[str, Any] = {"role": role, "content": ""}
-    if isinstance(message, dict):
-        fields = {
-            key: value
-            for key, value in message.items()
-            if isinstance(key, str)
-            and key not in ("role", "content", EMPTY_CONTENT_KEY, REFUSED_KEY)
-        }
-        try:
-            normalize_message_dict({**kept, **fields})
-        except InvalidInputError:
-            fields = {}  # the original (when kept) still holds them
-        kept.update(copy.deepcopy(fields))
-    kept[REFUSED_KEY] = marker
-    return kept
-
-
-NO_ORIGINAL: Final = object()
-
-
-def refused_original(message: Mapping[str, Any]) -> Any:
-    """The original a refused message's stand-in keeps (see :data:`REFUSED_KEY`), or a
-    sentinel object when it keeps none (too large to keep, or a marker not the import's)."""
-    marker = message.get(REFUSED_KEY)
-    text = marker.get("message") if isinstance(marker, dict) else None
-    if not isinstance(text, str):
-        return NO_ORIGINAL
-    try:
-        return json.loads(text)
-    except ValueError:
-        return NO_ORIGINAL
-
-
 def is_stand_in(message: Mapping[str, Any]) -> bool:
     """True for a stored API message that stands in for one the store could not hold
     (empty content, or refused): it has no block of Cline's to address."""
@@ -158,17 +101,17 @@ def is_stand_in(message: Mapping[str, Any]) -> bool:
 def as_written(message: dict[str, Any]) -> Any:
     """A stored API message as Cline wrote it: one kept by :func:`with_empty_content` gets
     its ``[]`` back (while its content is still the empty text it was given), a refused
-    one (:func:`refused_stand_in`) its original, or :data:`LEFT_OUT_TEXT` when the
+    one (:func:`~contextstore.interop.stand_in.refused_stand_in`) its original, or
+    :data:`~contextstore.interop.stand_in.LEFT_OUT_TEXT` when the
     original was too large to keep."""
     if message.get("content") != "":
         return message
-    marker = message.get(REFUSED_KEY)
-    if isinstance(marker, dict):
+    reason = refused_reason(message)
+    if reason is not None:
         original = refused_original(message)
         if original is not NO_ORIGINAL:
             return original
-        reason = marker.get("reason")
-        text = LEFT_OUT_TEXT.format(reason=reason if isinstance(reason, str) else "unknown")
+        text = left_out_text("task", reason)
         written = {key: value for key, value in message.items() if key != REFUSED_KEY}
         written["content"] = [{"type": "text", "text": text}]
         return written
@@ -547,7 +490,7 @@ def _read_messages(
                 )
             )
             previous = kept[-1]["role"] if kept else None
-            message = refused_stand_in(original, str(exc), previous)
+            message = refused_stand_in(original, str(exc), previous, markers=(EMPTY_CONTENT_KEY,))
             sizes.append(normalize_message_dict(message).json_size())
         kept.append(message)
     if replaced:

@@ -52,8 +52,6 @@ from contextstore.interop.cline import (
     CONTEXT_HISTORY_FILE,
     EMPTY_CONTENT_KEY,
     IMPORT_SOURCE,
-    NO_ORIGINAL,
-    REFUSED_KEY,
     TASK_HISTORY_FILE,
     TASK_METADATA_FILE,
     ClineTask,
@@ -62,8 +60,6 @@ from contextstore.interop.cline import (
     history_index,
     is_int,
     is_stand_in,
-    refused_original,
-    refused_stand_in,
 )
 from contextstore.interop.errors import ClineTaskError
 from contextstore.interop.files import (
@@ -84,6 +80,12 @@ from contextstore.interop.plan import (
     usable_ts,
 )
 from contextstore.interop.recovery import loads
+from contextstore.interop.stand_in import (
+    NO_ORIGINAL,
+    REFUSED_KEY,
+    fitted_stand_in,
+    refused_original,
+)
 
 ORIGIN: Final = "cline"
 """``source_records.origin`` of Cline's UI messages."""
@@ -138,7 +140,7 @@ def plan_task(task: ClineTask, *, max_message_bytes: int) -> ImportPlan:
     """Lay a task's files out as one stamped timeline (see the module docstring).
 
     A message over the store's ``max_message_bytes`` is kept as a stand-in without its
-    original (see :func:`~contextstore.interop.cline.refused_stand_in`), noted.
+    original (see :func:`~contextstore.interop.stand_in.refused_stand_in`), noted.
 
     Raises:
         ClineTaskError: ``max_message_bytes`` is too small for even a stand-in.
@@ -204,10 +206,8 @@ def _fitted(task: ClineTask, limit: int, notes: list[Note]) -> list[dict[str, An
         if refused:
             reason = f"{message[REFUSED_KEY]['reason']} And {reason}, so it was not kept."
         previous = messages[idx - 1]["role"] if idx else None
-        stand_in = refused_stand_in(original, reason, previous, keep_original=False)
-        if normalize_message_dict(stand_in).json_size() > limit:
-            stand_in = {key: stand_in[key] for key in ("role", "content", REFUSED_KEY)}
-        if normalize_message_dict(stand_in).json_size() > limit:
+        stand_in = fitted_stand_in(original, reason, previous, limit, markers=(EMPTY_CONTENT_KEY,))
+        if stand_in is None:
             raise ClineTaskError(
                 path,
                 f"message {idx}",

@@ -52,6 +52,9 @@ class Turn:
     parts: list[Any]
     position: str
     record_id: str | None = None
+    refused: str | None = None
+    """Why the turn makes no message the store takes (its parts are then left unread): it
+    becomes a message of its own, listed in :attr:`Converted.refused`."""
 
 
 @dataclass
@@ -80,15 +83,19 @@ class Converted:
         first_turns: for each message, the index of the first turn it holds (-1 for the
             continuation message put before a chat that starts with the model).
         notes: what was left out or approximated.
+        refused: the store's words for each message it refuses (by index), which the
+            importer keeps as a stand-in.
     """
 
     messages: list[dict[str, Any]]
     first_turns: list[int]
     notes: list[str]
+    refused: dict[int, str] = field(default_factory=dict)
 
 
 def turns_to_messages(turns: Sequence[Turn], path: Path) -> Converted:
-    """Convert Gemini turns to Anthropic messages (see the module docstring for the rules).
+    """Convert Gemini turns to Anthropic messages (see the module docstring for the rules);
+    a message the store refuses is listed in :attr:`Converted.refused`.
 
     Raises:
         GeminiChatError: a part is malformed or sits in the wrong role's turn.
@@ -97,20 +104,28 @@ def turns_to_messages(turns: Sequence[Turn], path: Path) -> Converted:
     pairing = _Pairing()
     converted: list[tuple[int, Turn, list[Block]]] = []
     for index, turn in enumerate(turns):
+        if turn.refused is not None:
+            if turn.role == "model":
+                pairing.pending = []  # its calls are unknown
+            converted.append((index, turn, []))
+            continue
         blocks = _turn_blocks(turn, index, pairing, path, notes)
         if blocks:
             converted.append((index, turn, blocks))
-    messages, first_turns = _merge(converted)
+    messages, first_turns, refused = _merge(converted)
     if messages and messages[0]["role"] == "assistant":
         notes.append("the chat starts with a model turn; a continuation user message was added.")
         messages.insert(0, {"role": "user", "content": DEFAULT_CONTINUATION, SYNTHETIC_FIELD: True})
         first_turns.insert(0, -1)
+        refused = {index + 1: reason for index, reason in refused.items()}
     for index, message in enumerate(messages):
+        if index in refused:
+            continue
         try:
             normalize_message_dict(message)
         except InvalidInputError as exc:
-            raise GeminiChatError(path, f"converted message {index}", str(exc)) from exc
-    return Converted(messages, first_turns, notes)
+            refused[index] = str(exc)
+    return Converted(messages, first_turns, notes, refused)
 
 
 def check_turn(turn: Turn, path: Path) -> None:
@@ -322,16 +337,21 @@ def _result_content(
 
 def _merge(
     converted: Sequence[tuple[int, Turn, list[Block]]],
-) -> tuple[list[dict[str, Any]], list[int]]:
+) -> tuple[list[dict[str, Any]], list[int], dict[int, str]]:
     messages: list[dict[str, Any]] = []
     first_turns: list[int] = []
+    refused: dict[int, str] = {}
     for index, turn, blocks in converted:
         role = ROLES[turn.role]
         ids = [turn.record_id] if turn.record_id else []
         # Turns of different session records stay apart, so each message keeps its record's
-        # time and a record appended later never rewrites an earlier message.
+        # time and a record appended later never rewrites an earlier message. A refused
+        # turn is a message of its own (no turn joins it).
         previous_ids = messages[-1].get(IDS_FIELD, []) if messages else []
         apart = bool(ids) and bool(previous_ids) and ids[0] not in previous_ids
+        apart = apart or turn.refused is not None or len(messages) - 1 in refused
+        if turn.refused is not None:
+            refused[len(messages)] = turn.refused
         if messages and messages[-1]["role"] == role and not apart:
             apart = _share_a_call_id(messages[-1]["content"], blocks)
         if messages and messages[-1]["role"] == role and not apart:
@@ -346,7 +366,7 @@ def _merge(
             message[IDS_FIELD] = ids
         messages.append(message)
         first_turns.append(index)
-    return messages, first_turns
+    return messages, first_turns, refused
 
 
 def _share_a_call_id(earlier: Sequence[Block], later: Sequence[Block]) -> bool:

@@ -33,6 +33,7 @@ from contextstore.interop.gemini import (
 from contextstore.interop.gemini_plan import ORIGIN, format_timestamp, plan_chat
 from contextstore.interop.plan import ImportPlan
 from contextstore.interop.report import ExportReport, ImportReport
+from contextstore.interop.stand_in import REFUSED_KEY, left_out_text, refused_reason
 from contextstore.interop.store_api import InteropStore
 from contextstore.interop.sync import Progress, imported_until, run_import
 from contextstore.interop.writing import (
@@ -165,7 +166,7 @@ def export_gemini(
         # A checkpoint's Contents are no session records: every message becomes one.
         session = _generated_records(store, conversation, -1)
     else:
-        session = [r.data for r in records if r.kind in SESSION_RECORD_KINDS]
+        session = [as_written(r.data) for r in records if r.kind in SESSION_RECORD_KINDS]
         session += _generated_records(store, conversation, imported)
     metadata = _session_metadata(conversation, gemini, until)
     with os_errors("write the Gemini CLI session", target):
@@ -214,7 +215,7 @@ def _checkpoint(
     until: int,
 ) -> Any:
     kind = gemini.get("kind")
-    contents = [r.data for r in records if r.kind.startswith("content:")]
+    contents = [as_written(r.data) for r in records if r.kind.startswith("content:")]
     if kind in (CHECKPOINT, CONTENTS) and conversation.last_ts == until:
         history: list[Any] = contents
     else:
@@ -289,7 +290,19 @@ def _record_parts(blocks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return parts
 
 
+def as_written(record: Mapping[str, Any]) -> Any:
+    """A stored record as Gemini CLI wrote it: the placeholder kept for one too large to
+    keep (see :func:`~contextstore.interop.gemini_plan.plan_chat`) without its marker, so
+    it is a record Gemini CLI loads, saying the record was left out."""
+    if REFUSED_KEY not in record:
+        return record
+    return {key: value for key, value in record.items() if key != REFUSED_KEY}
+
+
 def _blocks(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    reason = refused_reason(message)
+    if reason is not None:  # a stand-in: say what it stands in for
+        return [{"type": "text", "text": left_out_text("session", reason)}]
     content = message.get("content")
     if isinstance(content, str):
         return [{"type": "text", "text": content}]

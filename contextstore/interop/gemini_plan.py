@@ -8,24 +8,36 @@ Every record a session kept after replay (``user``, ``gemini``, ``info``, ``erro
 object in ``details``), then by the messages its turns start. A checkpoint's Contents are
 records of their own (``content:user``, ``content:model``), so an export gives the file
 back; having no timestamps, they are dated by the file's modification time.
+
+A message the store cannot hold (over ``max_message_bytes``, or made from parts it refuses)
+keeps its place as a stand-in (:mod:`~contextstore.interop.stand_in`) while its record stays
+whole among the source records; a record too large for its row is kept as a placeholder.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
 from contextstore.core.content import normalize_message_dict
 from contextstore.core.rows import MessageRow, RequestRow, SourceRecordRow, TimelineRow
-from contextstore.core.validate import MAX_ID_LENGTH, MAX_INT32
+from contextstore.core.validate import MAX_ID_LENGTH, MAX_INT32, MAX_MESSAGE_BYTES
 from contextstore.interop.cline import is_int
 from contextstore.interop.errors import GeminiChatError
 from contextstore.interop.files import Note, is_name, nul_note, path_text, without_nul
-from contextstore.interop.gemini import GeminiChat, content_turn, record_turns
-from contextstore.interop.gemini_convert import SYNTHETIC_FIELD, Turn, check_turn, turns_to_messages
+from contextstore.interop.gemini import CONTENTS, GeminiChat, content_turn, record_turns
+from contextstore.interop.gemini_convert import (
+    SYNTHETIC_FIELD,
+    Converted,
+    Turn,
+    check_turn,
+    turns_to_messages,
+)
 from contextstore.interop.plan import (
     ImportPlan,
     MetadataPart,
@@ -36,10 +48,13 @@ from contextstore.interop.plan import (
     stamp,
     usable_ts,
 )
+from contextstore.interop.stand_in import REFUSED_KEY, fitted_stand_in, left_out_text
 
 ORIGIN: Final = "gemini"
 """``source_records.origin`` of Gemini CLI records."""
 _TITLE_CHARS: Final = 120
+RECORD_LIMIT: Final = MAX_MESSAGE_BYTES
+"""The most a ``source_records`` row holds of one record (its JSON, in UTF-8 bytes)."""
 
 
 def parse_timestamp(value: Any) -> int | None:
@@ -80,20 +95,27 @@ def plan_chat(
         max_message_bytes: the store's limit for one message.
         file_ms: the file's modification time, which dates a checkpoint's rows.
 
+    A converted message the store refuses, or one over ``max_message_bytes``, is kept in
+    its place as a stand-in (noted); a record too large for its ``source_records`` row is
+    kept as a placeholder (noted).
+
     Raises:
-        GeminiChatError: a converted message is over ``max_message_bytes``, or the chat
-            holds nothing at all.
+        GeminiChatError: the store cannot hold even a stand-in for a message over
+            ``max_message_bytes``, or the chat holds nothing at all.
     """
     notes = list(chat.notes)
-    turns, turn_records = _turns(chat, notes)
+    turns, turn_records = _turns(chat)
     converted = turns_to_messages(turns, chat.path)
     notes.extend(Note(str(chat.path), None, n) for n in converted.notes)
-    _check_sizes(chat, converted.messages, max_message_bytes)
     if not chat.records:
         raise GeminiChatError(chat.path, None, "holds no records; there is nothing to import.")
+    owners = [turn_records[first] if first >= 0 else -1 for first in converted.first_turns]
+    too_large = {index for index, found in enumerate(chat.records) if _over(found)}
+    positions = [turns[first].position if first >= 0 else None for first in converted.first_turns]
+    messages = _fitted(chat, converted, owners, positions, too_large, max_message_bytes, notes)
     anchored: dict[int, list[dict[str, Any]]] = {}
-    for message, first in zip(converted.messages, converted.first_turns, strict=True):
-        anchored.setdefault(turn_records[first] if first >= 0 else -1, []).append(message)
+    for message, owner in zip(messages, owners, strict=True):
+        anchored.setdefault(owner, []).append(message)
     slots: list[Slot] = [_message_slot(m) for m in anchored.get(-1, [])]
     replaced, nul_at = 0, None
     for index, found in enumerate(chat.records):
@@ -102,6 +124,8 @@ def plan_chat(
         if count and nul_at is None:
             nul_at = _where(chat, index)
         replaced += count
+        if index in too_large:
+            record = _placeholder(chat, index, record, notes)
         own = parse_timestamp(record.get("timestamp")) if chat.is_session else None
         slots.append(Slot(own, _record_maker(record, own)))
         tokens = record.get("tokens")
@@ -120,7 +144,7 @@ def plan_chat(
         conversation_id=conversation_id_for(chat),
         created_ts=created,
         rows=stamp(created, slots),
-        title=_title(chat, converted.messages),
+        title=_title(chat, messages),
         model_id=_model_id(chat),
         metadata=_metadata(chat, notes),
         notes=notes,
@@ -129,6 +153,8 @@ def plan_chat(
 
 def _where(chat: GeminiChat, index: int) -> str:
     """Where record ``index`` of a chat is, for a note."""
+    if chat.kind == CONTENTS:  # a bare array, as the reader's notes name its items
+        return f"[{index}]"
     return f"messages[{index}]" if chat.is_session else f"history[{index}]"
 
 
@@ -146,8 +172,9 @@ def conversation_id_for(chat: GeminiChat) -> str:
     return f"gemini-{digest[:24]}"
 
 
-def _turns(chat: GeminiChat, notes: list[Note]) -> tuple[list[Turn], list[int]]:
-    """Every record's turns, a record with a malformed part left out (with a note)."""
+def _turns(chat: GeminiChat) -> tuple[list[Turn], list[int]]:
+    """Every record's turns; those of a record with a part the conversion or the store
+    refuses are marked :attr:`~contextstore.interop.gemini_convert.Turn.refused`."""
     turns: list[Turn] = []
     owners: list[int] = []
     for index, record in enumerate(chat.records):
@@ -157,30 +184,141 @@ def _turns(chat: GeminiChat, notes: list[Note]) -> tuple[list[Turn], list[int]]:
             for turn in found:
                 check_turn(turn, chat.path)
         except GeminiChatError as exc:
-            notes.append(
-                Note(
-                    str(chat.path),
-                    exc.position,
-                    f"{str(exc).split(': ', 1)[-1]} The record "
-                    "stays among the source records but is no model history.",
-                )
-            )
-            continue
+            # each of its turns becomes a stand-in (see _fitted), so the record keeps its place
+            reason = str(exc).split(": ", 1)[-1]
+            where = exc.position or where
+            found = [
+                dataclasses.replace(t, parts=[], position=where, refused=reason) for t in found
+            ]
         turns.extend(found)
         owners.extend([index] * len(found))
     return turns, owners
 
 
-def _check_sizes(chat: GeminiChat, messages: Sequence[Mapping[str, Any]], limit: int) -> None:
+def _record_name(chat: GeminiChat, index: int) -> str:
+    """A record as a note names it: its id in a session, its place in a checkpoint."""
+    record_id = chat.records[index].get("id") if chat.is_session else None
+    if isinstance(record_id, str):
+        return f"record {record_id[:80]!r}"  # repr escapes a NUL
+    return "this Content"
+
+
+def _fitted(
+    chat: GeminiChat,
+    converted: Converted,
+    owners: Sequence[int],
+    positions: Sequence[str | None],
+    too_large: Collection[int],
+    limit: int,
+    notes: list[Note],
+) -> list[dict[str, Any]]:
+    """The converted messages, each one the store refuses or over ``limit`` replaced by a
+    stand-in in its place (see :mod:`~contextstore.interop.stand_in`), noted; the record
+    it came from stays whole among the source records (unless it is in ``too_large``),
+    and that is what ``export gemini`` writes back.
+
+    Raises:
+        GeminiChatError: a message is over ``limit`` and the store cannot hold even a
+            stand-in for it.
+    """
+    messages = list(converted.messages)
+    noted: set[tuple[int, str]] = set()
     for index, message in enumerate(messages):
-        size = normalize_message_dict(message).json_size()
-        if size > limit:
+        owner = owners[index]
+        refused = converted.refused.get(index)
+        size = None if refused else normalize_message_dict(message).json_size()
+        if refused is None and (size is None or size <= limit):
+            continue
+        where = _where(chat, owner) if owner >= 0 else None
+        if refused:  # the part refused, where the conversion names it
+            where = positions[index] or where
+        named = _record_name(chat, owner) if owner >= 0 else "the continuation"
+        reason = (
+            f"The store takes no message made from {named}: {refused}"
+            if refused
+            else f"The message converted from {named} is {size:,} bytes as JSON, over the "
+            f"store's limit of {limit:,} (max_message_bytes)."
+        )
+        previous = messages[index - 1]["role"] if index else None
+        stand_in = fitted_stand_in(message, reason, previous, limit)
+        if stand_in is None:
             raise GeminiChatError(
                 chat.path,
-                f"converted message {index}",
-                f"is {size:,} bytes as JSON, over the store's limit of {limit:,}; open the "
-                "store with a larger max_message_bytes. Nothing was imported.",
+                where,
+                f"{reason} The store cannot hold even a stand-in for it; open the store "
+                "with a larger max_message_bytes. Nothing was imported.",
             )
+        messages[index] = stand_in
+        if (owner, reason) in noted:  # the record's other turn, said once
+            continue
+        noted.add((owner, reason))
+        back = (
+            "export gemini writes a placeholder record saying it was left out in its place"
+            if owner in too_large
+            else "the record stays whole among the source records and export gemini writes it back"
+        )
+        notes.append(
+            Note(
+                str(chat.path),
+                where,
+                f"{reason} It was kept in its place as a stand-in with an empty text, which "
+                f"renders leave out, so that the messages after it keep their places; {back}"
+                + (
+                    ""
+                    if refused
+                    else " (open the store with a larger max_message_bytes to "
+                    "keep the message itself)"
+                )
+                + ".",
+            )
+        )
+    return messages
+
+
+def _over(record: Mapping[str, Any]) -> bool:
+    """True for a record too large for its ``source_records`` row."""
+    size = len(json.dumps(record, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    return size > RECORD_LIMIT
+
+
+PLACEHOLDER_DROPS: Final = ("content", "parts", "displayContent", "toolCalls", "thoughts")
+"""What a record too large to keep loses in its placeholder (where the bulk lies)."""
+
+
+def _placeholder(
+    chat: GeminiChat, index: int, record: Mapping[str, Any], notes: list[Note]
+) -> dict[str, Any]:
+    """The placeholder kept among the source records for a record over
+    :data:`RECORD_LIMIT`: its other fields (``id``, ``timestamp``, ``type``, ``model``,
+    ``tokens``...), a text saying it was left out as its content, and the
+    :data:`~contextstore.interop.stand_in.REFUSED_KEY` marker (which export drops)."""
+    size = len(json.dumps(record, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    reason = (
+        f"it is {size:,} bytes as JSON, over the {RECORD_LIMIT:,} (MAX_MESSAGE_BYTES) a "
+        "source record holds"
+    )
+    text = left_out_text("session" if chat.is_session else "chat", reason)
+    kept = {k: v for k, v in record.items() if k not in PLACEHOLDER_DROPS}
+    if "role" in record:
+        kept = {**kept, "parts": [{"text": text}]}
+    else:
+        kept = {**kept, "content": [{"text": text}]}
+    kept[REFUSED_KEY] = {"reason": reason}
+    if _over(kept):
+        kept = {k: v for k, v in kept.items() if k in ("id", "timestamp", "type", "role", "parts")}
+        kept["content" if "type" in kept else "parts"] = [{"text": text}]
+        kept[REFUSED_KEY] = {"reason": reason}
+    notes.append(
+        Note(
+            str(chat.path),
+            _where(chat, index),
+            f"{_record_name(chat, index)} is {size:,} bytes as JSON, over the "
+            f"{RECORD_LIMIT:,} (MAX_MESSAGE_BYTES) a source record holds: a placeholder "
+            "with its other fields and a text saying it was left out is kept in its place, "
+            "and export gemini writes that.",
+        )
+    )
+    return kept
 
 
 def _message_slot(message: Mapping[str, Any]) -> Slot:

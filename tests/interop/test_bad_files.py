@@ -28,6 +28,7 @@ from contextstore.interop import (
     import_cline,
     import_gemini,
 )
+from contextstore.renderers.registry import validate_provider_payload
 from tests.interop.cline_factory import story, write_storage
 
 SESSION_ID = "5e55e55e-0000-4000-8000-0000000000b4"
@@ -246,9 +247,11 @@ def test_a_record_whose_type_role_or_call_id_is_an_object_is_left_out_by_itself(
         "messages[2].parts[0]",
     ]
     assert all("id must be a string" in reason for _, reason in reasons[2:])
-    assert [m["content"] for m in memory_store.messages(SESSION_ID)] == [
-        [{"type": "text", "text": "hello"}]
-    ]
+    # the two gemini records keep their places as stand-ins (they were no model history)
+    messages = memory_store.messages(SESSION_ID)
+    assert [m["content"] for m in messages] == [[{"type": "text", "text": "hello"}], "", ""]
+    assert [m.get("gemini_ids") for m in messages] == [["u1"], ["g1"], ["g2"]]
+    assert all("contextstore_refused" in m for m in messages[1:])
     assert len(memory_store.source_records(SESSION_ID)) == 3
 
 
@@ -453,11 +456,11 @@ def _gemini(record_id: str, second: int, **fields: object) -> dict[str, object]:
     return {"id": record_id, "timestamp": stamp, "type": "gemini", **fields}
 
 
-def test_a_record_whose_calls_make_no_valid_message_is_no_model_history_by_itself(
+def test_a_record_whose_calls_make_no_valid_message_is_a_stand_in_by_itself(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:
     # Each refused the whole chat ("converted message 2: content[1] and content[2] are two
-    # calls with the id ...").
+    # calls with the id ..."), then was no model history; now each keeps its place.
     ls = {"name": "ls", "args": {}}
     path = _session_lines(
         tmp_path / "chats" / SESSION_NAME,
@@ -469,13 +472,17 @@ def test_a_record_whose_calls_make_no_valid_message_is_no_model_history_by_itsel
     )
     item = import_gemini(memory_store, path).items[0]
     assert item.status == "imported"
-    problems = [(n.position, n.reason) for n in item.skipped if "model history" in n.reason]
+    problems = [(n.position, n.reason) for n in item.skipped if "stand-in" in n.reason]
     assert [position for position, _ in problems] == ["messages[1]", "messages[2]", "messages[3]"]
     assert "two calls with the id 'c2'" in problems[0][1]
     assert "id must be at most 200 characters" in problems[1][1]
-    texts = [m["content"][0]["text"] for m in memory_store.messages(SESSION_ID)]
-    assert texts == ["hello", "done"]
-    assert memory_store.messages(SESSION_ID)[0]["gemini_ids"] == ["u\ufffd1"]
+    messages = memory_store.messages(SESSION_ID)
+    texts = [m["content"] and m["content"][0]["text"] for m in messages]
+    assert texts == ["hello", "", "", "", "done"]
+    assert [m["gemini_ids"] for m in messages] == [["u\ufffd1"], ["g1"], ["g2"], ["g3"], ["g4"]]
+    for format in ("anthropic", "openai", "gemini"):
+        payload = memory_store.render(SESSION_ID, format=format)
+        assert validate_provider_payload(format, payload) == []
     assert len(memory_store.source_records(SESSION_ID)) == 5
     assert memory_store.check().ok
 

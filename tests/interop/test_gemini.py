@@ -655,7 +655,7 @@ def test_other_media_types_become_a_text_note(tmp_path: Path) -> None:
     )
 
 
-def test_a_content_with_a_bad_part_stays_a_record_but_no_model_history(
+def test_a_content_with_a_bad_part_stays_a_record_and_a_stand_in_in_its_place(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:
     path = _write(
@@ -674,7 +674,12 @@ def test_a_content_with_a_bad_part_stays_a_record_but_no_model_history(
     assert reasons[1][0] == "history[1].parts[0]" and "belongs in a model turn" in reasons[1][1]
     cid = report.conversation_id
     assert len(memory_store.source_records(cid)) == 2
-    assert _texts(memory_store.messages(cid)) == ["go"]
+    messages = memory_store.messages(cid)
+    assert _texts(messages) == ["go"]
+    assert [(m["role"], "contextstore_refused" in m) for m in messages] == [
+        ("user", False),
+        ("user", True),
+    ]
 
 
 def test_an_imported_thought_signature_is_sent_back_to_gemini() -> None:
@@ -840,12 +845,26 @@ def test_unsafe_files_are_refused_with_nothing_written(
     assert memory_store.row_counts()["conversations"] == 0
 
 
-def test_a_message_over_the_size_limit_is_refused_before_writing(tmp_path: Path) -> None:
+def test_a_checkpoint_content_over_the_size_limit_is_a_stand_in(tmp_path: Path) -> None:
+    """It refused the whole file; now it keeps its place (test_gemini_refused.py has more)
+    and the checkpoint exports as it was."""
+    contents = [
+        {"role": "user", "parts": [{"text": "x" * 500}]},
+        {"role": "model", "parts": [{"text": "Too long."}]},
+    ]
     with ContextStore.open(":memory:", max_message_bytes=200) as small:
-        path = _write(tmp_path / "c.json", [{"role": "user", "parts": [{"text": "x" * 500}]}])
-        with pytest.raises(GeminiChatError, match="over the store's limit"):
-            import_gemini(small, path)
-        assert small.row_counts()["conversations"] == 0
+        path = _write(tmp_path / "c.json", contents)
+        item = import_gemini(small, path).items[0]
+        (note,) = item.skipped
+        assert note.position == "[0]" and "over the store's limit of 200" in note.reason
+        messages = small.messages(item.conversation_id)
+        assert [(m["role"], m["content"] == "") for m in messages] == [
+            ("user", True),
+            ("assistant", False),
+        ]
+        export_gemini(small, item.conversation_id, tmp_path / "out.json", checkpoint=True)
+        assert json.loads((tmp_path / "out.json").read_text()) == contents
+        assert import_gemini(small, path).items[0].status == "unchanged"
 
 
 def test_a_lone_surrogate_in_a_jsonl_line_becomes_a_replacement_character(tmp_path: Path) -> None:
