@@ -23,9 +23,9 @@ def sniffed_image_type(data: Any) -> str | None:
     """The image type the first bytes of base64 ``data`` clearly name, or None.
 
     Recognised: PNG (its 8-byte signature), JPEG (``FF D8 FF``), GIF (``GIF87a`` or
-    ``GIF89a``) and WebP (``RIFF``, a size, ``WEBP``): the four types every provider
-    takes. Anything else (HEIC, SVG, a damaged header, data that is not base64) is None:
-    the stored ``media_type`` is then all there is to go by.
+    ``GIF89a``) and WebP (``RIFF``, a size, ``WEBP``): the four types Anthropic and OpenAI
+    take (Gemini all but GIF). Anything else (HEIC, SVG, a damaged header, data that is
+    not base64) is None: the stored ``media_type`` is then all there is to go by.
     """
     if not isinstance(data, str):
         return None

@@ -61,22 +61,12 @@ FALLBACK_MIME_TYPE = "application/octet-stream"
 
 TEXT_SEPARATOR = "\n\n"
 
-IMAGE_TYPES = frozenset(
-    {
-        "image/png",
-        "image/jpeg",
-        "image/webp",
-        "image/heic",
-        "image/heif",
-        "image/gif",
-        "image/bmp",
-        "image/tiff",
-    }
-)
-"""The image types Gemini takes: the ``Literal`` of ``ImageContentMimeType`` in
-``google.genai._gaos.types.interactions.imagecontent`` (the SDK's ``Blob.mime_type`` is a
-plain string). Google's image-understanding page lists the first five for
-``generateContent``."""
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"})
+"""The image types Gemini's ``generateContent`` takes, as Google's image-understanding page
+lists them (a GIF is answered "invalid argument" there). The SDK's ``Blob.mime_type`` is a
+plain string; the ``Literal`` of ``ImageContentMimeType`` in
+``google.genai._gaos.types.interactions.imagecontent``, for Google's newer interactions API,
+holds these five and more (gif, bmp, tiff)."""
 
 PROVIDER = "Gemini"
 """The provider's name in :func:`~contextstore.core.media.left_out`'s text."""
