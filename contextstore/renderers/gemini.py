@@ -4,7 +4,9 @@ The mapping from Anthropic blocks to Gemini parts:
 
 * ``text`` -> ``{"text"}``; a ``signature`` a Gemini turn left on the block (Cline keeps
   Gemini's thought signatures there) is sent back as ``thoughtSignature``;
-* base64 images and documents -> ``inlineData``; URL images and documents ->
+* base64 images and documents -> ``inlineData``, an image with the type its data is
+  (one of a type Gemini refuses, not in :data:`IMAGE_TYPES`, becomes a text part saying
+  it was left out); URL images and documents ->
   ``fileData`` (the MIME type guessed from the URL); plain-text documents -> ``text``;
 * ``tool_use`` -> ``functionCall`` (``id``, ``name``, ``args``);
 * ``tool_result`` -> ``functionResponse`` named after the matching ``tool_use`` (or
@@ -37,6 +39,7 @@ from contextstore.core.hardening import (
     Part,
     harden_history,
 )
+from contextstore.core.media import image_type, left_out
 from contextstore.core.overlays import Block
 from contextstore.core.validate import json_copy
 from contextstore.core.view import VIEW_RULES
@@ -58,6 +61,16 @@ FALLBACK_MIME_TYPE = "application/octet-stream"
 
 TEXT_SEPARATOR = "\n\n"
 
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"})
+"""The image types Gemini's ``generateContent`` takes, as Google's image-understanding page
+lists them (a GIF is answered "invalid argument" there). The SDK's ``Blob.mime_type`` is a
+plain string; the ``Literal`` of ``ImageContentMimeType`` in
+``google.genai._gaos.types.interactions.imagecontent``, for Google's newer interactions API,
+holds these five and more (gif, bmp, tiff)."""
+
+PROVIDER = "Gemini"
+"""The provider's name in :func:`~contextstore.core.media.left_out`'s text."""
+
 _ROLES = {"user": "user", "assistant": "model"}
 
 _RESULT_ITEM_TYPES = frozenset({"image", "document", "search_result"})
@@ -71,6 +84,19 @@ def _signed(part: Part, block: Block) -> Part:
     if isinstance(signature, str) and signature:
         part["thoughtSignature"] = signature
     return part
+
+
+def _image_part(block: Block, rules: int) -> Part | None:
+    """The part for an image; from version 7 of the view rules a base64 image is sent
+    with the type its data is, and one of a type not in :data:`IMAGE_TYPES` becomes a
+    text part saying it was left out (:func:`~contextstore.core.media.left_out`)."""
+    source = block.get("source")
+    if rules >= 7 and isinstance(source, Mapping) and source.get("type") == "base64":
+        mime_type = image_type(source, "image/png")
+        if mime_type not in IMAGE_TYPES:
+            return {"text": left_out("image", mime_type, PROVIDER)}
+        return {"inlineData": {"mimeType": mime_type, "data": source.get("data", "")}}
+    return _media_part(block, "image/png")
 
 
 def _media_part(block: Block, default_type: str) -> Part | None:
@@ -142,12 +168,13 @@ def _response_parts(block: Block, names: Mapping[str, str], rules: int) -> list[
 def content_part(block: Block, rules: int = VIEW_RULES) -> Part | None:
     """The Gemini part of one block that maps to a single part (not a tool result), or
     None for a block Gemini has no part for (by the view rules of version ``rules``: a
-    ``search_result`` has a text part from version 5)."""
+    ``search_result`` has a text part from version 5; from version 7 a base64 image of a
+    type Gemini refuses is a text part saying it was left out)."""
     kind = block.get("type")
     if kind == "text":
         return _signed({"text": str(block.get("text", ""))}, block)
     if kind == "image":
-        return _media_part(block, "image/png")
+        return _image_part(block, rules)
     if kind == "document":
         return _media_part(block, "application/pdf")
     if kind == "tool_use":
@@ -205,7 +232,8 @@ def render_contents(
         rules: The version of the view rules to render by
             (:data:`~contextstore.core.view.VIEW_RULES`): a stored request is rebuilt by
             the version it was prepared with; before 5, ``search_result`` blocks are
-            dropped.
+            dropped, and before 7, base64 images are sent with their stored media type,
+            whatever it is.
 
     Returns:
         New ``Content`` dicts that satisfy Gemini's role and pairing rules.
@@ -296,13 +324,15 @@ def build_request(
     return body
 
 
-def violations(contents: Sequence[Any]) -> list[str]:
+def violations(contents: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]:
     """Return the ways ``contents`` break Gemini's role and function-call rules.
 
     Checked: roles are ``user``/``model`` and alternate, starting and ending with
     ``user``; no turn is empty; the turn after a model turn with ``functionCall`` parts
     holds exactly as many ``functionResponse`` parts, with the same ids; no response
-    appears in any other turn.
+    appears in any other turn; and, for a payload built by version 7 of the view rules
+    or later (``rules``), no ``inlineData`` part holds an image (an ``image/`` MIME type)
+    of a type not in :data:`IMAGE_TYPES`.
     """
     problems: list[str] = []
     calls: list[Any] = []
@@ -313,6 +343,8 @@ def violations(contents: Sequence[Any]) -> list[str]:
             continue
         problems.extend(_turn_shape_problems(position, turn, len(contents)))
         parts = [p for p in turn.get("parts") or [] if isinstance(p, Mapping)]
+        if rules >= 7:
+            problems.extend(_image_type_problems(position, parts))
         responses = [p["functionResponse"].get("id") for p in parts if "functionResponse" in p]
         if calls or responses:
             problems.extend(_pairing_problems(position, calls, responses))
@@ -322,6 +354,20 @@ def violations(contents: Sequence[Any]) -> list[str]:
     if calls:
         problems.append("end of contents: the last model turn's calls are not answered")
     return problems
+
+
+def _image_type_problems(position: int, parts: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The inline images of one turn whose type Gemini refuses."""
+    refused = []
+    for part in parts:
+        inline = part.get("inlineData")
+        mime_type = inline.get("mimeType") if isinstance(inline, Mapping) else None
+        image = isinstance(mime_type, str) and mime_type.startswith("image/")
+        if image and mime_type not in IMAGE_TYPES:
+            refused.append(str(mime_type)[:60])
+    if not refused:
+        return []
+    return [f"contents[{position}] has images of types Gemini refuses: {refused}"]
 
 
 def _turn_shape_problems(position: int, turn: Mapping[str, Any], count: int) -> list[str]:

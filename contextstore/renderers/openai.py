@@ -15,7 +15,9 @@ The mapping from Anthropic blocks:
   a user message) becomes text (:func:`~contextstore.core.overlays.search_result_text`);
 * thinking blocks are dropped (Chat Completions has no field to send them back in);
 * a tool call id longer than the API accepts (:data:`MAX_CALL_ID_LENGTH`) is sent in
-  :func:`call_id`'s short form, in the call and its result alike.
+  :func:`call_id`'s short form, in the call and its result alike;
+* a base64 image is sent with the type its data is; one of a type the API refuses (not
+  in :data:`IMAGE_TYPES`) becomes a text part saying it was left out.
 
 Text blocks of one message are joined with a blank line.
 """
@@ -28,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contextstore.core.errors import InvalidInputError
+from contextstore.core.media import image_type, left_out
 from contextstore.core.overlays import Block
 from contextstore.core.view import VIEW_RULES
 from contextstore.renderers.anthropic import (
@@ -60,6 +63,15 @@ TEXT_SEPARATOR = "\n\n"
 MAX_CALL_ID_LENGTH = 40
 """The longest tool call id Chat Completions accepts (``tool_calls[].id`` and a tool
 message's ``tool_call_id``); a longer one is refused with "string too long"."""
+
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+"""The image types Chat Completions takes in an ``image_url`` part: PNG, JPEG, WebP and
+non-animated GIF, as OpenAI's vision guide (linked from
+``openai.types.chat.ChatCompletionContentPartImageParam``) lists them; the SDK's type
+leaves the URL a plain string. Another type is refused with a 400."""
+
+PROVIDER = "OpenAI"
+"""The provider's name in :func:`~contextstore.core.media.left_out`'s text."""
 
 _DIGEST_LENGTH = 16
 """Hex digits of the id's SHA-256 that end a shortened id (64 bits)."""
@@ -109,9 +121,20 @@ def _media_url(source: Mapping[str, Any], default_type: str) -> str | None:
     return None
 
 
-def _image_part(block: Block) -> ContentPart | None:
+def _image_part(block: Block, rules: int) -> ContentPart | None:
+    """The part for an image; from version 7 of the view rules a base64 image is sent
+    with the type its data is, and one of a type not in :data:`IMAGE_TYPES` becomes a
+    text part saying it was left out (:func:`~contextstore.core.media.left_out`)."""
     source = block.get("source")
-    url = _media_url(source, "image/png") if isinstance(source, Mapping) else None
+    if not isinstance(source, Mapping):
+        return None
+    if rules >= 7 and source.get("type") == "base64":
+        media_type = image_type(source, "image/png")
+        if media_type not in IMAGE_TYPES:
+            return {"type": "text", "text": left_out("image", media_type, PROVIDER)}
+        data_url = f"data:{media_type};base64,{source.get('data', '')}"
+        return {"type": "image_url", "image_url": {"url": data_url}}
+    url = _media_url(source, "image/png")
     return None if url is None else {"type": "image_url", "image_url": {"url": url}}
 
 
@@ -148,7 +171,7 @@ def _user_parts(blocks: Sequence[Block], rules: int) -> list[ContentPart]:
         if kind == "text":
             parts.append({"type": "text", "text": str(block.get("text", ""))})
         elif kind == "image":
-            image = _image_part(block)
+            image = _image_part(block, rules)
             if image is not None:
                 parts.append(image)
         elif kind == "document":
@@ -244,7 +267,9 @@ def render_messages(
         rules: The version of the view rules to render by
             (:data:`~contextstore.core.view.VIEW_RULES`): a stored request is rebuilt by
             the version it was prepared with; before 5, ``search_result`` blocks are
-            dropped, and before 6, tool call ids are sent as stored, whatever their length.
+            dropped, before 6, tool call ids are sent as stored, whatever their length,
+            and before 7, base64 images are sent with their stored media type, whatever
+            it is.
 
     Returns:
         New message dicts sharing no objects with the input. An assistant message with
@@ -332,7 +357,9 @@ def violations(messages: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]
     messages right after an assistant message with ``tool_calls`` are ``tool`` messages
     answering each call id exactly once; no ``tool`` message appears anywhere else; and,
     for a payload built by version 6 of the view rules or later (``rules``; older ones
-    sent ids as stored), no tool call id is longer than :data:`MAX_CALL_ID_LENGTH`.
+    sent ids as stored), no tool call id is longer than :data:`MAX_CALL_ID_LENGTH`; and,
+    from version 7, every ``image_url`` part holding a data URL names a type in
+    :data:`IMAGE_TYPES`.
     """
     problems: list[str] = []
     pending: list[str] = []
@@ -343,6 +370,8 @@ def violations(messages: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]
         role = message.get("role")
         if rules >= 6:
             problems.extend(_id_length_problems(position, message))
+        if rules >= 7:
+            problems.extend(_image_type_problems(position, message))
         if role == "tool":
             problems.extend(_tool_message_problems(position, message, pending))
             continue
@@ -372,6 +401,25 @@ def _id_length_problems(position: int, message: Mapping[str, Any]) -> list[str]:
         f"messages[{position}] has tool call ids longer than {MAX_CALL_ID_LENGTH} characters, "
         f"which the API refuses: {long}"
     ]
+
+
+def _image_type_problems(position: int, message: Mapping[str, Any]) -> list[str]:
+    """The data-URL images of one message whose type the API refuses."""
+    content = message.get("content")
+    refused: list[str] = []
+    for part in content if isinstance(content, list) else []:
+        if not isinstance(part, Mapping) or part.get("type") != "image_url":
+            continue
+        image = part.get("image_url")
+        url = image.get("url") if isinstance(image, Mapping) else None
+        if not isinstance(url, str) or not url.startswith("data:"):
+            continue
+        media_type = url[len("data:") :].split(";", 1)[0].split(",", 1)[0]
+        if media_type not in IMAGE_TYPES:
+            refused.append(media_type[:60])
+    if not refused:
+        return []
+    return [f"messages[{position}] has images of types the API refuses: {refused}"]
 
 
 def _tool_message_problems(

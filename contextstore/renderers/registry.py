@@ -100,7 +100,9 @@ def validate_provider_payload(format: str, payload: Any, *, rules: int = VIEW_RU
             (:data:`~contextstore.core.view.VIEW_RULES`): a rule a renderer has followed
             only since a later version is not checked (from 5, Anthropic's final
             assistant message without trailing whitespace; from 6, OpenAI's tool call ids
-            of at most 40 characters).
+            of at most 40 characters; from 7, images, and Anthropic's base64 documents,
+            only of media types the provider takes, and Anthropic images whose data is
+            of the type they say).
 
     Returns:
         One human-readable sentence per violation, in conversation order.
@@ -116,4 +118,4 @@ def validate_provider_payload(format: str, payload: Any, *, rules: int = VIEW_RU
         return anthropic.violations(history, rules=rules)
     if format == "openai":
         return openai.violations(history, rules=rules)
-    return gemini.violations(history)
+    return gemini.violations(history, rules=rules)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from functools import partial
 from typing import Any
@@ -243,3 +244,52 @@ def test_a_request_prepared_by_rules_5_rebuilds_as_sent_after_rules_6(
         assert short == answered and len(short) <= 40 and short.startswith(LONG_ID[:20])
     else:
         assert current.payload == old.payload
+
+
+HEIC_DATA = base64.b64encode(b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic").decode()
+PNG_DATA = base64.b64encode(
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01"
+).decode()
+
+
+def _media_history() -> list[dict[str, Any]]:
+    """A HEIC photo (Gemini CLI keeps them) and a PNG whose media_type says JPEG."""
+    heic = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/heic", "data": HEIC_DATA},
+    }
+    png = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/jpeg", "data": PNG_DATA},
+    }
+    return [
+        user("What do these show?", heic),
+        assistant(tool_use("toolu_1", "screenshot")),
+        user(tool_result("toolu_1", [png])),
+        assistant("A garden and a screen."),
+    ]
+
+
+@pytest.mark.parametrize("format", ["anthropic", "openai", "gemini"])
+def test_a_request_prepared_by_rules_6_rebuilds_as_sent_after_rules_7(
+    store: ContextStore, monkeypatch: pytest.MonkeyPatch, format: str
+) -> None:
+    """Version 7 leaves out images of types the provider refuses and sends an image with
+    the type its data is; a version 6 request sent both as stored, and rebuilds so."""
+    conv = store.create_conversation()
+    store.append(conv.id, _media_history())
+    with monkeypatch.context() as patched:
+        patched.setattr(requests_facade, "VIEW_RULES", 6)
+        old = store.prepare_request(conv.id, format=format)
+    assert store.request_payload(conv.id, old.request_id) == old.payload
+    store.prepare_cache.clear()
+    current = store.prepare_request(conv.id, format=format)
+    assert store.request_payload(conv.id, current.request_id) == current.payload
+    assert store.request_payload(conv.id, old.request_id) == old.payload
+    old_text, current_text = json.dumps(old.payload), json.dumps(current.payload)
+    assert "image/heic" in old_text and "image/jpeg" in old_text
+    assert "image/jpeg" not in current_text and "image/png" in current_text
+    if format == "gemini":
+        assert "omitted" not in current_text and "image/heic" in current_text
+    else:
+        assert "[image omitted: image/heic" in current_text
