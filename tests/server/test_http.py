@@ -318,6 +318,23 @@ def test_a_declared_size_of_digits_that_are_not_ascii_is_no_internal_error(
 ) -> None:
     # "²".isdigit() is True and int("²") raises: the request ended in a 500 and a
     # traceback. The declared size is only a hint; the body read is what is capped.
+    status, answer = _post_declaring(declared, LIST.encode())
+    assert (status, json.loads(answer)["result"]) == (200, [])
+    status, answer = _post_declaring(declared, LIST.encode() + b" ")
+    assert status == 413 and b"over" in answer
+
+
+@pytest.mark.parametrize(
+    ("declared", "status"), [("0" * 5000 + "55", 200), ("9" * 5000, 413), ("60", 413)]
+)
+def test_a_declared_size_is_read_whatever_its_length(declared: str, status: int) -> None:
+    # int() refuses a number of over 4,300 digits: that was a 500 too.
+    assert _post_declaring(declared, LIST.encode())[0] == status
+
+
+def _post_declaring(declared: str, body: bytes) -> tuple[int, bytes]:
+    """POST ``body`` with ``declared`` as its Content-Length, the exact bytes, to an app
+    whose body limit is the size of ``LIST``'s request."""
     from contextstore.server.http import create_app
     from contextstore.server.jsonrpc import Dispatcher
 
@@ -336,35 +353,7 @@ def test_a_declared_size_of_digits_that_are_not_ascii_is_no_internal_error(
             (b"content-type", b"application/json"),
             (b"content-length", declared.encode("latin-1")),
         ]
-        status, answer = _asgi_post(app, LIST.encode(), headers)
-        assert (status, json.loads(answer)["result"]) == (200, [])
-        status, answer = _asgi_post(app, LIST.encode() + b" ", headers)
-        assert status == 413 and b"over" in answer
-
-
-@pytest.mark.parametrize(
-    ("declared", "status"), [("0" * 5000 + "55", 200), ("9" * 5000, 413), ("60", 413)]
-)
-def test_a_declared_size_is_read_whatever_its_length(declared: str, status: int) -> None:
-    # int() refuses a number of over 4,300 digits: that was a 500 too.
-    from contextstore.server.http import create_app
-    from contextstore.server.jsonrpc import Dispatcher
-
-    token = "t" * 43
-    with ContextStore.open(":memory:") as store:
-        app = create_app(
-            Dispatcher(store),
-            token=token,
-            hosts=frozenset({"127.0.0.1"}),
-            port=8080,
-            max_request_bytes=len(LIST),
-        )
-        headers = [
-            (b"host", b"127.0.0.1:8080"),
-            (b"authorization", f"Bearer {token}".encode()),
-            (b"content-length", declared.encode()),
-        ]
-        assert _asgi_post(app, LIST.encode(), headers)[0] == status
+        return _asgi_post(app, body, headers)
 
 
 def test_the_generated_token_is_private_reused_and_its_path_printed(tmp_path: Path) -> None:
