@@ -1,22 +1,24 @@
-"""Content models for Anthropic-style messages, used to validate what callers append.
+"""Validating what callers append: a message's role and content blocks, normalised.
 
-The models check the shape of each block (types, required fields) and keep every field
-they do not know (``extra="allow"``): Cline adds ``call_id``, ``signature`` and
-``reasoning_details`` to blocks and ``id``, ``modelInfo``, ``metrics`` to messages, and an
-append followed by a render must give them back unchanged. Validation never rewrites the
-caller's data: the store keeps the caller's dicts (deep-copied), not the models' dumps.
+Each block is checked by its model (:mod:`.block_models`), whose refusals are put in plain
+words (:mod:`.block_errors`); common blocks whose every declared field already has the
+type the model asks for skip the model, which could not refuse them. Fields a model does
+not declare are kept: Cline adds ``call_id``, ``signature`` and ``reasoning_details`` to
+blocks and ``id``, ``modelInfo``, ``metrics`` to messages, and an append followed by a
+render must give them back unchanged. Validation never rewrites the caller's data: the
+store keeps the caller's dicts (deep-copied), not the models' dumps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-from pydantic_core import ErrorDetails
+from pydantic import ValidationError
 
+from contextstore.core.block_errors import describe
+from contextstore.core.block_models import BLOCK_ADAPTER, BLOCK_TYPES
 from contextstore.core.errors import InvalidMessageError
 from contextstore.core.validate import (
     MAX_NAME_LENGTH,
@@ -33,245 +35,6 @@ Role = Literal["user", "assistant"]
 ROLES: frozenset[str] = frozenset({"user", "assistant"})
 
 
-class _Block(BaseModel):
-    # Strict: a value of another type is refused, never converted ("yes" is not True, 1 is
-    # not "1"): the store keeps the caller's value, and a provider would refuse it.
-    model_config = ConfigDict(extra="allow", strict=True)
-
-
-class _Setting(BaseModel):
-    # A provider's setting, sent as it is: a field it does not define would be refused.
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class CacheControl(_Setting):
-    """A prompt-caching breakpoint: ``{"type": "ephemeral"}``, ``ttl`` ``"5m"`` or ``"1h"``."""
-
-    type: Literal["ephemeral"]
-    ttl: Literal["5m", "1h"] = "5m"
-
-
-class CitationsConfig(_Setting):
-    """Whether the model may cite a document or search result: ``{"enabled": true}``."""
-
-    enabled: bool = False
-
-
-class CharLocation(_Block):
-    """A citation of a plain-text document, by character offsets."""
-
-    type: Literal["char_location"]
-    cited_text: str
-    document_index: int
-    document_title: str | None
-    start_char_index: int
-    end_char_index: int
-
-
-class PageLocation(_Block):
-    """A citation of a PDF, by pages."""
-
-    type: Literal["page_location"]
-    cited_text: str
-    document_index: int
-    document_title: str | None
-    start_page_number: int
-    end_page_number: int
-
-
-class ContentBlockLocation(_Block):
-    """A citation of a content document, by blocks."""
-
-    type: Literal["content_block_location"]
-    cited_text: str
-    document_index: int
-    document_title: str | None
-    start_block_index: int
-    end_block_index: int
-
-
-class SearchResultLocation(_Block):
-    """A citation of a search result block."""
-
-    type: Literal["search_result_location"]
-    cited_text: str
-    search_result_index: int
-    source: str
-    title: str | None
-    start_block_index: int
-    end_block_index: int
-
-
-class WebSearchResultLocation(_Block):
-    """A citation of a web search result."""
-
-    type: Literal["web_search_result_location"]
-    cited_text: str
-    encrypted_index: str
-    title: str | None
-    url: str
-
-
-Citation = Annotated[
-    CharLocation
-    | PageLocation
-    | ContentBlockLocation
-    | SearchResultLocation
-    | WebSearchResultLocation,
-    Field(discriminator="type"),
-]
-
-
-class Base64Source(_Block):
-    """Inline media: ``{"type": "base64", "media_type": ..., "data": ...}``."""
-
-    type: Literal["base64"]
-    media_type: str
-    data: str
-
-
-class UrlSource(_Block):
-    """Media referenced by URL."""
-
-    type: Literal["url"]
-    url: str
-
-
-class TextSource(_Block):
-    """A plain-text document source."""
-
-    type: Literal["text"]
-    media_type: str = "text/plain"
-    data: str
-
-
-class FileSource(_Block):
-    """A document or image uploaded through a provider's files API."""
-
-    type: Literal["file"]
-    file_id: str
-
-
-class TextBlock(_Block):
-    """``{"type": "text", "text": ...}``."""
-
-    type: Literal["text"]
-    text: str
-    cache_control: CacheControl | None = None
-    citations: list[Citation] | None = None
-
-
-ImageSource = Annotated[Base64Source | UrlSource | FileSource, Field(discriminator="type")]
-
-
-class ImageBlock(_Block):
-    """An image, inline (base64), by URL or by file id."""
-
-    type: Literal["image"]
-    source: ImageSource
-    cache_control: CacheControl | None = None
-
-
-class ContentSource(_Block):
-    """A document made of text and image blocks (or of one string)."""
-
-    type: Literal["content"]
-    content: str | list[Annotated[TextBlock | ImageBlock, Field(discriminator="type")]]
-
-
-DocumentSource = Annotated[
-    Base64Source | UrlSource | TextSource | FileSource | ContentSource,
-    Field(discriminator="type"),
-]
-
-
-class DocumentBlock(_Block):
-    """A document (PDF, plain text or content blocks), inline, by URL or by file id."""
-
-    type: Literal["document"]
-    source: DocumentSource
-    title: str | None = None
-    context: str | None = None
-    citations: CitationsConfig | None = None
-    cache_control: CacheControl | None = None
-
-
-class SearchResultBlock(_Block):
-    """A search result given to the model in a tool result, with its text blocks."""
-
-    type: Literal["search_result"]
-    source: str
-    title: str
-    content: list[TextBlock]
-    citations: CitationsConfig = CitationsConfig()
-    cache_control: CacheControl | None = None
-
-
-class ToolUseBlock(_Block):
-    """An assistant's tool call; ``id`` pairs it with its result."""
-
-    type: Literal["tool_use"]
-    id: str = Field(min_length=1)
-    name: str = Field(min_length=1)
-    input: dict[str, Any]
-    cache_control: CacheControl | None = None
-
-
-class ToolResultBlock(_Block):
-    """The result of a tool call; its content is a string or a list of text, image,
-    document and search result blocks (each checked as a block of its own)."""
-
-    type: Literal["tool_result"]
-    tool_use_id: str = Field(min_length=1)
-    content: str | list[dict[str, Any]] = ""
-    is_error: bool = False
-    cache_control: CacheControl | None = None
-
-
-class ThinkingBlock(_Block):
-    """Extended thinking; the API requires its ``signature`` when sent back (a block
-    without one is not sent)."""
-
-    type: Literal["thinking"]
-    thinking: str
-    signature: str | None = None
-
-
-class RedactedThinkingBlock(_Block):
-    """Encrypted thinking, passed back verbatim."""
-
-    type: Literal["redacted_thinking"]
-    data: str
-
-
-ContentBlock = Annotated[
-    TextBlock
-    | ImageBlock
-    | DocumentBlock
-    | SearchResultBlock
-    | ToolUseBlock
-    | ToolResultBlock
-    | ThinkingBlock
-    | RedactedThinkingBlock,
-    Field(discriminator="type"),
-]
-
-BLOCK_TYPES: frozenset[str] = frozenset(
-    {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"}
-)
-"""The block types a message holds (a search result only inside a tool result)."""
-
-_MODELS: dict[str, type[_Block]] = {
-    "text": TextBlock,
-    "image": ImageBlock,
-    "document": DocumentBlock,
-    "search_result": SearchResultBlock,
-    "tool_use": ToolUseBlock,
-    "tool_result": ToolResultBlock,
-    "thinking": ThinkingBlock,
-    "redacted_thinking": RedactedThinkingBlock,
-}
-_BLOCK_ADAPTER: TypeAdapter[Any] = TypeAdapter(ContentBlock)
 _INNER_RESULT_TYPES = frozenset({"text", "image", "document", "search_result"})
 _EXACT_TEXT_FIELD = {"text": "text", "thinking": "thinking", "tool_result": "content"}
 """Per block type, the field whose text storage keeps exactly, NUL included."""
@@ -434,165 +197,6 @@ class NormalizedMessage:
         return message
 
 
-def _describe(errors: list[ErrorDetails], block: dict[str, Any], position: str, kind: str) -> str:
-    """Plain words for what the content model found wrong with a block: which field (its
-    path in the block), what it must be, and what it holds; in the library's terms, never
-    pydantic's (its messages, error types and union labels are not shown)."""
-    # loc[0] is the block's type; the first error that reaches its field is the one to tell.
-    found = [_field_at(_MODELS[kind], error["loc"][1:], block) for error in errors]
-    chosen = next((n for n, (_, _, whole) in enumerate(found) if whole), 0)
-    error = errors[chosen]
-    annotation, path, _ = found[chosen]
-    where = f"{position} ({kind})"
-    field = f"{where}: {path}" if path else where
-    problem = error["type"]
-    if problem == "extra_forbidden":
-        allowed = _choices(list(_bare(annotation).model_fields), "and")
-        return (
-            f"{where}: {path} has the field {shown(error['loc'][-1])}, which the provider "
-            f"refuses there; {path} holds only {allowed}."
-        )
-    if problem == "string_unicode":  # a lone surrogate ("\ud800"), in a value or a key
-        what = f"{field}" if path else f"{where} has a field name that"
-        return f"{what} is not valid Unicode text (a lone surrogate); pass well-formed text."
-    if problem == "missing":
-        return f"{where} has no {path}; set it to {_expected(annotation)}."
-    if problem == "string_too_short":
-        return f"{field} must not be empty; set it to the {path} the provider gave."
-    if problem in ("union_tag_invalid", "union_tag_not_found"):
-        tags = _tags(annotation)
-        got = error.get("ctx", {}).get("tag")
-        got_text = f", got {shown(got)}" if problem == "union_tag_invalid" else ", and it has none"
-        return f"{field} must have a 'type' of {_choices(tags)}{got_text}."
-    return f"{field} must be {_expected(annotation)}, got {shown(error['input'])}."
-
-
-def _field_at(
-    model: type[BaseModel], loc: Sequence[int | str], value: Any
-) -> tuple[Any, str, bool]:
-    """The annotation of the value that an error's location (inside ``value``, a block of
-    ``model``) names, and its path in the block: ``source.media_type``, ``citations[0].type``.
-
-    pydantic's location also names the member of a union it tried (a type value, or a label
-    such as ``str``): a type value picks its member, and a label is followed when the value
-    is of that member's kind alone (a list for ``str | list[...]``); otherwise the location
-    stops at the union, as the value is none of its members.
-    """
-    annotation: Any = model
-    path = ""
-    for part in loc:
-        annotation = _bare(annotation)
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            field = annotation.model_fields.get(str(part))
-            if field is None:  # a field the model does not define
-                return annotation, path, True
-            path = f"{path}.{part}" if path else str(part)
-            annotation = field.annotation
-            value = value.get(part) if isinstance(value, dict) else None
-        elif get_origin(annotation) is list and isinstance(part, int):
-            path = f"{path}[{part}]"
-            annotation = get_args(annotation)[0]
-            value = value[part] if isinstance(value, list) and part < len(value) else None
-        elif _is_union(annotation) and part in _tags(annotation):
-            annotation = next(m for m in _members(annotation) if part in _tags(m))
-        elif _is_union(annotation):
-            kinds = [m for m in _members(annotation) if _of_kind(value, m, str(part))]
-            if len(kinds) != 1:
-                return annotation, path, False
-            annotation = kinds[0]
-        else:
-            return annotation, path, False
-    return annotation, path, True
-
-
-def _of_kind(value: Any, annotation: Any, label: str) -> bool:
-    """``value`` is of the kind ``annotation`` (a member of a union) takes, and ``label``
-    (from an error's location) names that member: a list for ``list[...]``, a dict for a
-    model, a string for ``str``."""
-    origin = get_origin(annotation) or annotation
-    if not isinstance(origin, type):
-        return False
-    named = label == origin.__name__ or label.startswith(f"{origin.__name__}[")
-    if issubclass(origin, BaseModel):
-        origin = dict
-    return named and isinstance(value, origin)
-
-
-def _bare(annotation: Any) -> Any:
-    """``annotation`` without ``Annotated`` and without ``| None`` when it has one other
-    member (pydantic adds no step to the location for them)."""
-    while get_origin(annotation) is Annotated:
-        annotation = get_args(annotation)[0]
-    members = _members(annotation) if _is_union(annotation) else []
-    if len(members) == 1 and type(None) in get_args(annotation):
-        return _bare(members[0])
-    return annotation
-
-
-def _is_union(annotation: Any) -> bool:
-    return get_origin(annotation) in (Union, UnionType)
-
-
-def _members(annotation: Any) -> list[Any]:
-    """The members of a union other than None, each without ``Annotated``."""
-    annotation = annotation if _is_union(annotation) else _bare(annotation)
-    return [_bare(m) for m in get_args(annotation) if m is not type(None)]
-
-
-def _tags(annotation: Any) -> list[str]:
-    """The ``type`` values a model, or a union of models, accepts (empty for other types)."""
-    annotation = _bare(annotation)
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        field = annotation.model_fields.get("type")
-        return list(get_args(field.annotation)) if field is not None else []
-    if _is_union(annotation):
-        return [tag for member in _members(annotation) for tag in _tags(member)]
-    return []
-
-
-_WORDS: dict[Any, str] = {
-    str: "a string",
-    bool: "True or False",
-    int: "an integer",
-    type(None): "None",
-    CacheControl: "{'type': 'ephemeral'} (with an optional 'ttl' of '5m' or '1h')",
-    CitationsConfig: "{'enabled': True} or {'enabled': False}",
-}
-
-
-def _expected(annotation: Any) -> str:
-    """What a value of ``annotation`` is, in words."""
-    nullable = _is_union(annotation) and type(None) in get_args(annotation)
-    annotation = _bare(annotation)
-    words = _WORDS.get(annotation) if isinstance(annotation, type) else None
-    if words is None:
-        tags = _tags(annotation)
-        if tags:
-            words = f"an object with a 'type' of {_choices(tags)}"
-        elif get_origin(annotation) is Literal:
-            words = _choices(list(get_args(annotation)))
-        elif get_origin(annotation) is list:
-            item = _bare(get_args(annotation)[0])
-            tags = _tags(item)
-            items = f"objects with a 'type' of {_choices(tags)}" if tags else "content blocks"
-            words = f"a list of {items}"
-        elif get_origin(annotation) is dict:
-            words = "an object (a dict with string keys)"
-        elif _is_union(annotation):
-            words = " or ".join(_expected(member) for member in _members(annotation))
-        else:
-            words = "a value of another type"
-    return f"{words}, or None" if nullable else words
-
-
-def _choices(values: Sequence[Any], word: str = "or") -> str:
-    """``'a', 'b' or 'c'`` (``word``: ``"and"`` for ``'a', 'b' and 'c'``)."""
-    shown_values = [repr(value) for value in values]
-    if len(shown_values) < 2:
-        return "".join(shown_values)
-    return f"{', '.join(shown_values[:-1])} {word} {shown_values[-1]}"
-
-
 def validate_block(
     block: Any, position: str, *, checked: bool = False, kinds: frozenset[str] = BLOCK_TYPES
 ) -> dict[str, Any]:
@@ -620,9 +224,9 @@ def validate_block(
         )
     if model_needed(block, kind):
         try:
-            _BLOCK_ADAPTER.validate_python(block)
+            BLOCK_ADAPTER.validate_python(block)
         except ValidationError as exc:
-            raise InvalidMessageError(_describe(exc.errors(), block, position, kind)) from exc
+            raise InvalidMessageError(describe(exc.errors(), block, position, kind)) from exc
     if kind in _CALL_TYPES:
         for key in ("id", "name", "tool_use_id"):
             value = block.get(key)

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextstore.core import content
+from contextstore.core import block_models, content
 from contextstore.core.content import BLOCK_TYPES, model_needed, validate_block
 from contextstore.core.errors import InvalidInputError
 
@@ -138,7 +138,7 @@ def test_skipping_the_model_changes_no_outcome(block: dict[str, Any]) -> None:
 @settings(max_examples=1_000, deadline=None)
 def test_a_block_that_skips_the_model_is_one_the_model_accepts(block: dict[str, Any]) -> None:
     if not model_needed(block, block["type"]):
-        content._BLOCK_ADAPTER.validate_python(block)
+        block_models.BLOCK_ADAPTER.validate_python(block)
 
 
 IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA"}}
@@ -163,14 +163,14 @@ UNUSUAL = [
 def model_calls(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Every block (or inner block) the content model validates, in order."""
     seen: list[Any] = []
-    model = content._BLOCK_ADAPTER
+    model = block_models.BLOCK_ADAPTER
 
     class Counted:
         def validate_python(self, value: Any) -> Any:
             seen.append(value)
             return model.validate_python(value)
 
-    monkeypatch.setattr(content, "_BLOCK_ADAPTER", Counted())
+    monkeypatch.setattr(content, "BLOCK_ADAPTER", Counted())
     return seen
 
 
