@@ -23,13 +23,13 @@ from typing import Any
 
 from contextstore.core.errors import InvalidInputError, InvalidMessageError
 from contextstore.core.hardening import DEFAULT_CONTINUATION
-from contextstore.core.media import image_type, left_out, sniffed_image_type
 from contextstore.core.overlays import Block, Message
 from contextstore.core.overlays import search_result_text as search_result_text
 from contextstore.core.system_prompt import SystemPrompt as SystemPrompt
 from contextstore.core.system_prompt import system_text as system_text
 from contextstore.core.validate import canonical_json, json_copy
 from contextstore.core.view import VIEW_RULES
+from contextstore.renderers.anthropic_media import media_problems, sendable_media
 
 Tool = Mapping[str, Any]
 """A tool in Anthropic's schema: ``{"name", "description", "input_schema"}``."""
@@ -63,17 +63,6 @@ _NOT_IN_CALL_ID = re.compile(r"[^a-zA-Z0-9_-]")
 
 _ID_FIELDS = {"tool_use": "id", "tool_result": "tool_use_id"}
 """Per block type, the field holding a tool call id."""
-
-IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
-"""The ``media_type`` values the Messages API takes for a base64 image (the ``Literal`` of
-``anthropic.types.Base64ImageSourceParam``); any other is refused with a 400."""
-
-DOCUMENT_TYPES = frozenset({"application/pdf"})
-"""The ``media_type`` values the Messages API takes for a base64 document
-(``anthropic.types.Base64PDFSourceParam``); plain text is a ``text`` source instead."""
-
-PROVIDER = "Anthropic"
-"""The provider's name in :func:`~contextstore.core.media.left_out`'s text."""
 
 
 def call_id(value: str) -> str:
@@ -176,37 +165,6 @@ def _clean_block(block: Block, rules: int) -> Block | None:
     if rules >= 7 and kind in ("image", "document"):
         return sendable_media(cleaned)
     return cleaned
-
-
-def sendable_media(block: Block) -> Block:
-    """An image or document block as the Messages API takes it (view rules 7 and later).
-
-    A base64 image is sent with the type its data clearly is
-    (:func:`~contextstore.core.media.sniffed_image_type`), since the API refuses an image
-    whose data does not match its ``media_type``; one whose type is still not in
-    :data:`IMAGE_TYPES` (HEIC, SVG, ``"undefined"``), like a base64 document not in
-    :data:`DOCUMENT_TYPES`, becomes a text block saying what was left out
-    (:func:`~contextstore.core.media.left_out`), keeping the block's ``cache_control``.
-    URL and file sources are sent as they are. ``block`` is not modified.
-    """
-    source = block.get("source")
-    if not isinstance(source, Mapping) or source.get("type") != "base64":
-        return block
-    kind = str(block.get("type"))
-    if kind == "image":
-        media_type = image_type(source)
-        if media_type in IMAGE_TYPES:
-            if media_type == source.get("media_type"):
-                return block
-            return {**block, "source": {**source, "media_type": media_type}}
-    else:
-        media_type = source.get("media_type")
-        if media_type in DOCUMENT_TYPES:
-            return block
-    text: Block = {"type": "text", "text": left_out(kind, media_type, PROVIDER)}
-    if "cache_control" in block:
-        text["cache_control"] = block["cache_control"]
-    return text
 
 
 def _blank(text: Any) -> bool:
@@ -500,9 +458,9 @@ def violations(messages: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]
     ``tool_result`` follows another kind of block or names an id the previous assistant
     message did not use; for a payload built by version 5 of the view rules or later
     (``rules``; older ones sent it as it was), a final assistant message does not end with
-    whitespace; and from version 7, every base64 image (in a message or a tool result) has
-    a type in :data:`IMAGE_TYPES` that its data does not contradict, and every base64
-    document a type in :data:`DOCUMENT_TYPES`.
+    whitespace; and from version 7, every base64 image (in a message or a tool result) and
+    document has a type the API takes, which an image's data does not contradict
+    (:func:`~contextstore.renderers.anthropic_media.media_problems`).
     """
     problems: list[str] = []
     calls: list[str] = []
@@ -514,7 +472,7 @@ def violations(messages: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]
         blocks = content_blocks(message)
         problems.extend(_shape_problems(position, message, blocks))
         if rules >= 7:
-            problems.extend(_media_problems(position, blocks))
+            problems.extend(media_problems(position, blocks))
         if message.get("role") == "user":
             problems.extend(_result_problems(position, blocks, calls))
         elif calls:
@@ -554,44 +512,6 @@ def _shape_problems(
     ]
     if refused:
         problems.append(f"messages[{position}] has tool call ids the API refuses: {refused}")
-    return problems
-
-
-def _media_problems(position: int, blocks: Sequence[Block]) -> list[str]:
-    """The base64 images and documents of one message (and of its tool results) whose
-    media type the API refuses, or whose data is of another type than it says."""
-    problems: list[str] = []
-    media = [
-        *blocks,
-        *(
-            item
-            for block in blocks
-            if block.get("type") == "tool_result" and isinstance(block.get("content"), list)
-            for item in block["content"]
-            if isinstance(item, dict)
-        ),
-    ]
-    for block in media:
-        kind = block.get("type")
-        source = block.get("source")
-        if kind not in ("image", "document") or not isinstance(source, Mapping):
-            continue
-        if source.get("type") != "base64":
-            continue
-        claimed = source.get("media_type")
-        accepted = IMAGE_TYPES if kind == "image" else DOCUMENT_TYPES
-        if claimed not in accepted:
-            problems.append(
-                f"messages[{position}] has a base64 {kind} of type {claimed!r:.60}, "
-                "which the API refuses"
-            )
-            continue
-        sniffed = sniffed_image_type(source.get("data")) if kind == "image" else None
-        if sniffed is not None and sniffed != claimed:
-            problems.append(
-                f"messages[{position}] has an image whose data is {sniffed} but whose "
-                f"media_type says {claimed}, which the API refuses"
-            )
     return problems
 
 

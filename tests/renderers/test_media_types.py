@@ -35,7 +35,7 @@ from oracles import sdk_problems
 
 from contextstore import ContextStore
 from contextstore.core.media import left_out, sniffed_image_type
-from contextstore.renderers import anthropic, gemini, openai
+from contextstore.renderers import anthropic_media, gemini, openai
 from contextstore.renderers.registry import FORMATS, build_request, validate_provider_payload
 from tests.conftest import assistant, tool_result, tool_use, user
 
@@ -98,8 +98,8 @@ def test_the_accepted_types_are_the_sdks() -> None:
 
     image = typing.get_type_hints(Base64ImageSourceParam, include_extras=True)["media_type"]
     pdf = typing.get_type_hints(Base64PDFSourceParam, include_extras=True)["media_type"]
-    assert anthropic.IMAGE_TYPES == _literal(image) == ACCEPTED["anthropic"]
-    assert anthropic.DOCUMENT_TYPES == _literal(pdf) == {"application/pdf"}
+    assert anthropic_media.IMAGE_TYPES == _literal(image) == ACCEPTED["anthropic"]
+    assert anthropic_media.DOCUMENT_TYPES == _literal(pdf) == {"application/pdf"}
     assert ACCEPTED["gemini"] == gemini.IMAGE_TYPES
     assert _literal(ImageContentMimeType) > gemini.IMAGE_TYPES
     assert ACCEPTED["openai"] == openai.IMAGE_TYPES
