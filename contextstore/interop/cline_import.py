@@ -21,12 +21,12 @@ from contextstore.interop.cline import (
     TASK_HISTORY_FILE,
     TASK_METADATA_FILE,
     UI_MESSAGES_FILE,
-    as_written,
     find_tasks,
     focus_chain_file,
     is_task_dir,
     read_task,
 )
+from contextstore.interop.cline_messages import as_written
 from contextstore.interop.cline_plan import ORIGIN, plan_task
 from contextstore.interop.cline_write import (
     TimedEntry,

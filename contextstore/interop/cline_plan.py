@@ -50,17 +50,15 @@ from contextstore.core.validate import MAX_ID_LENGTH, MAX_INT32
 from contextstore.interop.cline import (
     API_HISTORY_FILE,
     CONTEXT_HISTORY_FILE,
-    EMPTY_CONTENT_KEY,
     IMPORT_SOURCE,
     TASK_HISTORY_FILE,
     TASK_METADATA_FILE,
     ClineTask,
     ClineUpdate,
-    as_written,
     history_index,
     is_int,
-    is_stand_in,
 )
+from contextstore.interop.cline_messages import EMPTY_CONTENT_KEY, as_written, is_stand_in
 from contextstore.interop.errors import ClineTaskError
 from contextstore.interop.files import (
     Note,

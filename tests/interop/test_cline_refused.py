@@ -20,7 +20,7 @@ import pytest
 from contextstore import ContextStore
 from contextstore.core.view import RESULT_MISSING
 from contextstore.interop import export_cline, import_cline
-from contextstore.interop.cline import as_written
+from contextstore.interop.cline_messages import as_written
 from contextstore.renderers.registry import validate_provider_payload
 from tests.interop.cline_factory import Task, story
 
