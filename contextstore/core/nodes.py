@@ -442,9 +442,13 @@ def count_message(message: NormalizedMessage, counter: TokenCounter) -> CountedM
 
 
 def typed_nodes(
-    written: Sequence[tuple[int, CountedMessage]], calls: Mapping[str, CallInfo]
+    written: Sequence[tuple[int, CountedMessage]],
+    calls: Mapping[str, CallInfo],
+    *,
+    after: NormalizedMessage | None = None,
 ) -> list[list[NodeRow]]:
-    """The checked node rows of messages about to be written at their indices.
+    """The checked node rows of messages about to be written at their indices, ``after``
+    the message written just before them, if it is known (a batch typed in parts).
 
     A ``tool_result`` is typed by the call it answers, from ``calls``: those in ``written``
     and those appended earlier that its results answer (see :func:`batch_calls`).
@@ -453,7 +457,9 @@ def typed_nodes(
         NodeInvariantError: a node breaks an invariant (see :func:`check_nodes`).
     """
     typed = []
-    previous: Sequence[Mapping[str, Any]] = ()
+    previous: Sequence[Mapping[str, Any]] = (
+        after.blocks if after is not None and after.role == "assistant" else ()
+    )
     for _, counted in written:
         message = counted.message
         known = calls

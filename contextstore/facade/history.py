@@ -14,7 +14,13 @@ from contextstore.core.errors import (
     InvalidInputError,
     InvalidMessageError,
 )
-from contextstore.core.nodes import CountedMessage, NodeRow, batch_calls, count_message
+from contextstore.core.nodes import (
+    CountedMessage,
+    NodeRow,
+    batch_calls,
+    count_message,
+    typed_nodes,
+)
 from contextstore.core.overlays import BlockUpdate, UpdateKind, UpdateMode, block_text, text_hash
 from contextstore.core.planning import Plan, TruncationSummarizer, plan_truncation
 from contextstore.core.records import AppendedMessage, TruncationDecision
@@ -148,6 +154,8 @@ class HistoryMixin(NodesMixin):
     def _append_normalized(
         self, conversation_id: str, normalized: list[NormalizedMessage], ts: int | None
     ) -> list[AppendedMessage]:
+        if len(normalized) >= 2 * appends.APPEND_PART and not self._db.is_sqlite:
+            return self._append_in_parts(conversation_id, normalized, ts)
         prepared = [self._prepare_for_write(n) for n in normalized]
         calls, missing = batch_calls(normalized)
         # Typed and encoded before the write lock is taken, so that other writers of the
@@ -184,6 +192,49 @@ class HistoryMixin(NodesMixin):
         appended = self._db.write(work, pipeline=True)
         self._remember_calls(conversation_id, calls)
         return appended
+
+    def _append_in_parts(
+        self, conversation_id: str, normalized: list[NormalizedMessage], ts: int | None
+    ) -> list[AppendedMessage]:
+        """A long batch on PostgreSQL, in parts of :data:`~contextstore.storage.appends.APPEND_PART`
+        messages, in one pipelined transaction: after the reservation, each part is counted,
+        typed and sent while the server writes the one before (see
+        :func:`~contextstore.storage.appends.insert_part`), so that this process's work and
+        the server's overlap on two cores, where the whole batch in one statement makes
+        them take turns. All or nothing, as any append."""
+        calls, missing = batch_calls(normalized)
+        parts = []
+        start = 0
+        for size in appends.part_sizes(len(normalized)):
+            parts.append(normalized[start : start + size])
+            start += size
+        counted: list[list[CountedMessage]] = []
+
+        def work(connection: Connection) -> tuple[int, int]:
+            first_ts, first_idx = reserve_messages(
+                connection, conversation_id, len(normalized), at=ts
+            )
+            known = self._known_calls(connection, conversation_id, calls, missing)
+            offset = 0
+            after = None
+            for number, part in enumerate(parts):
+                if number == len(counted):  # counted once, should the write be retried
+                    counted.append([self._prepare_for_write(n) for n in part])
+                prepared = counted[number]
+                written = [(first_idx + offset + n, c) for n, c in enumerate(prepared)]
+                nodes = typed_nodes(written, known, after=after)
+                rows = _pending(prepared, nodes)
+                appends.insert_part(
+                    connection, conversation_id, first_idx + offset, first_ts + offset, rows
+                )
+                offset += len(prepared)
+                after = prepared[-1].message
+            return first_ts, first_idx
+
+        first_ts, first_idx = self._db.write(work, pipeline=True)
+        self._remember_calls(conversation_id, calls)
+        written = [message for part in counted for message in part]
+        return _appended(conversation_id, first_idx, first_ts, written)
 
     def messages(self, conversation_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:
         """The stored messages (originals: no cut, no rewrites), as appended."""

@@ -69,6 +69,17 @@ class NodesMixin(StoreBase):
         """Node rows for ``written``, whose own ``calls`` are known; the ``missing`` calls
         its results answer come from this store's memory of its appends, else from one
         indexed SELECT."""
+        return typed_nodes(written, self._known_calls(connection, conversation_id, calls, missing))
+
+    def _known_calls(
+        self,
+        connection: Connection,
+        conversation_id: str,
+        calls: Mapping[str, CallInfo],
+        missing: Sequence[str],
+    ) -> dict[str, CallInfo]:
+        """``calls`` and the ``missing`` calls, from this store's memory of its appends,
+        else from one indexed SELECT (a result answering no stored call stays unknown)."""
         known = dict(calls)
         if missing:
             memory = self._call_memory()
@@ -81,7 +92,7 @@ class NodesMixin(StoreBase):
                     known[use_id] = call
             if rest:
                 known.update(nodes.find_calls(connection, conversation_id, rest))
-        return typed_nodes(written, known)
+        return known
 
     def _typed_ahead(
         self,

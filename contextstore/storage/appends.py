@@ -62,6 +62,27 @@ BLOCK_COLUMNS = (
 )
 """The columns an appended block's row fills, in the order the statements list them."""
 
+APPEND_PART = 250
+"""Messages a part of a long batch holds on PostgreSQL (see :func:`insert_part`); a
+batch of fewer than two parts goes in one statement (:func:`append_messages`)."""
+APPEND_TAIL = 50
+"""Messages of a long batch's last part: the server's work on it is the part of the
+batch's writing that nothing overlaps, so it is kept short."""
+
+
+def part_sizes(count: int) -> list[int]:
+    """The sizes of the parts a batch of ``count`` messages is written in: parts of
+    :data:`APPEND_PART`, then the rest, its last :data:`APPEND_TAIL` messages apart."""
+    sizes = [APPEND_PART] * (count // APPEND_PART)
+    rest = count % APPEND_PART
+    if rest:
+        sizes.append(rest)
+    if sizes[-1] > APPEND_TAIL:
+        sizes[-1] -= APPEND_TAIL
+        sizes.append(APPEND_TAIL)
+    return sizes
+
+
 _INSERT_MESSAGE = Statement(
     lambda: insert(messages).values({name: bindparam(name) for name in MESSAGE_COLUMNS})
 )
@@ -206,21 +227,14 @@ def _recordset(name: str, fields: Sequence[tuple[str, Any]]) -> Any:
     )
 
 
-def _append_query() -> Any:
-    """``WITH reserved AS (UPDATE conversations ... RETURNING last_ts, message_count),
-    INSERT INTO messages ... SELECT ... FROM reserved, json_to_recordset(...), INSERT INTO
-    blocks ... SELECT ... FROM reserved, json_to_recordset(...) SELECT last_ts, message_count
-    FROM reserved``."""
-    reserved = message_reservation().cte("reserved")
-    count = bindparam("messages", type_=Integer)
-    cid = bindparam("cid", type_=_m.conversation_id.type)
-    first_idx = reserved.c.message_count - count
-    first_ts = reserved.c.last_ts - count + 1
+def _written_messages(first_idx: Any, first_ts: Any) -> Any:
+    """``INSERT INTO messages ... SELECT ... FROM json_to_recordset(:message_rows)``: each
+    row at index ``first_idx`` and timestamp ``first_ts`` plus its offset."""
     rows = _recordset("message_rows", _MESSAGE_FIELDS)
-    written_messages = insert(messages).from_select(
+    return insert(messages).from_select(
         list(MESSAGE_COLUMNS),
         select(
-            cid,
+            bindparam("cid", type_=_m.conversation_id.type),
             first_idx + rows.c.offset,
             first_ts + rows.c.offset,
             rows.c.role,
@@ -229,11 +243,16 @@ def _append_query() -> Any:
             cast(rows.c.meta, JSONB),
         ),
     )
+
+
+def _written_blocks(first_idx: Any) -> Any:
+    """``INSERT INTO blocks ... SELECT ... FROM json_to_recordset(:block_rows)``: each
+    block of the message at ``first_idx`` plus its message's offset."""
     parts = _recordset("block_rows", _BLOCK_FIELDS)
-    written_blocks = insert(blocks).from_select(
+    return insert(blocks).from_select(
         list(BLOCK_COLUMNS),
         select(
-            cid,
+            bindparam("cid", type_=_m.conversation_id.type),
             first_idx + parts.c.offset,
             parts.c.block_idx,
             parts.c.type,
@@ -248,12 +267,30 @@ def _append_query() -> Any:
             parts.c.token_count,
         ),
     )
+
+
+def _append_query() -> Any:
+    """``WITH reserved AS (UPDATE conversations ... RETURNING last_ts, message_count),
+    INSERT INTO messages ... SELECT ... FROM reserved, json_to_recordset(...), INSERT INTO
+    blocks ... SELECT ... FROM reserved, json_to_recordset(...) SELECT last_ts, message_count
+    FROM reserved``."""
+    reserved = message_reservation().cte("reserved")
+    count = bindparam("messages", type_=Integer)
+    first_idx = reserved.c.message_count - count
+    first_ts = reserved.c.last_ts - count + 1
     return select(reserved.c.last_ts, reserved.c.message_count).add_cte(
-        written_messages.cte("written_messages"), written_blocks.cte("written_blocks")
+        _written_messages(first_idx, first_ts).cte("written_messages"),
+        _written_blocks(first_idx).cte("written_blocks"),
     )
 
 
 _APPEND = Statement(_append_query)
+_INSERT_MESSAGE_PART = Statement(
+    lambda: _written_messages(
+        bindparam("first_idx", type_=Integer), bindparam("first_ts", type_=_m.ts.type)
+    )
+)
+_INSERT_BLOCK_PART = Statement(lambda: _written_blocks(bindparam("first_idx", type_=Integer)))
 
 
 def append_messages(
@@ -276,14 +313,39 @@ def append_messages(
         ConversationNotFoundError: no conversation has this id.
     """
     count = len(rows.messages)
-    params = reservation_params(conversation_id, count, at)
-    params["message_rows"] = encode_json(
-        [{"offset": offset} | columns for offset, columns in enumerate(rows.messages)]
-    )
-    params["block_rows"] = encode_json(
-        [{"offset": offset} | columns for offset, columns in rows.blocks]
-    )
+    params = reservation_params(conversation_id, count, at) | _recordsets(rows, 0)
     row = _APPEND.first(connection, params)
     if row is None:
         raise reservation_refused(connection, conversation_id, at)
     return int(row[0]) - count + 1, int(row[1]) - count
+
+
+def insert_part(
+    connection: Connection, conversation_id: str, first_idx: int, first_ts: int, rows: PendingRows
+) -> None:
+    """Insert pending messages at consecutive indices and timestamps from ``first_idx``
+    and ``first_ts``, and their blocks (PostgreSQL: two statements reading the rows from
+    one JSON parameter each, as :func:`append_messages` does).
+
+    For a long batch whose timestamps and indices the transaction reserved with
+    :func:`~contextstore.storage.clock.reserve_messages`, written a part at a time: in a
+    pipelined transaction (``Database.write(pipeline=True)``) the statements go to the
+    server at once, unread, so that it writes one part while the caller makes the next."""
+    params = {"cid": conversation_id, "first_idx": first_idx, "first_ts": first_ts}
+    params |= _recordsets(rows, 0)
+    _INSERT_MESSAGE_PART.run(connection, params).close()
+    _INSERT_BLOCK_PART.run(connection, params).close()
+
+
+def _recordsets(rows: PendingRows, first: int) -> dict[str, str]:
+    """The ``message_rows`` and ``block_rows`` parameters of :func:`_append_query` for
+    pending ``rows`` whose first message is the ``first`` of those the statement's
+    reservation covers."""
+    return {
+        "message_rows": encode_json(
+            [{"offset": first + offset} | columns for offset, columns in enumerate(rows.messages)]
+        ),
+        "block_rows": encode_json(
+            [{"offset": first + offset} | columns for offset, columns in rows.blocks]
+        ),
+    }
