@@ -36,6 +36,7 @@ from contextstore.storage.codec import (
     column_text,
     encode_block,
     encode_json,
+    encode_rows,
 )
 from contextstore.storage.sql import Statement, pipelined
 from contextstore.storage.tables import blocks, messages
@@ -342,10 +343,10 @@ def _recordsets(rows: PendingRows, first: int) -> dict[str, str]:
     pending ``rows`` whose first message is the ``first`` of those the statement's
     reservation covers."""
     return {
-        "message_rows": encode_json(
+        "message_rows": encode_rows(
             [{"offset": first + offset} | columns for offset, columns in enumerate(rows.messages)]
         ),
-        "block_rows": encode_json(
+        "block_rows": encode_rows(
             [{"offset": first + offset} | columns for offset, columns in rows.blocks]
         ),
     }

@@ -65,6 +65,17 @@ def encode_json(value: Any) -> str:
     return _with_floats_in_digits(value)
 
 
+def encode_rows(rows: list[dict[str, Any]]) -> str:
+    """Rows of a table as one JSON parameter (a list of objects, for
+    ``json_to_recordset``), compact.
+
+    Their values are text, integers, booleans or None (JSON columns already encoded by
+    :func:`encode_json`): there is no float to write out in digits, so the text is not
+    searched for one (the search of a part's 300 KB of rows took as long as encoding
+    them)."""
+    return _encoder.encode(rows)
+
+
 _EXPONENT_NUMBER = re.compile(r"[:,\[]-?\d+(?:\.\d+)?e[+-]\d+[,}\]]")
 """A number written with an exponent, as a value (a string holding such text also matches:
 the slow path then finds no float to change)."""

@@ -21,6 +21,7 @@ from contextstore.storage.codec import (
     decode_object,
     encode_block,
     encode_json,
+    encode_rows,
     loads,
 )
 
@@ -41,6 +42,23 @@ def test_json_columns_are_compact_utf8_and_refuse_nan() -> None:
     assert encode_json([]) == "[]"
     with pytest.raises(ValueError):
         encode_json({"x": math.nan})
+
+
+_ROW_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.text(),
+    st.sampled_from(["1e+20", ":1e-07,", "[1e300]", '{"a":1e+20}']),  # exponent-like text
+)
+
+
+@given(st.lists(st.dictionaries(st.text(max_size=8), _ROW_VALUES, max_size=6), max_size=5))
+def test_rows_encode_as_their_json_columns_would(rows: list[dict[str, Any]]) -> None:
+    """The rows sent as one JSON parameter hold text, integers, booleans and None: the
+    text encode_json gives them, without its search for floats, and their values back."""
+    assert encode_rows(rows) == encode_json(rows)
+    assert json.loads(encode_rows(rows)) == rows
 
 
 def test_json_columns_decode_text_and_pass_decoded_values_through() -> None:
