@@ -27,7 +27,8 @@ from contextstore.interop.cline import (
     read_task,
 )
 from contextstore.interop.cline_messages import as_written
-from contextstore.interop.cline_plan import ORIGIN, plan_task
+from contextstore.interop.cline_plan import plan_task
+from contextstore.interop.cline_ui_rows import ORIGIN
 from contextstore.interop.cline_write import (
     TimedEntry,
     check_targets,

@@ -11,7 +11,8 @@ The timeline is built in UI order:
   index, messages with their own ``ts`` go before the first UI message stamped later; with
   neither, they all come first, so that no rollback can lose them.)
 * Each UI message becomes a ``source_records`` row; an ``api_req_started`` is followed by its
-  request row, a ``checkpoint_created`` by its checkpoint (with ``lastCheckpointHash``).
+  request row, a ``checkpoint_created`` by its checkpoint (with ``lastCheckpointHash``):
+  :mod:`.cline_ui_rows` makes these rows.
 * A new ``conversationHistoryDeletedRange`` becomes a range row just before the first UI
   message that shows it, or, when that message follows an ``api_req_started``, between the
   request's UI row and its request row (Cline truncates after announcing the request and
@@ -30,23 +31,16 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 from contextstore.core.content import normalize_message_dict
 from contextstore.core.overlays import block_text
 from contextstore.core.rows import (
-    CheckpointRow,
     MessageRow,
-    RangeRow,
-    RequestRow,
-    SourceRecordRow,
-    TimelineRow,
     UpdateRow,
 )
-from contextstore.core.validate import MAX_ID_LENGTH, MAX_INT32
+from contextstore.core.validate import MAX_ID_LENGTH
 from contextstore.interop.cline import (
     API_HISTORY_FILE,
     CONTEXT_HISTORY_FILE,
@@ -56,15 +50,14 @@ from contextstore.interop.cline import (
     ClineTask,
     ClineUpdate,
     history_index,
-    is_int,
 )
 from contextstore.interop.cline_messages import EMPTY_CONTENT_KEY, as_written, is_stand_in
+from contextstore.interop.cline_ui_rows import ORIGIN, ui_slots
 from contextstore.interop.errors import ClineTaskError
 from contextstore.interop.files import (
     Note,
     is_name,
     path_text,
-    without_nonfinite_numbers,
     without_nul,
 )
 from contextstore.interop.plan import (
@@ -73,11 +66,9 @@ from contextstore.interop.plan import (
     Slot,
     clock_start,
     fit_metadata,
-    fitting_details,
     stamp,
     usable_ts,
 )
-from contextstore.interop.recovery import loads
 from contextstore.interop.stand_in import (
     NO_ORIGINAL,
     REFUSED_KEY,
@@ -85,53 +76,7 @@ from contextstore.interop.stand_in import (
     refused_original,
 )
 
-ORIGIN: Final = "cline"
-"""``source_records.origin`` of Cline's UI messages."""
-IMPORTED_KEEP: Final = "imported"
-"""The ``keep`` recorded on a deleted range imported from Cline."""
-USAGE_FIELDS: Final = (
-    ("tokens_in", "tokensIn"),
-    ("tokens_out", "tokensOut"),
-    ("cache_writes", "cacheWrites"),
-    ("cache_reads", "cacheReads"),
-)
-DETAIL_FIELDS: Final = ("streamingFailedMessage", "retryStatus")
-"""``api_req_started`` fields kept in the request row's ``details`` as Cline wrote them."""
 _TITLE_CHARS: Final = 120
-
-
-def record_kind(message: Mapping[str, Any]) -> str:
-    """``say:<say>`` or ``ask:<ask>``: a UI message's kind as ``source_records.kind``."""
-    kind = message.get("type")
-    value = message.get(kind) if kind in ("say", "ask") else None
-    return f"{kind}:{value}"[:64] if isinstance(value, str) else str(kind or "unknown")[:64]
-
-
-def request_info(message: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The JSON object in a ``say`` message's ``text`` (``ClineApiReqInfo``), or None; a
-    number JSON cannot hold (NaN, Infinity) in it reads as null, and a NUL character
-    becomes U+FFFD (the message itself keeps both as written)."""
-    text = message.get("text")
-    if not isinstance(text, str):
-        return None
-    try:
-        info = loads(text)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(info, dict):
-        return None
-    return dict(without_nul(without_nonfinite_numbers(text, info)[0])[0])
-
-
-@dataclass
-class _Placer:
-    """The rows of one task, segment by segment (segment ``j`` ends with UI message ``j``)."""
-
-    task: ClineTask
-    notes: list[Note]
-    segments_messages: list[list[Slot]] = field(default_factory=list)
-    segments_updates: list[list[tuple[int, int, Slot]]] = field(default_factory=list)
-    segments_ui: list[list[Slot]] = field(default_factory=list)
 
 
 def plan_task(task: ClineTask, *, max_message_bytes: int) -> ImportPlan:
@@ -155,12 +100,12 @@ def plan_task(task: ClineTask, *, max_message_bytes: int) -> ImportPlan:
             Slot(usable_ts(message.get("ts")), _message_maker(message), before=bound)
         )
     updates = _update_slots(task, anchors, notes)
-    ui_slots = _ui_slots(task, anchors, notes)
+    ui_rows = ui_slots(task, anchors, notes)
     slots: list[Slot] = []
     for j in range(count + 1):
         slots.extend(messages[j])
         slots.extend(updates[j])
-        slots.extend(ui_slots[j])
+        slots.extend(ui_rows[j])
     task_id = path_text(task.task_id)
     task_start = int(task_id) if task_id.isascii() and task_id.isdigit() else None
     created = clock_start([usable_ts(task_start)], slots)
@@ -327,225 +272,6 @@ def _update_problem(update: ClineUpdate, messages: Sequence[Mapping[str, Any]]) 
     if block_text(blocks[update.block_idx]) is None:
         return "the block has no text to rewrite; left out."
     return None
-
-
-@dataclass
-class _RangeState:
-    """The deleted range as the timeline has it so far, and the last value the UI showed."""
-
-    written: int | None = None
-    seen: Any = None
-    last_total: int | None = None
-
-
-def _ui_slots(task: ClineTask, anchors: Sequence[int], notes: list[Note]) -> list[list[Slot]]:
-    ui = task.ui_messages
-    path = str(task.directory / (task.ui_file or ""))
-    state = _RangeState()
-    placed = [0] * (len(ui) + 1)
-    for anchor in anchors:
-        placed[anchor] += 1
-    messages_before = list(itertools.accumulate(placed))
-    segments: list[list[Slot]] = [[] for _ in range(len(ui) + 1)]
-    for j, message in enumerate(ui):
-        segment = segments[j]
-        where = f"message {j}"
-        own = usable_ts(message.get("ts"))
-        value = message.get("conversationHistoryDeletedRange")
-        if value != state.seen:
-            _range_slot(segment, value, state, messages_before[j], path, where, own, notes)
-        segment.append(Slot(own, _record_maker(message)))
-        if message.get("type") == "say" and message.get("say") == "api_req_started":
-            upcoming = ui[j + 1].get("conversationHistoryDeletedRange") if j + 1 < len(ui) else None
-            if j + 1 < len(ui) and upcoming != state.seen:
-                next_where = f"message {j + 1}"
-                next_own = usable_ts(ui[j + 1].get("ts"))
-                count = messages_before[j + 1]
-                _range_slot(segment, upcoming, state, count, path, next_where, next_own, notes)
-            segment.append(_request_slot(message, ui, j, state, path, notes))
-        elif message.get("type") == "say" and message.get("say") == "checkpoint_created":
-            segment.append(_checkpoint_slot(message, path, where, notes))
-    item = task.history_item
-    if item is not None and "conversationHistoryDeletedRange" in item:
-        history = str(task.directory.parent.parent / "state" / TASK_HISTORY_FILE)
-        value = item["conversationHistoryDeletedRange"]
-        if value != state.seen:
-            where = f"HistoryItem {item.get('id')}"
-            _range_slot(
-                segments[len(ui)],
-                value,
-                state,
-                len(task.messages),
-                history,
-                where,
-                usable_ts(item.get("ts")),
-                notes,
-            )
-    return segments
-
-
-def _range_slot(
-    segment: list[Slot],
-    value: Any,
-    state: _RangeState,
-    count: int,
-    path: str,
-    where: str,
-    own: int | None,
-    notes: list[Note],
-) -> None:
-    """Append the range row a UI message's (or the HistoryItem's) range calls for, if any."""
-    state.seen = value
-    if value is None:
-        if state.written is not None:
-            notes.append(
-                Note(
-                    path,
-                    where,
-                    f"shows no deleted range after [2, {state.written}]; a range "
-                    "never shrinks, so the range stays.",
-                )
-            )
-        return
-    if not (
-        isinstance(value, list) and len(value) == 2 and all(is_int(v, MAX_INT32) for v in value)
-    ):
-        notes.append(
-            Note(
-                path,
-                where,
-                f"conversationHistoryDeletedRange {value!r:.60} is not [start, end]; left out.",
-            )
-        )
-        return
-    end = int(value[1])
-    if end < 1 or (state.written is not None and end < state.written):
-        notes.append(
-            Note(
-                path,
-                where,
-                f"the deleted range [2, {end}] would shrink the range "
-                f"[2, {state.written}] set before it; left out.",
-            )
-        )
-        return
-    if state.written == end:
-        return
-    if count and end >= count - 1:
-        notes.append(
-            Note(
-                path,
-                where,
-                f"the deleted range [2, {end}] does not fit the {count} messages "
-                "of the history at this point (Cline crashed between writes?); left out.",
-            )
-        )
-        return
-    state.written = end
-    reason = f"imported from Cline's {path.rsplit('/', 1)[-1]} ({where})"
-    total = state.last_total
-    segment.append(
-        Slot(
-            None,
-            lambda ts: RangeRow(ts, end, keep=IMPORTED_KEEP, reason=reason, tokens_total=total),
-        )
-    )
-
-
-def _record_maker(message: Mapping[str, Any]) -> Any:
-    kind = record_kind(message)
-    own = usable_ts(message.get("ts"))
-    return lambda ts: SourceRecordRow(ts, ORIGIN, kind, message, own)
-
-
-def _request_slot(
-    message: Mapping[str, Any],
-    ui: Sequence[Mapping[str, Any]],
-    j: int,
-    state: _RangeState,
-    path: str,
-    notes: list[Note],
-) -> Slot:
-    where = f"message {j} (api_req_started)"
-    info = request_info(message)
-    if info is None:
-        notes.append(
-            Note(
-                path,
-                where,
-                "its text is not a JSON object; the request was recorded without usage.",
-            )
-        )
-        info = {}
-    usage: dict[str, Any] = {}
-    for name, key in USAGE_FIELDS:
-        value = info.get(key)
-        if value is not None and not is_int(value, MAX_INT32):
-            notes.append(Note(path, where, f"{key} {value!r:.40} is not a token count; left out."))
-            value = None
-        usage[name] = value
-    cost = info.get("cost")
-    if cost is not None and (
-        isinstance(cost, bool) or not isinstance(cost, int | float) or not 0 <= cost <= 1e15
-    ):
-        notes.append(Note(path, where, f"cost {cost!r:.40} is not a number >= 0; left out."))
-        cost = None
-    reason = info.get("cancelReason")
-    failure = reason if is_name(reason) else None
-    details = fitting_details(_request_details(info, ui, j), path, where, notes)
-    model = message.get("modelInfo")
-    model_id = model.get("modelId") if isinstance(model, dict) else None
-    model_id = model_id if is_name(model_id) else None
-    if any(v is not None for v in usage.values()):
-        state.last_total = sum(v or 0 for v in usage.values())
-
-    def make(ts: int) -> TimelineRow:
-        return RequestRow(
-            ts, cost=cost, model_id=model_id, failure=failure, details=details, **usage
-        )
-
-    return Slot(None, make)
-
-
-def _request_details(
-    info: Mapping[str, Any], ui: Sequence[Mapping[str, Any]], j: int
-) -> dict[str, Any] | None:
-    """Cline's extras for one request: fields of its info beyond usage, and the retries
-    and failures the UI shows before the next request."""
-    details: dict[str, Any] = {key: info[key] for key in DETAIL_FIELDS if key in info}
-    retries: list[Any] = []
-    failures: list[Any] = []
-    for position in range(j + 1, len(ui)):
-        later = ui[position]
-        if later.get("say") == "api_req_started":
-            break
-        if later.get("say") == "error_retry":
-            entry = request_info(later) or {"text": later.get("text")}
-            retries.append({**entry, "ts": later.get("ts")})
-        elif later.get("ask") == "api_req_failed":
-            failures.append({"ts": later.get("ts"), "text": later.get("text")})
-    if retries:
-        details["retries"] = retries
-    if failures:
-        details["failures"] = failures
-    return details or None
-
-
-def _checkpoint_slot(message: Mapping[str, Any], path: str, where: str, notes: list[Note]) -> Slot:
-    git_hash = message.get("lastCheckpointHash")
-    if git_hash is not None and not (isinstance(git_hash, str) and 0 < len(git_hash) <= 64):
-        notes.append(
-            Note(
-                path,
-                where,
-                f"lastCheckpointHash {git_hash!r:.70} is not a git hash; "
-                "the checkpoint was kept without it.",
-            )
-        )
-        git_hash = None
-    own = usable_ts(message.get("ts"))
-    label = f"cline:{own}" if own is not None else None
-    return Slot(None, lambda ts: CheckpointRow(ts, label=label, git_hash=git_hash))
 
 
 def _first_text(content: Any) -> str | None:

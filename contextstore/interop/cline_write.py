@@ -27,7 +27,7 @@ from contextstore.interop.cline import (
     is_int,
     is_mention_metadata,
 )
-from contextstore.interop.cline_plan import USAGE_FIELDS, request_info
+from contextstore.interop.cline_ui_rows import USAGE_FIELDS, request_info
 from contextstore.interop.errors import ClineTaskError
 from contextstore.interop.files import BYTE_ORDER_MARK, without_nonfinite_numbers
 from contextstore.interop.recovery import loads
