@@ -3,6 +3,7 @@ same rows as one statement, all or nothing, and no more waits on the server."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -194,3 +195,43 @@ def test_a_refused_reservation_writes_nothing(postgres: ContextStore, small_part
     assert postgres.row_counts()["blocks"] == 1
     appended = postgres.append_many(cid, batch, ts=first.ts + 1_000)
     assert [a.ts for a in appended] == list(range(first.ts + 1_000, first.ts + 1_020))
+
+
+def test_batches_in_parts_from_two_threads_stay_whole_and_in_order(
+    postgres: ContextStore, small_parts: None
+) -> None:
+    """Each batch's reservation holds the conversation's row until its COMMIT: batches of
+    two threads land one after the other, never interleaved, every index used once."""
+    cid = postgres.create_conversation().id
+    errors: list[BaseException] = []
+
+    def writer(name: str) -> None:
+        try:
+            for batch in range(4):
+                postgres.append_many(
+                    cid,
+                    [
+                        user(f"{name} {batch} {i}") if i % 2 == 0 else assistant(f"{name} {i}")
+                        for i in range(20)
+                    ],
+                )
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    stored = postgres.messages(cid)
+    assert len(stored) == 160
+    for start in range(0, 160, 20):
+        batch = stored[start : start + 20]
+        first = batch[0]["content"][0]["text"]
+        name, number = first.split()[:2]
+        assert [m["content"][0]["text"] for m in batch[::2]] == [
+            f"{name} {number} {i}" for i in range(0, 20, 2)
+        ]
+    ts = [n.ts for n in postgres.nodes(cid)]
+    assert ts == sorted(ts) and len(set(ts)) == 160
