@@ -66,7 +66,7 @@ def append_workload(context: Context, size: int, backend: str) -> None:
         if _slow(subject, size):
             _note_slow(context, subject, size)
             continue
-        history = bench_data.conversation(size)
+        history = bench_data.conversation(size, final_call=True)
         subject.load(history)
         held[subject.name] = history
         chunk = context.settings.chunk
@@ -92,7 +92,11 @@ def append_workload(context: Context, size: int, backend: str) -> None:
 class _Feed:
     """A lane's next messages, made by :meth:`make` before its timed step: making them costs
     50-70 us a message, more than the floor's own work on a batch, so made inside the step
-    it would weigh in every subject's time alike and pull every ratio towards 1."""
+    it would weigh in every subject's time alike and pull every ratio towards 1.
+
+    The history and each step's messages end on a tool call, which the next step's first
+    message answers: every result answers a call, as in an agent's history (a step used to
+    begin with a result answering no call, which contextstore looked up in the store)."""
 
     def __init__(self, history: list[Message], count: int) -> None:
         self.history = history
@@ -100,7 +104,7 @@ class _Feed:
         self.fresh: list[Message] = []
 
     def make(self) -> None:
-        self.fresh = bench_data.conversation(self.count, start=len(self.history))
+        self.fresh = bench_data.conversation(self.count, start=len(self.history), final_call=True)
 
     def take(self) -> list[Message]:
         """The messages made last (the history grows by them)."""
@@ -129,7 +133,7 @@ def append_batch_workload(context: Context, size: int, backend: str) -> None:
     subjects += [p for p in context.peers(backend, folder, size) if not _slow(p, size)]
     lanes = []
     for subject in subjects:
-        history = bench_data.conversation(size)
+        history = bench_data.conversation(size, final_call=True)
         subject.load(history)
         feed = _Feed(history, BATCH)
         lanes.append(Lane(subject.name, _batcher(subject, feed), feed.make))

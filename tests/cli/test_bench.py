@@ -185,3 +185,21 @@ def test_a_crash_campaign_refuses_an_existing_store(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "Invalid value for '--db'" in result.output
     assert "crash-test builds its own store" in result.output
     assert existing.read_bytes() == before
+
+
+def test_the_append_feeds_continue_the_conversation_as_an_agent_would() -> None:
+    """Each step's first result answers the call the history ends on: no result answers a
+    call that is not there, which contextstore would have to look up in the store."""
+    history = bench_data.conversation(10, final_call=True)
+    feed = bench_workloads._Feed(history, 4)
+    for _ in range(3):
+        feed.make()
+        feed.take()
+    calls: set[str] = set()
+    for message in history:
+        for block in message["content"]:
+            if block["type"] == "tool_use":
+                calls.add(block["id"])
+            if block["type"] == "tool_result":
+                assert block["tool_use_id"] in calls, block["tool_use_id"]
+    assert len(history) == 22 and history[-1]["content"][-1]["type"] == "tool_use"
