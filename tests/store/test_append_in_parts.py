@@ -16,10 +16,14 @@ from contextstore import (
     ContentTooLargeError,
     ContextStore,
     ConversationNotFoundError,
+    NodeInvariantError,
     TimelineError,
 )
+from contextstore.core import nodes as core_nodes
+from contextstore.core.nodes import NodeRow
 from contextstore.core.tokens import TiktokenCounter
 from contextstore.storage import appends
+from contextstore.storage import nodes as stored_nodes
 from tests.conftest import assistant, file_read, open_backend, tool_result, tool_use, user
 from tests.store.internals import recorded_statements
 from tests.store.test_round_trips import round_trips
@@ -235,3 +239,102 @@ def test_batches_in_parts_from_two_threads_stay_whole_and_in_order(
         ]
     ts = [n.ts for n in postgres.nodes(cid)]
     assert ts == sorted(ts) and len(set(ts)) == 160
+
+
+def _blocks_statements(store: ContextStore, cid: str, batch: list[dict[str, Any]]) -> int:
+    with recorded_statements(store) as statements:
+        appended = store.append_many(cid, batch)
+    assert {a.conversation_id for a in appended} == {cid}
+    assert [a.ts for a in appended] == [n.ts for n in store.nodes(cid)[-len(batch) :]]
+    return sum("INSERT INTO blocks" in s for s in statements)
+
+
+def test_a_batch_of_two_parts_exactly_goes_in_parts(
+    postgres: ContextStore, small_parts: None
+) -> None:
+    """One message short of two parts is one statement; two parts are three (4, 2 and 2).
+    Either way the appended messages name their conversation and the ``ts`` stored."""
+    cid = postgres.create_conversation().id
+    batch = [user(f"u{i}") if i % 2 == 0 else assistant(f"a{i}") for i in range(8)]
+    assert _blocks_statements(postgres, cid, batch[:7]) == 1
+    assert _blocks_statements(postgres, cid, batch) == len(appends.part_sizes(8)) == 3
+    assert len(postgres.messages(cid)) == 15
+
+
+def test_a_result_is_paired_with_the_calls_that_end_the_part_before(
+    postgres: ContextStore, small_parts: None
+) -> None:
+    """A result whose id names no call, first in its part, pairs with the calls of the
+    message that ends the part before: its last message, not another of the part's."""
+    cid = postgres.create_conversation().id
+    batch = [
+        user("<task>t</task>"),
+        user("note"),  # the part's second message: no calls to pair with
+        assistant("thinking"),
+        assistant("gemini", tool_use("g1", path="c.py")),  # ends the first part of 4
+        user(tool_result("response-1", "c = 3\n")),  # begins the second
+    ]
+    batch += [assistant("ok") if i % 2 == 0 else user(f"u{i}") for i in range(7)]
+    postgres.append_many(cid, batch)
+    typed = {n.id: (n.node_type, n.path) for n in postgres.nodes(cid)}
+    assert typed["m4.b0"] == ("file_content", "c.py")
+
+
+def test_a_broken_invariant_in_a_later_part_names_its_message(
+    postgres: ContextStore, small_parts: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cid = postgres.create_conversation().id
+    postgres.append(cid, "user", "kept")
+    real = core_nodes.node_rows
+    typed = 0
+
+    def one_miscounted(kinds: Any, counts: Any) -> list[NodeRow]:
+        nonlocal typed
+        typed += 1
+        rows = real(kinds, counts)
+        if typed == 14:  # the batch's 14th message, at index 14: the 2nd of the 4th part
+            return [row._replace(token_count=row.token_count + 1) for row in rows]
+        return rows
+
+    monkeypatch.setattr(core_nodes, "node_rows", one_miscounted)
+    batch = [assistant(f"a{i}") if i % 2 == 0 else user(f"u{i}") for i in range(20)]
+    with pytest.raises(NodeInvariantError, match=r"node m14\.b0 .*recount"):
+        postgres.append_many(cid, batch)
+    assert postgres.messages(cid) == [{"role": "user", "content": "kept"}]
+
+
+def test_only_the_calls_this_store_does_not_remember_are_looked_up(
+    postgres: ContextStore, small_parts: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch in parts answering a remembered call and one another process appended (as
+    far as this store knows) looks up the second only; the batch's own calls are then
+    remembered, so answering them needs no lookup."""
+    cid = postgres.create_conversation().id
+    postgres.append_many(
+        cid,
+        [
+            user("<task>t</task>"),
+            assistant("reading", tool_use("c1", path="a.py"), tool_use("c2", path="b.py")),
+        ],
+    )
+    del postgres._recent_calls[(cid, "c1")]
+    looked_up: list[list[str]] = []
+    real = stored_nodes.find_calls
+
+    def find_calls(connection: Any, conversation_id: str, ids: Any) -> Any:
+        looked_up.append(list(ids))
+        return real(connection, conversation_id, ids)
+
+    monkeypatch.setattr(stored_nodes, "find_calls", find_calls)
+    batch = [user(tool_result("c1", "a = 1\n"), tool_result("c2", "b = 2\n"))]
+    batch += [assistant("ok") if i % 2 == 0 else user(f"u{i}") for i in range(8)]
+    batch.append(assistant("next", tool_use("c3", path="c.py")))
+    postgres.append_many(cid, batch)
+    assert looked_up == [["c1"]]
+    typed = {n.id: (n.node_type, n.path) for n in postgres.nodes(cid)}
+    assert typed["m2.b0"] == ("file_content", "a.py")
+    assert typed["m2.b1"] == ("file_content", "b.py")
+
+    postgres.append(cid, "user", [tool_result("c3", "c = 3\n")])
+    assert looked_up == [["c1"]]
+    assert postgres.nodes(cid)[-1].node_type == "file_content"
