@@ -234,6 +234,17 @@ def fresh_store(
 
 
 @pytest.fixture
+def postgres(tmp_path: Path) -> Iterator[ContextStore]:
+    """A fresh, empty store on PostgreSQL (skipped without a server), for behaviour only
+    PostgreSQL has: round trips, pipelined writes."""
+    opened, cleanup = open_backend("postgres", tmp_path)
+    try:
+        yield opened
+    finally:
+        cleanup()
+
+
+@pytest.fixture
 def memory_store() -> Iterator[ContextStore]:
     """A fresh in-memory store (for tests about pure behaviour on top of the store)."""
     with ContextStore.open(":memory:") as opened:

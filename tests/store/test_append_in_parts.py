@@ -4,7 +4,6 @@ same rows as one statement, all or nothing, and no more waits on the server."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +26,6 @@ from contextstore.storage import nodes as stored_nodes
 from tests.conftest import assistant, file_read, open_backend, tool_result, tool_use, user
 from tests.store.internals import recorded_statements
 from tests.store.test_round_trips import round_trips
-
-
-@pytest.fixture
-def postgres(tmp_path: Path) -> Iterator[ContextStore]:
-    store, cleanup = open_backend("postgres", tmp_path)
-    try:
-        yield store
-    finally:
-        cleanup()
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,17 +15,8 @@ import pytest
 from contextstore import ContextStore
 from contextstore.core.errors import CheckpointNotFoundError, ConversationNotFoundError
 from contextstore.storage import timeline
-from tests.conftest import open_backend, session
+from tests.conftest import session
 from tests.store.internals import recorded_statements
-
-
-@pytest.fixture
-def postgres(tmp_path: Path) -> Iterator[ContextStore]:
-    store, cleanup = open_backend("postgres", tmp_path)
-    try:
-        yield store
-    finally:
-        cleanup()
 
 
 def round_trips(store: ContextStore, tmp_path: Path, call: Callable[[], Any]) -> int:
