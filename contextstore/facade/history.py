@@ -233,8 +233,8 @@ class HistoryMixin(NodesMixin):
 
         first_ts, first_idx = self._db.write(work, pipeline=True)
         self._remember_calls(conversation_id, calls)
-        written = [message for part in counted for message in part]
-        return _appended(conversation_id, first_idx, first_ts, written)
+        every = [message for part in counted for message in part]
+        return _appended(conversation_id, first_idx, first_ts, every)
 
     def messages(self, conversation_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:
         """The stored messages (originals: no cut, no rewrites), as appended."""

@@ -314,7 +314,7 @@ def append_messages(
         ConversationNotFoundError: no conversation has this id.
     """
     count = len(rows.messages)
-    params = reservation_params(conversation_id, count, at) | _recordsets(rows, 0)
+    params = reservation_params(conversation_id, count, at) | _recordsets(rows)
     row = _APPEND.first(connection, params)
     if row is None:
         raise reservation_refused(connection, conversation_id, at)
@@ -333,20 +333,19 @@ def insert_part(
     pipelined transaction (``Database.write(pipeline=True)``) the statements go to the
     server at once, unread, so that it writes one part while the caller makes the next."""
     params = {"cid": conversation_id, "first_idx": first_idx, "first_ts": first_ts}
-    params |= _recordsets(rows, 0)
+    params |= _recordsets(rows)
     _INSERT_MESSAGE_PART.run(connection, params).close()
     _INSERT_BLOCK_PART.run(connection, params).close()
 
 
-def _recordsets(rows: PendingRows, first: int) -> dict[str, str]:
-    """The ``message_rows`` and ``block_rows`` parameters of :func:`_append_query` for
-    pending ``rows`` whose first message is the ``first`` of those the statement's
-    reservation covers."""
+def _recordsets(rows: PendingRows) -> dict[str, str]:
+    """The ``message_rows`` and ``block_rows`` parameters of the statements that insert
+    pending ``rows`` (each with its message's ``offset`` among them)."""
     return {
         "message_rows": encode_rows(
-            [{"offset": first + offset} | columns for offset, columns in enumerate(rows.messages)]
+            [{"offset": offset} | columns for offset, columns in enumerate(rows.messages)]
         ),
         "block_rows": encode_rows(
-            [{"offset": first + offset} | columns for offset, columns in rows.blocks]
+            [{"offset": offset} | columns for offset, columns in rows.blocks]
         ),
     }
