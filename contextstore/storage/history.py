@@ -292,14 +292,18 @@ def load_state(
     deleted_range = load_deleted_range(connection, conversation_id, as_of)
     hidden = None if every_message or deleted_range is None else visible_start(deleted_range) - 1
     rows, read_hidden = _history_rows(connection, conversation_id, as_of, hidden)
+    # Python's own hashing, in C over the rows as read (text, JSON as text, keys, ts).
+    rows_hash = hash(tuple(rows)) if digest else None
     loaded, _stamps, size = _decoded(conversation_id, rows, read_hidden)
+    # The rows as read are let go before the updates are read, so that the two are never
+    # held together: a render's peak memory is the decoded messages and the updates' rows.
+    del rows
     overlays = load_overlays(connection, conversation_id, as_of, hidden_through=hidden)
     state = ConversationState(loaded, deleted_range, overlays, size, last_ts)
-    if not digest:
+    if rows_hash is None:
         return state
-    # Python's own hashing, in C over the rows as read (text, JSON as text, keys, ts).
     updates = tuple((a, u.kind, u.mode, u.text) for a, u in overlays.items())
-    return replace(state, digest=hash((tuple(rows), deleted_range, updates)))
+    return replace(state, digest=hash((rows_hash, deleted_range, updates)))
 
 
 def _tallies() -> list[tuple[Any, list[Any]]]:

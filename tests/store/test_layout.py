@@ -4,6 +4,7 @@ revision 0006 moves old rows to that layout and back."""
 from __future__ import annotations
 
 import json
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from sqlalchemy import create_engine, inspect, text
 from contextstore import ContextStore
 from contextstore.facade.render_cache import RenderCache
 from contextstore.processors.pipeline import Pipeline
-from contextstore.storage import migrate, timeline
+from contextstore.storage import history, migrate, timeline
 from contextstore.storage.codec import decode_block, encode_block
 from tests.conftest import assistant, open_backend, session, tool_result, tool_use, user
 from tests.store.internals import recorded_statements
@@ -202,6 +203,44 @@ def test_a_repeat_render_keeps_only_the_rewrites_in_memory(memory_store: Context
     memory_store.append(conv.id, [user("x" * 50_000), assistant("token ghp_" + "a" * 36)])
     memory_store.render(conv.id)
     assert 0 < memory_store.render_cache.bytes < 1_000
+
+
+class _Rows(list[Any]):
+    """A list of rows that can be watched with a weak reference."""
+
+
+@pytest.mark.parametrize("masking", [True, False], ids=["masked", "plain"])
+def test_a_render_lets_the_rows_it_read_go_before_it_reads_the_rewrites(
+    memory_store: ContextStore, monkeypatch: pytest.MonkeyPatch, masking: bool
+) -> None:
+    """A render's peak memory: the history's rows as read are decoded and let go before the
+    rewrites are read, so the two are never held at once (with or without the hash of the
+    rows a pipeline's render is cached under)."""
+    conv = memory_store.create_conversation()
+    token = "ghp_R8x2Kq9ZtW4mN7vB3cL6yP1dF5hJ0sGaE2uQ"
+    memory_store.append(conv.id, [user("read it"), assistant(f"done {token}")])
+    memory_store.add_context_update(conv.id, 0, 0, "rewritten")
+    watched: list[weakref.ref[_Rows]] = []
+    alive_at_overlays: list[bool] = []
+    read_rows = history._history_rows
+    read_overlays = history.load_overlays
+
+    def rows(*args: Any) -> Any:
+        found, hidden = read_rows(*args)
+        kept = _Rows(found)
+        watched.append(weakref.ref(kept))
+        return kept, hidden
+
+    def overlays(*args: Any, **kwargs: Any) -> Any:
+        alive_at_overlays.append(watched[-1]() is not None)
+        return read_overlays(*args, **kwargs)
+
+    monkeypatch.setattr(history, "_history_rows", rows)
+    monkeypatch.setattr(history, "load_overlays", overlays)
+    view = memory_store.render(conv.id, pipeline=None if masking else Pipeline([]))
+    assert view[0]["content"][0]["text"] == "rewritten"
+    assert (token in json.dumps(view)) is not masking
+    assert alive_at_overlays == [False]
 
 
 def test_revision_0006_slims_old_block_rows_and_keeps_what_they_decode_to(
