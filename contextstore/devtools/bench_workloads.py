@@ -256,7 +256,7 @@ def render_workloads(context: Context, size: int, backend: str) -> None:
                 "default pipeline, anthropic payload, request row"
             },
         )
-    if "memory" in wanted and backend == "sqlite":
+    if "memory" in wanted:
         floor_peak = _peak_bytes(floor.read)
         ours_peak = _peak_bytes(ours.read)
         cached = store.render_cache.bytes

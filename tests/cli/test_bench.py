@@ -63,6 +63,51 @@ def test_bench_measures_every_workload_and_writes_json(tmp_path: Path) -> None:
     assert "x floor" in result.output
 
 
+SQLITE_ONLY = {"disk", "pages"}
+"""Workloads measured on SQLite only: bytes in a file, and Cline's pages."""
+
+
+def test_bench_with_a_url_measures_every_workload_on_postgresql_too(tmp_path: Path) -> None:
+    """``--url``: each workload but the file's bytes runs again on PostgreSQL, against raw
+    psycopg, its lanes writing in the URL's database (here a schema of its own)."""
+    out = tmp_path / "bench.json"
+    with new_postgres_schema() as schema:
+        url = f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
+        result = CliRunner().invoke(
+            cli,
+            [
+                "bench",
+                "--sizes",
+                "6",
+                "--rounds",
+                "1",
+                "--chunk",
+                "2",
+                "--processes",
+                "2",
+                "--process-messages",
+                "2",
+                "--no-peers",
+                "--url",
+                url,
+                "--json-out",
+                str(out),
+            ],
+            obj={},
+        )
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    on_postgres = {m["workload"] for m in report["measurements"] if m["backend"] == "postgresql"}
+    assert on_postgres == set(bench_runner.WORKLOADS) - SQLITE_ONLY
+    memory = [m for m in report["measurements"] if m["workload"] == "memory"]
+    assert {(m["backend"], m["subject"]) for m in memory} == {
+        (backend, subject)
+        for backend, floor in (("sqlite", "raw sqlite3"), ("postgresql", "raw psycopg"))
+        for subject in (floor, "contextstore")
+    }
+    assert all(m["samples"][0] > 0 and m["ratio"] > 0 for m in memory)
+
+
 def test_interleaved_rounds_rotate_the_order_and_drop_the_warm_up() -> None:
     calls: list[str] = []
 
