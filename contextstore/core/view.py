@@ -22,7 +22,7 @@ IndexedView = Sequence[tuple[int, Message]]
 RESULT_MISSING = "result missing"
 """Content of the placeholder result inserted for a tool call whose result was lost."""
 
-VIEW_RULES = 7
+VIEW_RULES = 8
 """The version of the view rules this code applies. A prepared request records the version
 it was built with, so that :meth:`ContextStore.request_payload` rebuilds it by the same
 rules after they change: 1 is the original set; 2 adds :func:`adopt_text_results`; 3 keeps
@@ -36,7 +36,10 @@ gives OpenAI tool call ids longer than 40 characters a short form
 (:func:`contextstore.renderers.openai.call_id`); 7 sends a base64 image with the type its
 data is (:func:`contextstore.core.media.sniffed_image_type`) and replaces an image (and,
 for Anthropic, a base64 document) of a media type the provider refuses by a text block
-saying it was left out (:func:`contextstore.core.media.left_out`)."""
+saying it was left out (:func:`contextstore.core.media.left_out`); 8 does the same for a
+base64 image whose data the provider cannot read: not base64, empty, or, for Anthropic and
+OpenAI, beginning as none of the four image types they take
+(:func:`contextstore.core.media.unreadable_image`)."""
 
 ORPHANS_DROPPED = "[Tool results of calls in the removed part of the conversation were dropped.]"
 """Text left in a user message whose only blocks were orphan tool results."""

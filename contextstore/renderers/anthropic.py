@@ -163,7 +163,7 @@ def _clean_block(block: Block, rules: int) -> Block | None:
     if rules >= 4 and id_field is not None and isinstance(cleaned.get(id_field), str):
         cleaned[id_field] = call_id(cleaned[id_field])
     if rules >= 7 and kind in ("image", "document"):
-        return sendable_media(cleaned)
+        return sendable_media(cleaned, rules)
     return cleaned
 
 
@@ -472,7 +472,7 @@ def violations(messages: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]
         blocks = content_blocks(message)
         problems.extend(_shape_problems(position, message, blocks))
         if rules >= 7:
-            problems.extend(media_problems(position, blocks))
+            problems.extend(media_problems(position, blocks, rules))
         if message.get("role") == "user":
             problems.extend(_result_problems(position, blocks, calls))
         elif calls:

@@ -1,7 +1,8 @@
 """Images and documents as the Anthropic Messages API takes them (view rules 7 and later).
 
-The API refuses a base64 image whose ``media_type`` is not one of four, or whose data is of
-another type than it says, and a base64 document that is not a PDF. A render sends such a
+The API refuses a base64 image whose ``media_type`` is not one of four, whose data is of
+another type than it says or is no image it can read (view rules 8), and a base64 document
+that is not a PDF. A render sends such a
 block as a text block saying what was left out (:func:`sendable_media`); the provider check
 reports a payload built elsewhere that holds one (:func:`media_problems`).
 """
@@ -10,7 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from contextstore.core.media import image_type, left_out, sniffed_image_type
+from contextstore.core.media import (
+    image_type,
+    left_out,
+    sniffed_image_type,
+    unreadable,
+    unreadable_image,
+)
 from contextstore.core.overlays import Block
 
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
@@ -25,10 +32,15 @@ PROVIDER = "Anthropic"
 """The provider's name in :func:`~contextstore.core.media.left_out`'s text."""
 
 
-def sendable_media(block: Block) -> Block:
-    """An image or document block as the Messages API takes it (view rules 7 and later).
+def sendable_media(block: Block, rules: int) -> Block:
+    """An image or document block as the Messages API takes it, by version ``rules`` (7 or
+    later) of the view rules.
 
-    A base64 image is sent with the type its data clearly is
+    From version 8, a base64 image of a type the API takes whose data it cannot read (not
+    base64, empty, or beginning as none of the four image types it takes:
+    :func:`~contextstore.core.media.unreadable_image`) becomes a text block saying so
+    (:func:`~contextstore.core.media.unreadable`): the API refuses such an image, and the
+    request with it, on every later turn. A base64 image is sent with the type its data clearly is
     (:func:`~contextstore.core.media.sniffed_image_type`), since the API refuses an image
     whose data does not match its ``media_type``; one whose type is still not in
     :data:`IMAGE_TYPES` (HEIC, SVG, ``"undefined"``), like a base64 document not in
@@ -43,6 +55,9 @@ def sendable_media(block: Block) -> Block:
     if kind == "image":
         media_type = image_type(source)
         if media_type in IMAGE_TYPES:
+            reason = unreadable_image(source, signed_only=True) if rules >= 8 else None
+            if reason is not None:
+                return _in_place(block, unreadable(kind, reason))
             if media_type == source.get("media_type"):
                 return block
             return {**block, "source": {**source, "media_type": media_type}}
@@ -50,15 +65,21 @@ def sendable_media(block: Block) -> Block:
         media_type = source.get("media_type")
         if media_type in DOCUMENT_TYPES:
             return block
-    text: Block = {"type": "text", "text": left_out(kind, media_type, PROVIDER)}
+    return _in_place(block, left_out(kind, media_type, PROVIDER))
+
+
+def _in_place(block: Block, text: str) -> Block:
+    """The text block sent in ``block``'s place, keeping its cache breakpoint."""
+    sent: Block = {"type": "text", "text": text}
     if "cache_control" in block:
-        text["cache_control"] = block["cache_control"]
-    return text
+        sent["cache_control"] = block["cache_control"]
+    return sent
 
 
-def media_problems(position: int, blocks: Sequence[Block]) -> list[str]:
+def media_problems(position: int, blocks: Sequence[Block], rules: int) -> list[str]:
     """The base64 images and documents of one message (and of its tool results) whose
-    media type the API refuses, or whose data is of another type than it says."""
+    media type the API refuses, or whose data is of another type than it says; from
+    version 8 of the view rules (``rules``), also the images whose data it cannot read."""
     problems: list[str] = []
     media = [
         *blocks,
@@ -83,6 +104,14 @@ def media_problems(position: int, blocks: Sequence[Block]) -> list[str]:
             problems.append(
                 f"messages[{position}] has a base64 {kind} of type {claimed!r:.60}, "
                 "which the API refuses"
+            )
+            continue
+        readable = kind != "image" or rules < 8
+        reason = None if readable else unreadable_image(source, signed_only=True)
+        if reason is not None:
+            problems.append(
+                f"messages[{position}] has an image the API cannot read ({reason}), which "
+                "it refuses"
             )
             continue
         sniffed = sniffed_image_type(source.get("data")) if kind == "image" else None

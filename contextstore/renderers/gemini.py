@@ -39,7 +39,7 @@ from contextstore.core.hardening import (
     Part,
     harden_history,
 )
-from contextstore.core.media import image_type, left_out
+from contextstore.core.media import image_type, left_out, unreadable, unreadable_image
 from contextstore.core.overlays import Block
 from contextstore.core.validate import json_copy
 from contextstore.core.view import VIEW_RULES
@@ -89,12 +89,18 @@ def _signed(part: Part, block: Block) -> Part:
 def _image_part(block: Block, rules: int) -> Part | None:
     """The part for an image; from version 7 of the view rules a base64 image is sent
     with the type its data is, and one of a type not in :data:`IMAGE_TYPES` becomes a
-    text part saying it was left out (:func:`~contextstore.core.media.left_out`)."""
+    text part saying it was left out (:func:`~contextstore.core.media.left_out`); from
+    version 8 so does one of those types whose data is not base64 or is empty
+    (:func:`~contextstore.core.media.unreadable_image`; Gemini reads HEIC and HEIF too,
+    whose first bytes are not checked)."""
     source = block.get("source")
     if rules >= 7 and isinstance(source, Mapping) and source.get("type") == "base64":
         mime_type = image_type(source, "image/png")
         if mime_type not in IMAGE_TYPES:
             return {"text": left_out("image", mime_type, PROVIDER)}
+        reason = unreadable_image(source, signed_only=False) if rules >= 8 else None
+        if reason is not None:
+            return {"text": unreadable("image", reason)}
         return {"inlineData": {"mimeType": mime_type, "data": source.get("data", "")}}
     return _media_part(block, "image/png")
 
@@ -344,7 +350,7 @@ def violations(contents: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]
         problems.extend(_turn_shape_problems(position, turn, len(contents)))
         parts = [p for p in turn.get("parts") or [] if isinstance(p, Mapping)]
         if rules >= 7:
-            problems.extend(_image_type_problems(position, parts))
+            problems.extend(_image_type_problems(position, parts, rules))
         responses = [p["functionResponse"].get("id") for p in parts if "functionResponse" in p]
         if calls or responses:
             problems.extend(_pairing_problems(position, calls, responses))
@@ -356,18 +362,32 @@ def violations(contents: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]
     return problems
 
 
-def _image_type_problems(position: int, parts: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The inline images of one turn whose type Gemini refuses."""
+def _image_type_problems(
+    position: int, parts: Sequence[Mapping[str, Any]], rules: int
+) -> list[str]:
+    """The inline images of one turn whose type Gemini refuses, and from version 8 of the
+    view rules (``rules``) those whose data is not base64 or is empty."""
     refused = []
+    unread = []
     for part in parts:
         inline = part.get("inlineData")
         mime_type = inline.get("mimeType") if isinstance(inline, Mapping) else None
         image = isinstance(mime_type, str) and mime_type.startswith("image/")
-        if image and mime_type not in IMAGE_TYPES:
+        if not image:
+            continue
+        if mime_type not in IMAGE_TYPES:
             refused.append(str(mime_type)[:60])
-    if not refused:
-        return []
-    return [f"contents[{position}] has images of types Gemini refuses: {refused}"]
+            continue
+        assert isinstance(inline, Mapping)
+        reason = unreadable_image(inline, signed_only=False) if rules >= 8 else None
+        if reason is not None:
+            unread.append(reason)
+    problems = []
+    if refused:
+        problems.append(f"contents[{position}] has images of types Gemini refuses: {refused}")
+    if unread:
+        problems.append(f"contents[{position}] has images Gemini cannot read: {unread}")
+    return problems
 
 
 def _turn_shape_problems(position: int, turn: Mapping[str, Any], count: int) -> list[str]:

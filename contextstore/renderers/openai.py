@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contextstore.core.errors import InvalidInputError
-from contextstore.core.media import image_type, left_out
+from contextstore.core.media import image_type, left_out, unreadable, unreadable_image
 from contextstore.core.overlays import Block
 from contextstore.core.view import VIEW_RULES
 from contextstore.renderers.anthropic import (
@@ -124,7 +124,9 @@ def _media_url(source: Mapping[str, Any], default_type: str) -> str | None:
 def _image_part(block: Block, rules: int) -> ContentPart | None:
     """The part for an image; from version 7 of the view rules a base64 image is sent
     with the type its data is, and one of a type not in :data:`IMAGE_TYPES` becomes a
-    text part saying it was left out (:func:`~contextstore.core.media.left_out`)."""
+    text part saying it was left out (:func:`~contextstore.core.media.left_out`); from
+    version 8 so does one of those types whose data the API cannot read (not base64,
+    empty, or of none of them: :func:`~contextstore.core.media.unreadable_image`)."""
     source = block.get("source")
     if not isinstance(source, Mapping):
         return None
@@ -132,6 +134,9 @@ def _image_part(block: Block, rules: int) -> ContentPart | None:
         media_type = image_type(source, "image/png")
         if media_type not in IMAGE_TYPES:
             return {"type": "text", "text": left_out("image", media_type, PROVIDER)}
+        reason = unreadable_image(source, signed_only=True) if rules >= 8 else None
+        if reason is not None:
+            return {"type": "text", "text": unreadable("image", reason)}
         data_url = f"data:{media_type};base64,{source.get('data', '')}"
         return {"type": "image_url", "image_url": {"url": data_url}}
     url = _media_url(source, "image/png")
@@ -371,7 +376,7 @@ def violations(messages: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]
         if rules >= 6:
             problems.extend(_id_length_problems(position, message))
         if rules >= 7:
-            problems.extend(_image_type_problems(position, message))
+            problems.extend(_image_type_problems(position, message, rules))
         if role == "tool":
             problems.extend(_tool_message_problems(position, message, pending))
             continue
@@ -403,10 +408,12 @@ def _id_length_problems(position: int, message: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _image_type_problems(position: int, message: Mapping[str, Any]) -> list[str]:
-    """The data-URL images of one message whose type the API refuses."""
+def _image_type_problems(position: int, message: Mapping[str, Any], rules: int) -> list[str]:
+    """The data-URL images of one message whose type the API refuses, and from version 8
+    of the view rules (``rules``) those whose data it cannot read."""
     content = message.get("content")
     refused: list[str] = []
+    unread: list[str] = []
     for part in content if isinstance(content, list) else []:
         if not isinstance(part, Mapping) or part.get("type") != "image_url":
             continue
@@ -417,9 +424,17 @@ def _image_type_problems(position: int, message: Mapping[str, Any]) -> list[str]
         media_type = url[len("data:") :].split(";", 1)[0].split(",", 1)[0]
         if media_type not in IMAGE_TYPES:
             refused.append(media_type[:60])
-    if not refused:
-        return []
-    return [f"messages[{position}] has images of types the API refuses: {refused}"]
+            continue
+        data = url.split(";base64,", 1)[1] if ";base64," in url else None
+        reason = unreadable_image({"data": data}, signed_only=True) if rules >= 8 else None
+        if reason is not None:
+            unread.append(reason)
+    problems = []
+    if refused:
+        problems.append(f"messages[{position}] has images of types the API refuses: {refused}")
+    if unread:
+        problems.append(f"messages[{position}] has images the API cannot read: {unread}")
+    return problems
 
 
 def _tool_message_problems(

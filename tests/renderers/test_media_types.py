@@ -34,21 +34,18 @@ from hypothesis import strategies as st
 from oracles import sdk_problems
 
 from contextstore import ContextStore
-from contextstore.core.media import left_out, sniffed_image_type
+from contextstore.core.media import left_out, sniffed_image_type, unreadable
 from contextstore.renderers import anthropic_media, gemini, openai
 from contextstore.renderers.registry import FORMATS, build_request, validate_provider_payload
 from tests.conftest import assistant, tool_result, tool_use, user
-
-HEADERS = {
-    "image/png": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01",
-    "image/jpeg": b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00",
-    "image/gif": b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04",
-    "image/webp": b"RIFF\x24\x00\x00\x00WEBPVP8 \x18\x00\x00\x000\x01\x00\x9d\x01*",
-}
-"""The first bytes of a file of each type Anthropic and OpenAI take (Gemini all but GIF)."""
-
-UNKNOWN_DATA = base64.b64encode(b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic" * 2).decode()
-"""Data whose header names none of the sniffed types (an ISO-BMFF box, as HEIC starts)."""
+from tests.renderers.media_payloads import (
+    HEADERS,
+    NOT_SIGNED,
+    UNKNOWN_DATA,
+    image_history,
+    images,
+    texts,
+)
 
 MEDIA_TYPES = [
     "image/jpeg",
@@ -105,66 +102,28 @@ def test_the_accepted_types_are_the_sdks() -> None:
     assert ACCEPTED["openai"] == openai.IMAGE_TYPES
 
 
-def _history(image: dict[str, Any]) -> list[dict[str, Any]]:
-    """The image in a user message and in a tool result, between text that must stay."""
-    return [
-        user("Before the picture.", image, "After the picture."),
-        assistant(tool_use("toolu_shot", "screenshot")),
-        user(tool_result("toolu_shot", [{"type": "text", "text": "Captured."}, image])),
-        assistant("Seen."),
-        user("Next?"),
-    ]
-
-
-def _images(format: str, payload: dict[str, Any]) -> list[str]:
-    """The media type of every image the payload sends, in order."""
-    found: list[str] = []
-    if format == "anthropic":
-        for message in payload["messages"]:
-            for block in message["content"] if isinstance(message["content"], list) else []:
-                items = block.get("content") if block["type"] == "tool_result" else [block]
-                for item in items if isinstance(items, list) else []:
-                    if item["type"] == "image":
-                        found.append(item["source"]["media_type"])
-    elif format == "openai":
-        for message in payload["messages"]:
-            for part in message["content"] if isinstance(message["content"], list) else []:
-                if part["type"] == "image_url":
-                    found.append(part["image_url"]["url"][5:].split(";")[0])
-    else:
-        for turn in payload["contents"]:
-            found.extend(p["inlineData"]["mimeType"] for p in turn["parts"] if "inlineData" in p)
-    return found
-
-
-def _texts(value: Any) -> str:
-    """Every string the payload holds, one a line, to search."""
-    if isinstance(value, dict):
-        return "\n".join(_texts(item) for item in value.values())
-    if isinstance(value, list):
-        return "\n".join(_texts(item) for item in value)
-    return value if isinstance(value, str) else ""
-
-
 @pytest.mark.parametrize("media_type", MEDIA_TYPES)
 def test_prepare_request_sends_an_image_only_of_a_type_the_provider_takes(
     store: ContextStore, media_type: str
 ) -> None:
+    """Each image's data is of its type where the type has a header here (else data of
+    no header the store knows, as HEIC begins)."""
     conv = store.create_conversation()
-    store.append(conv.id, _history(_image(media_type)))
+    data = _data(HEADERS[media_type]) if media_type in HEADERS else UNKNOWN_DATA
+    store.append(conv.id, image_history(_image(media_type, data)))
     for format in FORMATS:
         ctx = store.prepare_request(conv.id, format=format, model="m", max_tokens=64)
         payload = ctx.payload
         assert validate_provider_payload(format, payload) == []
         if format != "gemini":
             assert sdk_problems(format, payload) == []
-        said = _texts(payload)
+        said = texts(payload)
         assert "Before the picture." in said and "After the picture." in said
         assert "Captured." in said and "Seen." in said
         if media_type in ACCEPTED[format]:
-            assert _images(format, payload) == [media_type, media_type]
+            assert images(format, payload) == [media_type, media_type]
         else:
-            assert _images(format, payload) == []
+            assert images(format, payload) == []
             assert said.count(left_out("image", media_type, PROVIDER[format])) == 2
         assert store.request_payload(conv.id, ctx.request_id) == payload
 
@@ -181,7 +140,7 @@ def test_the_left_out_text_names_the_type_and_the_provider() -> None:
 def test_the_anthropic_sdk_refuses_what_rules_6_sent() -> None:
     """The oracle the end-to-end test relies on: rules 6 sent HEIC as it was, which the
     SDK's type (and the API) refuse; rules 7 sends the stand-in."""
-    history = _history(_image("image/heic"))
+    history = image_history(_image("image/heic"))
     old = build_request("anthropic", history, model="m", max_tokens=64, rules=6)
     assert sdk_problems("anthropic", old) != []
     assert validate_provider_payload("anthropic", old, rules=6) == []
@@ -201,9 +160,9 @@ def test_an_image_is_sent_with_the_type_its_data_is(
     left out as any image of that type is."""
     data = _data(HEADERS[sniffed])
     assert sniffed_image_type(data) == sniffed
-    payload = build_request(format, _history(_image(claimed, data)), model="m", max_tokens=64)
+    payload = build_request(format, image_history(_image(claimed, data)), model="m", max_tokens=64)
     sent = [sniffed, sniffed] if sniffed in ACCEPTED[format] else []
-    assert _images(format, payload) == sent
+    assert images(format, payload) == sent
     assert validate_provider_payload(format, payload) == []
     if format != "gemini":
         assert sdk_problems(format, payload) == []
@@ -335,8 +294,12 @@ def test_any_stored_image_renders_a_payload_every_provider_takes(
             assert sdk_problems(format, payload) == []
         default = media_type or ("image/png" if format != "anthropic" else None)
         sent = header or default
-        if sent in ACCEPTED[format]:
-            assert _images(format, payload) == [sent]
+        readable = header is not None or format == "gemini"  # Gemini: any base64 data
+        if sent in ACCEPTED[format] and readable:
+            assert images(format, payload) == [sent]
+        elif sent in ACCEPTED[format]:
+            assert images(format, payload) == []
+            assert unreadable("image", NOT_SIGNED) in texts(payload)
         else:
-            assert _images(format, payload) == []
-            assert left_out("image", sent, PROVIDER[format]) in _texts(payload)
+            assert images(format, payload) == []
+            assert left_out("image", sent, PROVIDER[format]) in texts(payload)

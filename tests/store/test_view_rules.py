@@ -293,3 +293,28 @@ def test_a_request_prepared_by_rules_6_rebuilds_as_sent_after_rules_7(
         assert "omitted" not in current_text and "image/heic" in current_text
     else:
         assert "[image omitted: image/heic" in current_text
+
+
+@pytest.mark.parametrize("format", ["anthropic", "openai", "gemini"])
+def test_a_request_prepared_by_rules_7_rebuilds_as_sent_after_rules_8(
+    store: ContextStore, monkeypatch: pytest.MonkeyPatch, format: str
+) -> None:
+    """Version 8 leaves out an image whose data the provider cannot read (here, not
+    base64); a version 7 request sent it as stored, and rebuilds so."""
+    broken = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "#not base64#"},
+    }
+    conv = store.create_conversation()
+    store.append(conv.id, [user("What does this show?", broken)])
+    with monkeypatch.context() as patched:
+        patched.setattr(requests_facade, "VIEW_RULES", 7)
+        old = store.prepare_request(conv.id, format=format)
+    store.prepare_cache.clear()
+    current = store.prepare_request(conv.id, format=format)
+    assert store.request_payload(conv.id, current.request_id) == current.payload
+    assert store.request_payload(conv.id, old.request_id) == old.payload
+    old_text, current_text = json.dumps(old.payload), json.dumps(current.payload)
+    assert "#not base64#" in old_text and "omitted" not in old_text
+    assert "#not base64#" not in current_text
+    assert "[image omitted: its data is not base64;" in current_text
