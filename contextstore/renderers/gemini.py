@@ -371,14 +371,14 @@ def _image_type_problems(
     unread = []
     for part in parts:
         inline = part.get("inlineData")
-        mime_type = inline.get("mimeType") if isinstance(inline, Mapping) else None
-        image = isinstance(mime_type, str) and mime_type.startswith("image/")
-        if not image:
+        if not isinstance(inline, Mapping):
+            continue
+        mime_type = inline.get("mimeType")
+        if not isinstance(mime_type, str) or not mime_type.startswith("image/"):
             continue
         if mime_type not in IMAGE_TYPES:
-            refused.append(str(mime_type)[:60])
+            refused.append(mime_type[:60])
             continue
-        assert isinstance(inline, Mapping)
         reason = unreadable_image(inline, signed_only=False) if rules >= 8 else None
         if reason is not None:
             unread.append(reason)
