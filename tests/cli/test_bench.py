@@ -23,28 +23,25 @@ from contextstore.devtools.bench_subjects import (
 )
 from tests.conftest import POSTGRES_URL, new_postgres_schema
 
+TINY_RUN = [
+    "bench",
+    "--sizes",
+    "6",
+    "--rounds",
+    "1",
+    "--chunk",
+    "2",
+    "--processes",
+    "2",
+    "--process-messages",
+    "2",
+]
+"""A run of every workload at sizes where only the output's shape can be checked."""
+
 
 def test_bench_measures_every_workload_and_writes_json(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    result = CliRunner().invoke(
-        cli,
-        [
-            "bench",
-            "--sizes",
-            "6",
-            "--rounds",
-            "1",
-            "--chunk",
-            "2",
-            "--processes",
-            "2",
-            "--process-messages",
-            "2",
-            "--json-out",
-            str(out),
-        ],
-        obj={},
-    )
+    result = CliRunner().invoke(cli, [*TINY_RUN, "--json-out", str(out)], obj={})
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     measured = {m["workload"] for m in report["measurements"]}
@@ -73,28 +70,8 @@ def test_bench_with_a_url_measures_every_workload_on_postgresql_too(tmp_path: Pa
     out = tmp_path / "bench.json"
     with new_postgres_schema() as schema:
         url = f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
-        result = CliRunner().invoke(
-            cli,
-            [
-                "bench",
-                "--sizes",
-                "6",
-                "--rounds",
-                "1",
-                "--chunk",
-                "2",
-                "--processes",
-                "2",
-                "--process-messages",
-                "2",
-                "--no-peers",
-                "--url",
-                url,
-                "--json-out",
-                str(out),
-            ],
-            obj={},
-        )
+        args = [*TINY_RUN, "--no-peers", "--url", url, "--json-out", str(out)]
+        result = CliRunner().invoke(cli, args, obj={})
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     on_postgres = {m["workload"] for m in report["measurements"] if m["backend"] == "postgresql"}
