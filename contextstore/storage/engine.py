@@ -48,7 +48,7 @@ PAGE_SIZE_MEASURED: dict[int, tuple[float, float, float]] = {
 """File size over content by page size, for the benchmark's 10,000 messages with 2 KB tool
 results / 5,000 texts log-uniform from 100 B to 20 KB / the two real Cline histories (166
 messages, 0.58 MB), from ``contextstore bench --workloads pages --sizes 10000 --no-peers
---cline-tasks ../shared/real/cline`` on 2026-12-01 (README "Performance", "Disk")."""
+--cline-tasks ../shared/real/cline`` on 2026-12-01 (``docs/performance.md``, "Disk")."""
 PAGE_SIZE = 8_192
 """8 KiB: the page size with the least file over content across the three measurements of
 :data:`PAGE_SIZE_MEASURED` (a test checks it is their best). 4 KiB pages hold one 2 KB row
