@@ -5,8 +5,9 @@
 * ``inlineData``/``fileData`` -> an ``image`` (``image/*``) or ``document``
   (``application/pdf``) block with a base64 or URL source; other MIME types -> a text note;
 * ``functionCall`` -> ``tool_use`` (without an id: ``gemini_call_<turn>_<part>``);
-* ``functionResponse`` -> ``tool_result`` for its id, else the first unanswered call of the
-  same name in the previous model turn, else ``gemini_response_<turn>_<part>``; the content
+* ``functionResponse`` -> ``tool_result`` for its id when a call of the previous model turn
+  has it, else the first unanswered call of the same name in that turn, else its own id
+  (``gemini_response_<turn>_<part>`` when it has none); the content
   is ``response.output`` when it is a string, else the response as JSON; an ``error``
   response is ``is_error``; images in ``functionResponse.parts`` join the content;
 * ``executableCode`` -> fenced code, ``codeExecutionResult`` -> ``Output:`` text;
@@ -59,9 +60,20 @@ class Turn:
 
 @dataclass
 class _Pairing:
-    """The calls of the latest model turn that no response has answered yet."""
+    """The calls of the latest model turn: every id, and those no response has answered
+    yet."""
 
     pending: list[tuple[str, str]] = field(default_factory=list)
+    called: set[str] = field(default_factory=set)
+
+    def start_turn(self) -> None:
+        """A model turn begins: the calls of the one before can no longer be answered."""
+        self.pending = []
+        self.called = set()
+
+    def call(self, call_id: str, name: str) -> None:
+        self.pending.append((call_id, name))
+        self.called.add(call_id)
 
     def answer(self, call_id: str) -> None:
         self.pending = [(i, n) for i, n in self.pending if i != call_id]
@@ -106,7 +118,7 @@ def turns_to_messages(turns: Sequence[Turn], path: Path) -> Converted:
     for index, turn in enumerate(turns):
         if turn.refused is not None:
             if turn.role == "model":
-                pairing.pending = []  # its calls are unknown
+                pairing.start_turn()  # its calls are unknown
             converted.append((index, turn, []))
             continue
         blocks = _turn_blocks(turn, index, pairing, path, notes)
@@ -149,7 +161,7 @@ def _turn_blocks(
     turn: Turn, index: int, pairing: _Pairing, path: Path, notes: list[str]
 ) -> list[Block]:
     if turn.role == "model":
-        pairing.pending = []
+        pairing.start_turn()
     else:
         for part in turn.parts:
             response = part.get("functionResponse") if isinstance(part, dict) else None
@@ -187,7 +199,7 @@ def _part_blocks(
     if kind == "functionCall":
         _expect_role(turn, "model", kind, path, where)
         block = tool_use_block(part[kind], address, path, where)
-        pairing.pending.append((block["id"], block["name"]))
+        pairing.call(block["id"], block["name"])
     elif kind == "functionResponse":
         _expect_role(turn, "user", kind, path, where)
         block = tool_result_block(part[kind], address, pairing, path, where)
@@ -307,6 +319,10 @@ def tool_result_block(
         raise GeminiChatError(path, where, "functionResponse.id must be a non-empty string.")
     if call_id is None:
         call_id = pairing.answer_by_name(name) or f"gemini_response_{address[0]}_{address[1]}"
+    elif call_id not in pairing.called:
+        # A shared chat (/chat share) keeps the calls without ids and the responses with
+        # ids of their own, which no call has: such a response answers by name too.
+        call_id = pairing.answer_by_name(name) or call_id
     block: Block = {"type": "tool_result", "tool_use_id": call_id}
     block["content"] = _result_content(body, response.get("parts"), path, where)
     if "error" in body:

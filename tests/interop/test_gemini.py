@@ -640,6 +640,106 @@ def test_an_unanswered_name_gets_a_synthetic_response_id(tmp_path: Path) -> None
     assert results[0]["content"] == '{"files": ["a"]}'
 
 
+def test_responses_whose_ids_no_call_has_answer_calls_without_ids_by_name(
+    tmp_path: Path,
+) -> None:
+    """What /chat share writes: calls without ids, each response with an id of its own."""
+    read = {"name": "read_file", "args": {"path": "a.py"}}
+    path = _write(
+        tmp_path / "shared.json",
+        [
+            {"role": "user", "parts": [{"text": "go"}]},
+            {
+                "role": "model",
+                "parts": [
+                    {"functionCall": read},
+                    {"functionCall": {"name": "ls", "args": {}}},
+                    {"functionCall": {**read, "args": {"path": "b.py"}}},
+                ],
+            },
+            {
+                "role": "user",
+                "parts": [
+                    {
+                        "functionResponse": {
+                            "id": "ls-17-1",
+                            "name": "ls",
+                            "response": {"output": "."},
+                        }
+                    },
+                    {
+                        "functionResponse": {
+                            "id": "read_file-17-2",
+                            "name": "read_file",
+                            "response": {"output": "A"},
+                        }
+                    },
+                    {
+                        "functionResponse": {
+                            "id": "read_file-17-3",
+                            "name": "read_file",
+                            "response": {"output": "B"},
+                        }
+                    },
+                    {
+                        "functionResponse": {
+                            "id": "cat-17-4",
+                            "name": "cat",
+                            "response": {"output": "?"},
+                        }
+                    },
+                ],
+            },
+        ],
+    )
+    results = _blocks(_messages(path), "tool_result")
+    assert [(r["tool_use_id"], r["content"]) for r in results] == [
+        ("gemini_call_1_1", "."),
+        ("gemini_call_1_0", "A"),
+        ("gemini_call_1_2", "B"),
+        ("cat-17-4", "?"),  # no call of that name: its own id, an orphan the view drops
+    ]
+
+
+def test_a_response_id_a_call_has_is_not_taken_by_an_earlier_response_by_name(
+    tmp_path: Path,
+) -> None:
+    path = _write(
+        tmp_path / "c.json",
+        [
+            {"role": "user", "parts": [{"text": "go"}]},
+            {
+                "role": "model",
+                "parts": [
+                    {"functionCall": {"id": "r1", "name": "read_file", "args": {}}},
+                    {"functionCall": {"id": "r2", "name": "read_file", "args": {}}},
+                ],
+            },
+            {
+                "role": "user",
+                "parts": [
+                    {
+                        "functionResponse": {
+                            "id": "other",
+                            "name": "read_file",
+                            "response": {"output": "x"},
+                        }
+                    },
+                    {
+                        "functionResponse": {
+                            "id": "r1",
+                            "name": "read_file",
+                            "response": {"output": "y"},
+                        }
+                    },
+                ],
+            },
+        ],
+    )
+    results = _blocks(_messages(path), "tool_result")
+    assert [(r["tool_use_id"], r["content"]) for r in results] == [("r2", "x"), ("r1", "y")]
+
+
 def test_a_chat_starting_with_the_model_gets_a_user_message_first(tmp_path: Path) -> None:
     path = _write(tmp_path / "c.json", [{"role": "model", "parts": [{"text": "Hello."}]}])
     messages = _messages(path)

@@ -199,3 +199,46 @@ def test_the_share_export_comes_back_as_the_same_array(tmp_path: Path) -> None:
             assert [r.kind for r in store.source_records(cid)] == [
                 f"content:{c['role']}" for c in load(path)
             ]
+
+
+def _responses(path: Path) -> int:
+    """The ``functionResponse`` parts a file holds (a share's Contents, or a session's
+    calls with a result)."""
+    data = load(path)
+    if isinstance(data, list):
+        return sum(1 for c in data for p in c.get("parts", []) if "functionResponse" in p)
+    return sum(1 for m in data["messages"] for call in m.get("toolCalls", []) if call.get("result"))
+
+
+@pytest.mark.parametrize("path", FILES)
+def test_every_response_answers_a_call_in_the_rendered_history(
+    memory_store: ContextStore, path: Path
+) -> None:
+    """A share's calls have no ids and its responses ids of their own: they pair by name,
+    so no call of the render is answered with "result missing"."""
+    cid = import_gemini(memory_store, path).conversation_id
+    rendered = memory_store.render(cid, format="anthropic")
+    results = [
+        b
+        for m in rendered
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    ]
+    missing = [b for b in results if "result missing" in str(b.get("content"))]
+    assert missing == []
+    assert len(results) >= _responses(path)
+
+
+def test_a_share_exported_as_a_session_keeps_every_result(tmp_path: Path) -> None:
+    shares = [p for p in gemini_files() if not p.name.startswith("session-")]
+    if not shares:
+        pytest.skip("the real agents' files are absent")
+    with ContextStore.open(":memory:") as store:
+        for path in shares:
+            cid = import_gemini(store, path).conversation_id
+            out = tmp_path / f"{path.stem}-session.json"
+            export_gemini(store, cid, out)
+            calls = [c for m in load(out)["messages"] for c in m.get("toolCalls", [])]
+            assert calls and all(c["result"] for c in calls)
+            assert len(calls) == _responses(path)
