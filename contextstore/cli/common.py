@@ -33,12 +33,11 @@ from contextstore.core.errors import (
     NotFoundError,
     ReadOnlyLocationError,
 )
+from contextstore.core.store_files import store_files
 from contextstore.storage.driver_errors import first_line
 from contextstore.storage.engine import resolve_target
 from contextstore.storage.paths import default_database_path, default_location
 from contextstore.storage.sqlite_file import inspect_database_file, unusable_path
-from contextstore.storage.wal_sync import WAL_SUFFIX
-from contextstore.storage.writer_queue import LOCK_SUFFIX
 from contextstore.store import ContextStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -262,9 +261,9 @@ def store_removed_if_refused(ctx: click.Context) -> Iterator[ContextStore]:
     except BaseException:
         if new is not None:
             store.close()
-            for suffix in ("", WAL_SUFFIX, "-shm", "-journal", LOCK_SUFFIX):
+            for file, _ in store_files(new):
                 with suppress(FileNotFoundError):
-                    new.with_name(new.name + suffix).unlink()
+                    file.unlink()
             for folder in made:  # the nearest first
                 with suppress(OSError):
                     folder.rmdir()

@@ -10,6 +10,7 @@ from contextstore.cli import report_chart, report_html, terminal
 from contextstore.cli.common import open_store
 from contextstore.cli.times import format_ts
 from contextstore.core.os_errors import NO_SPACE, NOT_WRITABLE, os_error
+from contextstore.core.store_files import check_not_store_files
 from contextstore.storage.clock import now_ms
 
 
@@ -31,6 +32,7 @@ def report(ctx: click.Context, conversation_id: str, output: Path) -> None:
         terminal.error(report_chart.INSTALL_HINT)
         ctx.exit(1)
     store = open_store(ctx, auto_migrate=False)
+    check_not_store_files([output], store.path)
     audit = store.audit(conversation_id)
     events = store.timeline(conversation_id)
     last = audit.requests[-1].ts if audit.requests else None

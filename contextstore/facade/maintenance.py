@@ -119,7 +119,8 @@ class MaintenanceMixin(HistoryMixin):
 
         Raises:
             InvalidInputError: a PostgreSQL store (use ``pg_dump``), an existing file without
-                ``force``, a missing directory, or the store's own file.
+                ``force``, a missing directory, or the store's database or a file beside
+                it (its write-ahead log, shared-memory index, journal or writer lock).
             StorageFullError: the copy did not fit.
             CorruptDatabaseError: the store is damaged (the copy fails SQLite's check).
         """

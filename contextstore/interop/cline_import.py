@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from contextstore.core.os_errors import check_regular_targets, os_errors
+from contextstore.core.store_files import check_not_store_files
 from contextstore.core.validate import check_id
 from contextstore.interop.cline import (
     API_HISTORY_FILE,
@@ -144,6 +145,7 @@ def export_cline(
 
     Raises:
         ClineTaskError: a target file exists and ``overwrite`` is False (nothing written).
+        InvalidInputError: a target file is the store's database or a file beside it.
         ConversationNotFoundError: no conversation has this id.
         ImportStateError: the conversation's import bookkeeping was edited into a form no
             import writes (nothing written).
@@ -184,6 +186,7 @@ def export_cline(
     history_file = _history_file(target, history_path)
     texts = _focus_chain(cline, target) if imported else {}
     paths = [target / name for name in [*files, *texts]]
+    check_not_store_files([*paths, history_file], store.path)
     check_targets(
         [*paths, *([history_file] if history_file.parent == target else [])], overwrite=overwrite
     )

@@ -19,6 +19,7 @@ from typing import Any
 from contextstore.core.hardening import DEFAULT_FINAL_USER_TEXT
 from contextstore.core.os_errors import check_regular_targets, os_errors
 from contextstore.core.records import Conversation
+from contextstore.core.store_files import check_not_store_files
 from contextstore.core.validate import check_id
 from contextstore.core.view import build_view
 from contextstore.interop.errors import GeminiChatError
@@ -136,6 +137,7 @@ def export_gemini(
 
     Raises:
         GeminiChatError: the file exists and ``overwrite`` is False (nothing written).
+        InvalidInputError: ``path`` is the store's database or a file beside it.
         ConversationNotFoundError: no conversation has this id.
         ImportStateError: the conversation's import bookkeeping was edited into a form no
             import writes (nothing written).
@@ -143,6 +145,7 @@ def export_gemini(
     check_id(conversation_id)
     target = Path(path)
     conversation = store.get_conversation(conversation_id)
+    check_not_store_files([target], store.path)
     check_regular_targets([target])
     if target.exists() and not overwrite:
         raise GeminiChatError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, Protocol
 
 from contextstore.core.records import (
@@ -25,6 +26,10 @@ class InteropStore(Protocol):
     """
 
     max_message_bytes: int
+
+    @property
+    def path(self) -> Path | None:
+        """The SQLite file (None in memory or on a server): no export writes over it."""
 
     def transaction(self) -> AbstractContextManager[None]: ...
 

@@ -21,6 +21,7 @@ from sqlalchemy import Engine
 from contextstore.core.errors import CorruptDatabaseError, InvalidInputError, StorageFullError
 from contextstore.core.health import BackupResult
 from contextstore.core.os_errors import check_regular_targets, os_errors
+from contextstore.core.store_files import check_not_store_files
 from contextstore.storage.engine import DatabaseTarget, make_engine
 
 
@@ -65,11 +66,11 @@ def backup_to(engine: Engine, source: Path | None, dest: Path, *, force: bool) -
     file or a directory (see :func:`backup_destination`).
 
     Raises:
-        InvalidInputError: ``dest`` is the store's own file, or as :func:`backup_sqlite`.
+        InvalidInputError: ``dest`` is the store's database or a file beside it (its
+            write-ahead log...), or as :func:`backup_sqlite`.
     """
     target = backup_destination(dest, source)
-    if source is not None and target.exists() and target.resolve() == source.resolve():
-        raise InvalidInputError(f"{target} is this store's own file; name another file.")
+    check_not_store_files([target], source)
     return backup_sqlite(engine, target, force=force)
 
 

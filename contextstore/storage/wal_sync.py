@@ -33,9 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from contextstore.core.errors import ContextStoreError
-
-WAL_SUFFIX = "-wal"
-"""SQLite's name for a database's write-ahead log: the file's name with this appended."""
+from contextstore.core.store_files import WAL_SUFFIX
 
 
 class WalSync:

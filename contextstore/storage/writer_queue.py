@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from contextstore.core.store_files import WRITER_SUFFIX
 from contextstore.storage.engine import DatabaseTarget
 
 try:
@@ -38,8 +39,6 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-LOCK_SUFFIX = "-writer"
-"""Appended to the database file's name to name the queue's lock file."""
 
 MAX_WAIT = 2.0
 """Seconds a writer waits in the queue before it goes on to SQLite's busy handling."""
@@ -49,7 +48,7 @@ class WriterQueue:
     """An exclusive lock shared by every process writing one SQLite file."""
 
     def __init__(self, database: Path) -> None:
-        self.path = Path(f"{database}{LOCK_SUFFIX}")
+        self.path = Path(f"{database}{WRITER_SUFFIX}")
         self._fd: int | None = None
         self._failed = False
         self._pid = os.getpid()

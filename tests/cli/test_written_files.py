@@ -22,7 +22,7 @@ from contextstore.core.errors import (
 )
 from contextstore.core.os_errors import os_error
 from contextstore.storage.migrate import downgrade
-from tests.cli.conftest import Seeded, run
+from tests.cli.conftest import Seeded, run, seed
 
 
 def _refuses_creation(folder: Path) -> bool:
@@ -236,3 +236,99 @@ def test_an_export_below_a_file_names_the_file(
     got = run("--db", seeded.db, *[p.format(cid=seeded.cid, file=blocker) for p in command])
     assert got.code == 2 and f"{blocker} is a file, not a folder" in got.err
     assert blocker.read_text(encoding="utf-8") == "mine"
+
+
+# -- the store's own files are never an output ---------------------------------------------
+
+_STORE_FILES = {
+    "database": "",
+    "write-ahead log": "-wal",
+    "shared-memory index": "-shm",
+    "rollback journal": "-journal",
+    "writer lock": "-writer",
+}
+
+
+def _named(seeded: Seeded, suffix: str, how: str) -> str:
+    """A name for the store's file with ``suffix``: as is, through a link to it, or by a
+    detour through its folder's parent."""
+    path = Path(seeded.db + suffix)
+    if how == "link":
+        link = path.parent / f"link-to{suffix or '-db'}"
+        link.symlink_to(path)
+        return str(link)
+    if how == "detour":
+        return str(path.parent / ".." / path.parent.name / path.name)
+    return str(path)
+
+
+def _commands(seeded: Seeded, target: str) -> dict[str, list[str]]:
+    return {
+        "backup": ["--db", seeded.db, "backup", target, "--force"],
+        "report": ["--db", seeded.db, "report", seeded.cid, "-o", target],
+        "export gemini": ["--db", seeded.db, "export", "gemini", seeded.cid, target, "--force"],
+        "export cline --history": [
+            "--db", seeded.db, "export", "cline", seeded.cid,
+            str(Path(seeded.db).parent / "task"), "--history", target, "--force",
+        ],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["as is", "link", "detour"])
+@pytest.mark.parametrize("what", list(_STORE_FILES))
+@pytest.mark.parametrize("command", ["backup", "report", "export gemini", "export cline --history"])
+def test_no_command_writes_over_the_store_it_reads(
+    seeded: Seeded, command: str, what: str, how: str
+) -> None:
+    """Written over, the database is lost, and its write-ahead log holds commits not yet in
+    it: a store held open by another process keeps its last commits there."""
+    writer = seeded.store()  # another agent's store, open: the log and the lock exist
+    writer.append(seeded.cid, "user", "committed, and still only in the write-ahead log")
+    expected = writer.messages(seeded.cid)
+    target = _named(seeded, _STORE_FILES[what], how)
+    before = Path(target).read_bytes() if what != "database" and Path(target).exists() else None
+    got = run(*_commands(seeded, target)[command])
+    assert got.code == 2, got.err
+    assert f"is the {what} of the store being read" in got.err
+    assert "Nothing was written" in got.err
+    if before is not None:
+        assert Path(target).read_bytes() == before
+    writer.close()
+    with seeded.store() as store:
+        assert store.messages(seeded.cid) == expected
+        store.check(seeded.cid)
+
+
+def test_a_cline_task_file_named_like_the_store_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "task"
+    folder.mkdir()
+    seeded = seed(folder / "ui_messages.json")
+    got = run("--db", seeded.db, "export", "cline", seeded.cid, str(folder), "--force")
+    assert got.code == 2 and "is the database of the store being read" in got.err
+    with seeded.store() as store:
+        assert store.messages(seeded.cid)
+
+
+def test_the_api_refuses_the_store_files_and_takes_a_file_beside_them(seeded: Seeded) -> None:
+    from contextstore.interop import export_gemini
+
+    with seeded.store() as store:
+        with pytest.raises(InvalidInputError, match="write-ahead log of the store being read"):
+            store.backup(seeded.db + "-wal", force=True)
+        with pytest.raises(InvalidInputError, match="database of the store being read"):
+            export_gemini(store, seeded.cid, seeded.db, overwrite=True)
+        near = Path(seeded.db + "-wal.json")  # a name that only starts like the log's
+        export_gemini(store, seeded.cid, near)
+        assert near.is_file()
+        assert store.backup(seeded.db + ".bak").conversations == 1
+
+
+def test_a_store_in_memory_has_no_files_to_protect(tmp_path: Path) -> None:
+    from contextstore.interop import export_gemini
+
+    with ContextStore.open(":memory:") as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "hello")
+        out = tmp_path / ":memory:"
+        export_gemini(store, cid, out)
+        assert out.is_file()

@@ -326,7 +326,7 @@ def test_backup_to_a_directory_names_a_new_file_and_never_overwrites(tmp_path: P
             store.backup(existing)
         assert existing.read_bytes() == b"keep me"
         replaced = store.backup(existing, force=True)
-        with pytest.raises(InvalidInputError, match="own file"):
+        with pytest.raises(InvalidInputError, match="database of the store being read"):
             store.backup(seeded.path, force=True)
     with ContextStore.open(replaced.path, read_only=True) as copy:
         assert copy.messages(seeded.conversations[0]) == seeded.views[seeded.conversations[0]]

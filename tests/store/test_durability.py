@@ -24,8 +24,9 @@ from typing import Any
 import pytest
 
 from contextstore import ContextStore, ContextStoreError, InvalidInputError
+from contextstore.core import store_files
 from contextstore.core.errors import ConversationNotFoundError
-from contextstore.storage import database, wal_sync, writer_queue
+from contextstore.storage import database, wal_sync
 from tests.conftest import POSTGRES_URL, open_backend, user
 from tests.store.internals import (
     connection_setting,
@@ -135,7 +136,7 @@ class Sync:
         self.calls: list[tuple[int, bool, int]] = []
 
     def __call__(self, fd: int) -> None:
-        queue = os.open(f"{self.path}{writer_queue.LOCK_SUFFIX}", os.O_RDWR)
+        queue = os.open(f"{self.path}{store_files.WRITER_SUFFIX}", os.O_RDWR)
         try:
             fcntl.flock(queue, fcntl.LOCK_EX | fcntl.LOCK_NB)
             free = True
@@ -174,7 +175,7 @@ def test_a_durable_write_syncs_the_log_after_its_commit_and_outside_the_locks(
     watcher = watch(monkeypatch, store, conversation)
     store.append(conversation, "user", "one")
     store.append(conversation, [user("two"), user("three")])
-    log = os.stat(f"{store.location}{wal_sync.WAL_SUFFIX}").st_ino
+    log = os.stat(f"{store.location}{store_files.WAL_SUFFIX}").st_ino
     # One sync per write, on the write-ahead log, with the queue free and the rows committed
     # (another connection reads them): the sync is the last thing before the call returns.
     assert watcher.calls == [(log, True, 1), (log, True, 3)]
@@ -284,7 +285,7 @@ def test_only_a_write_ahead_log_is_synced_after_the_turn(
 def log_descriptors(path: Path) -> list[int]:
     """This process's descriptors open on the write-ahead log of ``path`` (or on a log of
     that name that was deleted since: SQLite deletes it when the last connection closes)."""
-    wal = os.path.realpath(f"{path}{wal_sync.WAL_SUFFIX}")
+    wal = os.path.realpath(f"{path}{store_files.WAL_SUFFIX}")
     found = []
     for name in os.listdir("/proc/self/fd"):
         with contextlib.suppress(OSError):

@@ -27,6 +27,7 @@ import pytest
 from sqlalchemy import Connection
 
 from contextstore import ContextStore
+from contextstore.core import store_files
 from contextstore.core.nodes import typed_nodes
 from contextstore.facade import nodes as facade_nodes
 from contextstore.storage import database, writer_queue
@@ -51,7 +52,7 @@ def path(tmp_path: Path) -> Path:
 
 
 def lock_path(path: Path) -> str:
-    return f"{path}{writer_queue.LOCK_SUFFIX}"
+    return f"{path}{store_files.WRITER_SUFFIX}"
 
 
 @contextmanager
