@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import DBAPIError
 
 from contextstore.cli import terminal
 from contextstore.cli.wording import cli_wording
@@ -35,7 +34,7 @@ from contextstore.core.errors import (
 )
 from contextstore.core.store_files import store_files
 from contextstore.storage.driver_errors import first_line
-from contextstore.storage.engine import resolve_target
+from contextstore.storage.engine import resolve_target, shown_url
 from contextstore.storage.paths import default_database_path, default_location
 from contextstore.storage.sqlite_file import inspect_database_file, unusable_path
 from contextstore.store import ContextStore
@@ -313,10 +312,7 @@ def _shown_location(location: str | None) -> str:
         return "the default database"
     if "://" not in location:
         return location
-    try:
-        return make_url(location).render_as_string(hide_password=True)
-    except ArgumentError:
-        return location
+    return shown_url(location)
 
 
 def confirm_or_refuse(ctx: click.Context, question: str, *, yes: bool, flag_hint: str) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import random
+import re
 import sqlite3
 import time
 import urllib.parse
@@ -118,8 +119,11 @@ def resolve_target(location: str | os.PathLike[str] | None, default: Path) -> Da
     if "://" in text:
         try:
             url = make_url(text)
-        except ArgumentError as exc:
-            raise InvalidInputError(f"{text!r} is not a valid database URL: {exc}.") from exc
+        except (ArgumentError, ValueError) as exc:  # ValueError: a port that is no number
+            raise InvalidInputError(
+                f"{shown_url(text)!r} is not a valid database URL: {exc}; write it as "
+                "postgresql://USER:PASSWORD@HOST:PORT/DATABASE, or give a file path."
+            ) from exc
         if url.get_backend_name() == "sqlite":
             database = url.database
             if not database or database == ":memory:":
@@ -130,6 +134,18 @@ def resolve_target(location: str | os.PathLike[str] | None, default: Path) -> Da
         return DatabaseTarget(_postgres_url(url), None, False)
     path = Path(text).expanduser()
     return DatabaseTarget(f"sqlite:///{path}", path, False)
+
+
+_PASSWORD = re.compile(r"^([^:/?#]+://[^:/?#@]*:)[^@]*@")
+
+
+def shown_url(text: str) -> str:
+    """A database URL for a message: its password masked, even in a URL that does not
+    parse."""
+    try:
+        return make_url(text).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return _PASSWORD.sub(r"\1***@", text)
 
 
 def _values(value: str | tuple[str, ...]) -> set[str]:

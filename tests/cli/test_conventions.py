@@ -352,6 +352,23 @@ def test_a_password_in_the_url_is_masked_when_it_cannot_be_opened() -> None:
     assert got.err.startswith("error: cannot open postgresql://someone:***@127.0.0.1:1/x: ")
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://someone@localhost:abc/db", "'postgresql://someone@localhost:abc/db'"),
+        ("postgresql://someone:hunter2@[::1", "'postgresql://someone:***@[::1'"),
+        ("postgres://someone:hunter2@host:port/db", "'postgres://someone:***@host:port/db'"),
+    ],
+)
+def test_a_url_that_does_not_parse_is_a_bad_value_with_its_password_masked(
+    url: str, shown: str
+) -> None:
+    got = run("--db", url, "conversations")
+    assert got.code == 2, got.err
+    assert got.err.startswith(f"error: {shown} is not a valid database URL: ")
+    assert "hunter2" not in got.err and got.err.count("\n") == 1
+
+
 READ_COMMANDS_ON_AN_ABSENT_FILE = [
     ["conversations"],
     ["show", "c1"],
