@@ -206,6 +206,8 @@ def open_store(
             raise
         raise ReadOnlyLocationError(cannot_write_there(ctx, exc.situation)) from exc
     except (DBAPIError, DatabaseUnavailableError) as exc:
+        if isinstance(exc, DatabaseUnavailableError) and exc.__cause__ is None:
+            raise  # contextstore's own words (a file this user may not read)
         cause = exc.__cause__ if isinstance(exc, DatabaseUnavailableError) else exc
         driver = getattr(cause, "orig", None) or cause or exc
         where = _shown_location(location)

@@ -139,12 +139,14 @@ class StorageFullError(ContextStoreError):
 
 
 class DatabaseUnavailableError(ContextStoreError):
-    """The database server cannot be reached, refused the connection, or dropped it
-    (PostgreSQL: a server that is down, a wrong host, port, database name or user, a
-    server shut down under an open connection).
+    """The database cannot be reached: the server is unreachable, refused the connection,
+    or dropped it (PostgreSQL: a server that is down, a wrong host, port, database name or
+    user, a server shut down under an open connection), or a SQLite file this user may not
+    read.
 
-    What to do: check the URL and that the server is running, then retry; a connection
-    the server dropped is replaced on the next call.
+    What to do: check the URL and that the server is running, then retry (a connection the
+    server dropped is replaced on the next call); for a file, run as a user who may read
+    it or give this one read permission.
     """
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from contextstore.core.errors import (
     CorruptDatabaseError,
+    DatabaseUnavailableError,
     InvalidInputError,
     NotFoundError,
     ReadOnlyLocationError,
@@ -70,6 +71,7 @@ def check_before_open(path: Path, *, read_only: bool, create: bool = True) -> No
             (:func:`unusable_path`), or a read-only store was asked for a file that does not
             exist.
         NotFoundError: ``create`` is False and there is no file at ``path``.
+        DatabaseUnavailableError: this user may not read the file (:func:`unreadable`).
         CorruptDatabaseError: the file is not a whole SQLite database (an existing
             zero-length file included).
         ReadOnlyLocationError: the store was opened for writing where nothing can be written.
@@ -89,11 +91,23 @@ def unusable_path(path: Path, exc: OSError) -> InvalidInputError:
     )
 
 
+def unreadable(path: Path) -> DatabaseUnavailableError:
+    """The error for a database file this user may not read (another user's file, or a
+    mode without read permission): neither damage nor a read-only location."""
+    return DatabaseUnavailableError(
+        f"cannot read {path}: permission denied (the file belongs to another user or its "
+        "mode lets nobody read it); run as a user who may read it, or give this user read "
+        "permission (chmod, chown)."
+    )
+
+
 def _check_before_open(path: Path, *, read_only: bool, create: bool) -> None:
     if path.is_dir():
         raise InvalidInputError(
             f"{path} is a directory; name a database file, for example {path / 'contextstore.db'}."
         )
+    if path.exists() and not os.access(path, os.R_OK):
+        raise unreadable(path)
     if read_only:
         if not path.exists():
             raise InvalidInputError(
@@ -151,6 +165,8 @@ def inspect_database_file(path: Path) -> None:
     try:
         with path.open("rb") as handle:
             data = handle.read(HEADER_BYTES)
+    except PermissionError:
+        raise unreadable(path) from None
     except OSError as exc:
         raise CorruptDatabaseError(f"cannot read {path}: {exc.strerror}.") from exc
     header = parse_header(data)
