@@ -10,6 +10,7 @@ line, and the full traceback written to a file).
 
 from __future__ import annotations
 
+import difflib
 import os
 import signal
 import tempfile
@@ -117,6 +118,24 @@ class ContextStoreGroup(click.Group):
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         add_db_option(cmd)
         super().add_command(cmd, name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click does, but a mistyped name is matched against the commands ``--help``
+        lists: click's own suggestion may name a hidden alias (``import-cline``)."""
+        name = args[0] if args else ""
+        if (
+            name
+            and not name.startswith("-")
+            and not ctx.resilient_parsing
+            and self.get_command(ctx, name) is None
+        ):
+            shown = [n for n, c in self.commands.items() if not c.hidden]
+            close = difflib.get_close_matches(name, shown)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise click.UsageError(f"No such command {name!r}.{hint}", ctx)
+        return super().resolve_command(ctx, args)
 
 
 READ_ONLY_HELP = (

@@ -522,3 +522,26 @@ def test_output_cut_short_by_its_reader_ends_quietly(tmp_path: Path, output: str
     assert child.wait(timeout=120) == 128 + 13
     assert err == b""
     assert not list(tmp_path.glob("contextstore-error-*"))
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["timeline"], "No such command 'timeline'.\n"),  # click offered 'import-cline'
+        (["imprt"], "No such command 'imprt'. Did you mean 'import'?\n"),
+        (["export", "clin"], "No such command 'clin'. Did you mean 'cline'?\n"),
+        (["exprot-cline"], "No such command 'exprot-cline'.\n"),  # not 'export-cline'
+    ],
+)
+def test_a_mistyped_command_is_matched_against_the_listed_ones_only(
+    args: list[str], said: str
+) -> None:
+    got = run(*args)
+    assert got.code == 2 and got.err.endswith(f"Error: {said}")
+    hidden = [name for name, command in cli.commands.items() if command.hidden]
+    assert "import-cline" in hidden and not any(name in got.err for name in hidden)
+
+
+def test_a_hidden_alias_still_runs() -> None:
+    got = run("import-cline", "--help")
+    assert got.code == 0 and "import-cline [OPTIONS] PATHS..." in got.out
