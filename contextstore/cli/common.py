@@ -30,6 +30,7 @@ from contextstore.cli.wording import cli_wording
 from contextstore.core.errors import (
     ContextStoreError,
     DatabaseUnavailableError,
+    InvalidInputError,
     NotFoundError,
     ReadOnlyLocationError,
 )
@@ -308,12 +309,22 @@ def _refuse_missing_file(location: str | None) -> None:
     Raises:
         NotFoundError: no file at the location named by ``--db``, $CONTEXTSTORE_DB or the
             default.
+        InvalidInputError: the location is an in-memory store (empty, and gone when the
+            command ends).
         CorruptDatabaseError: no file, but its write-ahead log or journal is there.
         InvalidInputError: the system refuses to look the path up (a name too long).
     """
-    path = _sqlite_file_at(location)
+    text = default_location() if location is None else location
+    target = resolve_target(text, default_database_path())
+    if target.in_memory:
+        raise InvalidInputError(
+            f"{text} (--db or $CONTEXTSTORE_DB) is a new, empty store that lives only while "
+            "this command runs, so there is nothing in it to read; name a database file or a "
+            "PostgreSQL URL."
+        )
+    path = target.sqlite_path
     if path is None:
-        return  # in memory
+        return  # PostgreSQL
     try:
         if path.exists():
             return

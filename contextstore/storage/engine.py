@@ -125,6 +125,7 @@ def resolve_target(location: str | os.PathLike[str] | None, default: Path) -> Da
                 "postgresql://USER:PASSWORD@HOST:PORT/DATABASE, or give a file path."
             ) from exc
         if url.get_backend_name() == "sqlite":
+            _check_sqlite_url(text, url)
             database = url.database
             if not database or database == ":memory:":
                 return DatabaseTarget("sqlite://", None, True)
@@ -146,6 +147,36 @@ def shown_url(text: str) -> str:
         return make_url(text).render_as_string(hide_password=True)
     except (ArgumentError, ValueError):
         return _PASSWORD.sub(r"\1***@", text)
+
+
+SQLITE_URL_OPTIONS = frozenset(
+    {"timeout", "isolation_level", "detect_types", "check_same_thread", "cached_statements", "uri"}
+)
+"""The query parameters of a ``sqlite://`` URL that SQLAlchemy's sqlite3 dialect reads (it
+ignores any other, with a warning, unless the database is a ``file:`` URI)."""
+
+
+def _check_sqlite_url(text: str, url: URL) -> None:
+    """Refuse the parts of a ``sqlite://`` URL that would be ignored: a host (the URL then
+    names a file on this machine all the same) and query parameters the driver drops.
+
+    Raises:
+        InvalidInputError: naming the part and how to write the URL.
+    """
+    if url.host:
+        raise InvalidInputError(
+            f"{shown_url(text)!r} names a host ({url.host}), but a SQLite database is a file "
+            "on this machine: write sqlite:///relative/path.db or sqlite:////absolute/path.db "
+            "(no host), or give the path itself."
+        )
+    ignored = sorted(set(url.query) - SQLITE_URL_OPTIONS)
+    if ignored and not _is_sqlite_uri(url):
+        names = ", ".join(repr(name) for name in ignored)
+        raise InvalidInputError(
+            f"{shown_url(text)!r} has {names} in its query, which SQLite's driver does not "
+            f"take and would ignore; drop it, or for SQLite's own URI parameters write "
+            "sqlite:///file:PATH?NAME=VALUE&uri=true."
+        )
 
 
 def _values(value: str | tuple[str, ...]) -> set[str]:

@@ -545,3 +545,50 @@ def test_a_mistyped_command_is_matched_against_the_listed_ones_only(
 def test_a_hidden_alias_still_runs() -> None:
     got = run("import-cline", "--help")
     assert got.code == 0 and "import-cline [OPTIONS] PATHS..." in got.out
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "said"),
+    [
+        (["--db", ":memory:"], {}, ":memory: (--db or $CONTEXTSTORE_DB) is a new, empty store"),
+        ([], {"CONTEXTSTORE_DB": "sqlite://"}, "sqlite:// (--db or $CONTEXTSTORE_DB) is a new"),
+    ],
+)
+def test_a_command_that_reads_refuses_an_in_memory_store_instead_of_asking_to_migrate(
+    args: list[str], env: dict[str, str], said: str
+) -> None:
+    got = run(*args, "conversations", env=env)
+    assert got.code == 2 and got.err.startswith(f"error: {said}")
+    assert "migrate" not in got.err
+
+
+def test_a_command_that_writes_still_runs_in_memory() -> None:
+    assert run("--db", ":memory:", "migrate").code == 0
+
+
+@pytest.mark.parametrize(
+    ("location", "said"),
+    [
+        ("sqlite://host/x.db", "names a host (host), but a SQLite database is a file"),
+        ("sqlite:///x.db?foo=bar", "has 'foo' in its query, which SQLite's driver does not take"),
+        ("sqlite:///x.db?b=1&a=2", "has 'a', 'b' in its query"),
+    ],
+)
+def test_a_sqlite_url_part_the_driver_would_ignore_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, location: str, said: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    got = run("--db", location, "migrate")
+    assert got.code == 2 and said in got.err and got.err.count("\n") == 1
+    assert "Warning" not in got.err and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "location", ["sqlite:///x.db?timeout=5", "sqlite:///file:x.db?mode=rwc&cache=private&uri=true"]
+)
+def test_the_sqlite_url_parameters_the_driver_takes_still_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, location: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert run("--db", location, "migrate").code == 0
+    assert (tmp_path / "x.db").is_file()
