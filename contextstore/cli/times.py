@@ -107,9 +107,12 @@ def resolve(store: ContextStore, conversation_id: str, moment: Moment, flag: str
 
     Raises:
         CheckpointNotFoundError: no checkpoint of the conversation has the label.
+        InvalidInputError: milliseconds from before the conversation began that are the id
+            of one of its checkpoints (:func:`_refuse_checkpoint_id`).
     """
     moment = as_read_by(store, conversation_id, moment)
     if moment.ts is not None:
+        _refuse_checkpoint_id(store, conversation_id, moment.ts, flag)
         return moment.ts
     assert moment.label is not None
     found = store.checkpoint_at(conversation_id, moment.label)

@@ -263,7 +263,9 @@ def test_rollback_to_a_moment_before_everything_previews_the_whole_conversation(
     assert dry.json()["removed"]["messages"] == 8
 
 
-@pytest.mark.parametrize("command", [("rollback", "--to"), ("fork", "--at")])
+@pytest.mark.parametrize(
+    "command", [("rollback", "--to"), ("fork", "--at"), ("show", "--as-of"), ("render", "--as-of")]
+)
 def test_a_checkpoint_id_passed_as_the_moment_is_refused_naming_its_label(
     seeded: Seeded, command: tuple[str, str]
 ) -> None:
