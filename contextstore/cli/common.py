@@ -38,7 +38,11 @@ from contextstore.core.store_files import store_files
 from contextstore.storage.driver_errors import first_line
 from contextstore.storage.engine import resolve_target, shown_url
 from contextstore.storage.paths import default_database_path, default_location
-from contextstore.storage.sqlite_file import inspect_database_file, unusable_path
+from contextstore.storage.sqlite_file import (
+    inspect_database_file,
+    unusable_path,
+    writable_location,
+)
 from contextstore.store import ContextStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -219,6 +223,8 @@ def open_store(
         kwargs["read_only"] = True
     if existing or (existing is None and kwargs.get("auto_migrate") is False):
         _refuse_missing_file(location)
+    if writes and kwargs.get("read_only"):
+        refuse_read_only_location(ctx)
     try:
         store = ContextStore.open(location, **kwargs)
     except ReadOnlyLocationError as exc:
@@ -249,6 +255,24 @@ def command_name(ctx: click.Context) -> str:
         names.append(ctx.info_name or "")
         ctx = ctx.parent
     return "'" + " ".join(["contextstore", *reversed(names)]) + "'"
+
+
+def refuse_read_only_location(ctx: click.Context) -> None:
+    """A command that writes, given ``--read-only`` on a location where nothing can be
+    written: the refusal says it cannot run there at all (the library's own words, "drop
+    --read-only to write", would lead to that refusal next).
+
+    Raises:
+        ReadOnlyLocationError: the SQLite file is there, in a location that cannot be
+            written.
+    """
+    path = sqlite_file(ctx)
+    if path is not None and path.exists() and not writable_location(path):
+        situation = (
+            f"{path} is in a location that cannot be written (a read-only file, directory or "
+            "medium)"
+        )
+        raise ReadOnlyLocationError(cannot_write_there(ctx, situation), situation=situation)
 
 
 def cannot_write_there(ctx: click.Context, situation: str) -> str:

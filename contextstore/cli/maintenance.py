@@ -13,6 +13,7 @@ from contextstore.cli.common import (
     confirm_or_refuse,
     json_option,
     open_store,
+    refuse_read_only_location,
     sqlite_file,
     yes_option,
 )
@@ -27,6 +28,7 @@ from contextstore.store import ContextStore
 def migrate(ctx: click.Context) -> None:
     """Upgrade the database schema to the current version."""
     if (ctx.find_root().obj or {}).get("read_only"):
+        refuse_read_only_location(ctx)
         raise ReadOnlyError("migrate upgrades the schema, which writes; drop --read-only.")
     store = open_store(ctx, writes=True)
     terminal.out(f"{store.location}: schema is up to date")

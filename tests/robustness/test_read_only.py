@@ -4,6 +4,7 @@ ReadOnlyLocationError with what to do (README "Guarantees")."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import stat
@@ -94,7 +95,8 @@ def test_the_cli_says_to_pass_read_only_and_obeys_it(tmp_path: Path) -> None:
             assert {c["id"] for c in got.json()} == set(ids)
         assert run("--db", db, "check").code == 0  # check opens read-only by itself
         got = run("--read-only", "--db", db, "checkpoint", ids[0], "--label", "x")
-        assert got.code == 6 and "read-only" in got.err
+        assert got.code == 9 and "drop --read-only" not in got.err
+        assert "'contextstore checkpoint' writes to the database, so it cannot run" in got.err
 
 
 def _cline_task(tmp_path: Path) -> Path:
@@ -124,9 +126,9 @@ def test_a_command_that_writes_says_it_cannot_run_there_and_reads_can(tmp_path: 
             "demo": ("demo", "--crash-kills", "0"),
             "import cline": ("import", "cline", str(task)),
         }
-        for name, args in writers.items():
-            got = run("--db", db, *args)
-            assert got.code == 9 and got.err.count("\n") == 1, (name, got.err)
+        for (name, args), flags in itertools.product(writers.items(), ([], ["--read-only"])):
+            got = run(*flags, "--db", db, *args)  # --read-only leads to no other answer
+            assert got.code == 9 and got.err.count("\n") == 1, (name, flags, got.err)
             assert got.err == (
                 f"error: {db} is in a location that cannot be written (a read-only file, "
                 f"directory or medium); 'contextstore {name}' writes to the database, so it "
