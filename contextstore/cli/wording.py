@@ -20,7 +20,7 @@ RULES: tuple[tuple[str, str], ...] = (
         r"only requests from prepare_request can be rebuilt",
         "only requests prepared through contextstore can be rebuilt",
     ),
-    (r"pass overwrite to replace", "pass --force to replace them"),
+    (r"pass overwrite to replace", "pass --force to replace"),
     (r"import again with replace=True", "import again with --replace"),
     (r"pass a larger max_file_bytes", "pass a larger --max-file-bytes"),
     (r"read_only=True \(--read-only on the command line\)", "--read-only"),

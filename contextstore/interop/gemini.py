@@ -165,7 +165,7 @@ def read_chat(path: Path, folder: Folder) -> GeminiChat:
         UnsafeInputError: the file is a link out of the folder, too large or nested too deep.
     """
     notes: list[Note] = []
-    if path.suffix == ".jsonl":
+    if path.suffix.lower() == ".jsonl":
         replay = SessionReplay(path, notes)
         text = folder.read_text(path, notes).removeprefix(BYTE_ORDER_MARK)
         # Lines end at "\n" alone: JSON.stringify leaves U+2028, U+2029 and U+0085 in a
@@ -199,7 +199,12 @@ def read_chat(path: Path, folder: Folder) -> GeminiChat:
 def _described(value: Any) -> str:
     """``value`` as the chat-shaped JSON it is not."""
     if isinstance(value, dict):
-        return "an object with none of history, messages or contents"
+        wrong = [
+            f"{key} is {json_kind(value[key])}" for key in ("history", "messages") if key in value
+        ]
+        if wrong:
+            return f"an object whose {' and '.join(wrong)}, not an array"
+        return "an object with neither history nor messages"
     return json_kind(value)
 
 

@@ -174,7 +174,7 @@ def export_gemini(
     metadata = _session_metadata(conversation, gemini, until)
     with os_errors("write the Gemini CLI session", target):
         target.parent.mkdir(parents=True, exist_ok=True)
-        if target.suffix == ".jsonl":
+        if target.suffix.lower() == ".jsonl":
             write_text_atomic(target, _jsonl(metadata, session))
         else:
             write_json_atomic(target, {**metadata, "messages": session}, indent=2)

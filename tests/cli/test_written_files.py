@@ -332,3 +332,18 @@ def test_a_store_in_memory_has_no_files_to_protect(tmp_path: Path) -> None:
         out = tmp_path / ":memory:"
         export_gemini(store, cid, out)
         assert out.is_file()
+
+
+def test_an_export_over_a_file_or_task_files_says_to_pass_force(
+    seeded: Seeded, tmp_path: Path
+) -> None:
+    out = tmp_path / "session.json"
+    assert run("--db", seeded.db, "export", "gemini", seeded.cid, str(out)).code == 0
+    again = run("--db", seeded.db, "export", "gemini", seeded.cid, str(out))
+    assert again.code == 2
+    assert again.err.endswith("already exists; pass --force to replace. Nothing was written.\n")
+    task = tmp_path / "task"
+    assert run("--db", seeded.db, "export", "cline", seeded.cid, str(task)).code == 0
+    again = run("--db", seeded.db, "export", "cline", seeded.cid, str(task))
+    assert again.code == 2 and "api_conversation_history.json" in again.err
+    assert again.err.endswith("; pass --force to replace. Nothing was written.\n")

@@ -322,7 +322,7 @@ def test_a_refused_import_into_a_new_database_leaves_nothing_behind(tmp_path: Pa
     before = sorted(tmp_path.rglob("*"))
     db = tmp_path / "new" / "sub" / "agent.db"
     code, _, err = _run(db, "import", "gemini", str(not_a_chat))
-    assert code == 2 and "got an object with none of history, messages or contents" in err
+    assert code == 2 and "got an object with neither history nor messages" in err
     code, _, err = _run(db, "import", "cline", str(empty))
     assert code == 2 and "is neither a Cline task folder" in err
     code, _, err = _run(db, "import", "gemini", str(SESSION), str(not_a_chat))  # all or none

@@ -355,6 +355,29 @@ def test_export_writes_jsonl_as_gemini_cli_rewrites_it(
     assert json.loads(legacy.read_text()) == {**chat.metadata, "messages": chat.records}
     with pytest.raises(GeminiChatError, match="already exists"):
         export_gemini(memory_store, SESSION_ID, out)
+    shouted = tmp_path / "out" / "SESSION.JSONL"  # the suffix in any case is JSONL
+    export_gemini(memory_store, SESSION_ID, shouted)
+    assert shouted.read_text() == out.read_text()
+    again = read_chat(shouted, Folder(shouted.parent))
+    assert (again.metadata, again.records) == (chat.metadata, chat.records)
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ({"history": 5}, "got an object whose history is a number, not an array"),
+        ({"messages": {}}, "got an object whose messages is an object, not an array"),
+        ({"history": None, "messages": "x"}, "whose history is null and messages is a string,"),
+        ({"turns": []}, "got an object with neither history nor messages"),
+    ],
+)
+def test_an_object_that_is_no_chat_is_refused_saying_what_its_keys_hold(
+    tmp_path: Path, value: dict[str, Any], said: str
+) -> None:
+    path = _write(tmp_path / "c.json", value)
+    with pytest.raises(GeminiChatError, match="is not a Gemini CLI chat") as refused:
+        read_chat(path, Folder(tmp_path))
+    assert said in str(refused.value)
 
 
 def test_messages_written_here_become_records_of_their_own(
