@@ -267,7 +267,12 @@ def refuse_read_only_location(ctx: click.Context) -> None:
             written.
     """
     path = sqlite_file(ctx)
-    if path is not None and path.exists() and not writable_location(path):
+    try:
+        unwritable = path is not None and path.exists() and not writable_location(path)
+    except OSError:  # a name too long: opening the store says so
+        return
+    if unwritable:
+        assert path is not None
         situation = (
             f"{path} is in a location that cannot be written (a read-only file, directory or "
             "medium)"

@@ -74,6 +74,8 @@ def check_before_open(path: Path, *, read_only: bool, create: bool = True) -> No
         DatabaseUnavailableError: this user may not read the file (:func:`unreadable`).
         CorruptDatabaseError: the file is not a whole SQLite database (an existing
             zero-length file included).
+        InvalidInputError: also when the file is another application's SQLite database
+            (tables, and no contextstore schema).
         ReadOnlyLocationError: the store was opened for writing where nothing can be written.
     """
     try:
@@ -129,6 +131,48 @@ def _check_before_open(path: Path, *, read_only: bool, create: bool) -> None:
             situation=situation,
         )
     inspect_database_file(path)
+    _refuse_other_application(path)
+
+
+def _refuse_other_application(path: Path) -> None:
+    """Refuse a SQLite database that holds tables but no contextstore schema (no
+    ``alembic_version``): another application's file, named by mistake. Opening it for
+    writing would put contextstore's tables among that application's (and switch the file
+    to WAL mode); opening it to read would call it an empty store. Read before anything
+    opens the file for writing, so nothing in it changes.
+
+    Raises:
+        InvalidInputError: naming a few of its tables.
+    """
+    others = _other_tables(path)
+    if others:
+        shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        raise InvalidInputError(
+            f"{path} holds {len(others)} tables of another application ({shown}) and no "
+            "contextstore schema; contextstore keeps its tables only in a database of its own "
+            "(or a new, empty one), so nothing was changed: name a contextstore database or a "
+            "new file."
+        )
+
+
+def _other_tables(path: Path) -> list[str]:
+    """The tables of the database at ``path`` when none of them is contextstore's, SQLite's
+    own (``sqlite_*``) aside; empty for a contextstore database (a damaged one included), a
+    new or empty file, and one SQLite cannot read here (its own open then says why)."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return []
+    try:
+        with contextlib.closing(sqlite3.connect(read_only_uri(path), uri=True)) as connection:
+            names = [row[0] for row in connection.execute(_TABLE_NAMES)]
+    except sqlite3.Error:
+        return []
+    if {"alembic_version", "conversations", "messages"} & set(names):
+        return []  # a contextstore database, even one whose revision table was lost
+    return sorted(name for name in names if not name.startswith("sqlite_"))
+
+
+_TABLE_NAMES = "SELECT name FROM sqlite_master WHERE type = 'table'"
+"""The names of a SQLite database's tables."""
 
 
 def inspect_database_file(path: Path) -> None:

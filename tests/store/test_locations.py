@@ -4,12 +4,13 @@ before connecting to anything."""
 from __future__ import annotations
 
 import importlib.util
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from contextstore import ContextStore
-from contextstore.core.errors import InvalidInputError, NotFoundError
+from contextstore.core.errors import ContextStoreError, InvalidInputError, NotFoundError
 from contextstore.storage.engine import resolve_target
 
 
@@ -215,3 +216,69 @@ def test_engine_kwargs_create_engine_refuses_are_invalid_input_and_make_no_file(
 def test_engine_kwargs_sqlalchemy_takes_still_reach_it(tmp_path: Path) -> None:
     with ContextStore.open(tmp_path / "agent.db", engine_kwargs={"pool_timeout": 7}) as store:
         assert store._db.engine.pool.timeout() == 7
+
+
+def _other_application_file(path: Path) -> bytes:
+    """A SQLite file of another application (rollback-journal mode, two tables)."""
+    connection = sqlite3.connect(path)
+    connection.execute("CREATE TABLE moz_places (id INTEGER PRIMARY KEY, url TEXT)")
+    connection.execute("CREATE TABLE prefs (k TEXT, v TEXT)")
+    connection.execute("INSERT INTO prefs VALUES ('a', 'b')")
+    connection.commit()
+    connection.close()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["to-write", "read-only"])
+def test_another_applications_database_is_refused_and_left_as_it_was(
+    tmp_path: Path, read_only: bool
+) -> None:
+    """Opened for writing it would get contextstore's 36 tables and WAL mode; to read, it
+    would pass for an empty store."""
+    path = tmp_path / "places.sqlite"
+    before = _other_application_file(path)
+    with pytest.raises(InvalidInputError) as refused:
+        ContextStore.open(path, read_only=read_only)
+    assert str(refused.value) == (
+        f"{path} holds 2 tables of another application (moz_places, prefs) and no "
+        "contextstore schema; contextstore keeps its tables only in a database of its own "
+        "(or a new, empty one), so nothing was changed: name a contextstore database or a "
+        "new file."
+    )
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["places.sqlite"]
+
+
+def test_the_cli_refuses_another_applications_database_as_a_bad_value(tmp_path: Path) -> None:
+    from tests.cli.conftest import run
+
+    path = tmp_path / "places.sqlite"
+    before = _other_application_file(path)
+    for args in (["migrate"], ["conversations"], ["--read-only", "conversations"]):
+        got = run("--db", str(path), *args)
+        assert got.code == 2 and "tables of another application" in got.err, got.err
+    assert path.read_bytes() == before
+
+
+def test_a_store_with_sqlites_own_tables_only_or_its_revision_lost_is_not_another_application(
+    tmp_path: Path,
+) -> None:
+    stats_only = tmp_path / "stats.db"
+    connection = sqlite3.connect(stats_only)
+    connection.execute("CREATE TABLE t (x)")
+    connection.execute("ANALYZE")  # sqlite_stat1
+    connection.execute("DROP TABLE t")
+    connection.commit()
+    connection.close()
+    with ContextStore.open(stats_only) as store:
+        assert store.list_conversations() == []
+    store_db = tmp_path / "store.db"
+    with ContextStore.open(store_db) as store:
+        store.create_conversation()
+    connection = sqlite3.connect(store_db)
+    connection.execute("DROP TABLE alembic_version")
+    connection.commit()
+    connection.close()
+    with pytest.raises(ContextStoreError) as refused:
+        ContextStore.open(store_db, auto_migrate=False)
+    assert "another application" not in str(refused.value)
