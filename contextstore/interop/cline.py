@@ -173,7 +173,8 @@ class ClineTask:
         ui_file: the UI file's name (``ui_messages.json`` or the legacy name), if any.
         updates: every ``context_history.json`` update, in file order.
         history_item: the task's ``HistoryItem``, if one was found.
-        task_metadata: ``task_metadata.json``, if readable.
+        task_metadata: ``task_metadata.json``'s value, if readable: an object as Cline
+            writes it, or whatever other JSON value the file holds, kept as written.
         focus_chain: the focus chain file's name and text, if there is one.
         history_file: the ``taskHistory.json`` read for the ``HistoryItem``, if any.
         files: the task files present.
@@ -188,7 +189,7 @@ class ClineTask:
     ui_file: str | None
     updates: list[ClineUpdate]
     history_item: dict[str, Any] | None
-    task_metadata: dict[str, Any] | None
+    task_metadata: Any
     files: tuple[str, ...]
     notes: list[Note] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
@@ -328,9 +329,21 @@ def read_task(
         updates = parse_context_history(raw, task_dir / CONTEXT_HISTORY_FILE, notes)
     task_metadata = None
     if TASK_METADATA_FILE in files:
-        value = folder.read_json(task_dir / TASK_METADATA_FILE, notes, keep_depth=1)
-        if isinstance(value, dict):
-            task_metadata = storable(value, task_dir / TASK_METADATA_FILE, None, notes)
+        path = task_dir / TASK_METADATA_FILE
+        value = folder.read_json(path, notes, keep_depth=1)
+        if value is not None and not isinstance(value, dict):
+            notes.append(
+                Note(
+                    str(path),
+                    None,
+                    f"holds {json_kind(value)}, not the object Cline writes (files in context, "
+                    "models used, environments); it was kept as written in the "
+                    "conversation's metadata (cline.task_metadata), and export cline writes "
+                    "it back.",
+                )
+            )
+        if value is not None:
+            task_metadata = storable(value, path, None, notes)
     focus_chain = _read_focus_chain(task_dir, folder, notes)
     history = history_path or history_file_for(task_dir)
     item = (

@@ -169,10 +169,10 @@ def export_cline(
     if updates or CONTEXT_HISTORY_FILE in present:
         files[CONTEXT_HISTORY_FILE] = context_history_value(updates)
     task_metadata = cline.get("task_metadata")
-    if isinstance(task_metadata, dict) or not imported:
-        files[TASK_METADATA_FILE] = (
-            task_metadata if isinstance(task_metadata, dict) else (EMPTY_TASK_METADATA)
-        )
+    if "task_metadata" in cline and (imported or isinstance(task_metadata, dict)):
+        files[TASK_METADATA_FILE] = task_metadata  # an imported one as read, object or not
+    elif not imported:
+        files[TASK_METADATA_FILE] = EMPTY_TASK_METADATA
     changed = conversation.last_ts != until
     stored_item = cline.get("history_item")
     item = history_item(

@@ -69,16 +69,35 @@ def request_info(message: Mapping[str, Any]) -> dict[str, Any] | None:
     """The JSON object in a ``say`` message's ``text`` (``ClineApiReqInfo``), or None; a
     number JSON cannot hold (NaN, Infinity) in it reads as null, and a NUL character
     becomes U+FFFD (the message itself keeps both as written)."""
+    return _read_request_info(message)[0]
+
+
+def _read_request_info(message: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+    """:func:`request_info`, and the keys of its fields that held a number JSON cannot hold
+    (read as null)."""
     text = message.get("text")
     if not isinstance(text, str):
-        return None
+        return None, []
     try:
         info = loads(text)
     except json.JSONDecodeError:
-        return None
+        return None, []
     if not isinstance(info, dict):
-        return None
-    return dict(without_nul(without_nonfinite_numbers(text, info)[0])[0])
+        return None, []
+    finite, count = without_nonfinite_numbers(text, info)
+    nulled = [str(key) for key in info if info[key] != finite[key]] if count else []
+    return dict(without_nul(finite)[0]), nulled
+
+
+def _nonfinite_note(path: str, where: str, keys: Sequence[str], recorded: str) -> Note:
+    """The note for fields of a request's info read as null (see :func:`request_info`)."""
+    return Note(
+        path,
+        where,
+        "its text holds a number JSON cannot hold (NaN, Infinity, or too large) in "
+        f"{', '.join(keys)}, read as null, as JavaScript writes it: {recorded} with null "
+        "in its place (the UI message keeps its text as written).",
+    )
 
 
 @dataclass
@@ -197,6 +216,16 @@ def _range_slot(
         )
         return
     state.written = end
+    if value[0] != 2:
+        notes.append(
+            Note(
+                path,
+                where,
+                f"the deleted range {value!r} starts at {value[0]}, not 2; Cline keeps "
+                "messages 0 and 1 whatever the start and hides those from 2 to the end, "
+                f"so it was imported as the deleted range [2, {end}].",
+            )
+        )
     reason = f"imported from Cline's {path.rsplit('/', 1)[-1]} ({where})"
     total = state.last_total
     segment.append(
@@ -222,7 +251,9 @@ def _request_slot(
     notes: list[Note],
 ) -> Slot:
     where = f"message {j} (api_req_started)"
-    info = request_info(message)
+    info, nulled = _read_request_info(message)
+    if nulled:
+        notes.append(_nonfinite_note(path, where, nulled, "the request was recorded"))
     if info is None:
         notes.append(
             Note(
@@ -247,7 +278,7 @@ def _request_slot(
         cost = None
     reason = info.get("cancelReason")
     failure = reason if is_name(reason) else None
-    details = fitting_details(_request_details(info, ui, j), path, where, notes)
+    details = fitting_details(_request_details(info, ui, j, path, notes), path, where, notes)
     model = message.get("modelInfo")
     model_id = model.get("modelId") if isinstance(model, dict) else None
     model_id = model_id if is_name(model_id) else None
@@ -263,10 +294,11 @@ def _request_slot(
 
 
 def _request_details(
-    info: Mapping[str, Any], ui: Sequence[Mapping[str, Any]], j: int
+    info: Mapping[str, Any], ui: Sequence[Mapping[str, Any]], j: int, path: str, notes: list[Note]
 ) -> dict[str, Any] | None:
     """Cline's extras for one request: fields of its info beyond usage, and the retries
-    and failures the UI shows before the next request."""
+    and failures the UI shows before the next request (a retry's number JSON cannot hold
+    read as null, noted)."""
     details: dict[str, Any] = {key: info[key] for key in DETAIL_FIELDS if key in info}
     retries: list[Any] = []
     failures: list[Any] = []
@@ -275,7 +307,11 @@ def _request_details(
         if later.get("say") == "api_req_started":
             break
         if later.get("say") == "error_retry":
-            entry = request_info(later) or {"text": later.get("text")}
+            retry, nulled = _read_request_info(later)
+            if nulled:
+                where = f"message {position} (error_retry)"
+                notes.append(_nonfinite_note(path, where, nulled, "its retry was recorded"))
+            entry = retry or {"text": later.get("text")}
             retries.append({**entry, "ts": later.get("ts")})
         elif later.get("ask") == "api_req_failed":
             failures.append({"ts": later.get("ts"), "text": later.get("text")})

@@ -291,9 +291,11 @@ def test_an_integer_too_long_for_the_store_is_read_as_null_with_a_note(
         path.write_text(text.replace('"LONG"', "-" + "1" * 301), encoding="utf-8")
     item = import_cline(memory_store, folder).items[0]
     assert item.status == "imported"
-    notes = {Path(n.file).name: n.reason for n in item.skipped}
-    assert notes["api_conversation_history.json"].startswith("1 number(s) JSON cannot hold")
-    assert notes["ui_messages.json"].startswith("1 number(s) JSON cannot hold")
+    notes = {(Path(n.file).name, n.position): n.reason for n in item.skipped}
+    assert notes[("api_conversation_history.json", None)].startswith("1 number(s) JSON cannot")
+    assert notes[("ui_messages.json", None)].startswith("1 number(s) JSON cannot hold")
+    request = notes[("ui_messages.json", "message 2 (api_req_started)")]
+    assert "JSON cannot hold (NaN, Infinity, or too large) in tokensIn" in request
     cid = "1760000000000"
     assert memory_store.messages(cid)[1]["metrics"] == {"tokens": {"prompt": None}}
     assert memory_store.source_records(cid)[0].data["images"] is None

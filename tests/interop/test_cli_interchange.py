@@ -408,6 +408,25 @@ def test_a_task_file_missing_or_a_folder_is_named_in_the_report(
     )
 
 
+def test_a_task_metadata_file_that_is_no_object_is_noted_and_exported_back(
+    tmp_path: Path,
+) -> None:
+    task = tmp_path / "cl" / "t_meta"
+    task.mkdir(parents=True)
+    (task / "task_metadata.json").write_text("[1]\n")
+    (task / "api_conversation_history.json").write_text('[{"role":"user","content":"hi"}]')
+    db = tmp_path / "c.db"
+    code, out, err = _run(db, "import", "cline", str(task), "--json")
+    assert code == 0, err
+    skipped = {Path(n["file"]).name: n for n in json.loads(out)["items"][0]["skipped"]}
+    assert set(skipped) == {"ui_messages.json", "task_metadata.json"}
+    assert skipped["task_metadata.json"]["position"] is None
+    assert skipped["task_metadata.json"]["reason"].startswith("holds an array, not the object")
+    code, _, err = _run(db, "export", "cline", "t_meta", str(tmp_path / "out" / "t_meta"))
+    assert code == 0, err
+    assert json.loads((tmp_path / "out" / "t_meta" / "task_metadata.json").read_text()) == [1]
+
+
 def test_a_task_file_named_instead_of_its_folder_points_to_the_folder(tmp_path: Path) -> None:
     task = need(CLINE / "gmfstu-task-1769064454592")
     file = task / "api_conversation_history.json"

@@ -860,13 +860,103 @@ def test_numbers_json_cannot_hold_are_read_as_null_with_a_note(
     report = import_cline(memory_store, folder)
     item = report.items[0]
     assert item.status == "imported"
-    (note,) = [n for n in item.skipped if "JSON cannot hold" in n.reason]
+    (note, request) = [n for n in item.skipped if "JSON cannot hold" in n.reason]
     assert note.reason.startswith("2 number(s)")
     assert Path(note.file).name == "api_conversation_history.json"
+    assert Path(request.file).name == "ui_messages.json"
+    assert request.position == f"message {task.ui.index(started)} (api_req_started)"
+    assert "too large) in retryStatus, read as null" in request.reason
     metrics = memory_store.messages(item.conversation_id)[1]["metrics"]
     assert metrics == {"cost": None, "tokens": {"prompt": None}}
     (first, *_) = memory_store.requests(item.conversation_id)
     assert first.details == {"retryStatus": {"delay": None}}
+
+
+def test_a_request_number_json_cannot_hold_is_recorded_as_null_with_a_note(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    # 1e400 overflows to infinity: the request's cost used to become null without a note.
+    task = story(2)
+    started = [m for m in task.ui if m.get("say") == "api_req_started"]
+    started[1]["text"] = '{"request":"x","tokensIn":10,"cost":1e400}'
+    at = task.ui.index(started[1]) + 1
+    retry = {**started[1], "ts": started[1]["ts"] + 1, "say": "error_retry"}
+    retry["text"] = '{"attempt":1,"maxAttempts":3,"delaySec":NaN}'
+    task.ui.insert(at, retry)
+    folder = task.write(tmp_path / "tasks" / "1760000000000")
+    report = import_cline(memory_store, folder)
+    notes = {n.position: n for n in report.items[0].skipped}
+    assert set(notes) == {f"message {at - 1} (api_req_started)", f"message {at} (error_retry)"}
+    cost = notes[f"message {at - 1} (api_req_started)"]
+    assert cost.file == str(folder / "ui_messages.json")
+    assert "(NaN, Infinity, or too large) in cost, read as null" in cost.reason
+    assert "the request was recorded with null in its place" in cost.reason
+    delay = notes[f"message {at} (error_retry)"].reason
+    assert "in delaySec, read as null" in delay and "its retry was recorded" in delay
+    second = memory_store.requests(report.conversation_id)[1]
+    assert (second.tokens_in, second.cost) == (10, None)
+    assert second.details == {
+        "retries": [{"attempt": 1, "maxAttempts": 3, "delaySec": None, "ts": retry["ts"]}]
+    }
+    export_cline(memory_store, report.conversation_id, tmp_path / "out")
+    assert _load(tmp_path / "out" / "ui_messages.json")[at - 1 : at + 1] == [started[1], retry]
+
+
+def test_a_deleted_range_not_starting_at_2_is_imported_from_2_with_a_note(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    # Cline keeps messages 0 and 1 and hides those up to the range's end, whatever its
+    # start: [5, 2] (ending before it starts) hides message 2, the store's (2, 2).
+    task = story(4)
+    first = next(j for j, m in enumerate(task.ui) if m["conversationHistoryIndex"] >= 6)
+    for message in task.ui[first:]:
+        message["conversationHistoryDeletedRange"] = [5, 2]
+    folder = task.write(tmp_path / "tasks" / "1760000000000")
+    report = import_cline(memory_store, folder)
+    (note,) = report.items[0].skipped
+    assert note.file == str(folder / "ui_messages.json") and note.position == f"message {first}"
+    assert note.reason == (
+        "the deleted range [5, 2] starts at 5, not 2; Cline keeps messages 0 and 1 whatever "
+        "the start and hides those from 2 to the end, so it was imported as the deleted "
+        "range [2, 2]."
+    )
+    assert memory_store.deleted_range(report.conversation_id) == (2, 2)
+    export_cline(memory_store, report.conversation_id, tmp_path / "out")
+    assert _load(tmp_path / "out" / "ui_messages.json") == task.ui
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        ([1], "an array"),
+        (5, "a number"),
+        ("files", "a string"),
+        (True, "true or false"),
+        ({}, None),
+    ],
+    ids=["array", "number", "string", "true", "object"],
+)
+def test_a_task_metadata_file_that_is_no_object_is_kept_as_written_with_a_note(
+    store: ContextStore, tmp_path: Path, value: Any, kind: str | None
+) -> None:
+    # Cline writes an object; anything else is kept and written back as it was read
+    # (it used to be dropped without a note, and export wrote no task_metadata.json).
+    folder = story(2).write(tmp_path / "tasks" / "1760000000000")
+    (folder / "task_metadata.json").write_text(json.dumps(value), encoding="utf-8")
+    report = import_cline(store, folder)
+    notes = report.items[0].skipped
+    if kind is None:
+        assert notes == ()
+    else:
+        (note,) = notes
+        assert note.file == str(folder / "task_metadata.json") and note.position is None
+        assert note.reason.startswith(f"holds {kind}, not the object Cline writes")
+        assert "kept as written" in note.reason and "export cline writes it back" in note.reason
+    cid = report.conversation_id
+    assert store.get_conversation(cid).metadata["cline"]["task_metadata"] == value
+    export_cline(store, cid, tmp_path / "out" / "1760000000000")
+    assert _load(tmp_path / "out" / "1760000000000" / "task_metadata.json") == value
+    assert import_cline(store, folder).items[0].status == "unchanged"
 
 
 def test_the_focus_chain_comes_back_byte_for_byte_under_the_task_id_read_by_cline(
