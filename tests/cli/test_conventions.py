@@ -13,7 +13,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -371,11 +370,12 @@ def test_a_url_that_does_not_parse_is_a_bad_value_with_its_password_masked(
     assert "hunter2" not in got.err and got.err.count("\n") == 1
 
 
-def _run_as_nobody(args: list[str]) -> tuple[int, str]:
-    """The CLI in a process of its own, as the unprivileged user ``nobody`` (65534)."""
-    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+def _run_without_root_file_access(args: list[str]) -> tuple[int, str]:
+    """The CLI in a process of its own, as root without the capabilities that let root
+    read and search any file: a file's permission bits then hold for it too."""
+    dropped = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
     got = subprocess.run(
-        [*as_nobody, sys.executable, "-m", "contextstore", *args],
+        [*dropped, sys.executable, "-m", "contextstore", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -385,33 +385,34 @@ def _run_as_nobody(args: list[str]) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("read_only", [False, True], ids=["read-write", "read-only"])
-def test_a_database_this_user_may_not_read_is_exit_1_saying_why(read_only: bool) -> None:
+def test_a_database_this_user_may_not_read_is_exit_1_saying_why(
+    tmp_path: Path, read_only: bool
+) -> None:
     """Not damage (exit 5) and not a read-only location (exit 9, whose advice, --read-only,
     would lead nowhere): the user lacks read permission."""
     flags = ["--read-only"] if read_only else []
-    with tempfile.TemporaryDirectory() as folder:
-        db = Path(folder) / "secret.db"
-        with ContextStore.open(db) as store:
-            store.create_conversation(title="private")
-        os.chmod(folder, 0o777)
-        files = sorted(Path(folder).iterdir())
-        if os.geteuid() == 0:  # root reads any file: the refused reader is someone else
+    db = tmp_path / "secret.db"
+    with ContextStore.open(db) as store:
+        store.create_conversation(title="private")
+    files = sorted(tmp_path.iterdir())
+    db.chmod(0)
+    try:
+        if os.geteuid() == 0:
             if not shutil.which("setpriv"):
-                pytest.skip("running as root without setpriv to run as another user")
-            os.chmod(db, 0o600)
-            code, err = _run_as_nobody(["--db", str(db), *flags, "conversations"])
+                pytest.skip("root reads any file, and setpriv is missing to drop that power")
+            code, err = _run_without_root_file_access(["--db", str(db), *flags, "conversations"])
         else:
-            os.chmod(db, 0)
             got = run("--db", str(db), *flags, "conversations")
             code, err = got.code, got.err
-            os.chmod(db, 0o600)
-        assert code == 1, err
-        assert err == (
-            f"error: cannot read {db}: permission denied (the file belongs to another user or "
-            "its mode lets nobody read it); run as a user who may read it, or give this user "
-            "read permission (chmod, chown).\n"
-        )
-        assert sorted(Path(folder).iterdir()) == files  # nothing made beside it
+    finally:
+        db.chmod(0o600)
+    assert code == 1, err
+    assert err == (
+        f"error: cannot read {db}: permission denied (the file belongs to another user or "
+        "its mode lets nobody read it); run as a user who may read it, or give this user "
+        "read permission (chmod, chown).\n"
+    )
+    assert sorted(tmp_path.iterdir()) == files  # nothing made beside it
 
 
 READ_COMMANDS_ON_AN_ABSENT_FILE = [
