@@ -183,6 +183,10 @@ def export_cline(
         store.deleted_range(conversation_id),
         changed=changed,
     )
+    if conversation.parent_id is not None and item.get("id") != target.name:
+        # A fork holds its parent's HistoryItem: under the parent's id it would replace the
+        # parent's entry in taskHistory.json. Cline finds a task by that id, its folder's name.
+        item["id"] = target.name
     history_file = _history_file(target, history_path)
     texts = _focus_chain(cline, target) if imported else {}
     paths = [target / name for name in [*files, *texts]]

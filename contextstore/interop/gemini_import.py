@@ -194,6 +194,11 @@ def _session_metadata(
             "startTime": format_timestamp(conversation.created_ts),
         }
     )
+    if conversation.parent_id is not None and metadata.get("sessionId") != conversation.id:
+        # A fork holds its parent's session metadata: written under the parent's id, the
+        # file would be that session (Gemini CLI resumes one of the two, and importing it
+        # would update the parent).
+        metadata["sessionId"] = conversation.id
     if not isinstance(stored, dict) or until != conversation.last_ts:
         metadata["lastUpdated"] = format_timestamp(conversation.last_ts)
     return metadata

@@ -806,6 +806,21 @@ def test_the_exported_history_item_is_the_imported_one(
     assert item == _load(storage / "state" / "taskHistory.json")[1]
 
 
+def test_a_fork_exported_into_clines_storage_gets_a_history_item_of_its_own(
+    memory_store: ContextStore, storage: Path
+) -> None:
+    cid = import_cline(memory_store, storage / "tasks" / TASK_ID).conversation_id
+    history = storage / "state" / "taskHistory.json"
+    before = _load(history)
+    fork = memory_store.fork(cid)
+    memory_store.append(fork.id, "user", "And once more, in the fork.")
+    export_cline(memory_store, fork.id, storage / "tasks" / "1800000000000")
+    after = _load(history)
+    assert after[: len(before)] == before  # the parent's entry is as it was
+    (added,) = after[len(before) :]
+    assert added["id"] == "1800000000000"
+
+
 def test_imported_overlay_updates_record_the_node_each_replaces(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:

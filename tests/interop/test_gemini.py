@@ -380,6 +380,29 @@ def test_an_object_that_is_no_chat_is_refused_saying_what_its_keys_hold(
     assert said in str(refused.value)
 
 
+def test_a_fork_exports_as_a_session_of_its_own_and_imports_beside_its_parent(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    import_gemini(memory_store, session_log(tmp_path))
+    fork = memory_store.fork(SESSION_ID)
+    memory_store.append(fork.id, "user", "And in tests/?")
+    out = tmp_path / "fork.json"
+    export_gemini(memory_store, fork.id, out)
+    assert json.loads(out.read_text())["sessionId"] == fork.id
+    parent = tmp_path / "parent.json"
+    export_gemini(memory_store, SESSION_ID, parent)
+    assert json.loads(parent.read_text())["sessionId"] == SESSION_ID  # an import keeps its id
+    with ContextStore.open(":memory:") as other:
+        import_gemini(other, session_log(tmp_path))
+        before = other.messages(SESSION_ID)
+        report = import_gemini(other, out)
+        assert report.conversation_id == fork.id
+        assert other.messages(SESSION_ID) == before
+        assert other.messages(fork.id)[-1]["content"] == [
+            {"type": "text", "text": "And in tests/?"}
+        ]
+
+
 def test_messages_written_here_become_records_of_their_own(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:
