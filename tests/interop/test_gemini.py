@@ -686,6 +686,11 @@ def test_an_unanswered_name_gets_a_synthetic_response_id(tmp_path: Path) -> None
     assert results[0]["content"] == '{"files": ["a"]}'
 
 
+def _response(call_id: str, name: str, output: str) -> dict[str, Any]:
+    """A ``functionResponse`` part with an id of its own and an ``output``."""
+    return {"functionResponse": {"id": call_id, "name": name, "response": {"output": output}}}
+
+
 def test_responses_whose_ids_no_call_has_answer_calls_without_ids_by_name(
     tmp_path: Path,
 ) -> None:
@@ -706,34 +711,10 @@ def test_responses_whose_ids_no_call_has_answer_calls_without_ids_by_name(
             {
                 "role": "user",
                 "parts": [
-                    {
-                        "functionResponse": {
-                            "id": "ls-17-1",
-                            "name": "ls",
-                            "response": {"output": "."},
-                        }
-                    },
-                    {
-                        "functionResponse": {
-                            "id": "read_file-17-2",
-                            "name": "read_file",
-                            "response": {"output": "A"},
-                        }
-                    },
-                    {
-                        "functionResponse": {
-                            "id": "read_file-17-3",
-                            "name": "read_file",
-                            "response": {"output": "B"},
-                        }
-                    },
-                    {
-                        "functionResponse": {
-                            "id": "cat-17-4",
-                            "name": "cat",
-                            "response": {"output": "?"},
-                        }
-                    },
+                    _response("ls-17-1", "ls", "."),
+                    _response("read_file-17-2", "read_file", "A"),
+                    _response("read_file-17-3", "read_file", "B"),
+                    _response("cat-17-4", "cat", "?"),
                 ],
             },
         ],
@@ -763,22 +744,7 @@ def test_a_response_id_a_call_has_is_not_taken_by_an_earlier_response_by_name(
             },
             {
                 "role": "user",
-                "parts": [
-                    {
-                        "functionResponse": {
-                            "id": "other",
-                            "name": "read_file",
-                            "response": {"output": "x"},
-                        }
-                    },
-                    {
-                        "functionResponse": {
-                            "id": "r1",
-                            "name": "read_file",
-                            "response": {"output": "y"},
-                        }
-                    },
-                ],
+                "parts": [_response("other", "read_file", "x"), _response("r1", "read_file", "y")],
             },
         ],
     )

@@ -186,12 +186,17 @@ def test_an_older_copy_imported_first_is_continued_by_the_jsonl(
     assert archived_rows(memory_store, cid) == update.replaced > 0  # kept, not deleted
 
 
-def test_the_share_export_comes_back_as_the_same_array(tmp_path: Path) -> None:
+def _shares() -> list[Path]:
+    """The real ``/chat share`` files (bare Content arrays); skips when they are absent."""
     shares = [p for p in gemini_files() if not p.name.startswith("session-")]
     if not shares:
         pytest.skip("the real agents' files are absent")
+    return shares
+
+
+def test_the_share_export_comes_back_as_the_same_array(tmp_path: Path) -> None:
     with ContextStore.open(":memory:") as store:
-        for path in shares:
+        for path in _shares():
             cid = import_gemini(store, path).conversation_id
             out = tmp_path / f"{path.stem}-out.json"
             export_gemini(store, cid, out, checkpoint=True)
@@ -231,11 +236,8 @@ def test_every_response_answers_a_call_in_the_rendered_history(
 
 
 def test_a_share_exported_as_a_session_keeps_every_result(tmp_path: Path) -> None:
-    shares = [p for p in gemini_files() if not p.name.startswith("session-")]
-    if not shares:
-        pytest.skip("the real agents' files are absent")
     with ContextStore.open(":memory:") as store:
-        for path in shares:
+        for path in _shares():
             cid = import_gemini(store, path).conversation_id
             out = tmp_path / f"{path.stem}-session.json"
             export_gemini(store, cid, out)
