@@ -14,6 +14,9 @@ Importing the same file again then:
   :data:`TAIL_ROWS` rows. The rows replaced are archived under a rollback of their own
   (:meth:`~contextstore.interop.store_api.InteropStore.discard_imported_rows`), which the
   report names (``replaced_rollback``), so a restore can put them back;
+* writes nothing either, but says so in a note, when the file is unchanged and a rollback
+  in contextstore has removed messages it imported: "unchanged" alone would hide that
+  the store and the file no longer agree;
 * refuses, as a conflict that deletes nothing, a file that holds less than was imported and
   nothing newer (an older copy of the history: a backup, an earlier save, a legacy ``.json``
   session that Gemini CLI has continued in a ``.jsonl``): replacing with it would delete the
@@ -236,7 +239,11 @@ def _continue(
         metadata = {**plan.metadata, IMPORT_KEY: state}
         if metadata != existing.metadata:
             store.set_conversation_metadata(plan.conversation_id, metadata)
-        return _report(plan, UNCHANGED, {})
+        report = _report(plan, UNCHANGED, {})
+        gone = _rolled_back(store, plan, state, existing)
+        return (
+            report if gone is None else dataclasses.replace(report, skipped=(*report.skipped, gone))
+        )
     if existing.last_ts != state.get("last_ts"):
         raise ImportConflictError(
             Path(plan.path),
@@ -267,6 +274,33 @@ def _continue(
         return report
     removed = sum(n for table, n in replaced.removed.items() if table != "blocks")
     return dataclasses.replace(report, replaced=removed, replaced_rollback=replaced.rollback_id)
+
+
+def _rolled_back(
+    store: InteropStore, plan: ImportPlan, state: dict[str, Any], existing: Conversation
+) -> Note | None:
+    """A note when the conversation lacks messages that an earlier import of this unchanged
+    file wrote (a rollback in contextstore removed them since), or None.
+
+    The file holds nothing new, so nothing is written; but "unchanged" alone would hide
+    that the store and the file no longer agree."""
+    last = int(state["last_ts"])
+    if existing.last_ts == last:
+        return None  # nothing happened in contextstore since the import
+    imported = sum(1 for row in plan.rows if isinstance(row, MessageRow))
+    kept = sum(1 for ts in store.message_timestamps(plan.conversation_id) if ts <= last)
+    if kept >= imported:
+        return None
+    missing = imported - kept
+    return Note(
+        plan.path,
+        None,
+        f"holds {missing} message{'s' if missing != 1 else ''} that conversation "
+        f"{plan.conversation_id!r} no longer has: a rollback in contextstore removed "
+        f"{'them' if missing != 1 else 'it'} after the import. Nothing was written; restore "
+        "that rollback (the conversation's audit lists it) to put the rows back, or import again with replace=True to start the "
+        "conversation over from the file.",
+    )
 
 
 def _state_problem(state: dict[str, Any], *, only: Sequence[str] | None = None) -> str | None:

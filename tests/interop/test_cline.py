@@ -415,6 +415,43 @@ def test_a_task_grown_after_a_change_in_contextstore_is_a_conflict(
         import_cline(memory_store, folder)
 
 
+@pytest.mark.parametrize("purge", [False, True], ids=["archived", "purged"])
+def test_an_unchanged_task_after_a_rollback_here_is_unchanged_with_a_note_saying_so(
+    memory_store: ContextStore, tmp_path: Path, purge: bool
+) -> None:
+    task = story(6)
+    folder = task.write(tmp_path / "tasks" / "1760000000000")
+    cid = import_cline(memory_store, folder).conversation_id
+    assert cid is not None
+    kept = 3
+    cutoff = memory_store.message_timestamps(cid)[kept - 1]
+    rolled = memory_store.rollback(cid, to=cutoff, purge=purge)
+    before = memory_store.row_counts()
+    (item,) = import_cline(memory_store, folder).items
+    assert item.status == "unchanged" and item.added == {}
+    missing = len(task.api) - kept
+    (note,) = [n for n in item.skipped if "rollback" in n.reason]
+    assert note.reason.startswith(f"holds {missing} messages that conversation {cid!r}")
+    assert memory_store.row_counts() == before
+    assert len(memory_store.messages(cid)) == kept
+    if not purge:
+        memory_store.restore(cid, rolled.rollback_id)
+        (again,) = import_cline(memory_store, folder).items
+        assert again.status == "unchanged"
+        assert not any("rollback" in n.reason for n in again.skipped)
+
+
+def test_an_unchanged_task_after_an_append_here_is_unchanged_without_a_note(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    folder = story(6).write(tmp_path / "tasks" / "1760000000000")
+    cid = import_cline(memory_store, folder).conversation_id
+    assert cid is not None
+    memory_store.append(cid, "user", "a note written in contextstore")
+    (item,) = import_cline(memory_store, folder).items
+    assert item.status == "unchanged" and item.skipped == ()
+
+
 def test_a_storage_folder_imports_every_task_and_reports_each(
     memory_store: ContextStore, storage: Path
 ) -> None:
