@@ -186,7 +186,10 @@ def export_cline(
     if conversation.parent_id is not None and item.get("id") != target.name:
         # A fork holds its parent's HistoryItem: under the parent's id it would replace the
         # parent's entry in taskHistory.json. Cline finds a task by that id, its folder's name.
+        # Nor is the parent's ulid (Cline's key for a task's telemetry) the fork's: without
+        # one, Cline makes a new one when the task is opened.
         item["id"] = target.name
+        item.pop("ulid", None)
     history_file = _history_file(target, history_path)
     texts = _focus_chain(cline, target) if imported else {}
     paths = [target / name for name in [*files, *texts]]

@@ -199,8 +199,13 @@ def _session_metadata(
         # file would be that session (Gemini CLI resumes one of the two, and importing it
         # would update the parent).
         metadata["sessionId"] = conversation.id
-    if not isinstance(stored, dict) or until != conversation.last_ts:
-        metadata["lastUpdated"] = format_timestamp(conversation.last_ts)
+    forked = conversation.parent_id is not None
+    if not isinstance(stored, dict) or until != conversation.last_ts or forked:
+        # A fork's clock is the moment it copies up to, which may be long before the fork
+        # was made (before the session began, for a fork of nothing); it was updated then.
+        metadata["lastUpdated"] = format_timestamp(
+            max(conversation.last_ts, conversation.created_ts)
+        )
     return metadata
 
 

@@ -856,6 +856,8 @@ def test_a_fork_exported_into_clines_storage_gets_a_history_item_of_its_own(
     assert after[: len(before)] == before  # the parent's entry is as it was
     (added,) = after[len(before) :]
     assert added["id"] == "1800000000000"
+    parent = next(i for i in before if i["id"] == TASK_ID)
+    assert "ulid" in parent and "ulid" not in added  # Cline makes the fork one of its own
 
 
 def test_imported_overlay_updates_record_the_node_each_replaces(

@@ -403,6 +403,20 @@ def test_a_fork_exports_as_a_session_of_its_own_and_imports_beside_its_parent(
         ]
 
 
+@pytest.mark.parametrize("at", [0, None], ids=["before-it-began", "now"])
+def test_a_fork_is_last_updated_no_earlier_than_it_was_made(
+    memory_store: ContextStore, tmp_path: Path, at: int | None
+) -> None:
+    import_gemini(memory_store, session_log(tmp_path))
+    fork = memory_store.fork(SESSION_ID, at=at)
+    out = tmp_path / "fork.json"
+    export_gemini(memory_store, fork.id, out)
+    written = json.loads(out.read_text())
+    updated = parse_timestamp(written["lastUpdated"])
+    assert updated is not None and updated >= fork.created_ts
+    assert updated >= (parse_timestamp(written["startTime"]) or 0)
+
+
 def test_messages_written_here_become_records_of_their_own(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:
