@@ -331,17 +331,6 @@ def read_task(
     if TASK_METADATA_FILE in files:
         path = task_dir / TASK_METADATA_FILE
         value = folder.read_json(path, notes, keep_depth=1)
-        if value is not None and not isinstance(value, dict):
-            notes.append(
-                Note(
-                    str(path),
-                    None,
-                    f"holds {json_kind(value)}, not the object Cline writes (files in context, "
-                    "models used, environments); it was kept as written in the "
-                    "conversation's metadata (cline.task_metadata), and export cline writes "
-                    "it back.",
-                )
-            )
         if value is not None:
             task_metadata = storable(value, path, None, notes)
     focus_chain = _read_focus_chain(task_dir, folder, notes)

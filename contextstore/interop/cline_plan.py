@@ -57,6 +57,7 @@ from contextstore.interop.errors import ClineTaskError
 from contextstore.interop.files import (
     Note,
     is_name,
+    json_kind,
     path_text,
     without_nul,
 )
@@ -332,4 +333,16 @@ def _metadata(task: ClineTask, notes: list[Note]) -> dict[str, Any]:
     if task.focus_chain is not None:
         parts.append(MetadataPart(cline, "focus_chain", str(task.directory / task.focus_chain[0])))
     fit_metadata(metadata, parts, notes)
+    kept = cline.get("task_metadata")
+    if "task_metadata" in cline and not isinstance(kept, dict):  # noted once it is known to fit
+        notes.append(
+            Note(
+                str(task.directory / TASK_METADATA_FILE),
+                None,
+                f"holds {json_kind(kept)}, not the object Cline writes (files in context, "
+                "models used, environments); it was kept as written in the "
+                "conversation's metadata (cline.task_metadata), and export cline writes "
+                "it back.",
+            )
+        )
     return metadata

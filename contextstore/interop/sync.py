@@ -298,8 +298,8 @@ def _rolled_back(
         f"holds {missing} message{'s' if missing != 1 else ''} that conversation "
         f"{plan.conversation_id!r} no longer has: a rollback in contextstore removed "
         f"{'them' if missing != 1 else 'it'} after the import. Nothing was written; restore "
-        "that rollback (the conversation's audit lists it) to put the rows back, or import again with replace=True to start the "
-        "conversation over from the file.",
+        "that rollback (the conversation's audit lists it) to put the rows back, or import "
+        "again with replace=True to start the conversation over from the file.",
     )
 
 

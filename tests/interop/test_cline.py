@@ -1013,6 +1013,19 @@ def test_a_task_metadata_file_that_is_no_object_is_kept_as_written_with_a_note(
     assert import_cline(store, folder).items[0].status == "unchanged"
 
 
+def test_a_task_metadata_file_too_large_to_keep_gets_one_note_saying_it_was_left_out(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    folder = story(2).write(tmp_path / "tasks" / "1760000000000")
+    large = ["x" * 100] * 12_000  # an array over the 1 MiB a conversation's metadata holds
+    (folder / "task_metadata.json").write_text(json.dumps(large), encoding="utf-8")
+    report = import_cline(memory_store, folder)
+    (note,) = report.items[0].skipped
+    assert "left out of the conversation's metadata" in note.reason
+    cid = report.conversation_id
+    assert "task_metadata" not in memory_store.get_conversation(cid).metadata["cline"]
+
+
 def test_the_focus_chain_comes_back_byte_for_byte_under_the_task_id_read_by_cline(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:
