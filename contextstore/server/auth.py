@@ -13,7 +13,8 @@ import stat
 import sys
 from pathlib import Path
 
-from contextstore.core.errors import InvalidInputError
+from contextstore.core.errors import ContextStoreError, InvalidInputError
+from contextstore.core.os_errors import os_error
 from contextstore.storage.paths import user_data_dir
 
 TOKEN_FILENAME = "server-token"
@@ -36,27 +37,69 @@ def _check_private(path: Path) -> None:
         )
 
 
+TOKEN_HINT = "put a long random string in it (for example from 'openssl rand -hex 32')"
+"""What to do about a token file whose content is no token."""
+
+
+def _unusable(exc: OSError, path: Path, doing: str, remedy: str) -> ContextStoreError:
+    """The store's error for ``exc``, raised while ``doing`` to the token file ``path``: its
+    class as :func:`~contextstore.core.os_errors.os_error` classifies it (a location that
+    cannot be written, a full disk, anything else), its message naming the file and what
+    to do (it was an internal error with a traceback)."""
+    reason = exc.strerror or str(exc)
+    return type(os_error(exc, doing))(f"cannot {doing} {path}: {reason}; {remedy}.")
+
+
 def read_token(path: Path) -> str:
     """The token in ``path`` (surrounding whitespace removed), checked to be private and long."""
     if not path.is_file():
         raise InvalidInputError(f"--token-file {path} does not exist; create it or omit the flag.")
-    _check_private(path)
-    token = path.read_text(encoding="utf-8").strip()
+    try:
+        _check_private(path)
+        token = path.read_text(encoding="utf-8").strip()
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"the token file {path} is not UTF-8 text; {TOKEN_HINT}.") from None
+    except OSError as exc:
+        raise _unusable(
+            exc, path, "read the token file", "let the user running the server read it"
+        ) from exc
     if len(token) < MIN_TOKEN_LENGTH or any(c.isspace() for c in token):
         raise InvalidInputError(
             f"the token in {path} must be at least {MIN_TOKEN_LENGTH} characters without "
-            "spaces; put a long random string in it (for example from 'openssl rand -hex 32')."
+            f"spaces; {TOKEN_HINT}."
         )
     return token
 
 
 def create_token_file(path: Path) -> str:
-    """Write a new random token to ``path`` (mode 0600, its directory 0700); return it."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Write a new random token to ``path`` (mode 0600, its directory 0700); return it.
+
+    Raises:
+        FileExistsError: another process created ``path`` meanwhile.
+        ContextStoreError: the file cannot be created or written (a directory that cannot
+            be written, a full disk); nothing is left at ``path``.
+    """
+    remedy = (
+        f"make {path.parent} writable, or pass --token-file FILE naming a file only you "
+        f"can read that holds a token of at least {MIN_TOKEN_LENGTH} characters"
+    )
     token = secrets.token_urlsafe(32)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(token + "\n")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:  # a file where the directory should be included
+        raise _unusable(exc, path, "create the server's token file", remedy) from exc
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        raise _unusable(exc, path, "create the server's token file", remedy) from exc
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(token + "\n")
+    except OSError as exc:  # an empty file left behind would be refused at every start
+        path.unlink(missing_ok=True)
+        raise _unusable(exc, path, "write the server's token file", remedy) from exc
     return token
 
 
@@ -71,4 +114,9 @@ def load_token(token_file: Path | None) -> tuple[str, Path]:
             return create_token_file(path), path
         except FileExistsError:  # another server created it meanwhile
             pass
+    if not path.is_file():  # read_token's refusal would name --token-file, not given
+        raise InvalidInputError(
+            f"the server's token file {path} is not a regular file (a folder, say); remove "
+            "it to have a token generated there, or pass --token-file FILE."
+        )
     return read_token(path), path

@@ -228,7 +228,7 @@ def create_app(
 def parse_address(address: str) -> tuple[str, int]:
     """``"127.0.0.1:8765"`` or ``"[::1]:8765"`` -> host and port (0 picks a free port)."""
     host, port = split_host_header(address)
-    if not host or port is None or port > 65535:
+    if not host or port is None or not 0 <= port <= 65535:  # NO_PORT: not a number
         raise InvalidInputError(
             f"--http takes HOST:PORT (for example 127.0.0.1:8765, or port 0 for a free one), "
             f"got {address!r}."

@@ -5,8 +5,12 @@ The SDK's JSON parser is stricter than JSON: it refuses a lone surrogate escape 
 search text cut in the middle of one) and nesting past its own recursion limit. The SDK then
 drops the line without an answer, and the client waits for one forever. Such a line is still
 a request with an id: :class:`AnsweringReader` answers it with a JSON-RPC error naming what
-could not be read, and the server goes on serving. A line that is not JSON at all, or holds
-no request id, stays the SDK's to handle (it has no id to answer).
+could not be read, and the server goes on serving. The same holds for a request that is
+JSON but whose envelope the SDK's message model refuses (no ``"jsonrpc": "2.0"``, a
+``method`` that is not a string, ``params`` that are not an object) and for each request of
+a batch (a JSON array: MCP takes one message per line): each is answered with an
+invalid-request error carrying its id. A line that is not JSON at all, or holds no request
+id, stays the SDK's to handle (it has no id to answer).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pydantic import ValidationError
 
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.validate import check_json_value
+from contextstore.server.jsonrpc import clipped
 
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
@@ -102,9 +107,86 @@ def unreadable_request_error(exc: Exception) -> JSONRPCError | None:
     return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=text))
 
 
+def _refused_value(exc: Exception) -> Any:
+    """The JSON value the SDK parsed but whose shape its message model refused (a message
+    that is not a request, notification or response), or None. Pydantic reports such a
+    value whole where an alternative of the message union is not an object at all or
+    misses a field."""
+    if not isinstance(exc, ValidationError):
+        return None
+    for error in exc.errors(include_url=False):
+        whole = len(error["loc"]) == 1 or error["type"] == "missing"
+        if whole and error["type"] != "json_invalid":
+            return error["input"]
+    return None
+
+
+def _answerable_id(message: Any) -> int | str | None:
+    """The id to answer ``message`` with: a request's string or integer id that can be
+    sent back; None for a notification, a response (a client's answer, never answered),
+    or an id MCP cannot carry."""
+    if not isinstance(message, dict) or "result" in message or "error" in message:
+        return None
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+        return None
+    return request_id if _sendable(request_id) else None
+
+
+def _envelope_problem(message: dict[str, Any]) -> tuple[int, str]:
+    """What is wrong with a request object the SDK's message model refused."""
+    if message.get("jsonrpc") != "2.0":
+        return INVALID_REQUEST, 'invalid request: it needs "jsonrpc": "2.0".'
+    method = message.get("method")
+    if not isinstance(method, str):
+        return INVALID_REQUEST, 'invalid request: it needs a "method" string.'
+    params = message.get("params")
+    if isinstance(params, list):
+        return (
+            INVALID_PARAMS,
+            f"invalid params for {clipped(method)}: MCP takes params as an object of named "
+            "params, not an array.",
+        )
+    return INVALID_REQUEST, "invalid request: params must be an object, or left out."
+
+
+BATCH_REFUSED = (
+    "invalid request: MCP takes one JSON-RPC message per line, not a batch (a JSON array); "
+    "nothing in the batch was called: send each request on a line of its own."
+)
+"""The answer to each request of a batch (the SDK reads one message per line)."""
+
+
+def malformed_request_errors(exc: Exception) -> list[JSONRPCError]:
+    """The errors that answer the requests behind ``exc`` (the SDK's refusal of a message
+    that is JSON but not of the shape its model takes): one for a request object with a bad
+    envelope, one for each request of a batch; none for a notification, a response, or an
+    id that cannot be sent back."""
+    value = _refused_value(exc)
+    batch = isinstance(value, list)
+    errors = []
+    for message in value if batch else [value]:
+        request_id = _answerable_id(message)
+        if request_id is None:
+            continue
+        code, text = (INVALID_REQUEST, BATCH_REFUSED) if batch else _envelope_problem(message)
+        errors.append(
+            JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=text))
+        )
+    return errors
+
+
+def refused_request_errors(exc: Exception) -> list[JSONRPCError]:
+    """Every answer due for a message the SDK's transport refused (``exc``): see
+    :func:`unreadable_request_error` and :func:`malformed_request_errors`."""
+    unreadable = unreadable_request_error(exc)
+    return [unreadable] if unreadable is not None else malformed_request_errors(exc)
+
+
 class AnsweringReader:
-    """The SDK's read stream, minus the requests its parser refused: each of those is
-    answered on ``replies`` (the stream the server writes to) instead of being dropped."""
+    """The SDK's read stream, minus the requests its parser or its message model refused:
+    each of those is answered on ``replies`` (the stream the server writes to) instead of
+    being dropped."""
 
     def __init__(
         self,
@@ -125,11 +207,12 @@ class AnsweringReader:
             item = await self.inner.receive()
             if not isinstance(item, Exception):
                 return item
-            error = unreadable_request_error(item)
-            if error is None:
+            errors = refused_request_errors(item)
+            if not errors:
                 return item
-            logger.info("answered request %r, which the MCP SDK could not read", error.id)
-            await self.replies.send(SessionMessage(error))
+            for error in errors:
+                logger.info("answered request %r, which the MCP SDK could not read", error.id)
+                await self.replies.send(SessionMessage(error))
 
     async def aclose(self) -> None:
         """Close the SDK's stream."""

@@ -25,15 +25,48 @@ from contextstore.server.methods import METHODS, Method, record_properties
 OPENRPC_VERSION = "1.3.2"
 REF_TEMPLATE = "#/components/schemas/{model}"
 
-STORE_ERRORS: dict[str, type[errors.ContextStoreError]] = {
-    "InvalidInput": errors.InvalidInputError,
-    "NotFound": errors.NotFoundError,
-    "Schema": errors.SchemaError,
-    "Integrity": errors.IntegrityViolationError,
-    "ReadOnly": errors.ReadOnlyError,
-    "Busy": errors.DatabaseBusyError,
+STORE_ERRORS: dict[str, tuple[type[errors.ContextStoreError], str]] = {
+    "Unavailable": (
+        errors.DatabaseUnavailableError,
+        "The database cannot be reached (a PostgreSQL server down or dropping the "
+        "connection, a file the server may not read); retry once it is back.",
+    ),
+    "InvalidInput": (
+        errors.InvalidInputError,
+        "The params were refused (a wrong type, value or size); nothing was written.",
+    ),
+    "NotFound": (
+        errors.NotFoundError,
+        "A conversation, checkpoint, request or rollback named in the params does not exist.",
+    ),
+    "Schema": (
+        errors.SchemaError,
+        "The database schema is not the one this version of contextstore expects.",
+    ),
+    "Integrity": (
+        errors.IntegrityViolationError,
+        "Stored rows break an invariant, or the database file is damaged.",
+    ),
+    "ReadOnly": (
+        errors.ReadOnlyError,
+        "A write was sent to a server started with --read-only; nothing was written.",
+    ),
+    "Busy": (
+        errors.DatabaseBusyError,
+        "Other writers kept the database or the conversation busy; retry the call.",
+    ),
+    "StorageFull": (
+        errors.StorageFullError,
+        "The disk or quota is full; nothing was written. Retry once space is freed.",
+    ),
+    "ReadOnlyLocation": (
+        errors.ReadOnlyLocationError,
+        "The database cannot be written where it is (a read-only file, directory or "
+        "medium, or a PostgreSQL standby); nothing was written.",
+    ),
 }
-"""The error families a method can answer with (``data.error_class`` names the exact one)."""
+"""The error families a method can answer with, one per error code, each with what it
+means for a client (``data.error_class`` names the exact class)."""
 
 
 class RecordSchema(GenerateJsonSchema):
@@ -106,10 +139,10 @@ def describe(methods: Mapping[str, Method] = METHODS) -> dict[str, Any]:
     error_objects = {
         name: {
             "code": error_code(cls("")),
-            "message": (inspect.getdoc(cls) or name).splitlines()[0],
+            "message": summary,
             "data": {"error_class": cls.__name__, "exit_code": cls.exit_code},
         }
-        for name, cls in STORE_ERRORS.items()
+        for name, (cls, summary) in STORE_ERRORS.items()
     }
     return {
         "openrpc": OPENRPC_VERSION,

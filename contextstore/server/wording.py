@@ -28,6 +28,29 @@ RPC_RULES: tuple[tuple[str, str], ...] = (
         r"open the store with read_only=True \(--read-only on the command line\)",
         "start the server with --read-only",
     ),
+    # The server's store is opened once, from the command line that started it.
+    (r"open it without read_only=True to write", "start the server without --read-only to write"),
+    # A client cannot reopen the server's store with another limit.
+    (
+        r"split it, store large files outside the conversation, or open the store with a "
+        r"larger max_message_bytes",
+        "split it, or store large files outside the conversation",
+    ),
+    (r" \(ContextStore\.recover\)", ""),
+    # The audit method answers with the conversation's rollbacks.
+    (
+        r"the audit_rollbacks view lists them, as does 'contextstore audit .*'\.$",
+        "the audit method lists them (its rollbacks).",
+    ),
+    (r"(system\[\d+\]) is None, not a text block", r'\1 has no "type": "text"'),
+    (
+        r"tools must be a list of tool definitions like \{'name': \.\.\., 'description': "
+        r"\.\.\., 'input_schema': \{\.\.\.\}\}",
+        'tools must be an array of tool definitions, each an object with a string "name", '
+        'like {"name": ..., "description": ..., "input_schema": {...}}',
+    ),
+    (r"system is an empty list", "system is an empty array"),
+    (r"\{'type': 'text', 'text': '\.\.\.'\}", '{"type": "text", "text": "..."}'),
 )
 """``(library phrase as a regular expression, JSON-RPC phrase)`` pairs, applied in order."""
 
@@ -59,6 +82,7 @@ MCP_RULES: tuple[tuple[str, str], ...] = (
         r"only requests from prepare_request can be rebuilt",
         "only requests prepared through contextstore can be rebuilt",
     ),
+    (r" \(ContextStore\.recover\)", ""),
 )
 """``(library phrase as a regular expression, MCP phrase)`` pairs, applied in order."""
 

@@ -394,11 +394,73 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_a_token_file_that_cannot_be_made_or_read_is_one_line(tmp_path: Path) -> None:
+    """The data directory cannot hold the generated token (a file where it should be), the
+    token path is a folder, a token file is not text: each was an internal error with a
+    traceback (or named --token-file, which was not given)."""
+    data = tmp_path / "data"
+    data.write_text("a file where the data directory should be")
+    done = _cli(tmp_path, "serve", "--http", "127.0.0.1:0")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(
+        f"error: cannot create the server's token file {data / 'contextstore' / 'server-token'}: "
+    )
+    assert "or pass --token-file FILE" in done.stderr and "internal error" not in done.stderr
+
+    data.unlink()
+    (data / "contextstore" / "server-token").mkdir(parents=True)
+    done = _cli(tmp_path, "serve", "--http", "127.0.0.1:0")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "is not a regular file" in done.stderr and "--token-file FILE" in done.stderr
+
+    binary = tmp_path / "binary-token"
+    binary.write_bytes(b"\xff\xfe" + b"\x00" * 40)
+    binary.chmod(0o600)
+    done = _cli(tmp_path, "serve", "--http", "127.0.0.1:0", "--token-file", str(binary))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr == (
+        f"error: the token file {binary} is not UTF-8 text; put a long random string in it "
+        "(for example from 'openssl rand -hex 32').\n"
+    )
+
+
+def test_a_data_directory_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    """No token file yet, in a directory the server may not write: exit 9 (a read-only
+    location) and what to do, not an internal error."""
+    import os
+    import shutil
+
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        pytest.skip("root writes anywhere, and setpriv is missing to drop that power")
+    data = tmp_path / "data"
+    data.mkdir(mode=0o555)
+    data.chmod(0o555)
+    dropped = ["setpriv", "--inh-caps=-dac_override", "--bounding-set=-dac_override"]
+    serve = ["--db", str(tmp_path / "a.db"), "serve", "--http", "127.0.0.1:0"]
+    done = subprocess.run(
+        [*(dropped if os.geteuid() == 0 else []), sys.executable, "-m", "contextstore", *serve],
+        capture_output=True,
+        text=True,
+        env=server_env(data),
+        timeout=WAIT_SECONDS,
+        check=False,
+    )
+    assert done.returncode == 9 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(
+        f"error: cannot create the server's token file {data / 'contextstore' / 'server-token'}: "
+        "Permission denied; make "
+    )
+    assert "or pass --token-file FILE" in done.stderr
+    assert not (tmp_path / "a.db").exists()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--http", "192.0.2.1:0"], "not a loopback address"),
         (["--http", "127.0.0.1"], "--http takes HOST:PORT"),
+        (["--http", "127.0.0.1:abc"], "--http takes HOST:PORT"),  # was an internal error
+        (["--http", "127.0.0.1:-1"], "--http takes HOST:PORT"),
         (["--http", "example.com:80"], "an IP address or localhost"),
         (["--http", "127.0.0.1:0", "--token-file", "missing"], "does not exist"),
         (["--http", "127.0.0.1:0", "--token-file", "{readable}"], "chmod 600"),

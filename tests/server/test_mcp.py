@@ -405,7 +405,28 @@ def test_store_errors_name_tools_not_python_calls(tmp_path: Path) -> None:
         assert "only requests prepared through contextstore can be rebuilt" in texts[2]
         for text in texts:
             assert "ContextStore." not in text and "prepare_request" not in text
-        assert len(texts) == len(MCP_RULES)
+        assert len(texts) == len(MCP_RULES) - 1  # and test_a_damaged_file_names_no_python_call
+
+    _with_session(db, tmp_path / "data", [], body)
+
+
+def test_a_damaged_file_names_no_python_call(tmp_path: Path) -> None:
+    """A file damaged while the server runs: the tool error named ContextStore.recover,
+    which a model reading it cannot call."""
+    db = tmp_path / "mcp.db"
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(cid, [{"role": "user", "content": "word " * 500}] * 200)
+
+    async def body(session: Session) -> None:
+        size = db.stat().st_size
+        with db.open("r+b") as handle:
+            handle.seek(size * 2 // 5)
+            handle.write(b"\xde\xad" * (size // 10))
+        text = await _fails(session, "show_conversation", conversation_id=cid)
+        assert "CorruptDatabaseError" in text
+        assert "with 'contextstore recover SRC DEST', or restore a backup" in text
+        assert "ContextStore." not in text
 
     _with_session(db, tmp_path / "data", [], body)
 
@@ -475,3 +496,81 @@ def test_an_unreadable_line_without_an_id_to_answer_stays_unanswered(line: str) 
     with pytest.raises(ValidationError) as refused:
         jsonrpc_message_adapter.validate_json(line, by_name=False)
     assert unreadable_request_error(refused.value) is None
+
+
+def test_a_request_with_an_envelope_the_sdk_refuses_is_answered_with_its_id(
+    tmp_path: Path,
+) -> None:
+    """JSON that the SDK's message model refuses (no "jsonrpc", a method that is not a
+    string, params that are not an object, a batch) was dropped without an answer, so the
+    client waited forever for its id. Each request is answered with -32600 (-32602 for
+    params by position) carrying its id; notifications and responses stay unanswered, and
+    the next call is served."""
+    db = tmp_path / "mcp.db"
+    state = _history(db)
+    server = ServerProcess(["--db", str(db), "mcp"], tmp_path / "data", stdin=True)
+    client = StdioClient(server)
+    lines = [
+        b'{"id": 1, "method": "tools/list"}',
+        b'{"jsonrpc": "1.0", "id": 2, "method": "tools/list"}',
+        b'{"jsonrpc": "2.0", "id": "three", "method": 3}',
+        b'{"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": []}',
+        b'{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": "list_conversations"}',
+        b'{"jsonrpc": "2.0", "id": 6, "result": 5}',  # a (bad) response: nothing to answer
+        b'[{"jsonrpc": "2.0", "id": 7, "method": "tools/list"}, '
+        b'{"jsonrpc": "2.0", "method": "notifications/initialized"}, '
+        b'{"jsonrpc": "2.0", "id": 8, "method": "ping"}]',
+        b"[]",
+    ]
+    try:
+        client.write(
+            b'{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {'
+            b'"protocolVersion": "2025-06-18", "capabilities": {}, '
+            b'"clientInfo": {"name": "raw", "version": "1"}}}'
+        )
+        assert client.read()["id"] == 0
+        client.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        for line in lines:
+            client.write(line)
+        answers = [client.read() for _ in range(7)]
+        client.write(
+            _raw_request(9, "list_checkpoints", json.dumps({"conversation_id": state["cid"]}))
+        )
+        served = client.read()
+    finally:
+        server.stop()
+    errors = {a["id"]: a["error"] for a in answers}
+    assert list(errors) == [1, 2, "three", 4, 5, 7, 8]
+    assert errors[1] == {"code": -32600, "message": 'invalid request: it needs "jsonrpc": "2.0".'}
+    assert errors[2] == errors[1]
+    assert errors["three"]["message"] == 'invalid request: it needs a "method" string.'
+    assert errors[4]["code"] == -32602
+    assert "params as an object of named params, not an array" in errors[4]["message"]
+    assert errors[5]["message"] == "invalid request: params must be an object, or left out."
+    assert errors[7] == errors[8] and errors[7]["code"] == -32600
+    assert "not a batch" in errors[7]["message"]
+    assert served["id"] == 9 and not served["result"]["isError"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"jsonrpc": "2.0", "method": "notifications/x", "params": []}',
+        '{"jsonrpc": "2.0", "id": 1, "result": 5}',
+        '{"jsonrpc": "2.0", "id": true, "method": 5}',
+        '[{"jsonrpc": "2.0", "method": "notifications/x"}]',
+        "[]",
+        "5",
+    ],
+)
+def test_a_refused_message_without_a_request_to_answer_stays_unanswered(line: str) -> None:
+    """A notification, a response, an id MCP cannot carry, a batch of notifications:
+    nothing to answer."""
+    from mcp.types import jsonrpc_message_adapter
+    from pydantic import ValidationError
+
+    from contextstore.server.mcp_stdio import refused_request_errors
+
+    with pytest.raises(ValidationError) as refused:
+        jsonrpc_message_adapter.validate_json(line, by_name=False)
+    assert refused_request_errors(refused.value) == []

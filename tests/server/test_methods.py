@@ -623,7 +623,8 @@ def test_store_errors_name_methods_not_python_calls(rpc: RpcClient) -> None:
     for error in (missing, system, infinite):
         assert "ContextStore." not in error["message"] and "(system=" not in error["message"]
         assert "None" not in error["message"]
-    assert len(RPC_RULES) == 4  # the fourth: test_a_read_only_location_names_the_server_flag
+    # The others: test_a_read_only_location_names_the_server_flag and the tests below it.
+    assert len(RPC_RULES) == 12
 
 
 @pytest.mark.parametrize(
@@ -681,3 +682,113 @@ def test_a_read_only_location_names_the_server_flag(tmp_path: Path) -> None:
     assert answer["error"]["code"] == -32009
     assert "start the server with --read-only" in answer["error"]["message"]
     assert "read_only=True" not in answer["error"]["message"] + answer["error"]["data"]["message"]
+
+
+def _python_or_cli(message: str) -> list[str]:
+    """The Python and command-line terms a JSON-RPC error message must not use."""
+    terms = ("read_only=", "max_message_bytes", "ContextStore.", "None", "'type'", "'name'")
+    return [term for term in (*terms, "contextstore audit", "a list") if term in message]
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "said"),
+    [
+        (
+            "restore",
+            {"rollback_id": 99},
+            "has no rollback 99; the audit method lists them (its rollbacks).",
+        ),
+        (
+            "prepare_request",
+            {"system": [{"text": "be brief"}]},
+            'system[0] has no "type": "text"; a system prompt\'s blocks are text blocks like '
+            '{"type": "text", "text": "..."}.',
+        ),
+        (
+            "prepare_request",
+            {"system": []},
+            'system is an empty array; give it at least one text block like {"type": "text", '
+            '"text": "..."}, or leave system out for no system prompt.',
+        ),
+        (
+            "prepare_request",
+            {"tools": [{"description": "no name"}]},
+            'tools must be an array of tool definitions, each an object with a string "name", '
+            'like {"name": ..., "description": ..., "input_schema": {...}}.',
+        ),
+    ],
+)
+def test_store_errors_speak_json_and_methods_not_python_or_the_cli(
+    method: str, params: dict[str, Any], said: str, rpc: RpcClient
+) -> None:
+    """A rollback that is not there pointed at an SQL view and a CLI command, though the
+    audit method lists rollbacks; a system block without a type was "None", examples were
+    Python dicts and arrays "lists"."""
+    cid = rpc.result("create_conversation")["id"]
+    rpc.result("append", conversation_id=cid, role="user", content="hi")
+    error = rpc.error(method, conversation_id=cid, **params)
+    assert error["message"].endswith(said), error["message"]
+    assert error["data"]["message"] == error["message"]
+    assert _python_or_cli(error["message"]) == []
+
+
+def test_a_write_to_a_read_only_server_names_its_flag(tmp_path: Path) -> None:
+    """A server started with --read-only refused a write with "open it without
+    read_only=True", a Python argument no client can pass."""
+    from tests.server.conftest import start_stdio
+
+    db = tmp_path / "ro.db"
+    ContextStore.open(db).close()
+    process, client = start_stdio(db, tmp_path / "data", "--read-only")
+    try:
+        error = client.error("create_conversation", title="refused")
+    finally:
+        process.stop()
+    assert error["code"] == -32006 and error["data"]["error_class"] == "ReadOnlyError"
+    assert error["message"] == (
+        "this store was opened read-only; start the server without --read-only to write."
+    )
+
+
+def test_a_message_over_the_store_limit_names_no_store_option(tmp_path: Path) -> None:
+    """The library's advice to open the store with a larger max_message_bytes is not a
+    client's to take (the server opens its store)."""
+    from contextstore.server.jsonrpc import Dispatcher
+
+    with ContextStore.open(tmp_path / "small.db", max_message_bytes=1024) as store:
+        cid = store.create_conversation().id
+        request = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "append",
+            "params": {"conversation_id": cid, "role": "user", "content": "x" * 5000},
+        }
+        answer = json.loads(Dispatcher(store).handle_bytes(json.dumps(request)) or b"")
+        assert store.message_count(cid) == 0
+    assert answer["error"]["data"]["error_class"] == "ContentTooLargeError"
+    assert answer["error"]["message"].endswith(
+        "over the limit of 1,024; split it, or store large files outside the conversation."
+    )
+    assert _python_or_cli(answer["error"]["message"]) == []
+
+
+def test_a_damaged_file_is_reported_without_python_calls(tmp_path: Path) -> None:
+    """A file damaged while the server runs: check's error named ContextStore.recover."""
+    from contextstore.server.jsonrpc import Dispatcher
+
+    db = tmp_path / "damaged.db"
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(cid, [{"role": "user", "content": "word " * 500}] * 200)
+    with ContextStore.open(db) as store:
+        size = db.stat().st_size
+        with db.open("r+b") as handle:
+            handle.seek(size * 2 // 5)
+            handle.write(b"\xde\xad" * (size // 10))
+        answer = json.loads(
+            Dispatcher(store).handle_bytes(b'{"jsonrpc":"2.0","id":1,"method":"check"}') or b""
+        )
+    message = answer["error"]["message"]
+    assert answer["error"]["data"]["error_class"] == "CorruptDatabaseError"
+    assert "with 'contextstore recover SRC DEST', or restore a backup" in message
+    assert "ContextStore." not in message

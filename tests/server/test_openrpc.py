@@ -241,3 +241,25 @@ def test_the_document_validates_against_the_official_openrpc_meta_schema(
 
 def test_describe_needs_no_store_and_matches_the_library(document: dict[str, Any]) -> None:
     assert document == json.loads(json.dumps(describe()))
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [cls, *(sub for direct in cls.__subclasses__() for sub in _subclasses(direct))]
+
+
+def test_every_error_code_a_method_can_answer_with_is_described() -> None:
+    """The document listed six error families: -32001 (the database cannot be reached),
+    -32008 (storage full) and -32009 (read-only location) were missing, so a client
+    generating its types from it knew nothing of them; ReadOnly's message stopped
+    mid-sentence (the first line of a docstring) and named read_only=True."""
+    from contextstore.core.errors import ContextStoreError
+    from contextstore.server.jsonrpc import error_code
+
+    described = describe()["components"]["errors"]
+    codes = {error["code"] for error in described.values()}
+    for cls in _subclasses(ContextStoreError)[1:]:
+        if cls.__module__ == "contextstore.core.errors":
+            assert error_code(cls("")) in codes, cls.__name__
+    for error in described.values():
+        assert error["message"].endswith("."), error
+        assert "``" not in error["message"] and "read_only=" not in error["message"]
