@@ -46,10 +46,13 @@ class _Held:
     ``wal_sync``, when set, syncs the WAL after its write transactions (see
     :mod:`.wal_sync`)."""
 
-    def __init__(self, connection: Connection, wal_sync: WalSync | None = None) -> None:
+    def __init__(
+        self, connection: Connection, wal_sync: WalSync | None = None, generation: int = 0
+    ) -> None:
         self.connection = connection
         self.wal_sync = wal_sync
         self.pid = os.getpid()
+        self.generation = generation
 
     def usable(self) -> bool:
         return (
@@ -121,6 +124,11 @@ class Database:
         self._local_writer = threading.RLock()
         self._thread = _ThreadState()
         self._shared: _Held | None = None
+        self._generation = 0
+        """Bumped when a PostgreSQL connection is found dropped: the server usually drops
+        every connection at once (a restart, a failover, an administrator), so each thread's
+        held connection older than the bump is replaced before its next call instead of
+        failing that call in turn."""
 
     @property
     def in_transaction(self) -> bool:
@@ -134,8 +142,10 @@ class Database:
                 self._shared = _Held(self.engine.connect())
             return self._shared.connection
         held = self._thread.held
-        if held is None or not held.usable():
+        if held is None or not held.usable() or held.generation != self._generation:
             if held is not None:
+                if held.generation != self._generation:
+                    held.connection.invalidate()  # not back to the pool: likely dropped
                 held.close()
             held = self._hold(self.engine.connect())
             self._thread.held = held
@@ -145,7 +155,7 @@ class Database:
         """``connection`` as the calling thread's, with what syncs its commits after the
         turn when the store does that (see :mod:`.wal_sync`)."""
         if self.sync_after_turn is None:
-            return _Held(connection)
+            return _Held(connection, generation=self._generation)
         return _Held(connection, defer_wal_sync(_driver(connection), self.sync_after_turn))
 
     def _sync_after_turn(self) -> None:
@@ -184,10 +194,10 @@ class Database:
         with self._local_writer if self.serialize_reads else _NOTHING:
             with classified_errors():
                 connection = self._held()
-                _begin(connection, self.is_sqlite, write=False)
+                self._begin(connection, write=False)
             with (
                 classified_errors(),
-                _rolled_back_on_error(connection),
+                self._rolled_back_on_error(connection),
                 self._joined(connection, "read"),
             ):
                 yield connection
@@ -239,7 +249,7 @@ class Database:
     ) -> T:
         """``work`` and the commit, in the write transaction begun on ``connection``, which
         calls on this thread join; rolled back on any error. This is :meth:`_joined` inside
-        :func:`_rolled_back_on_error` written out: every append runs it, and the two
+        :meth:`_rolled_back_on_error` written out: every append runs it, and the two
         generators cost more than the rest of it."""
         thread = self._thread
         thread.joined, thread.kind = connection, "write"
@@ -253,7 +263,7 @@ class Database:
             finally:
                 thread.joined, thread.kind = None, None
         except BaseException:
-            _roll_back(connection)
+            self._roll_back(connection)
             raise
 
     def _write_alone(self, work: Callable[[Connection], T]) -> T:
@@ -263,10 +273,11 @@ class Database:
             raw = _driver(connection)
             raw.autocommit = True
             try:
-                with _rolled_back_on_error(connection), self._joined(connection, "alone"):
+                with self._rolled_back_on_error(connection), self._joined(connection, "alone"):
                     return work(connection)
             finally:
                 _end_autocommit(connection)
+                self._note_if_dropped(connection)
 
     def _write_apart(self, work: Callable[[Connection], T]) -> T:
         with translated_errors(), self.engine.connect() as connection:
@@ -281,8 +292,17 @@ class Database:
 
     def _begin_write(self) -> Connection:
         connection = self._held()
-        _begin(connection, self.is_sqlite, write=True)
+        self._begin(connection, write=True)
         return connection
+
+    def _begin(self, connection: Connection, *, write: bool) -> None:
+        """Begin a transaction on the held ``connection``; a connection found dead here (the
+        first statement after the server dropped it) is noted like one found dead later."""
+        try:
+            _begin(connection, self.is_sqlite, write=write)
+        except BaseException:
+            self._roll_back(connection)
+            raise
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -302,7 +322,7 @@ class Database:
         with self._local_writer, self._turn():
             connection = self._begin_with_retry()
             with (
-                _rolled_back_on_error(connection),
+                self._rolled_back_on_error(connection),
                 self._joined(connection, "transaction"),
                 translated_errors(),
             ):
@@ -316,6 +336,35 @@ class Database:
                 return self._begin_write()
 
         return _retried_while_busy(attempt)
+
+    @contextmanager
+    def _rolled_back_on_error(self, connection: Connection) -> Iterator[None]:
+        """Leave the held connection idle whatever happens inside (no transaction left
+        open)."""
+        try:
+            yield
+        except BaseException:
+            self._roll_back(connection)
+            raise
+
+    def _roll_back(self, connection: Connection) -> None:
+        """Roll back what an error interrupted (see :func:`_roll_back`), noting a
+        connection found dropped."""
+        _roll_back(connection)
+        self._note_if_dropped(connection)
+
+    def _note_if_dropped(self, connection: Connection) -> None:
+        """When ``connection`` turned out dead (invalidated, or broken in the driver), have
+        every thread replace its PostgreSQL connection before its next call (see
+        ``_generation``). SQLite's are left alone: an in-memory database lives only as long
+        as its connection."""
+        if self.is_sqlite:
+            return
+        if connection.invalidated or _driver(connection).closed:  # psycopg: closed when broken
+            self._generation += 1
+            # The pool's idle connections were dropped too; checked-out ones stay with the
+            # threads holding them until the generation check replaces them.
+            self.engine.dispose()
 
     def check_writable(self) -> None:
         """Refuse a write on a store opened read-only (before any hook runs).
@@ -410,16 +459,6 @@ def _end_read(connection: Connection) -> None:
         connection.rollback()
         if _driver(connection).in_transaction:
             _driver(connection).rollback()
-
-
-@contextmanager
-def _rolled_back_on_error(connection: Connection) -> Iterator[None]:
-    """Leave the held connection idle whatever happens inside (no transaction left open)."""
-    try:
-        yield
-    except BaseException:
-        _roll_back(connection)
-        raise
 
 
 def _roll_back(connection: Connection) -> None:

@@ -75,6 +75,17 @@ def _is_unavailable(driver: BaseException) -> bool:
     )
 
 
+def _is_dropped(driver: BaseException) -> bool:
+    """PostgreSQL ended a connection that was open (an administrator's or a shutdown's
+    termination, a connection lost mid-call), as opposed to one it never opened."""
+    if getattr(driver, "sqlstate", None) in _POSTGRES_DROPPED:
+        return True
+    text = str(driver).lower()
+    return _is_unavailable(driver) and any(sign in text for sign in _DROPPED_SIGNS)
+
+
+_POSTGRES_DROPPED = ("57P01", "57P02")
+_DROPPED_SIGNS = ("server closed the connection", "connection is lost", "terminating connection")
 _POSTGRES_UNAVAILABLE = ("3D000", "28000", "28P01", "57P01", "57P02", "57P03")
 _SQLITE_CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 _POSTGRES_CORRUPT = ("XX001", "XX002")
@@ -116,6 +127,12 @@ def classify_database_error(exc: BaseException) -> ContextStoreError | None:
         return StorageFullError(
             f"the disk or quota is full ({reason}); the write was rolled back, so the store is "
             "unchanged and still readable. Free space and retry."
+        )
+    if _is_dropped(driver):
+        return DatabaseUnavailableError(
+            f"the database server closed the connection ({reason}); the next call opens a "
+            "new one, so retry once the server is back (a write cut off during its commit "
+            "may have been saved: look before repeating it)."
         )
     if _is_unavailable(driver):
         return DatabaseUnavailableError(

@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import queue
+import threading
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -55,6 +59,75 @@ def test_a_connection_the_server_drops_is_unavailable_once_then_replaced() -> No
             store.messages(conv.id)
         assert [m["content"] for m in store.messages(conv.id)] == ["kept"]
     finally:
+        admin.dispose()
+        store.close()
+        pools.give_back(schema)
+
+
+class _Worker:
+    """A thread of its own that runs the calls it is given, one at a time, so that a test
+    knows which thread (and so which held connection) runs each."""
+
+    def __init__(self) -> None:
+        self._calls: queue.Queue[Callable[[], Any] | None] = queue.Queue()
+        self._results: queue.Queue[tuple[Any, BaseException | None]] = queue.Queue()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while (call := self._calls.get()) is not None:
+            try:
+                self._results.put((call(), None))
+            except BaseException as exc:
+                self._results.put((None, exc))
+
+    def run(self, call: Callable[[], Any]) -> Any:
+        self._calls.put(call)
+        result, error = self._results.get(timeout=60)
+        if error is not None:
+            raise error
+        return result
+
+    def stop(self) -> None:
+        self._calls.put(None)
+        self._thread.join(timeout=60)
+
+
+@pytest.mark.skipif(not POSTGRES_URL, reason="set CONTEXTSTORE_TEST_POSTGRES_URL")
+def test_connections_the_server_drops_at_once_fail_one_call_not_one_per_thread() -> None:
+    pools = conftest._SCHEMAS
+    assert pools is not None
+    schema = pools.take()
+    name = f"contextstore-{uuid.uuid4().hex[:12]}"
+    kwargs = connect_args(schema)
+    kwargs["connect_args"]["application_name"] = name
+    store = ContextStore.open(str(POSTGRES_URL), engine_kwargs=kwargs)
+    admin = sa.create_engine(str(POSTGRES_URL))
+    workers = [_Worker() for _ in range(3)]
+    try:
+        conv = store.create_conversation()
+        store.append(conv.id, "user", "kept")
+        for worker in workers:  # each thread holds a connection of its own
+            assert len(worker.run(lambda: store.messages(conv.id))) == 1
+        with admin.begin() as connection:  # a restart drops every connection at once
+            killed = connection.execute(
+                sa.text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE application_name = :name"
+                ),
+                {"name": name},
+            ).scalar()
+        assert killed == 4  # the three workers' and the test thread's
+        first, *others = workers
+        with pytest.raises(DatabaseUnavailableError, match="closed the connection") as refused:
+            first.run(lambda: store.messages(conv.id))
+        assert "terminat" in str(refused.value) and "retry" in str(refused.value)
+        for worker in others:
+            assert len(worker.run(lambda: store.messages(conv.id))) == 1
+        assert store.append(conv.id, "assistant", "after").index == 1  # the test's thread
+    finally:
+        for worker in workers:
+            worker.stop()
         admin.dispose()
         store.close()
         pools.give_back(schema)
