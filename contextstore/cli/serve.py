@@ -169,7 +169,9 @@ def mcp(ctx: click.Context, allow_writes: bool) -> None:
     mcp_server = _import_extra("contextstore.server.mcp_server")
     _log_to_stderr("warning")
     try:
-        store = open_store(ctx, read_only=not allow_writes)
+        # A first run (an MCP client configured before the agent stored anything) is told
+        # where the store was looked for, rather than served an empty one.
+        store = open_store(ctx, existing=True, read_only=not allow_writes)
     except ReadOnlyLocationError as exc:
         if not allow_writes:
             raise

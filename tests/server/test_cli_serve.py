@@ -163,3 +163,16 @@ def test_a_notification_of_an_unknown_long_method_logs_its_name_clipped(tmp_path
         assert f"{'n' * 100!r}... (1,048,576 characters)" in logged.string
     finally:
         process.stop()
+
+
+@pytest.mark.parametrize("flags", [[], ["--allow-writes"]], ids=["reading", "writing"])
+def test_mcp_on_a_database_not_there_says_where_it_looked_and_creates_nothing(
+    tmp_path: Path, flags: list[str]
+) -> None:
+    pytest.importorskip("mcp")
+    missing = tmp_path / "not-yet" / "store.db"
+    result = CliRunner().invoke(cli, ["--db", str(missing), "mcp", *flags])
+    assert result.exit_code == 3, result.output
+    assert f"there is no database at {missing}" in result.output
+    assert "contextstore import" in result.output and "Traceback" not in result.output
+    assert not missing.parent.exists()
