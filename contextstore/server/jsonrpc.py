@@ -148,6 +148,10 @@ class Dispatcher:
     def handle_bytes(self, data: bytes | str) -> bytes | None:
         """Answer one JSON text (a request, a notification or a batch)."""
         try:
+            if isinstance(data, bytes):
+                # UTF-8 only, as JSON between systems must be (json.loads would also guess
+                # UTF-16 and UTF-32); a byte order mark is tolerated.
+                data = data.decode("utf-8-sig")
             message = json.loads(data, parse_constant=_reject_constant, parse_int=_parse_int)
         except RecursionError:
             return encode(

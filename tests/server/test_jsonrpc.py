@@ -258,8 +258,18 @@ def test_a_lone_surrogate_goes_back_out_as_its_escape() -> None:
             "parse error: the message is not UTF-8 text (the byte 0xc3 at offset 23 cannot be "
             "read); send JSON encoded as UTF-8.",
         ),
+        (
+            '{"jsonrpc":"2.0","id":1,"method":"list_conversations"}'.encode("utf-16"),
+            "parse error: the message is not UTF-8 text (the byte 0xff at offset 0 cannot be "
+            "read); send JSON encoded as UTF-8.",
+        ),
+        (
+            '{"jsonrpc":"2.0","id":1,"method":"list_conversations"}'.encode("utf-32-le"),
+            "parse error: the message is not JSON (Expecting property name enclosed in double "
+            "quotes: line 1 column 2 (char 1))",
+        ),
     ],
-    ids=["integer of 5,001 digits", "not UTF-8"],
+    ids=["integer of 5,001 digits", "not UTF-8", "UTF-16 with its mark", "UTF-32"],
 )
 def test_unreadable_text_is_a_parse_error_in_the_clients_terms(body: bytes, message: str) -> None:
     """Python's own words were passed on: a codec's name, and advice to call
@@ -272,6 +282,14 @@ def test_unreadable_text_is_a_parse_error_in_the_clients_terms(body: bytes, mess
         "id": None,
         "error": {"code": -32700, "message": message},
     }
+
+
+def test_utf8_with_a_byte_order_mark_is_read() -> None:
+    with ContextStore.open(":memory:") as store:
+        answer = Dispatcher(store).handle_bytes(
+            b'\xef\xbb\xbf{"jsonrpc":"2.0","id":1,"method":"list_conversations"}'
+        )
+    assert answer is not None and json.loads(answer)["result"] == []
 
 
 def test_an_integer_param_takes_a_number_with_a_zero_fraction(rpc: RpcClient) -> None:
