@@ -6,10 +6,11 @@ Every request passes three checks before its body is read, in this order:
    that is a loopback address, and names given with ``--allow-host``), else 421: a web page
    whose domain was re-pointed at 127.0.0.1 (DNS rebinding) cannot reach the store;
 2. it carries ``Authorization: Bearer <token>``, else 401;
-3. its body is at most ``max_request_bytes``, else 413.
+3. its body is at most ``max_request_bytes``, else 413; and it is not compressed
+   (a ``Content-Encoding`` other than ``identity``), else 415.
 
 The JSON-RPC answer comes back with 200 (204 when the body held only notifications). Every
-refusal (401, 404, 405, 413, 421) has a JSON body ``{"error": "..."}`` saying what to do; a
+refusal (401, 404, 405, 413, 415, 421) has a JSON body ``{"error": "..."}`` saying what to do; a
 path with a trailing slash (``/rpc/``) is a 404 that names the path, never a redirect. Store
 calls block, so each body is answered in a worker thread, off the event loop. On SIGTERM or
 SIGINT the server stops accepting connections, answers the requests in flight, and exits 0.
@@ -176,6 +177,15 @@ def create_app(
     """The ASGI application: ``POST /rpc`` and ``GET /health``, behind the guard."""
 
     async def rpc(request: Request) -> Response:
+        coding = request.headers.get("content-encoding", "identity").strip().lower()
+        if coding != "identity":
+            return JSONResponse(
+                {
+                    "error": f"the body is sent with Content-Encoding: {coding}, which the "
+                    "server does not decode; send the JSON uncompressed"
+                },
+                status_code=415,
+            )
         try:
             body = await _read_body(request, max_request_bytes)
         except ClientDisconnect:  # nothing was called: half a request is never a message

@@ -3,6 +3,7 @@ graceful shutdown, several clients at once, and a client killed mid-request."""
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
 import signal
@@ -255,6 +256,36 @@ def test_the_body_is_read_as_json_whatever_its_content_type(
     finally:
         connection.close()
     assert response.status == 200 and isinstance(body["result"], list)
+
+
+@pytest.mark.parametrize("coding", ["gzip", "br", "GZIP"])
+def test_a_compressed_body_is_415_naming_its_encoding(
+    shared_server: HttpServer, coding: str
+) -> None:
+    """It was read as text and answered "not UTF-8 (the byte 0x8b at offset 1)"."""
+    before = shared_server.client().result("list_conversations")
+    create = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "create_conversation"})
+    connection = http.client.HTTPConnection("127.0.0.1", shared_server.port, timeout=60)
+    try:
+        connection.request(
+            "POST",
+            "/rpc",
+            body=gzip.compress(create.encode()),
+            headers={
+                "Authorization": f"Bearer {shared_server.token}",
+                "Content-Encoding": coding,
+            },
+        )
+        response = connection.getresponse()
+        body = json.loads(response.read())
+    finally:
+        connection.close()
+    assert response.status == 415
+    assert body == {
+        "error": f"the body is sent with Content-Encoding: {coding.lower()}, which the server "
+        "does not decode; send the JSON uncompressed"
+    }
+    assert shared_server.client().result("list_conversations") == before
 
 
 def test_the_request_size_is_capped_at_the_byte(tmp_path: Path) -> None:
