@@ -54,6 +54,15 @@ class Note:
     """The file breaks off, or holds no JSON at all (a write the agent did not finish):
     what it lacks may still be on its way, so rows imported from it earlier are kept."""
 
+    def __post_init__(self) -> None:
+        # A file name that is not UTF-8 reaches here as Python keeps it, with lone
+        # surrogates that no terminal, JSON reader or store takes: U+FFFD stands for each,
+        # as in the paths and ids of the report.
+        for name in ("file", "position", "reason"):
+            value = getattr(self, name)
+            if isinstance(value, str) and _SURROGATE.search(value):
+                object.__setattr__(self, name, _SURROGATE.sub("\ufffd", value))
+
     def __str__(self) -> str:
         where = self.file if self.position is None else f"{self.file}, {self.position}"
         return f"{where}: {self.reason}"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -594,6 +596,28 @@ def test_names_that_are_not_utf8_are_stored_with_a_replacement_character(
     metadata = memory_store.get_conversation(saved.conversation_id).metadata
     assert metadata["gemini"]["file"] == str(tmp_path / "proj\ufffd" / "checkpoint-fix.json")
     assert memory_store.check().ok
+
+
+def test_a_note_about_a_file_in_a_folder_whose_name_is_not_utf8_prints_on_a_strict_stdout(
+    tmp_path: Path,
+) -> None:
+    # The note kept the name's lone surrogates: `import --json` on a terminal whose
+    # encoding refuses them (PYTHONIOENCODING=utf-8, an en_US.UTF-8 desktop) was exit 70.
+    task = _not_utf8(tmp_path, b"tasks/caf\xe9-1760000000000")
+    story(2).write(task)
+    (task / "ui_messages.json").write_text('[{"ts": 1,', encoding="utf-8")
+    environment = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    command = ["import", "cline", str(task), "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "contextstore", "--db", str(tmp_path / "s.db"), *command],
+        capture_output=True,
+        env=environment,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    (item,) = json.loads(done.stdout.decode("utf-8"))["items"]
+    (note,) = item["skipped"]
+    assert note["file"] == str(tmp_path / "tasks" / "caf\ufffd-1760000000000" / "ui_messages.json")
 
 
 # -- importing again over bookkeeping edited since ---------------------------------------------
