@@ -34,6 +34,7 @@ from contextstore.core.errors import (
     NotFoundError,
     ReadOnlyLocationError,
 )
+from contextstore.core.os_errors import NO_SPACE, os_error
 from contextstore.core.store_files import store_files
 from contextstore.storage.driver_errors import first_line
 from contextstore.storage.engine import resolve_target, shown_url
@@ -84,9 +85,14 @@ def report_internal_error(exc: BaseException) -> int:
 
 
 def run_reporting_errors(ctx: click.Context, work: Callable[[], Any]) -> Any:
-    """Run ``work``; a library error or an internal error ends the command with its code."""
+    """Run ``work``; a library error or an internal error ends the command with its code.
+
+    The output is flushed before the command ends, so that a write that fails (a full disk
+    behind ``> out.json``) is reported as this command's error, not lost at exit."""
     try:
-        return work()
+        result = work()
+        terminal.flush_output()
+        return result
     except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
         raise
     except ContextStoreError as exc:
@@ -95,6 +101,14 @@ def run_reporting_errors(ctx: click.Context, work: Callable[[], Any]) -> Any:
         # The reader of the output went away: what is left to print goes nowhere.
         terminal.discard_output()
         ctx.exit(CLOSED_OUTPUT_EXIT)
+    except OSError as exc:
+        if exc.errno not in NO_SPACE:
+            ctx.exit(report_internal_error(exc))
+        # The library turns its own writes' errors into StorageFullError: this one is the
+        # output's (stdout redirected to a file on a full disk).
+        terminal.discard_output()
+        doing = "write the output" if exc.filename is None else "write"
+        ctx.exit(report_library_error(os_error(exc, doing)))
     except Exception as exc:
         ctx.exit(report_internal_error(exc))
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import click
 
 from contextstore.cli import (
@@ -14,6 +17,7 @@ from contextstore.cli import (
     report,
     requests,
     serve,
+    terminal,
     timeline,
 )
 from contextstore.cli.common import DB_HELP, READ_ONLY_HELP, ContextStoreGroup, add_db_option
@@ -71,5 +75,15 @@ add_db_option(cli)
 
 
 def main() -> None:
-    """Entry point of the ``contextstore`` console script."""
+    """Entry point of the ``contextstore`` console script.
+
+    A standard stream the shell closed (``>&-``, ``2>&-``) is Python's None: what would go
+    there goes nowhere, as to a reader that went away, and the command still ends with its
+    own exit code (it was an internal error, or exit 1 in place of the error's code). A
+    stream whose encoding is not UTF-8 gets what it cannot encode escaped
+    (:func:`~contextstore.cli.terminal.tolerate_encoding`)."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:  # kept open until the process ends
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
+        terminal.tolerate_encoding(getattr(sys, name))
     cli(obj={})

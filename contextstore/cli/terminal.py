@@ -10,9 +10,11 @@ their natural width (no wrapping), which keeps piped output greppable.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -20,6 +22,7 @@ from decimal import Decimal
 from typing import IO, Any
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.prompt import Confirm
@@ -30,9 +33,43 @@ PIPE_WIDTH = 1_000
 """Console width off a terminal: wide enough that rows never wrap."""
 
 
-def _console(stream: IO[str]) -> Console:
+class _Console(Console):
+    """rich's console, but a reader that went away (``| head``) raises
+    :class:`BrokenPipeError` to the command, which ends with the documented exit code 141;
+    rich's own handling exits with status 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+    def text(self, value: str) -> Text:
+        """``value`` as rich text for this console: verbatim off a terminal; on one, with
+        its control characters shown as symbols (:func:`visible`)."""
+        return Text(visible(value) if self.is_terminal else value)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_C1 = re.compile(r"[\x7f-\x9f]")
+
+
+def _symbol(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20:
+        return chr(0x2400 + code)  # the Control Pictures: ␛ for ESC, ␀ for NUL
+    return "\u2421" if code == 0x7F else f"\\x{code:02x}"
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character but line feed and tab shown as a symbol
+    (``␛`` for ESC, ``\\x9b`` for a C1 control), so that stored text (a tool's coloured
+    output, a hostile escape sequence) cannot move the cursor, clear the screen, retitle the
+    window or write the clipboard of the terminal it is shown on."""
+    return _CONTROL.sub(_symbol, text)
+
+
+def _console(stream: IO[str]) -> _Console:
     terminal = stream.isatty()
-    return Console(
+    return _Console(
         file=stream,
         markup=False,
         highlight=False,
@@ -43,34 +80,49 @@ def _console(stream: IO[str]) -> Console:
     )
 
 
-def stdout() -> Console:
+def stdout() -> _Console:
     """A console on the current standard output."""
     return _console(sys.stdout)
 
 
-def stderr() -> Console:
+def stderr() -> _Console:
     """A console on the current standard error."""
     return _console(sys.stderr)
 
 
 def out(text: str = "") -> None:
     """Print a line of results on stdout."""
-    stdout().print(Text(text), soft_wrap=True)
+    console = stdout()
+    console.print(console.text(text), soft_wrap=True)
 
 
 def note(text: str) -> None:
     """Print a line for the human on stderr (not part of the results)."""
-    stderr().print(Text(text), soft_wrap=True)
+    console = stderr()
+    console.print(console.text(text), soft_wrap=True)
 
 
 def error(text: str) -> None:
     """Print an error as one line on stderr."""
     line = " ".join(text.split())
-    stderr().print(Text(f"error: {line}"), soft_wrap=True)
+    console = stderr()
+    console.print(console.text(f"error: {line}"), soft_wrap=True)
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+KEPT_WHOLE_WIDTH = 40
+"""Cells up to this width (ids, times, numbers, labels, hashes) are never shortened on a
+narrow terminal: the row grows longer than the terminal, which wraps it, instead."""
+WRAPPED_MIN_WIDTH = 20
+"""The narrowest a wrapping column (a title, a message's content) is folded to."""
+
+
+def _cells(text: str) -> int:
+    """Terminal cells of the longest line of ``text``."""
+    return max(cell_len(line) for line in text.split("\n"))
 
 
 def table(
@@ -84,27 +136,52 @@ def table(
     """Print a table on stdout (or stderr, for details beside a result); numeric columns
     are right-aligned.
 
-    Columns named in ``wrap`` may wrap on a narrow terminal; the others keep one line
-    and shorten with an ellipsis.
+    Columns named in ``wrap`` may wrap on a narrow terminal; the others keep one line, and
+    only a value wider than :data:`KEPT_WHOLE_WIDTH` shortens, with an ellipsis. Where even
+    that does not fit, the rows are longer than the terminal is wide: it wraps them, and no
+    id, time or number is ever cut (they were cut to ``…``, or their column dropped).
     """
+    console = stderr() if to_stderr else stdout()
     grid = Table(
-        title=title,
+        title=None if title is None else console.text(title),
         box=box.SIMPLE_HEAD,
         title_justify="left",
         show_edge=False,
         pad_edge=False,
     )
+    shown = [[console.text("" if cell is None else str(cell)) for cell in row] for row in rows]
+    widths = [
+        max([cell_len(header), *(_cells(line[i].plain) for line in shown)])
+        for i, header in enumerate(headers)
+    ]
+    # Each column is padded by a space either side but the outer ones, and divided from the
+    # next by one more.
+    gaps = 3 * (len(headers) - 1)
+    narrow = console.is_terminal and sum(widths) + gaps > console.width
+    least = [
+        min(width, WRAPPED_MIN_WIDTH if header in wrap else KEPT_WHOLE_WIDTH)
+        for header, width in zip(headers, widths, strict=True)
+    ]
     for position, header in enumerate(headers):
         numeric = bool(rows) and all(_is_number(row[position]) for row in rows)
+        wraps = header in wrap
         grid.add_column(
             header,
             justify="right" if numeric else "left",
-            no_wrap=header not in wrap,
-            overflow="fold" if header in wrap else "ellipsis",
+            no_wrap=not wraps,
+            overflow="fold" if wraps else "ellipsis",
+            min_width=least[position] if narrow else None,
+            # On a narrow terminal a long value that does not wrap is shortened, rather
+            # than the columns beside it.
+            max_width=KEPT_WHOLE_WIDTH if narrow and not wraps else None,
         )
-    for row in rows:
-        grid.add_row(*(Text("" if cell is None else str(cell)) for cell in row))
-    (stderr() if to_stderr else stdout()).print(grid)
+    for line in shown:
+        grid.add_row(*line)
+    if narrow and sum(least) + gaps > console.width:
+        # rich would squeeze every column, cutting ids and numbers to "…" and dropping
+        # whole columns: rows longer than the terminal instead, which it wraps.
+        console.width = sum(least) + gaps
+    console.print(grid)
 
 
 def fields(pairs: Sequence[tuple[str, Any]]) -> None:
@@ -115,10 +192,17 @@ def fields(pairs: Sequence[tuple[str, Any]]) -> None:
 
 
 def json_default(value: Any) -> Any:
-    """JSON for values :mod:`json` does not know: decimals as numbers, bytes as sqlite-utils
-    spells them, anything else as its text."""
+    """JSON for values :mod:`json` does not know: decimals as numbers (one no float can
+    hold, as PostgreSQL's ``numeric`` ``NaN`` or ``1e400``, as a string, as
+    :func:`print_json` prints a float's), bytes as sqlite-utils spells them, anything else
+    as its text."""
     if isinstance(value, Decimal):
-        return float(value)
+        number = float(value)
+        if math.isfinite(number):
+            return number
+        if value.is_nan():
+            return "NaN"
+        return str(value) if value.is_finite() else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, bytes | bytearray | memoryview):
         import base64
 
@@ -126,19 +210,39 @@ def json_default(value: Any) -> Any:
     return str(value)
 
 
+def _utf8(stream: IO[str]) -> bool:
+    """True when ``stream`` encodes every character (UTF-8, whatever the spelling)."""
+    encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+    return encoding in ("utf8", "utf8sig")
+
+
+def tolerate_encoding(stream: IO[str]) -> None:
+    """Make ``stream`` escape (``\\u6211``) the characters its encoding has no room for
+    instead of failing: a legacy locale (``LANG=en_US.ISO-8859-1``, Windows' cp1252 behind
+    a redirection, ``PYTHONIOENCODING=ascii``) would end the command at the first stored
+    character it cannot encode. JSON is written with ASCII escapes there (:func:`print_json`),
+    so it stays the same JSON."""
+    if not _utf8(stream) and isinstance(stream, io.TextIOWrapper):
+        stream.reconfigure(errors="backslashreplace")
+
+
 def print_json(value: Any) -> None:
     """Print ``value`` as indented JSON on stdout; a number JSON cannot hold (infinity or
     NaN, which SQL can compute) is printed as the string ``"Infinity"``, ``"-Infinity"`` or
-    ``"NaN"``, so every output parses as strict JSON."""
+    ``"NaN"``, so every output parses as strict JSON; on a stream that is not UTF-8, every
+    character beyond ASCII is escaped too. Every control character is escaped
+    (``\\u009b``), DEL and the C1 controls too, which :mod:`json` writes raw: the same JSON,
+    but stored text cannot drive a terminal it is printed on."""
+    ascii_only = not _utf8(sys.stdout)
     try:
         text = json.dumps(
-            value, indent=2, ensure_ascii=False, default=json_default, allow_nan=False
+            value, indent=2, ensure_ascii=ascii_only, default=json_default, allow_nan=False
         )
     except ValueError:
         text = json.dumps(
-            _finite(value), indent=2, ensure_ascii=False, default=json_default, allow_nan=False
+            _finite(value), indent=2, ensure_ascii=ascii_only, default=json_default, allow_nan=False
         )
-    sys.stdout.write(text)
+    sys.stdout.write(_C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
     sys.stdout.write("\n")
 
 
@@ -217,6 +321,13 @@ def status(text: str) -> Iterator[None]:
         return
     with console.status(Text(text)):
         yield
+
+
+def flush_output() -> None:
+    """Write out what is left in the standard output's buffer (its errors are the
+    command's: a full disk, a reader that went away)."""
+    if sys.stdout is not None:
+        sys.stdout.flush()
 
 
 def discard_output() -> None:

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import select
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -203,7 +204,16 @@ def test_every_wording_rule_still_matches_a_library_message() -> None:
 
 @pytest.mark.parametrize(
     "mistake",
-    ["conversation", "stale", "request", "unprepared", "export", "read-only", "read-only migrate"],
+    [
+        "conversation",
+        "stale",
+        "request",
+        "unprepared",
+        "export",
+        "read-only",
+        "read-only migrate",
+        "restore over newer rows",
+    ],
 )
 def test_library_messages_reach_the_user_in_cli_terms(
     seeded: Seeded, tmp_path: Path, mistake: str
@@ -225,6 +235,13 @@ def test_library_messages_reach_the_user_in_cli_terms(
     elif mistake == "read-only migrate":
         got = run("--db", seeded.db, "--read-only", "migrate")
         assert got.code == 6 and "drop --read-only" in got.err
+    elif mistake == "restore over newer rows":
+        rolled = run("--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label, "--yes")
+        assert rolled.code == 0
+        assert run("--db", seeded.db, "checkpoint", seeded.cid).code == 0
+        got = run("--db", seeded.db, "restore", seeded.cid, "1")
+        to = f"--to {seeded.checkpoint_ts} --yes"
+        assert f"('contextstore rollback CID {to}'), then run this restore again." in got.err
     else:
         out = tmp_path / "task"
         out.mkdir()
@@ -274,6 +291,77 @@ def _read_until(fd: int, needle: bytes, silence: float = 60.0) -> bytes:
             break
         seen += chunk
     return seen
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_a_table_on_a_narrow_terminal_never_cuts_an_id_a_time_or_a_number(
+    monkeypatch: pytest.MonkeyPatch, width: int
+) -> None:
+    """rich squeezed every column to fit: on an 80-column terminal ``requests`` dropped the
+    id column and showed tokens as ``…``, ``checkpoints`` cut ts to ``176…``."""
+    from io import StringIO
+
+    from contextstore.cli import terminal
+
+    screen = StringIO()
+    monkeypatch.setattr(
+        terminal,
+        "stdout",
+        lambda: terminal._Console(file=screen, force_terminal=True, width=width, color_system=None),
+    )
+    row = (170, "2026-01-05T20:28:32.731+00:00", "x-ai/grok-code-fast-1", 11495, 16, 0, 512)
+    long_text = "a long note " * 20
+    headers = ("id", "time", "model", "in", "out", "cache w", "cache r", "note")
+    terminal.table(headers, [(*row, long_text)], wrap=("note",))
+    shown = screen.getvalue()
+    assert "…" not in shown
+    cells = shown.splitlines()[2].split()
+    assert cells[: len(row)] == [str(value) for value in row]
+    assert set(headers) <= set(re.split(r"\s{2,}", shown.splitlines()[0].strip()))
+
+    fits = StringIO()
+    monkeypatch.setattr(
+        terminal,
+        "stdout",
+        lambda: terminal._Console(file=fits, force_terminal=True, width=width, color_system=None),
+    )
+    terminal.table(("id", "note"), [(1, long_text)], wrap=("note",))
+    assert max(len(line) for line in fits.getvalue().splitlines()) <= width
+
+
+def test_stored_control_characters_cannot_drive_the_terminal(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A tool's output stored with escape sequences (colours, a screen clear, a window
+    title) reached the auditor's terminal raw through ``show``, ``audit`` and the tables;
+    on a terminal they are shown as symbols now, off one still verbatim."""
+    from io import StringIO
+
+    from contextstore.cli import terminal
+
+    db = str(tmp_path / "esc.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation(title="t\x1b]0;owned\x07").id
+        store.append(cid, "user", "before \x1b[2J\x1b[31mred\x9b after\rover")
+    screen = StringIO()
+    monkeypatch.setattr(
+        terminal,
+        "stdout",
+        lambda: terminal._Console(file=screen, force_terminal=True, width=200, color_system=None),
+    )
+    assert run("--db", db, "show", cid).code == 0
+    assert run("--db", db, "audit", cid).code == 0
+    on_terminal = screen.getvalue()
+    assert "\x1b" not in on_terminal and "\x9b" not in on_terminal and "\x07" not in on_terminal
+    assert "before ␛[2J␛[31mred\\x9b after␍over" in on_terminal
+    assert "t␛]0;owned␇" in on_terminal
+    monkeypatch.undo()
+    piped = run("--db", db, "show", cid)
+    assert "before \x1b[2J\x1b[31mred\x9b after" in piped.out
+    assert terminal.visible("tab\tand\nline") == "tab\tand\nline"
+    as_json = run("--db", db, "show", cid, "--json")
+    assert "\x9b" not in as_json.out and "\\u009b" in as_json.out  # json wrote C1 raw
+    assert as_json.json()["messages"][0]["content"].startswith("before \x1b[2J\x1b[31mred\x9b")
 
 
 def test_rollback_asks_a_real_terminal_and_obeys_the_answer(seeded: Seeded) -> None:
@@ -519,6 +607,96 @@ def test_output_cut_short_by_its_reader_ends_quietly(tmp_path: Path, output: str
     assert child.stdout is not None and child.stderr is not None
     assert child.stdout.read(10)
     child.stdout.close()  # as head does once it has its lines
+    err = child.stderr.read()
+    assert child.wait(timeout=120) == 128 + 13
+    assert err == b""
+    assert not list(tmp_path.glob("contextstore-error-*"))
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("command", [["audit", "{cid}"], ["audit", "{cid}", "--json"]])
+def test_output_to_a_full_disk_is_exit_8_not_an_internal_error(
+    seeded: Seeded, tmp_path: Path, command: list[str]
+) -> None:
+    """``contextstore audit CID > out.json`` on a full disk ended with an internal error
+    (exit 70, a traceback file) instead of the storage-full exit code and what to do."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    with open("/dev/full", "w") as full:
+        child = subprocess.run(
+            [sys.executable, "-m", "contextstore", "--db", seeded.db]
+            + [a.format(cid=seeded.cid) for a in command],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=ROOT,
+            check=False,
+        )
+    assert child.returncode == 8, child.stderr
+    assert child.stderr.decode() == (
+        "error: could not write the output: No space left on device; free space and retry.\n"
+    )
+    assert not list(tmp_path.glob("contextstore-error-*"))
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_an_output_encoding_without_room_for_a_title_escapes_it(
+    tmp_path: Path, as_json: bool
+) -> None:
+    """Under a legacy locale (here ``PYTHONIOENCODING=ascii``) a stored title in Chinese
+    ended ``conversations`` with an internal error; JSON stays the same JSON."""
+    db = str(tmp_path / "cjk.db")
+    with ContextStore.open(db) as store:
+        store.create_conversation(title="我要做一个mcp server")
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONIOENCODING": "ascii"}
+    command = [sys.executable, "-m", "contextstore", "--db", db, "conversations"]
+    child = subprocess.run(
+        command + (["--json"] if as_json else []),
+        capture_output=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr
+    assert not list(tmp_path.glob("contextstore-error-*"))
+    if as_json:
+        assert json.loads(child.stdout)[0]["title"] == "我要做一个mcp server"
+    else:
+        assert "\\u6211\\u8981" in child.stdout.decode("ascii")
+
+
+@pytest.mark.parametrize(("closed", "code"), [(">&-", 0), ("2>&-", 3)])
+def test_a_closed_standard_stream_is_no_internal_error(
+    seeded: Seeded, tmp_path: Path, closed: str, code: int
+) -> None:
+    """``contextstore conversations >&-`` was an internal error (sys.stdout is None), and
+    ``contextstore show nope 2>&-`` exited 1 instead of the not-found code 3."""
+    args = "conversations" if code == 0 else "show nope"
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    line = f"{shlex.quote(sys.executable)} -m contextstore --db {shlex.quote(seeded.db)} {args}"
+    child = subprocess.run(
+        ["sh", "-c", f"{line} {closed}"], capture_output=True, env=env, cwd=ROOT, check=False
+    )
+    assert child.returncode == code, child.stderr
+    assert not list(tmp_path.glob("contextstore-error-*"))
+
+
+@pytest.mark.parametrize("command", ["audit", "requests", "checkpoints", "show"])
+def test_a_table_cut_short_by_its_reader_ends_with_sigpipes_code(
+    seeded: Seeded, tmp_path: Path, command: str
+) -> None:
+    """``contextstore audit CID | head``: the tables rich draws ended with status 1 (rich's
+    own handling of a closed pipe), not the 141 the README documents."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "contextstore", "--db", seeded.db, command, seeded.cid],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=ROOT,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()  # the reader went away before the first line
     err = child.stderr.read()
     assert child.wait(timeout=120) == 128 + 13
     assert err == b""
