@@ -14,7 +14,7 @@ import click
 from contextstore.cli import terminal
 from contextstore.cli.common import json_option, open_store
 from contextstore.cli.history import conversation_json
-from contextstore.cli.output import has_usage, ordered_counts
+from contextstore.cli.output import clipped, has_usage, ordered_counts
 from contextstore.cli.timeline import checkpoint_json
 from contextstore.cli.times import format_ts
 from contextstore.core.audit_records import AuditReport
@@ -160,7 +160,12 @@ def _print_audit(report: AuditReport) -> None:
         "failed tool calls",
         ("message", "tool", "input", "error"),
         [
-            (f.result_message_idx, f.tool_name or "", (f.input or "")[:60], f.error[:80])
+            (
+                f.result_message_idx,
+                f.tool_name or "",
+                clipped(f.input or "", 60),
+                clipped(f.error, 80),
+            )
             for f in report.failed_tool_calls
         ],
         wrap=("error",),

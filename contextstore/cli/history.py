@@ -10,7 +10,7 @@ import click
 
 from contextstore.cli import terminal
 from contextstore.cli.common import json_option, open_store
-from contextstore.cli.output import conversation_rows
+from contextstore.cli.output import clipped, conversation_rows
 from contextstore.cli.times import MOMENT, Moment, format_ts, resolve
 from contextstore.core.nodes import Node
 from contextstore.core.records import Conversation
@@ -102,7 +102,7 @@ def _show_nodes(
                 _file(n),
                 n.token_count,
                 n.rewritten_by or "",
-                (n.text or n.tool_name or "")[:_PREVIEW].replace("\n", " "),
+                clipped(n.text or n.tool_name or "", _PREVIEW),
             )
             for n in found
         ],
@@ -193,15 +193,19 @@ def _show(
     what = "stored originals" if pristine else "as the model sees it"
     rows: list[tuple[Any, ...]] = list(conversation_rows(view))
     if hidden and not pristine:
-        count = hidden[1] - hidden[0] + 1
         stored = store.message_count(conversation_id, as_of=ts)
+        # The range can reach past the stored messages: an import of an agent's UI log
+        # without its model history records ranges over messages it never held.
+        count = max(0, min(hidden[1], stored - 1) - hidden[0] + 1)
         if len(view) == stored - count:
             # One view message per visible stored message: label rows with stored indices.
             rows = [(i if i < 2 else i + count, *rest) for i, *rest in rows]
-        rows.insert(
-            min(2, len(rows)),
-            ("", "", f"... messages {hidden[0]}-{hidden[1]} ({count}) hidden by truncation ..."),
-        )
+        span = f"messages {hidden[0]}-{hidden[1]}"
+        if count == hidden[1] - hidden[0] + 1:
+            line = f"... {span} ({count}) hidden by truncation ..."
+        else:
+            line = f"... {span} hidden by truncation ({count} of them stored) ..."
+        rows.insert(min(2, len(rows)), ("", "", line))
     terminal.table(
         ("#", "role", "content"),
         rows,

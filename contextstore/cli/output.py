@@ -15,8 +15,9 @@ def has_usage(request: Any) -> bool:
     return any(value is not None for value in counts)
 
 
-def _clipped(text: str, width: int) -> str:
-    """``text`` on one line, its first ``width`` characters and ``...`` when it goes on."""
+def clipped(text: str, width: int) -> str:
+    """``text`` on one line, its first ``width`` characters and ``...`` when it goes on (so
+    that a cut value never looks whole)."""
     line = text.replace("\n", " ")
     return f"{line[:width]}..." if len(line) > width else line
 
@@ -27,9 +28,9 @@ def summarise_block(block: Any) -> str:
         return str(block)
     kind = block.get("type")
     if kind == "text":
-        return f"text: {_clipped(str(block.get('text', '')), 60)}"
+        return f"text: {clipped(str(block.get('text', '')), 60)}"
     if kind == "tool_use":
-        arguments = _clipped(json.dumps(block.get("input"), ensure_ascii=False), 40)
+        arguments = clipped(json.dumps(block.get("input"), ensure_ascii=False), 40)
         return f"tool_use {block.get('name')}({arguments}) id={block.get('id')}"
     if kind == "tool_result":
         content = block.get("content")
@@ -38,7 +39,7 @@ def summarise_block(block: Any) -> str:
                 str(c.get("text", f"[{c.get('type')}]")) for c in content if isinstance(c, dict)
             )
         error = " error" if block.get("is_error") else ""
-        return f"tool_result{error} for {block.get('tool_use_id')}: {_clipped(str(content), 50)}"
+        return f"tool_result{error} for {block.get('tool_use_id')}: {clipped(str(content), 50)}"
     if kind == "image":
         source = block.get("source") or {}
         size = len(str(source.get("data", "")))

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from html import escape
 from typing import Any
 
-from contextstore.cli.output import ordered_counts
+from contextstore.cli.output import has_usage, ordered_counts
 from contextstore.cli.times import format_ts
 from contextstore.core.audit_records import AuditReport, TimelineEvent, ViewedBlock, ViewedMessage
 
@@ -237,8 +237,8 @@ def _audit_tables(report: AuditReport) -> str:
                     (
                         r.request_id,
                         format_ts(r.ts),
-                        r.total_tokens,
-                        f"{r.percent_of_window:.1f}",
+                        r.total_tokens if has_usage(r) else None,
+                        f"{r.percent_of_window:.1f}" if has_usage(r) else "",
                         "" if r.cost is None else f"{r.cost:.4f}",
                         f"{r.cumulative_cost:.4f}",
                         r.failure or "",

@@ -45,6 +45,14 @@ def checkpoint(
     as_json: bool,
 ) -> None:
     """Mark the present moment of a conversation; print the checkpoint."""
+    if label and not label.strip():
+        # --to, --as-of and --at read a blank text as no moment at all: such a label could
+        # never be named again.
+        raise click.BadParameter(
+            f"{label!r} is blank; pass a label with some text (--to, --as-of and --at "
+            "name the checkpoint by it), or leave --label out.",
+            param_hint="'--label'",
+        )
     store = open_store(ctx, auto_migrate=False, writes=True)
     cp = store.checkpoint(conversation_id, label, note=note, git_hash=git_hash)
     if as_json:

@@ -27,6 +27,13 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"open it without read_only=True to write", "drop --read-only to write"),
     (r"pass force=True \(--force\)", "pass --force"),
     (r" \(ContextStore\.recover\)", ""),
+    (
+        r"\(ts ([^)]+)\) since it ran; restoring would mix them with the archived ones\. "
+        r"Roll back to that ts first, then restore\.",
+        r"(ts \1) since it ran; restoring would mix them with the archived ones. Roll back "
+        r"to that ts first ('contextstore rollback CID --to \1 --yes'), then run this restore "
+        r"again.",
+    ),
 )
 """``(library phrase as a regular expression, CLI phrase)`` pairs, applied in order."""
 

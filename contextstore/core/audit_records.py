@@ -165,7 +165,7 @@ class AuditReport:
     @property
     def total_cost(self) -> float:
         """The cost of every recorded request."""
-        return sum(r.cost or 0.0 for r in self.requests)
+        return sum((r.cost or 0.0 for r in self.requests), 0.0)
 
     @property
     def chars_saved(self) -> int:

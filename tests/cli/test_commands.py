@@ -151,6 +151,32 @@ def test_show_folds_the_hidden_range_and_labels_stored_indices(tmp_path: Path) -
     assert run("--db", db, "show", cid, "--json").json()["deleted_range"] == [2, 5]
 
 
+def test_a_blank_checkpoint_label_is_refused_and_writes_nothing(seeded: Seeded) -> None:
+    """``--to '  '`` reads as no moment at all, so a label of blanks could never be named
+    again; it was stored."""
+    got = run("--db", seeded.db, "checkpoint", seeded.cid, "--label", "  ")
+    assert got.code == 2 and "'  ' is blank" in got.err and "--label" in got.err
+    with seeded.store() as store:
+        assert [c.label for c in store.checkpoints(seeded.cid)] == [seeded.label]
+
+
+def test_show_counts_only_the_stored_messages_a_range_hides(tmp_path: Path) -> None:
+    """A Cline task imported without its model history has ranges over messages it never
+    held: ``show`` said "messages 2-17 (16) hidden" where the audit says 0 messages."""
+    from contextstore.core.rows import RangeRow
+
+    db = str(tmp_path / "ui-only.db")
+    with ContextStore.open(db) as store:
+        conv = store.create_conversation()
+        store.import_timeline(conv.id, [RangeRow(ts=conv.created_ts + 1, end=17)])
+    shown = run("--db", db, "show", conv.id)
+    assert shown.code == 0
+    assert "messages 2-17 hidden by truncation (0 of them stored)" in shown.out
+    assert "(16)" not in shown.out
+    audit = run("--db", db, "audit", conv.id, "--json").json()
+    assert audit["truncations"][0]["messages_hidden"] == 0
+
+
 @pytest.mark.parametrize(
     ("moment", "code", "message"),
     [
@@ -467,6 +493,24 @@ def test_sql_json_output_is_strict_json_even_for_infinite_numbers(seeded: Seeded
     ]
 
 
+def test_sql_json_holds_postgresqls_numerics_no_float_can(
+    seeded: Seeded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL's ``numeric`` comes back as Decimal: ``'NaN'::numeric`` or ``1e400``
+    ended ``sql --json`` with an internal error (exit 70)."""
+    from decimal import Decimal
+
+    from contextstore.core.audit_records import QueryResult
+
+    values = (Decimal("NaN"), Decimal("-Infinity"), Decimal("1e400"), Decimal("2.5"))
+    monkeypatch.setattr(
+        ContextStore, "query", lambda self, sql: QueryResult(["n", "i", "big", "d"], [values])
+    )
+    got = run("--db", seeded.db, "sql", "SELECT 'NaN'::numeric ...", "--json")
+    assert got.code == 0, got.err
+    assert got.json() == [{"n": "NaN", "i": "-Infinity", "big": "1E+400", "d": 2.5}]
+
+
 def test_sql_json_keeps_every_column_of_a_shared_name(seeded: Seeded) -> None:
     query = "SELECT 1 AS id, 2 AS id, 3 AS id_2, 4 AS id"
     got = run("--db", seeded.db, "sql", query, "--json")
@@ -541,6 +585,45 @@ def test_check_and_migrate(seeded: Seeded) -> None:
     assert run("--db", seeded.db, "migrate").out.endswith("schema is up to date\n")
 
 
+def test_audit_marks_a_cut_tool_input_and_error_with_an_ellipsis(tmp_path: Path) -> None:
+    """The failed-tool-calls table cut a call's input at 60 characters and its error at 80
+    with nothing to say so: ``{"description":"Check if gemini-cli is installed`` looked
+    whole."""
+    db = str(tmp_path / "failed.db")
+    command = "pacman -Q @google/gemini-cli || pacman -Qs gemini-cli && echo done"
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "check")
+        store.append(
+            cid,
+            "assistant",
+            [{"type": "tool_use", "id": "t1", "name": "run", "input": {"command": command}}],
+        )
+        error = "[Operation Cancelled] " + "the user cancelled the operation; " * 5
+        store.append(
+            cid,
+            "user",
+            [{"type": "tool_result", "tool_use_id": "t1", "content": error, "is_error": True}],
+        )
+    shown = run("--db", db, "audit", cid).out
+    row = next(line for line in shown.splitlines() if line.strip().startswith("2 "))
+    assert '{"command": "pacman -Q @google/gemini-cli || pacman -Qs gemi...' in row or (
+        '{"command":"pacman -Q @google/gemini-cli || pacman -Qs gemin...' in row
+    )
+    assert row.rstrip().endswith("...")
+
+
+def test_audit_json_costs_are_numbers_of_one_type_without_requests(tmp_path: Path) -> None:
+    """``totals.cost`` was the integer 0 for a conversation without requests, a float
+    (``0.0275``) otherwise."""
+    db = str(tmp_path / "none.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+    totals = run("--db", db, "audit", cid, "--json").json()["totals"]
+    assert isinstance(totals["cost"], float) and totals["cost"] == 0.0
+    assert isinstance(totals["peak_percent_of_window"], float)
+
+
 def test_report_of_a_conversation_without_requests(tmp_path: Path) -> None:
     db = str(tmp_path / "empty.db")
     with ContextStore.open(db) as store:
@@ -613,6 +696,24 @@ def test_a_request_whose_usage_never_came_shows_no_total(tmp_path: Path) -> None
     listed = run("--db", db, "requests", cid)
     row = next(line for line in listed.out.splitlines() if line.strip().startswith("1 "))
     assert row.split()[2:] == ["anthropic"]  # after the id and the time: no 0 anywhere
+
+
+def test_the_reports_request_table_leaves_a_missing_usage_blank(tmp_path: Path) -> None:
+    """As the text tables do: a request whose usage never came was listed with 0 tokens and
+    0.0 % of the window in the report's audit tables."""
+    db = str(tmp_path / "u.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "hello")
+        prepared = store.prepare_request(cid, format="anthropic")
+    out = tmp_path / "u.html"
+    assert run("--db", db, "report", cid, "-o", str(out)).code == 0
+    page = out.read_text(encoding="utf-8")
+    table = page[page.index("<h3>Requests</h3>") : page.index("<h3>Files read</h3>")]
+    row = re.search(rf'<tr><td class="num">{prepared.request_id}</td>.*?</tr>', table)
+    assert row is not None
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(0))
+    assert cells[2:4] == ["", ""], cells
 
 
 def test_show_as_of_a_moment_a_later_rollback_removed_says_so(tmp_path: Path) -> None:
