@@ -49,7 +49,10 @@ class _Console(Console):
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_C1 = re.compile(r"[\x7f-\x9f]")
+_RAW_IN_JSON = re.compile(r"[\x7f-\x9f\ud800-\udfff]")
+"""What :mod:`json` writes as it is and :func:`print_json` escapes: DEL and the C1
+controls, and lone surrogates (a path whose name is not UTF-8, as Python keeps it), which
+no UTF-8 stream takes."""
 
 
 def _symbol(match: re.Match[str]) -> str:
@@ -221,8 +224,13 @@ def tolerate_encoding(stream: IO[str]) -> None:
     instead of failing: a legacy locale (``LANG=en_US.ISO-8859-1``, Windows' cp1252 behind
     a redirection, ``PYTHONIOENCODING=ascii``) would end the command at the first stored
     character it cannot encode. JSON is written with ASCII escapes there (:func:`print_json`),
-    so it stays the same JSON."""
-    if not _utf8(stream) and isinstance(stream, io.TextIOWrapper):
+    so it stays the same JSON. A UTF-8 stream that is strict about it (a ``en_US.UTF-8``
+    desktop, ``PYTHONIOENCODING=utf-8``) has no room for a lone surrogate, which is how
+    Python keeps a file name that is not UTF-8: it is escaped too (the C locale's
+    ``surrogateescape`` writes the name's own bytes, and is left as it is)."""
+    if not isinstance(stream, io.TextIOWrapper):
+        return
+    if not _utf8(stream) or stream.errors == "strict":
         stream.reconfigure(errors="backslashreplace")
 
 
@@ -242,7 +250,7 @@ def print_json(value: Any) -> None:
         text = json.dumps(
             _finite(value), indent=2, ensure_ascii=ascii_only, default=json_default, allow_nan=False
         )
-    sys.stdout.write(_C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
+    sys.stdout.write(_RAW_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
     sys.stdout.write("\n")
 
 

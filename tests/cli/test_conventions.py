@@ -664,6 +664,40 @@ def test_an_output_encoding_without_room_for_a_title_escapes_it(
         assert "\\u6211\\u8981" in child.stdout.decode("ascii")
 
 
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_a_path_whose_name_is_not_utf8_prints_on_a_strict_utf8_stream(
+    tmp_path: Path, as_json: bool
+) -> None:
+    """``export cline`` into a folder whose name is not UTF-8 wrote its files, then ended in
+    an internal error printing their paths where stdout refuses lone surrogates (an
+    ``en_US.UTF-8`` desktop; here ``PYTHONIOENCODING=utf-8``)."""
+    db = str(tmp_path / "s.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "hello")
+    folder = os.fsdecode(os.fsencode(tmp_path) + b"/out\xe9")
+    try:
+        os.mkdir(folder)
+    except OSError:
+        pytest.skip("this file system refuses names that are not UTF-8")
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONIOENCODING": "utf-8"}
+    command = [sys.executable, "-m", "contextstore", "--db", db, "export", "cline", cid]
+    child = subprocess.run(
+        [*command, os.path.join(folder, "task"), *(["--json"] if as_json else [])],
+        capture_output=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr
+    assert not list(tmp_path.glob("contextstore-error-*"))
+    written = os.path.join(folder, "task", "api_conversation_history.json")
+    if as_json:  # the name's own bytes come back from the escapes, as Python reads them
+        assert written in json.loads(child.stdout.decode("utf-8"))["files"]
+    else:
+        assert "out\\udce9" in child.stdout.decode("utf-8")
+
+
 @pytest.mark.parametrize(("closed", "code"), [(">&-", 0), ("2>&-", 3)])
 def test_a_closed_standard_stream_is_no_internal_error(
     seeded: Seeded, tmp_path: Path, closed: str, code: int
