@@ -59,3 +59,21 @@ def _same_file(first: Path, second: Path) -> bool:
         return first.resolve() == second.resolve()
     except OSError:  # a name too long, or a loop of links: the write reports it
         return False
+
+
+def check_not_named_as_side_file(target: Path) -> None:
+    """Refuse a new database file whose name ends as a file beside a database does
+    (``x.db-wal``): SQLite takes it for part of the database named without the suffix, and
+    the next open of that one reads it as its own log, or deletes it.
+
+    Raises:
+        InvalidInputError: ``target``'s name ends with a side file's suffix (nothing written).
+    """
+    for suffix, what in SIDE_FILES:
+        if target.name.endswith(suffix) and len(target.name) > len(suffix):
+            beside = target.with_name(target.name[: -len(suffix)])
+            raise InvalidInputError(
+                f"{target} is named as {beside}'s {what} would be: it would be taken for part "
+                "of that database, and lost when that one is opened. Name the file without "
+                f"the {suffix!r} ending. Nothing was written."
+            )

@@ -21,7 +21,7 @@ from sqlalchemy import Engine
 from contextstore.core.errors import CorruptDatabaseError, InvalidInputError, StorageFullError
 from contextstore.core.health import BackupResult
 from contextstore.core.os_errors import check_regular_targets, os_errors
-from contextstore.core.store_files import check_not_store_files
+from contextstore.core.store_files import check_not_named_as_side_file, check_not_store_files
 from contextstore.storage.engine import DatabaseTarget, make_engine
 
 
@@ -67,10 +67,12 @@ def backup_to(engine: Engine, source: Path | None, dest: Path, *, force: bool) -
 
     Raises:
         InvalidInputError: ``dest`` is the store's database or a file beside it (its
-            write-ahead log...), or as :func:`backup_sqlite`.
+            write-ahead log...), is named as such a file of another database
+            (``x.db-wal``), or as :func:`backup_sqlite`.
     """
     target = backup_destination(dest, source)
     check_not_store_files([target], source)
+    check_not_named_as_side_file(target)
     return backup_sqlite(engine, target, force=force)
 
 

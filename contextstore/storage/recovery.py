@@ -32,6 +32,7 @@ from pathlib import Path
 from contextstore.core.errors import CorruptDatabaseError, InvalidInputError
 from contextstore.core.health import RecoveryReport, TableRecovery
 from contextstore.core.os_errors import os_errors
+from contextstore.core.store_files import check_not_named_as_side_file
 from contextstore.storage.damaged_file import (
     Scan,
     column_names,
@@ -214,7 +215,8 @@ def salvage(source: Path, destination: Path) -> RecoveryReport:
     """Read what ``source`` still holds into a new store at ``destination``.
 
     Raises:
-        InvalidInputError: ``source`` is missing, or ``destination`` exists.
+        InvalidInputError: ``source`` is missing, or ``destination`` exists or is named as
+            the file beside a database would be (``x.db-wal``).
         ReadOnlyLocationError: ``destination``'s directory cannot be written.
         CorruptDatabaseError: nothing can be read (the file's table list is destroyed).
         MigrationError: ``source`` is at a schema revision a newer version wrote.
@@ -230,6 +232,7 @@ def salvage(source: Path, destination: Path) -> RecoveryReport:
         raise InvalidInputError(
             f"the directory {destination.parent} does not exist; create it first."
         )
+    check_not_named_as_side_file(destination)
     token = secrets.token_hex(4)
     copy = destination.with_name(f".{destination.name}.{token}.damaged")
     building = destination.with_name(f".{destination.name}.{token}.recovering")

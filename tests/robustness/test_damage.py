@@ -336,6 +336,30 @@ def test_backup_to_a_directory_names_a_new_file_and_never_overwrites(tmp_path: P
     assert got.code == 0 and Path(got.json()["path"]).exists()
 
 
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal", "-writer"])
+def test_a_copy_named_as_a_file_beside_another_database_is_refused(
+    tmp_path: Path, suffix: str
+) -> None:
+    # backup bk/x.db-wal beside bk/x.db succeeded, and the next open of bk/x.db took the
+    # copy for its own log (or deleted it): the backup was lost.
+    seeded = seeded_file(tmp_path / "store.db", conversations=1, messages=4)
+    folder = tmp_path / "bk"
+    folder.mkdir()
+    other = seeded_file(folder / "x.db", conversations=1, messages=2)
+    target = folder / f"x.db{suffix}"
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    refused = f"named as .*x.db's .* without the '{suffix}'"
+    with ContextStore.open(seeded.path) as store, pytest.raises(InvalidInputError, match=refused):
+        store.backup(target)
+    got = run("--db", str(seeded.path), "backup", str(target))
+    assert got.code == 2 and "Nothing was written" in got.err
+    with pytest.raises(InvalidInputError, match=f"without the '{suffix}' ending"):
+        ContextStore.recover(seeded.path, folder / f"r.db{suffix}")
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    with ContextStore.open(folder / "x.db", read_only=True) as kept:
+        assert kept.messages(other.conversations[0]) == other.views[other.conversations[0]]
+
+
 @pytest.mark.parametrize("needs_migrate", [False, True], ids=["current", "needs-migrate"])
 def test_a_backup_destination_ending_in_a_separator_must_be_a_directory(
     tmp_path: Path, needs_migrate: bool
