@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -22,7 +23,7 @@ from contextstore.storage.clock import now_ms
     "output",
     type=click.Path(dir_okay=False, writable=True, path_type=Path),
     required=True,
-    help="The HTML file to write (replaced if it exists).",
+    help="The HTML file to write (replaced if it exists); - writes the page to stdout.",
 )
 @click.pass_context
 def report(ctx: click.Context, conversation_id: str, output: Path) -> None:
@@ -31,8 +32,10 @@ def report(ctx: click.Context, conversation_id: str, output: Path) -> None:
     if not report_chart.available():
         terminal.error(report_chart.INSTALL_HINT)
         ctx.exit(1)
+    to_stdout = str(output) == "-"
     store = open_store(ctx, auto_migrate=False)
-    check_not_store_files([output], store.path)
+    if not to_stdout:
+        check_not_store_files([output], store.path)
     audit = store.audit(conversation_id)
     events = store.timeline(conversation_id)
     last = audit.requests[-1].ts if audit.requests else None
@@ -44,6 +47,18 @@ def report(ctx: click.Context, conversation_id: str, output: Path) -> None:
         report_chart.render_svg(audit, events),
         generated_at=format_ts(now_ms()),
     )
+    if to_stdout:
+        sys.stdout.write(page)
+    else:
+        _write(output, page)
+    terminal.note(
+        f"report of {conversation_id}: {len(audit.requests)} requests, {len(events)} events, "
+        f"{len(messages)} messages ({len(page.encode('utf-8')):,} bytes)"
+    )
+
+
+def _write(output: Path, page: str) -> None:
+    """Write the page to ``output`` and print its path."""
     try:
         output.write_text(page, encoding="utf-8")
     except OSError as exc:
@@ -53,7 +68,3 @@ def report(ctx: click.Context, conversation_id: str, output: Path) -> None:
             f"cannot write {output}: {exc.strerror or exc}", param_hint="'-o' / '--output'"
         ) from exc
     terminal.out(str(output))
-    terminal.note(
-        f"report of {conversation_id}: {len(audit.requests)} requests, {len(events)} events, "
-        f"{len(messages)} messages ({len(page.encode('utf-8')):,} bytes)"
-    )

@@ -558,6 +558,19 @@ def test_report_writes_one_self_contained_file(seeded: Seeded, tmp_path: Path) -
     assert "cli test" in page and "as the model saw it at request" in page
 
 
+def test_report_to_a_dash_writes_the_page_to_stdout(
+    seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It wrote a file named "-" in the working directory.
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    made = run("--db", seeded.db, "report", seeded.cid, "-o", "-")
+    assert made.code == 0 and made.out.startswith("<!doctype html>") and "<svg" in made.out
+    assert f"({len(made.out.encode('utf-8')):,} bytes)" in made.err
+    assert list(here.iterdir()) == []
+
+
 def test_report_without_pygal_names_the_extra(
     seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
