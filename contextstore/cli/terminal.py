@@ -266,16 +266,27 @@ def _finite(value: Any) -> Any:
 
 
 def print_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """Print rows as CSV on stdout (header first; JSON values as JSON text)."""
+    """Print rows as CSV on stdout (header first). A cell holds what the same value holds
+    in :func:`print_json`'s output: JSON values and bytes as JSON text, a number no float
+    can hold as its name (``Infinity``); Python's own spellings (``b'...'``, ``inf``) are
+    no reader's."""
     writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
-        writer.writerow(
-            [
-                json.dumps(cell, default=json_default) if isinstance(cell, dict | list) else cell
-                for cell in row
-            ]
-        )
+        writer.writerow([_csv_cell(cell) for cell in row])
+
+
+def _csv_cell(cell: Any) -> Any:
+    """One value as :func:`print_csv` writes it."""
+    if isinstance(cell, dict | list):
+        return json.dumps(_finite(cell), default=json_default)
+    if isinstance(cell, bytes | bytearray | memoryview):
+        return json.dumps(json_default(cell))
+    if isinstance(cell, float):
+        return _finite(cell)
+    if isinstance(cell, Decimal):  # CSV is text: PostgreSQL's numeric keeps every digit
+        return str(cell) if cell.is_finite() else json_default(cell)
+    return cell
 
 
 def interactive() -> bool:

@@ -511,6 +511,28 @@ def test_sql_json_holds_postgresqls_numerics_no_float_can(
     assert got.json() == [{"n": "NaN", "i": "-Infinity", "big": "1E+400", "d": 2.5}]
 
 
+def test_sql_csv_holds_what_json_holds_not_pythons_spellings(
+    seeded: Seeded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bytes were written as ``b'\\x00\\xff'`` and an infinite float as ``inf``."""
+    query = "SELECT x'00ff' AS b, 1e999 AS i, -1e999 AS ni, 0.5 AS h, json_object('a', 1) AS j"
+    got = run("--db", seeded.db, "sql", query, "--csv")
+    assert got.code == 0, got.err
+    header, row = list(csv.reader(io.StringIO(got.out)))
+    assert header == ["b", "i", "ni", "h", "j"]
+    assert json.loads(row[0]) == {"$base64": True, "encoded": "AP8="}
+    assert row[1:] == ["Infinity", "-Infinity", "0.5", '{"a":1}']
+    from decimal import Decimal
+
+    from contextstore.core.audit_records import QueryResult
+
+    digits = Decimal("12345678901234567890.123456789")
+    values = (Decimal("NaN"), digits)
+    monkeypatch.setattr(ContextStore, "query", lambda self, sql: QueryResult(["n", "d"], [values]))
+    got = run("--db", seeded.db, "sql", "SELECT ... ::numeric", "--csv")
+    assert list(csv.reader(io.StringIO(got.out)))[1] == ["NaN", str(digits)]
+
+
 def test_sql_json_keeps_every_column_of_a_shared_name(seeded: Seeded) -> None:
     query = "SELECT 1 AS id, 2 AS id, 3 AS id_2, 4 AS id"
     got = run("--db", seeded.db, "sql", query, "--json")
