@@ -63,8 +63,20 @@ def parse_moment(text: str) -> Moment:
             ts = -1
         if not 0 <= ts <= MAX_TS:
             raise ValueError(f"{value!r} is before 1970 or too far in the future")
+        if parsed.tzinfo is None and _skipped(parsed):
+            raise ValueError(
+                f"{value!r} never happened in this machine's time zone (its clocks skipped "
+                "over it); give the moment with its UTC offset"
+            )
         return Moment(text, ts=ts)
     return Moment(text, label=text)
+
+
+def _skipped(local: datetime) -> bool:
+    """True when the naive local time ``local`` does not exist (clocks moved forward over
+    it): the instant it is read as shows another wall-clock time (an hour earlier or
+    later, as the platform chooses)."""
+    return local.astimezone().astimezone().replace(tzinfo=None) != local
 
 
 def to_ms(moment: datetime) -> int:

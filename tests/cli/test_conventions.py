@@ -15,7 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import click
@@ -119,6 +119,32 @@ def test_a_printed_time_parses_back_to_the_same_millisecond(zone: str, ts: int) 
         assert parse_moment(format_ts(ts)).ts == ts
     finally:
         os.environ.pop("TZ", None)
+        time.tzset()
+
+
+@pytest.mark.parametrize(
+    ("zone", "skipped", "doubled"),
+    [
+        ("America/New_York", "2026-03-08T02:30", "2026-11-01T01:30"),
+        ("Australia/Lord_Howe", "2026-10-04T02:15", "2026-04-05T01:45"),  # a half-hour shift
+    ],
+)
+def test_a_local_time_the_clocks_skipped_is_refused(
+    monkeypatch: pytest.MonkeyPatch, zone: str, skipped: str, doubled: str
+) -> None:
+    """It was read as the hour before (or after), silently: --as-of then showed the
+    conversation an hour off. A time that happened twice is read as its first."""
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        with pytest.raises(ValueError, match="never happened in this machine's time zone"):
+            parse_moment(skipped)
+        first = parse_moment(doubled).ts
+        assert first is not None and format_ts(first).startswith(doubled)
+        hour = datetime.fromisoformat(skipped).replace(minute=0)
+        assert parse_moment((hour - timedelta(hours=1)).isoformat()).ts is not None
+    finally:
+        monkeypatch.delenv("TZ")
         time.tzset()
 
 
