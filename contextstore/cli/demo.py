@@ -32,13 +32,19 @@ def _run_number(store: ContextStore) -> int:
     )
 
 
+DEMO_MAX_KILLS = 20
+"""The most writers the demo's crash part kills: each is a process started and killed in
+turn, a second or more on a busy machine; the crash-test command is the one for hundreds."""
+
+
 @click.command()
 @click.option(
     "--crash-kills",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=0, max=DEMO_MAX_KILLS),
     default=2,
     show_default=True,
-    help="Writer processes to kill mid-write in the crash part (0 skips it).",
+    help="Writer processes to kill mid-write in the crash part (0 skips it); "
+    "'contextstore crash-test --kills N' runs more.",
 )
 @click.pass_context
 def demo(ctx: click.Context, crash_kills: int) -> None:

@@ -33,6 +33,13 @@ def test_demo_writes_checkpoints_rolls_back_and_shows_the_rows(tmp_path: Path) -
     assert "a writer killed" not in out
 
 
+def test_demo_kills_at_most_a_demos_worth_of_writers(tmp_path: Path) -> None:
+    # --crash-kills had no bound: 100000 ran for hours, a process started and killed each.
+    db = tmp_path / "demo.db"
+    code, _, err = _run("--db", str(db), "demo", "--crash-kills", "21")
+    assert code == 2 and "0<=x<=20" in err and not db.exists()
+
+
 def test_demo_uses_the_default_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CONTEXTSTORE_DB", str(tmp_path / "env.db"))
     code, out, _ = _run("demo", "--crash-kills", "0")
