@@ -8,11 +8,13 @@ from contextstore.core.errors import (
     CorruptDatabaseError,
     IntegrityViolationError,
     InvalidInputError,
+    PayloadMismatchError,
 )
 from contextstore.core.health import BackupResult, CheckProblem, CheckReport
 from contextstore.core.validate import check_id, check_path
 from contextstore.core.view import ensure_tool_results_follow_tool_use
 from contextstore.facade.history import HistoryMixin
+from contextstore.facade.requests import RequestsMixin
 from contextstore.storage import backup as backup_files
 from contextstore.storage import health
 from contextstore.storage.engine import resolve_target
@@ -22,7 +24,7 @@ MAX_REPORTED_PROBLEMS = 20
 """Problems named in the message of the error :meth:`MaintenanceMixin.check` raises."""
 
 
-class MaintenanceMixin(HistoryMixin):
+class MaintenanceMixin(HistoryMixin, RequestsMixin):
     """Checks and backups."""
 
     def check(
@@ -44,8 +46,10 @@ class MaintenanceMixin(HistoryMixin):
         numbered without gaps, updates address existing blocks, ranges never
         shrink, requests' options exist, archived rows belong to their rollbacks, token
         counts and costs are not negative, JSON columns hold JSON (SQLite), and every
-        conversation renders with every tool call paired. The page check covers the whole
-        file even for one conversation.
+        conversation renders with every tool call paired; with ``full``, every prepared
+        request's payload is also rebuilt from the rows and compared with the hash stored
+        when it was sent (one render per request: the slow part of a full check). The page
+        check covers the whole file even for one conversation.
 
         Returns the report. With ``raise_on_problems`` (the default), a report with problems
         is raised instead, as :class:`CorruptDatabaseError` when pages are damaged, else
@@ -78,6 +82,8 @@ class MaintenanceMixin(HistoryMixin):
             problems += health.invariant_problems(connection, conversation_id, is_sqlite=is_sqlite)
         for cid in ids:
             problems += self._render_problems(cid)
+            if full:
+                problems += self._payload_problems(cid)
         report = CheckReport(
             backend="sqlite" if is_sqlite else "postgresql",
             integrity=integrity,
@@ -87,6 +93,7 @@ class MaintenanceMixin(HistoryMixin):
                 *(("foreign_keys",) if is_sqlite and conversation_id is None else ()),
                 *health.invariant_names(is_sqlite=is_sqlite),
                 "render",
+                *(("payloads",) if full else ()),
             ),
             problems=tuple(problems),
             conversation_id=conversation_id,
@@ -105,6 +112,30 @@ class MaintenanceMixin(HistoryMixin):
         if ensure_tool_results_follow_tool_use(view) != view:
             return [CheckProblem("render", "renders with an unpaired tool call", conversation_id)]
         return []
+
+    def _payload_problems(self, conversation_id: str) -> list[CheckProblem]:
+        """Each prepared request of the conversation whose payload, rebuilt from the rows,
+        no longer matches the hash stored when it was sent."""
+        problems = []
+        for record in self.requests(conversation_id):
+            if record.payload_sha256 is None:
+                continue  # recorded usage only: nothing was prepared to compare
+            try:
+                self.request_payload(conversation_id, record.id)
+            except CorruptDatabaseError:
+                detail = f"request {record.id} cannot be read (damaged pages)"
+                problems.append(CheckProblem("payloads", detail, conversation_id))
+            except IntegrityViolationError as exc:
+                detail = (
+                    "rebuilt from rows, it no longer matches the payload hash stored when it "
+                    "was sent"
+                    if isinstance(exc, PayloadMismatchError)
+                    else str(exc)
+                )
+                problems.append(
+                    CheckProblem("payloads", f"request {record.id}: {detail}", conversation_id)
+                )
+        return problems
 
     def backup(self, destination: str | os.PathLike[str], *, force: bool = False) -> BackupResult:
         """Copy a SQLite store to ``destination`` while it stays in use.

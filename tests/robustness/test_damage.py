@@ -9,6 +9,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -277,6 +278,42 @@ def test_check_finds_broken_counts_on_postgresql_too(store: ContextStore) -> Non
     assert {"message_count", "token_counts"} <= found
     with pytest.raises(IntegrityViolationError, match="message_count"):
         store.check(cid)
+
+
+def test_a_full_check_rebuilds_each_prepared_payload_and_names_one_that_changed(
+    store: ContextStore,
+) -> None:
+    # A block edited by hand after a request was sent: `request ID --payload` failed
+    # (exit 5) while `check --full` said ok.
+    cid = store.create_conversation(context_window=200_000).id
+    store.append(cid, "user", "Read the config.")
+    sent = store.prepare_request(cid, system="Be brief.")
+    store.record_request(cid, tokens_in=10, tokens_out=2)  # usage only: nothing to compare
+    store.append(cid, "assistant", "It sets the port.")
+    kept = store.prepare_request(cid, system="Be brief.")
+    assert store.check(full=True).ok and "payloads" in store.check(full=True).checks
+    assert "payloads" not in store.check().checks
+
+    def edit(connection: Any) -> None:
+        connection.exec_driver_sql(
+            "UPDATE blocks SET text = 'Read the secrets.' "
+            f"WHERE conversation_id = '{cid}' AND message_idx = 0"
+        )
+
+    store.database.write(edit)
+    store.render_cache.clear()
+    assert store.check().ok  # every invariant holds: only the payloads tell
+    report = store.check(full=True, raise_on_problems=False)
+    assert [(p.check, p.conversation_id) for p in report.problems] == [
+        ("payloads", cid),
+        ("payloads", cid),
+    ]
+    assert [p.detail.split(":")[0] for p in report.problems] == [
+        f"request {sent.request_id}",
+        f"request {kept.request_id}",
+    ]
+    with pytest.raises(IntegrityViolationError, match="no longer matches the payload hash"):
+        store.check(cid, full=True)
 
 
 # -- backup ---------------------------------------------------------------------------------
