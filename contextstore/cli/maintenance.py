@@ -39,7 +39,8 @@ def migrate(ctx: click.Context) -> None:
 @click.option(
     "--full",
     is_flag=True,
-    help="SQLite's integrity_check (also every index) instead of quick_check.",
+    help="SQLite's integrity_check (also every index) instead of quick_check, and every "
+    "prepared request's payload rebuilt and compared with its stored hash (slower).",
 )
 @json_option
 @click.pass_context
