@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -48,7 +47,7 @@ def report(ctx: click.Context, conversation_id: str, output: Path) -> None:
         generated_at=format_ts(now_ms()),
     )
     if to_stdout:
-        sys.stdout.write(page)
+        terminal.document(page)
     else:
         _write(output, page)
     terminal.note(

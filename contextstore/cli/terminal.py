@@ -99,6 +99,12 @@ def out(text: str = "") -> None:
     console.print(console.text(text), soft_wrap=True)
 
 
+def document(text: str) -> None:
+    """Write a whole document (a report's HTML) on stdout byte for byte: no wrapping, no
+    symbols for control characters, as a file would hold it."""
+    sys.stdout.write(text)
+
+
 def note(text: str) -> None:
     """Print a line for the human on stderr (not part of the results)."""
     console = stderr()
