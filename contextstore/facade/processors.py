@@ -115,8 +115,9 @@ class ProcessorsMixin(StoreBase):
             and all(isinstance(name, str) for name in demand)
         )
         if not listed or not frozenset(demand) <= names:
+            known = ", ".join(sorted(names)) if names else "it has none"
             raise InvalidInputError(
-                f"demand must list processor names of the pipeline ({sorted(names)}), got "
+                f"demand must list processor names of the pipeline ({known}), got "
                 f"{shown(demand)}."
             )
         wanted = frozenset(demand)

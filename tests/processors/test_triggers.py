@@ -171,8 +171,10 @@ def test_on_demand_runs_only_when_asked(store: ContextStore) -> None:
     assert store.run_processors(cid, pipeline=pipeline) == []
     (run,) = store.run_processors(cid, pipeline=pipeline, demand=["shout"])
     assert run.trigger == "on_demand" and run.nodes_given == 4
-    with pytest.raises(InvalidInputError, match="demand"):
+    with pytest.raises(InvalidInputError, match=r"names of the pipeline \(shout\), got"):
         store.run_processors(cid, pipeline=pipeline, demand=["nobody"])
+    with pytest.raises(InvalidInputError, match=r"names of the pipeline \(it has none\)"):
+        store.run_processors(cid, pipeline=Pipeline([]), demand=["shout"])
 
 
 class Stale:
