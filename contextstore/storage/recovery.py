@@ -354,6 +354,13 @@ def _rebuild(
                 dropped[table] = dropped.get(table, 0) + n
         elif expected.get(cid) not in (None, len(history)):
             damaged.add(cid)
+            if expected[cid] > len(history):
+                # The newest messages were on a damaged page: what came after the last one
+                # kept goes too (requests whose payloads held the lost messages, their
+                # checkpoints), so the history is a prefix in time, as after a gap.
+                after = history[-1][1] + 1 if history else 0
+                for table, n in delete_from(new, cid, after, len(history)).items():
+                    dropped[table] = dropped.get(table, 0) + n
     present = set(table_names(new))
     for table, statement in REPAIRS:
         if table in present:

@@ -502,8 +502,15 @@ def test_recover_reads_past_a_damaged_page_of_a_table_without_rowids(tmp_path: P
     overwrite_middle_page(seeded.path, table="messages")
     report = ContextStore.recover(seeded.path, tmp_path / "recovered.db")
     with ContextStore.open(tmp_path / "recovered.db") as store:
+        # A conversation whose newest messages were lost keeps nothing after its last
+        # message: its requests prepared from the lost ones went with them (check --full
+        # rebuilds each payload kept).
         assert store.check(full=True).ok
         recovered = {c.id: store.messages(c.id) for c in store.list_conversations()}
+        for cid in report.damaged_conversations:
+            stamps = store.message_timestamps(cid)
+            last = stamps[-1] if stamps else -1
+            assert all(r.ts <= last for r in store.requests(cid))
     whole = 0
     for cid, original in seeded.views.items():
         got = recovered.get(cid, [])
