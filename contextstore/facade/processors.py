@@ -117,8 +117,7 @@ class ProcessorsMixin(StoreBase):
         if not listed or not frozenset(demand) <= names:
             known = ", ".join(sorted(names)) if names else "it has none"
             raise InvalidInputError(
-                f"demand must list processor names of the pipeline ({known}), got "
-                f"{shown(demand)}."
+                f"demand must list processor names of the pipeline ({known}), got {shown(demand)}."
             )
         wanted = frozenset(demand)
 
