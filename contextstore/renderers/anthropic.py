@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +78,49 @@ def call_id(value: str) -> str:
         return value
     digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return f"{_NOT_IN_CALL_ID.sub('_', value)}_{digest}"
+
+
+def repeated_call_id(value: str, used: Collection[str]) -> str:
+    """Return a form of ``value`` (a tool call id already sent in an earlier message of the
+    same request) that is not in ``used``: ``value``, ``_`` and 12 hex digits of the SHA-256
+    of ``value`` and a counter. The Messages API refuses a request in which two ``tool_use``
+    blocks share an id ("tool_use ids must be unique"), which agents whose ids restart every
+    turn (Kimi's ``functions.read_file:0``) write."""
+    counter = 1
+    while True:
+        seed = f"{value}\n{counter}".encode("utf-8", "surrogatepass")
+        candidate = f"{value}_{hashlib.sha256(seed).hexdigest()[:12]}"
+        if candidate not in used:
+            return candidate
+        counter += 1
+
+
+def _distinct_call_ids(messages: list[Message]) -> list[Message]:
+    """``messages`` (fresh renderings, changed in place) with every ``tool_use`` id that an
+    earlier message already used given :func:`repeated_call_id`'s form, in the call and in
+    its ``tool_result`` in the next message alike."""
+    used: set[str] = set()
+    renamed: dict[str, str] = {}
+    for message in messages:
+        content = message["content"]
+        if isinstance(content, str):
+            renamed = {}
+            continue
+        if message["role"] == "assistant":
+            renamed = {}
+            for block in content:
+                if block.get("type") != "tool_use" or not isinstance(block.get("id"), str):
+                    continue
+                stored = block["id"]
+                if stored in used:
+                    renamed[stored] = block["id"] = repeated_call_id(stored, used)
+                used.add(block["id"])
+            continue
+        for block in content:
+            if block.get("type") == "tool_result" and block.get("tool_use_id") in renamed:
+                block["tool_use_id"] = renamed[block["tool_use_id"]]
+        renamed = {}
+    return messages
 
 
 def check_messages(messages: Sequence[Mapping[str, Any]]) -> None:
@@ -239,7 +282,8 @@ def render_messages(
     Each message keeps only ``role`` and ``content`` (string content stays a string).
     Blocks keep only the fields the API documents for their type; thinking blocks without
     a signature and blank text blocks (which the API refuses) are dropped; tool call ids
-    the API refuses are given :func:`call_id`'s form; a base64 image is sent with the type
+    the API refuses are given :func:`call_id`'s form, and one that an earlier message
+    already used :func:`repeated_call_id`'s; a base64 image is sent with the type
     its data is, and an image or document of a type the API refuses is replaced by a text
     block saying so (:func:`sendable_media`). A message left
     without content is dropped and its neighbours, now of the same role, are merged so
@@ -253,9 +297,10 @@ def render_messages(
         rules: The version of the view rules to render by
             (:data:`~contextstore.core.view.VIEW_RULES`): a stored request is rebuilt by
             the version it was prepared with; before 4, ids are sent as stored, before
-            5 a final assistant message keeps its trailing whitespace, and before 7
+            5 a final assistant message keeps its trailing whitespace, before 7
             images and documents are sent with the media type they were stored with,
-            whatever it is (:func:`sendable_media`).
+            whatever it is (:func:`sendable_media`), and before 9 a tool call id used
+            in an earlier message is sent again as it is (:func:`repeated_call_id`).
 
     Returns:
         New message dicts sharing no objects with the input.
@@ -268,6 +313,8 @@ def render_messages(
     if rendered and rendered[0]["role"] != "user":
         # The first user message was left empty (a blank text): the API wants a user first.
         rendered.insert(0, {"role": "user", "content": DEFAULT_CONTINUATION})
+    if rules >= 9:
+        rendered = _distinct_call_ids(rendered)
     if rules >= 5 and rendered:
         rendered[-1] = final_stripped(rendered[-1]) or rendered[-1]
     return rendered
@@ -429,17 +476,20 @@ def conforming(rendered: Sequence[RenderedMessage]) -> bool:
     left empty, so nothing merged) and :func:`violations` finds nothing in them. False
     means: render them together and check them in full (a False may still have no
     violation, for example a tool call id used twice, or a final assistant message ending
-    with whitespace under view rules older than 5)."""
+    with whitespace under view rules older than 5; a tool call id an earlier message used
+    is given another form when they are rendered together)."""
     if rendered and final_stripped(rendered[-1].message) is not None:
         return False
     calls: tuple[str, ...] = ()
+    used: set[str] = set()
     for position, message in enumerate(rendered):
         if not message.filled or message.role != ("user" if position % 2 == 0 else "assistant"):
             return False
         if message.role == "assistant":
             calls = message.calls
-            if len(set(calls)) != len(calls):
+            if len(set(calls)) != len(calls) or not used.isdisjoint(calls):
                 return False
+            used.update(calls)
             continue
         results = message.results
         if results is None or len(results) != len(calls) or set(results) != set(calls):
@@ -458,12 +508,14 @@ def violations(messages: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]
     ``tool_result`` follows another kind of block or names an id the previous assistant
     message did not use; for a payload built by version 5 of the view rules or later
     (``rules``; older ones sent it as it was), a final assistant message does not end with
-    whitespace; and from version 7, every base64 image (in a message or a tool result) and
+    whitespace; from version 7, every base64 image (in a message or a tool result) and
     document has a type the API takes, which an image's data does not contradict
-    (:func:`~contextstore.renderers.anthropic_media.media_problems`).
+    (:func:`~contextstore.renderers.anthropic_media.media_problems`); and from version 9,
+    no ``tool_use`` id is used by two messages.
     """
     problems: list[str] = []
     calls: list[str] = []
+    first_use: dict[str, int] = {}
     for position, message in enumerate(messages):
         if not isinstance(message, Mapping):
             problems.append(f"messages[{position}] is not a dict")
@@ -480,6 +532,14 @@ def violations(messages: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]
         calls = []
         if message.get("role") == "assistant":
             calls = [str(b.get("id")) for b in blocks if b.get("type") == "tool_use"]
+            repeated = [c for c in dict.fromkeys(calls) if c in first_use]
+            if rules >= 9 and repeated:
+                problems.append(
+                    f"messages[{position}]: tool_use ids {repeated} were already used "
+                    f"(first in messages[{first_use[repeated[0]]}]); the API wants every id once"
+                )
+            for call in calls:
+                first_use.setdefault(call, position)
     if calls:
         problems.append(f"end of messages: tool_use ids {calls} are not answered")
     last = messages[-1] if messages else None

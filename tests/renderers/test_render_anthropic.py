@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+from typing import Any
 
 import pytest
 from aliasing import shares_containers
@@ -209,6 +210,44 @@ def test_a_refused_tool_call_id_is_a_violation() -> None:
         "messages[1] has tool call ids the API refuses: ['a.b']",
         "messages[2] has tool call ids the API refuses: ['a.b']",
     ]
+
+
+def _turns_reusing(call_id: str, turns: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for turn in range(turns):
+        messages += [
+            {"role": "assistant", "content": [tool_use(call_id, "f", {"n": turn})]},
+            {"role": "user", "content": [tool_result(call_id, f"r{turn}")]},
+        ]
+    return messages
+
+
+@pytest.mark.parametrize("call_id", ["functions.read_file:0", "toolu_1"])
+def test_a_tool_call_id_used_in_an_earlier_message_is_sent_in_another_form(call_id: str) -> None:
+    # Kimi's ids restart every turn; the API refuses a request holding one id twice
+    # ("tool_use ids must be unique"), and the same history was sent so.
+    messages = _turns_reusing(call_id, 3)
+    original = copy.deepcopy(messages)
+    rendered = render_messages(messages)
+    calls = [m["content"][0]["id"] for m in rendered if m["role"] == "assistant"]
+    results = [m["content"][0]["tool_use_id"] for m in rendered[2::2]]
+    assert calls == results
+    assert len(set(calls)) == 3
+    assert all(re.fullmatch(r"[a-zA-Z0-9_-]+", c) for c in calls)
+    assert calls[1].startswith(calls[0] + "_")
+    assert violations(rendered) == []
+    assert messages == original
+    assert render_messages(messages) == rendered
+
+
+def test_a_repeated_tool_call_id_is_a_violation_from_rules_9() -> None:
+    messages = _turns_reusing("toolu_1", 2)
+    assert violations(messages) == [
+        "messages[3]: tool_use ids ['toolu_1'] were already used (first in messages[1]); "
+        "the API wants every id once"
+    ]
+    assert violations(messages, rules=8) == []
+    assert render_messages(messages, rules=8) == messages
 
 
 def _prefill(content: object) -> list[dict[str, object]]:

@@ -318,3 +318,43 @@ def test_a_request_prepared_by_rules_7_rebuilds_as_sent_after_rules_8(
     assert "#not base64#" in old_text and "omitted" not in old_text
     assert "#not base64#" not in current_text
     assert "[image omitted: its data is not base64;" in current_text
+
+
+def test_a_request_prepared_by_rules_8_rebuilds_as_sent_after_rules_9(
+    store: ContextStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 9 gives an Anthropic tool call id an earlier message used another form; a
+    version 8 request sent the id twice, and rebuilds so."""
+    conv = store.create_conversation()
+    store.append(conv.id, [user("go")])
+    for turn in range(2):
+        store.append(
+            conv.id,
+            [
+                assistant(tool_use("functions.read_file:0", path=f"f{turn}")),
+                user(tool_result("functions.read_file:0", f"body {turn}")),
+            ],
+        )
+    with monkeypatch.context() as patched:
+        patched.setattr(requests_facade, "VIEW_RULES", 8)
+        old = store.prepare_request(conv.id, format="anthropic")
+    store.prepare_cache.clear()
+    current = store.prepare_request(conv.id, format="anthropic")
+    assert store.request_payload(conv.id, old.request_id) == old.payload
+    assert store.request_payload(conv.id, current.request_id) == current.payload
+
+    def calls(payload: dict[str, Any]) -> list[str]:
+        return [
+            block["id"]
+            for message in payload["messages"]
+            for block in message["content"]
+            if isinstance(block, dict) and block.get("type") == "tool_use"
+        ]
+
+    assert len(set(calls(old.payload))) == 1
+    assert len(set(calls(current.payload))) == 2
+    # a later prepare, reusing its renderings of the earlier messages, keeps them apart too
+    store.append(conv.id, [assistant("done"), user("and now?")])
+    again = store.prepare_request(conv.id, format="anthropic")
+    assert calls(again.payload) == calls(current.payload)
+    assert store.request_payload(conv.id, again.request_id) == again.payload
