@@ -12,11 +12,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+from contextstore.core.errors import InvalidInputError
 from contextstore.core.health import RecoveryReport
 from contextstore.core.tokens import TokenCounter
 from contextstore.core.validate import (
     MAX_MESSAGE_BYTES,
+    check_int,
     check_path,
+    shown,
 )
 from contextstore.facade.audit import AuditMixin
 from contextstore.facade.conversations import ConversationsMixin
@@ -35,6 +38,42 @@ from contextstore.storage.migrate import ensure_schema
 from contextstore.storage.paths import default_database_path, default_location
 from contextstore.storage.recovery import salvage
 from contextstore.storage.writer_queue import writer_queue
+
+
+def _check_options(
+    *,
+    auto_migrate: Any,
+    read_only: Any,
+    mask_secrets_on_write: Any,
+    max_message_bytes: Any,
+    token_counter: Any,
+    pipeline: Any,
+) -> None:
+    """Refuse :meth:`ContextStore.open` options of the wrong type, before anything is opened
+    (they were taken, and failed with a ``TypeError`` or ``AttributeError`` at the first
+    append or render)."""
+    flags = {
+        "auto_migrate": auto_migrate,
+        "read_only": read_only,
+        "mask_secrets_on_write": mask_secrets_on_write,
+    }
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise InvalidInputError(f"{name} must be True or False, got {shown(value)}.")
+    check_int("max_message_bytes", max_message_bytes, minimum=1, optional=False)
+    if token_counter is not None and (
+        isinstance(token_counter, str | bytes)  # str.count is no token counter
+        or not callable(getattr(token_counter, "count", None))
+    ):
+        raise InvalidInputError(
+            f"token_counter must have a count(text) -> int method, got {shown(token_counter)}; "
+            "pass None for tiktoken's cl100k_base."
+        )
+    if pipeline is not None and not isinstance(pipeline, Pipeline):
+        raise InvalidInputError(
+            f"pipeline must be a Pipeline (or None for the default), got {shown(pipeline)}; "
+            "wrap the processors: Pipeline([...])."
+        )
 
 
 class ContextStore(
@@ -86,19 +125,32 @@ class ContextStore(
                 mode, ``immutable`` on a read-only medium; every write raises
                 :class:`ReadOnlyError`).
 
-        Raises:
-            CorruptDatabaseError: the file is not a SQLite database, is truncated, or is an
-                existing zero-length file (a missing file is created).
-            NotFoundError: ``auto_migrate=False`` and there is no SQLite file at ``location``.
-            ReadOnlyLocationError: opened for writing where nothing can be written.
-            StorageFullError: a new store's schema did not fit on the disk.
             token_counter: counts tokens at append; tiktoken ``cl100k_base`` by default.
             mask_secrets_on_write: mask secrets in message content before it is stored.
             max_message_bytes: largest accepted message (JSON size).
             pipeline: processors applied to every render and prepare (default: masking of
                 high-confidence secrets; pass ``Pipeline([])`` for none).
             engine_kwargs: extra arguments for SQLAlchemy's ``create_engine``.
+
+        Raises:
+            InvalidInputError: an option has the wrong type (a flag that is not True or
+                False, ``max_message_bytes`` not a positive integer, a ``token_counter``
+                without ``count``, a ``pipeline`` that is not a ``Pipeline``); nothing is
+                opened or created.
+            CorruptDatabaseError: the file is not a SQLite database, is truncated, or is an
+                existing zero-length file (a missing file is created).
+            NotFoundError: ``auto_migrate=False`` and there is no SQLite file at ``location``.
+            ReadOnlyLocationError: opened for writing where nothing can be written.
+            StorageFullError: a new store's schema did not fit on the disk.
         """
+        _check_options(
+            auto_migrate=auto_migrate,
+            read_only=read_only,
+            mask_secrets_on_write=mask_secrets_on_write,
+            max_message_bytes=max_message_bytes,
+            token_counter=token_counter,
+            pipeline=pipeline,
+        )
         text_location = default_location() if location is None else location_text(location)
         target = resolve_target(text_location, default_database_path())
         with classified_errors():

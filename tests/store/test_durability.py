@@ -102,6 +102,32 @@ def test_an_unknown_durability_is_refused_before_anything_is_opened(
     assert not path.exists()
 
 
+@pytest.mark.parametrize(
+    ("option", "bad"),
+    [
+        ("max_message_bytes", "1000"),
+        ("max_message_bytes", 0),
+        ("max_message_bytes", 1.5),
+        ("token_counter", 5),
+        ("token_counter", "cl100k_base"),
+        ("pipeline", []),
+        ("pipeline", "default"),
+        ("mask_secrets_on_write", "yes"),
+        ("read_only", "no"),
+        ("auto_migrate", 1),
+    ],
+)
+def test_an_option_of_the_wrong_type_is_refused_before_anything_is_opened(
+    option: str, bad: Any, tmp_path: Path
+) -> None:
+    # Each was taken, and the first append or render failed with TypeError or AttributeError
+    # (or, for the flags, "yes" and "no" both counted as True).
+    path = tmp_path / "never.db"
+    with pytest.raises(InvalidInputError, match=option):
+        ContextStore.open(path, **{option: bad})
+    assert not path.exists()
+
+
 @pytest.mark.skipif(not POSTGRES_URL, reason="set CONTEXTSTORE_TEST_POSTGRES_URL")
 def test_postgresql_commits_synchronously(tmp_path: Path) -> None:
     store, cleanup = open_backend("postgres", tmp_path)
