@@ -12,6 +12,7 @@ from typing import Any
 
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import Block, BlockUpdate, Message
+from contextstore.core.validate import shown
 from contextstore.core.view import IndexedView
 from contextstore.processors.base import shrink_texts
 from contextstore.processors.triggers import Trigger
@@ -99,10 +100,12 @@ class Distiller:
             name: The processor name recorded as each update's ``source``.
 
         Raises:
-            InvalidInputError: ``min_repeats`` is below 2.
+            InvalidInputError: ``min_repeats`` is not an integer of at least 2.
         """
-        if min_repeats < 2:
-            raise InvalidInputError(f"min_repeats must be at least 2, got {min_repeats}")
+        if isinstance(min_repeats, bool) or not isinstance(min_repeats, int) or min_repeats < 2:
+            raise InvalidInputError(
+                f"min_repeats must be an integer of at least 2, got {shown(min_repeats)}"
+            )
         self.name = name
         self.min_repeats = min_repeats
 

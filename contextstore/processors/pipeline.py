@@ -32,7 +32,12 @@ from contextstore.core.overlays import (
     text_hash,
 )
 from contextstore.core.system_prompt import rewrite_system_texts
-from contextstore.core.validate import MAX_MESSAGE_BYTES, check_free_text, check_json_value
+from contextstore.core.validate import (
+    MAX_MESSAGE_BYTES,
+    check_free_text,
+    check_json_value,
+    shown,
+)
 from contextstore.core.view import IndexedView
 from contextstore.processors.base import (
     Processor,
@@ -272,7 +277,11 @@ class _Given:
             chosen = fresh
         else:
             reused_count = 0
-        proposals = list(self.processor.propose(tuple(chosen))) if chosen else []
+        proposals = (
+            _checked_proposals(self.processor.name, self.processor.propose(tuple(chosen)))
+            if chosen
+            else []
+        )
         if self.memo is not None:
             by_message: dict[int, list[BlockUpdate]] = {idx: [] for idx in hashes}
             for update in proposals:
@@ -316,6 +325,56 @@ class _Memo:
             self._entries.clear()
 
 
+def _checked_processors(processors: Any) -> tuple[Processor, ...]:
+    """``processors`` as a tuple, each checked to look like a :class:`Processor`.
+
+    Raises:
+        InvalidInputError: ``processors`` is a string, a mapping or not iterable, or one of
+            them has no ``name`` string or no ``config`` or ``propose`` method.
+    """
+    if isinstance(processors, str | bytes | Mapping) or not isinstance(processors, Iterable):
+        raise InvalidInputError(
+            f"Pipeline takes a list of processors, got {shown(processors)}; pass e.g. "
+            "Pipeline([SecretMasker(), OutputTrimmer()])."
+        )
+    checked = tuple(processors)
+    for position, processor in enumerate(checked):
+        name = getattr(processor, "name", None)
+        if (
+            not isinstance(name, str)
+            or not name
+            or not callable(getattr(processor, "config", None))
+            or not callable(getattr(processor, "propose", None))
+        ):
+            raise InvalidInputError(
+                f"processor {position} of the pipeline is not a processor: "
+                f"{shown(processor)}; give it a non-empty name string and config() and "
+                "propose(view) methods (see contextstore.processors.base.Processor)."
+            )
+    return checked
+
+
+def _checked_proposals(name: str, proposals: Any) -> list[BlockUpdate]:
+    """A processor's ``propose`` result as a list of :class:`BlockUpdate`.
+
+    Raises:
+        InvalidInputError: it is not an iterable of ``BlockUpdate``.
+    """
+    if isinstance(proposals, str | bytes | Mapping) or not isinstance(proposals, Iterable):
+        raise InvalidInputError(
+            f"processor {name!r} returned {shown(proposals)} from propose(); return a list "
+            "of BlockUpdate (an empty list for no change)."
+        )
+    checked = list(proposals)
+    for proposal in checked:
+        if not isinstance(proposal, BlockUpdate):
+            raise InvalidInputError(
+                f"processor {name!r} proposed {shown(proposal)}; propose() must return "
+                "BlockUpdate objects."
+            )
+    return checked
+
+
 class Pipeline:
     """Processors run over a view, in dependency order, to produce context updates."""
 
@@ -328,13 +387,16 @@ class Pipeline:
         sequential one).
 
         Raises:
-            InvalidInputError: the dependencies name a missing processor or form a cycle,
-                or a trigger is malformed.
+            InvalidInputError: ``processors`` is not a collection of processors (each with
+                a ``name`` string and ``config`` and ``propose`` methods), a config is not
+                JSON-serialisable, the dependencies name a missing processor or form a
+                cycle, or a trigger is malformed.
         """
-        self.processors: tuple[Processor, ...] = tuple(processors)
+        self.processors: tuple[Processor, ...] = _checked_processors(processors)
         self.ordered: tuple[Processor, ...] = tuple(dependency_order(self.processors))
         for processor in self.processors:
             trigger_of(processor)
+        self.config()
         self.parallel = parallel
         self._memo = _Memo()
 

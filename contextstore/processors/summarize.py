@@ -16,6 +16,7 @@ from typing import Any
 
 from contextstore.core.errors import ContextStoreError, InvalidInputError
 from contextstore.core.overlays import Block, BlockUpdate, Message, text_hash
+from contextstore.core.validate import shown
 from contextstore.core.view import IndexedView
 from contextstore.processors.base import shrink_texts, tool_names
 
@@ -87,10 +88,18 @@ class Summarizer:
             name: The processor name recorded as each update's ``source``.
 
         Raises:
-            InvalidInputError: ``min_chars`` or ``cache_size`` is negative.
+            InvalidInputError: ``hook`` is not callable, or ``min_chars`` or ``cache_size``
+                is not a non-negative integer.
         """
-        if min_chars < 0 or cache_size < 0:
-            raise InvalidInputError("min_chars and cache_size must not be negative")
+        if not callable(hook):
+            raise InvalidInputError(
+                f"hook must be a function hook(text, request) -> str, got {shown(hook)}"
+            )
+        for setting, value in (("min_chars", min_chars), ("cache_size", cache_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidInputError(
+                    f"{setting} must be a non-negative integer, got {shown(value)}"
+                )
         self.name = name
         self.hook = hook
         self.min_chars = min_chars

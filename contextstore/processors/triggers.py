@@ -192,14 +192,25 @@ def _cycle(needs: Mapping[str, tuple[str, ...]], stuck: set[str]) -> str:
 
 def processor_key(processor: Any, trigger: Trigger) -> str:
     """SHA-256 of a processor's name, type, config and trigger: the identity its run state is
-    kept under (a changed config starts from nothing)."""
+    kept under (a changed config starts from nothing).
+
+    Raises:
+        InvalidInputError: the processor's config is not JSON-serialisable.
+    """
     value = {
         "name": processor.name,
         "type": type(processor).__qualname__,
         "config": processor.config(),
         "trigger": trigger.label,
     }
-    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+    try:
+        text = canonical_json(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(
+            f"the config of processor {processor.name!r} is not JSON-serialisable ({exc}); "
+            "return plain values from config()"
+        ) from exc
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

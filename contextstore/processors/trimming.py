@@ -12,6 +12,7 @@ from typing import Any
 
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import Block, BlockUpdate, Message
+from contextstore.core.validate import shown
 from contextstore.core.view import IndexedView
 from contextstore.processors.base import shrink_texts
 from contextstore.processors.triggers import Trigger
@@ -120,13 +121,17 @@ class OutputTrimmer:
             name: The processor name recorded as each update's ``source``.
 
         Raises:
-            InvalidInputError: ``max_chars`` is not positive or ``head_ratio`` is outside
-                ``[0, 1]``.
+            InvalidInputError: ``max_chars`` is not a positive integer or ``head_ratio`` is
+                not a number in ``[0, 1]``.
         """
-        if max_chars <= 0:
-            raise InvalidInputError(f"max_chars must be positive, got {max_chars}")
-        if not 0.0 <= head_ratio <= 1.0:
-            raise InvalidInputError(f"head_ratio must be between 0 and 1, got {head_ratio}")
+        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars <= 0:
+            raise InvalidInputError(f"max_chars must be a positive integer, got {shown(max_chars)}")
+        if (
+            isinstance(head_ratio, bool)
+            or not isinstance(head_ratio, int | float)
+            or not 0.0 <= head_ratio <= 1.0
+        ):
+            raise InvalidInputError(f"head_ratio must be between 0 and 1, got {shown(head_ratio)}")
         self.name = name
         self.max_chars = max_chars
         self.head_ratio = head_ratio

@@ -102,3 +102,9 @@ def test_distiller_proposes_only_shrinking_updates() -> None:
     assert Distiller().config() == {"min_repeats": 3}
     with pytest.raises(InvalidInputError):
         Distiller(min_repeats=1)
+
+
+@pytest.mark.parametrize("bad", ["3", 2.5, None, True])
+def test_a_repeat_threshold_that_is_not_an_integer_is_refused(bad: Any) -> None:
+    with pytest.raises(InvalidInputError, match="min_repeats"):
+        Distiller(min_repeats=bad)

@@ -291,6 +291,50 @@ def test_bad_proposals_are_dropped_or_refused() -> None:
         Pipeline([Faulty("sideways")]).run(sample_view())
 
 
+class Returning:
+    """A processor that proposes whatever it was built with."""
+
+    def __init__(self, result: Any, config: dict[str, Any] | None = None) -> None:
+        self.name = "returning"
+        self.result = result
+        self.settings = config or {}
+
+    def config(self) -> dict[str, Any]:
+        return self.settings
+
+    def propose(self, view: IndexedView) -> Any:
+        return self.result
+
+
+@pytest.mark.parametrize(
+    "processors",
+    ["abc", b"x", {"a": 1}, 5, None, [1], [None], ["trim"], [object()], [Returning([]), 3]],
+)
+def test_a_pipeline_of_things_that_are_not_processors_is_refused(processors: Any) -> None:
+    # They were taken, and every render and prepare ended in AttributeError.
+    with pytest.raises(InvalidInputError, match="processor"):
+        Pipeline(processors)
+
+
+def test_a_processor_without_a_name_string_is_refused() -> None:
+    nameless = Returning([])
+    nameless.name = 5  # type: ignore[assignment]
+    with pytest.raises(InvalidInputError, match="not a processor"):
+        Pipeline([nameless])
+
+
+def test_a_config_that_is_not_json_is_refused_when_the_pipeline_is_made() -> None:
+    with pytest.raises(InvalidInputError, match="JSON-serialisable"):
+        Pipeline([Returning([], {"when": object()})])
+
+
+@pytest.mark.parametrize("result", [None, 5, "text", [1], [None], ({"message_idx": 1},)])
+def test_proposals_that_are_not_block_updates_are_refused(result: Any) -> None:
+    # They failed with TypeError or AttributeError inside the run.
+    with pytest.raises(InvalidInputError, match="returning"):
+        Pipeline([Returning(result)]).run(sample_view())
+
+
 def test_config_is_stable_and_ordered() -> None:
     assert full_pipeline().config() == full_pipeline().config()
     assert full_pipeline().config_key() == full_pipeline().config_key()

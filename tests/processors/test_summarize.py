@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from contextstore.core.errors import ContextStoreError
+from contextstore.core.errors import ContextStoreError, InvalidInputError
 from contextstore.core.overlays import text_hash
 from contextstore.processors import Summarizer, SummaryRequest
 from contextstore.processors.summarize import summary_marker
@@ -100,3 +100,24 @@ def test_config_names_the_hook() -> None:
     assert config["min_chars"] == 5 and config["hook_version"] == "v2"
     assert config["hook"].endswith("hook")
     assert config == Summarizer(hook, min_chars=5, hook_version="v2").config()
+
+
+@pytest.mark.parametrize(
+    ("options", "name"),
+    [
+        ({"min_chars": "100"}, "min_chars"),
+        ({"min_chars": None}, "min_chars"),
+        ({"min_chars": 1.5}, "min_chars"),
+        ({"cache_size": "10"}, "cache_size"),
+        ({"cache_size": -1}, "cache_size"),
+    ],
+)
+def test_settings_of_the_wrong_type_are_refused(options: dict[str, Any], name: str) -> None:
+    # A string or None failed with TypeError (comparing it with 0).
+    with pytest.raises(InvalidInputError, match=name):
+        Summarizer(lambda text, request: "", **options)
+
+
+def test_a_hook_that_cannot_be_called_is_refused() -> None:
+    with pytest.raises(InvalidInputError, match="hook"):
+        Summarizer("summarise it")  # type: ignore[arg-type]

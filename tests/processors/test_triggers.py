@@ -11,7 +11,7 @@ from contextstore import ContextStore, ContextStoreError, InvalidInputError
 from contextstore.core.overlays import BlockUpdate, UpdateKind, block_text, text_hash
 from contextstore.processors import IndexedView, Pipeline
 from contextstore.processors.base import iter_blocks
-from contextstore.processors.triggers import Trigger, dependency_order, fire
+from contextstore.processors.triggers import Trigger, dependency_order, fire, processor_key
 from tests.conftest import assistant, user
 
 
@@ -336,3 +336,22 @@ def test_a_manual_rewrite_after_a_prepare_is_masked_before_the_model_sees_it(
     assert token not in str(prepared.payload)
     assert token not in str(store.request_payload(cid, prepared.request_id))
     assert "[REDACTED:npm_token]" in str(prepared.payload)
+
+
+def test_a_config_that_is_not_json_is_refused_where_runs_are_keyed() -> None:
+    # render said InvalidInputError, while prepare_request and run_processors (which key the
+    # runs by the config) let json's TypeError out.
+    class Changing:
+        name = "changing"
+        settings: dict[str, Any] = {}
+
+        def config(self) -> dict[str, Any]:
+            return self.settings
+
+        def propose(self, view: IndexedView) -> list[BlockUpdate]:
+            return []
+
+    processor = Changing()
+    processor.settings = {"limit": object()}
+    with pytest.raises(InvalidInputError, match="changing"):
+        processor_key(processor, Trigger.every_render())

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -116,3 +117,20 @@ def test_tool_output_shapes() -> None:
     assert looks_like_tool_output("[execute_command for 'ls'] Result:\nfoo")
     assert looks_like_tool_output('<file_content path="a.py">x</file_content>')
     assert not looks_like_tool_output("I will now read the file.")
+
+
+@pytest.mark.parametrize(
+    ("options", "name"),
+    [
+        ({"max_chars": "500"}, "max_chars"),
+        ({"max_chars": 1.5}, "max_chars"),
+        ({"max_chars": None}, "max_chars"),
+        ({"max_chars": True}, "max_chars"),
+        ({"head_ratio": "0.2"}, "head_ratio"),
+        ({"head_ratio": None}, "head_ratio"),
+    ],
+)
+def test_trimmer_settings_of_the_wrong_type_are_refused(options: dict[str, Any], name: str) -> None:
+    # A string or None failed with TypeError; a float limit failed later, when slicing.
+    with pytest.raises(InvalidInputError, match=name):
+        OutputTrimmer(**options)
