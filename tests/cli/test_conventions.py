@@ -664,6 +664,26 @@ def test_output_to_a_full_disk_is_exit_8_not_an_internal_error(
     assert not list(tmp_path.glob("contextstore-error-*"))
 
 
+def _run_encoded(tmp_path: Path, encoding: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """Run the CLI in a process of its own whose standard streams use ``encoding``
+    (``PYTHONIOENCODING``, which is strict); it must succeed and leave no error report."""
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONIOENCODING": encoding}
+    child = subprocess.run(
+        [sys.executable, "-m", "contextstore", *args],
+        capture_output=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr
+    assert not list(tmp_path.glob("contextstore-error-*"))
+    return child
+
+
+def _json(as_json: bool) -> list[str]:
+    return ["--json"] if as_json else []
+
+
 @pytest.mark.parametrize("as_json", [False, True])
 def test_an_output_encoding_without_room_for_a_title_escapes_it(
     tmp_path: Path, as_json: bool
@@ -673,17 +693,7 @@ def test_an_output_encoding_without_room_for_a_title_escapes_it(
     db = str(tmp_path / "cjk.db")
     with ContextStore.open(db) as store:
         store.create_conversation(title="我要做一个mcp server")
-    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONIOENCODING": "ascii"}
-    command = [sys.executable, "-m", "contextstore", "--db", db, "conversations"]
-    child = subprocess.run(
-        command + (["--json"] if as_json else []),
-        capture_output=True,
-        env=env,
-        cwd=ROOT,
-        check=False,
-    )
-    assert child.returncode == 0, child.stderr
-    assert not list(tmp_path.glob("contextstore-error-*"))
+    child = _run_encoded(tmp_path, "ascii", "--db", db, "conversations", *_json(as_json))
     if as_json:
         assert json.loads(child.stdout)[0]["title"] == "我要做一个mcp server"
     else:
@@ -706,17 +716,8 @@ def test_a_path_whose_name_is_not_utf8_prints_on_a_strict_utf8_stream(
         os.mkdir(folder)
     except OSError:
         pytest.skip("this file system refuses names that are not UTF-8")
-    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONIOENCODING": "utf-8"}
-    command = [sys.executable, "-m", "contextstore", "--db", db, "export", "cline", cid]
-    child = subprocess.run(
-        [*command, os.path.join(folder, "task"), *(["--json"] if as_json else [])],
-        capture_output=True,
-        env=env,
-        cwd=ROOT,
-        check=False,
-    )
-    assert child.returncode == 0, child.stderr
-    assert not list(tmp_path.glob("contextstore-error-*"))
+    command = ["--db", db, "export", "cline", cid, os.path.join(folder, "task")]
+    child = _run_encoded(tmp_path, "utf-8", *command, *_json(as_json))
     written = os.path.join(folder, "task", "api_conversation_history.json")
     if as_json:  # the name's own bytes come back from the escapes, as Python reads them
         assert written in json.loads(child.stdout.decode("utf-8"))["files"]

@@ -437,6 +437,17 @@ def _raw_request(request_id: int, name: str, arguments: str) -> bytes:
     return f'{head[:-1]}, "params": {{"name": "{name}", "arguments": {arguments}}}}}'.encode()
 
 
+def _handshake(client: StdioClient) -> None:
+    """MCP's opening exchange, written by hand: ``initialize``, then ``initialized``."""
+    client.write(
+        b'{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {'
+        b'"protocolVersion": "2025-06-18", "capabilities": {}, '
+        b'"clientInfo": {"name": "raw", "version": "1"}}}'
+    )
+    assert client.read()["id"] == 0
+    client.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+
+
 def test_a_request_the_sdk_cannot_read_is_answered_and_serving_goes_on(tmp_path: Path) -> None:
     """JSON allows a lone surrogate escape (JavaScript's JSON.stringify writes one for half
     of an emoji's pair) and deep nesting; the SDK's parser refuses both and dropped the line,
@@ -447,13 +458,7 @@ def test_a_request_the_sdk_cannot_read_is_answered_and_serving_goes_on(tmp_path:
     server = ServerProcess(["--db", str(db), "mcp"], tmp_path / "data", stdin=True)
     client = StdioClient(server)
     try:
-        client.write(
-            b'{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {'
-            b'"protocolVersion": "2025-06-18", "capabilities": {}, '
-            b'"clientInfo": {"name": "raw", "version": "1"}}}'
-        )
-        assert client.read()["id"] == 0
-        client.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        _handshake(client)
         client.write(_raw_request(1, "search_conversations", '{"text": "read \\ud83d"}'))
         surrogate = client.read()
         nested = "[" * 300 + "]" * 300
@@ -523,13 +528,7 @@ def test_a_request_with_an_envelope_the_sdk_refuses_is_answered_with_its_id(
         b"[]",
     ]
     try:
-        client.write(
-            b'{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {'
-            b'"protocolVersion": "2025-06-18", "capabilities": {}, '
-            b'"clientInfo": {"name": "raw", "version": "1"}}}'
-        )
-        assert client.read()["id"] == 0
-        client.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        _handshake(client)
         for line in lines:
             client.write(line)
         answers = [client.read() for _ in range(7)]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import queue
 import threading
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 import pytest
 import sqlalchemy as sa
@@ -33,8 +33,19 @@ def test_a_missing_database_or_role_is_unavailable(part: str) -> None:
         ContextStore.open(wrong.render_as_string(hide_password=False))
 
 
-@pytest.mark.skipif(not POSTGRES_URL, reason="set CONTEXTSTORE_TEST_POSTGRES_URL")
-def test_a_connection_the_server_drops_is_unavailable_once_then_replaced() -> None:
+class _Dropping(NamedTuple):
+    """A PostgreSQL store whose connections a test can have the server drop."""
+
+    store: ContextStore
+    drop_all: Callable[[], int]
+    """Terminate every connection the store holds, as a server restart would; returns how
+    many there were."""
+
+
+@pytest.fixture
+def dropping() -> Iterator[_Dropping]:
+    if not POSTGRES_URL:
+        pytest.skip("set CONTEXTSTORE_TEST_POSTGRES_URL")
     pools = conftest._SCHEMAS
     assert pools is not None
     schema = pools.take()
@@ -43,25 +54,38 @@ def test_a_connection_the_server_drops_is_unavailable_once_then_replaced() -> No
     kwargs["connect_args"]["application_name"] = name
     store = ContextStore.open(str(POSTGRES_URL), engine_kwargs=kwargs)
     admin = sa.create_engine(str(POSTGRES_URL))
-    try:
-        conv = store.create_conversation()
-        store.append(conv.id, "user", "kept")
+
+    def drop_all() -> int:
         with admin.begin() as connection:
-            killed = connection.execute(
-                sa.text(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                    "WHERE application_name = :name"
-                ),
-                {"name": name},
-            ).scalar()
-        assert killed == 1
-        with pytest.raises(DatabaseUnavailableError, match="terminat"):
-            store.messages(conv.id)
-        assert [m["content"] for m in store.messages(conv.id)] == ["kept"]
+            return int(
+                connection.execute(
+                    sa.text(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                        "WHERE application_name = :name"
+                    ),
+                    {"name": name},
+                ).scalar()
+                or 0
+            )
+
+    try:
+        yield _Dropping(store, drop_all)
     finally:
         admin.dispose()
         store.close()
         pools.give_back(schema)
+
+
+def test_a_connection_the_server_drops_is_unavailable_once_then_replaced(
+    dropping: _Dropping,
+) -> None:
+    store = dropping.store
+    conv = store.create_conversation()
+    store.append(conv.id, "user", "kept")
+    assert dropping.drop_all() == 1
+    with pytest.raises(DatabaseUnavailableError, match="terminat"):
+        store.messages(conv.id)
+    assert [m["content"] for m in store.messages(conv.id)] == ["kept"]
 
 
 class _Worker:
@@ -93,31 +117,17 @@ class _Worker:
         self._thread.join(timeout=60)
 
 
-@pytest.mark.skipif(not POSTGRES_URL, reason="set CONTEXTSTORE_TEST_POSTGRES_URL")
-def test_connections_the_server_drops_at_once_fail_one_call_not_one_per_thread() -> None:
-    pools = conftest._SCHEMAS
-    assert pools is not None
-    schema = pools.take()
-    name = f"contextstore-{uuid.uuid4().hex[:12]}"
-    kwargs = connect_args(schema)
-    kwargs["connect_args"]["application_name"] = name
-    store = ContextStore.open(str(POSTGRES_URL), engine_kwargs=kwargs)
-    admin = sa.create_engine(str(POSTGRES_URL))
+def test_connections_the_server_drops_at_once_fail_one_call_not_one_per_thread(
+    dropping: _Dropping,
+) -> None:
+    store = dropping.store
     workers = [_Worker() for _ in range(3)]
     try:
         conv = store.create_conversation()
         store.append(conv.id, "user", "kept")
         for worker in workers:  # each thread holds a connection of its own
             assert len(worker.run(lambda: store.messages(conv.id))) == 1
-        with admin.begin() as connection:  # a restart drops every connection at once
-            killed = connection.execute(
-                sa.text(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                    "WHERE application_name = :name"
-                ),
-                {"name": name},
-            ).scalar()
-        assert killed == 4  # the three workers' and the test thread's
+        assert dropping.drop_all() == 4  # the three workers' and the test thread's
         first, *others = workers
         with pytest.raises(DatabaseUnavailableError, match="closed the connection") as refused:
             first.run(lambda: store.messages(conv.id))
@@ -128,6 +138,3 @@ def test_connections_the_server_drops_at_once_fail_one_call_not_one_per_thread()
     finally:
         for worker in workers:
             worker.stop()
-        admin.dispose()
-        store.close()
-        pools.give_back(schema)
