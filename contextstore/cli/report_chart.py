@@ -80,7 +80,9 @@ def render_svg(report: AuditReport, events: Sequence[TimelineEvent]) -> str:
     windows = [(r.context_window, r.max_allowed_size) for r in requests] or [
         (report.context_window, report.max_allowed_size)
     ]
-    top = float(max(w for w, _ in windows))
+    # A request over its window (an imported total with cache reads, a provider that let it
+    # through) stays inside the plot: the axis reaches the highest point as well as the window.
+    top = float(max([w for w, _ in windows] + [r.total_tokens for r in requests if has_usage(r)]))
     placed = markers([r.ts for r in requests], events)
     names = ["context tokens", "context window", "maximum allowed size"]
     names += [e for e in MARKED_EVENTS if any(m.event == e for m in placed)]

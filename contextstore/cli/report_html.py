@@ -7,9 +7,10 @@ events; the conversation as the model saw it at the last request, hidden ranges 
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from collections.abc import Iterator, Sequence
-from html import escape
 from typing import Any
 
 from contextstore.cli.output import has_usage, ordered_counts
@@ -54,6 +55,23 @@ details.hidden-range > summary { cursor: pointer; font-weight: 600; }
 img.inline { max-width: 240px; border: 1px solid var(--line); }
 """
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def _symbol(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20:
+        return chr(0x2400 + code)  # the Control Pictures: ␀ for NUL, ␛ for ESC
+    return "\u2421" if code == 0x7F else f"\\x{code:02x}"
+
+
+def escape(value: str) -> str:
+    """``value`` as HTML text or an attribute's value: markup characters and quotes escaped,
+    and every control character but tab, line feed and carriage return shown as a symbol, as
+    a terminal shows them (a browser drops a NUL and draws an ESC as nothing)."""
+    return html.escape(_CONTROL.sub(_symbol, value))
+
+
 PREVIEW_CHARS = 4_000
 """Characters of a block shown before the rest is cut (the database keeps everything)."""
 
@@ -65,6 +83,14 @@ def _text(value: str | None) -> str:
         cut = len(value) - PREVIEW_CHARS
         value = f"{value[:PREVIEW_CHARS]}\n... [{cut:,} more characters in the database]"
     return escape(value)
+
+
+def _isolated(value: object) -> str:
+    """Stored text inside a line of the page's own words (a model id, a tool call's id),
+    escaped and isolated (``<bdi>``): a right-to-left override it holds, left open, would
+    otherwise reorder the words and numbers after it on the line ("window 200,000" shown as
+    "000,002 wodniw")."""
+    return f"<bdi>{escape(str(value))}</bdi>"
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], css: str = "") -> str:
@@ -142,8 +168,8 @@ def _block(block: ViewedBlock) -> str:
     if block.type == "tool_use":
         arguments = json.dumps(data.get("input"), indent=2, ensure_ascii=False)
         body = (
-            f'<div class="tool">tool call {escape(str(data.get("name")))} '
-            f"(id {escape(str(data.get('id')))})</div><pre>{_text(arguments)}</pre>"
+            f'<div class="tool">tool call {_isolated(data.get("name"))} '
+            f"(id {_isolated(data.get('id'))})</div><pre>{_text(arguments)}</pre>"
         )
     elif block.type == "image":
         source = data.get("source") or {}
@@ -162,15 +188,15 @@ def _block(block: ViewedBlock) -> str:
         if block.type == "tool_result":
             error = " (error)" if data.get("is_error") else ""
             prefix = (
-                f'<div class="tool">tool result for {escape(str(data.get("tool_use_id")))}'
+                f'<div class="tool">tool result for {_isolated(data.get("tool_use_id"))}'
                 f"{error}</div>"
             )
         if block.rewritten:
-            how = f"{block.rewrite_kind} by {block.rewrite_source}"
+            how = f"{_isolated(block.rewrite_kind)} by {_isolated(block.rewrite_source)}"
             body = (
                 f'{prefix}<div class="rewrite"><div class="original"><h4>original</h4>'
                 f"<pre>{_text(block.original_text)}</pre></div>"
-                f'<div class="effective"><h4>shown to the model ({escape(how)})</h4>'
+                f'<div class="effective"><h4>shown to the model ({how})</h4>'
                 f"<pre>{_text(block.effective_text)}</pre></div></div>"
             )
         else:
@@ -308,15 +334,15 @@ def build(
     last = report.requests[-1] if report.requests else None
     moment = f"at request {last.request_id} ({format_ts(last.ts)})" if last else "now (no requests)"
     meta = (
-        f"conversation {conv.id} · model {conv.model_id or 'unknown'} · window "
-        f"{report.context_window:,} tokens (maximum allowed size "
-        f"{report.max_allowed_size:,.0f}) · generated {generated_at}"
+        f"conversation {_isolated(conv.id)} · model {_isolated(conv.model_id or 'unknown')} · "
+        f"window {report.context_window:,} tokens (maximum allowed size "
+        f"{report.max_allowed_size:,.0f}) · generated {escape(generated_at)}"
     )
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>contextstore report: {escape(title)}</title><style>{CSS}</style></head><body>"
-        f'<header><h1>{escape(title)}</h1><p class="meta">{escape(meta)}</p></header>'
+        f'<header><h1>{escape(title)}</h1><p class="meta">{meta}</p></header>'
         f'<section id="numbers">{_numbers(report)}</section>'
         f'<section id="chart" class="chart"><h2>Context tokens per request</h2>{chart_svg}'
         "</section>"

@@ -101,8 +101,17 @@ def out(text: str = "") -> None:
 
 def document(text: str) -> None:
     """Write a whole document (a report's HTML) on stdout byte for byte: no wrapping, no
-    symbols for control characters, as a file would hold it."""
-    sys.stdout.write(text)
+    symbols for control characters, as a file would hold it: UTF-8, which the page declares,
+    whatever the output's encoding (a legacy locale's stream would write ``\\U0001f600``
+    into the page's text for a character it has no room for)."""
+    stream = sys.stdout
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None or _utf8(stream):
+        stream.write(text)
+        return
+    stream.flush()
+    buffer.write(text.encode("utf-8"))
+    buffer.flush()
 
 
 def note(text: str) -> None:

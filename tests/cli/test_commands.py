@@ -675,6 +675,49 @@ def test_report_into_a_missing_directory_is_a_usage_error(seeded: Seeded, tmp_pa
     assert "Traceback" not in got.err
 
 
+def test_report_shows_control_characters_as_symbols(tmp_path: Path) -> None:
+    """A browser drops a NUL and draws an ESC as nothing, so stored text looked as if it
+    held neither; the page shows them as the terminal does (``␀``, ``␛``)."""
+    db = str(tmp_path / "c.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation(title="t\x1b]0;owned\x07").id
+        store.append(cid, "user", "nul\x00here \x1b[2J cleared\r\nnext\tcolumn \x9b")
+    out = tmp_path / "c.html"
+    assert run("--db", db, "report", cid, "-o", str(out)).code == 0
+    page = out.read_bytes().decode("utf-8")
+    assert "nul\u2400here \u241b[2J cleared\r\nnext\tcolumn \\x9b" in page
+    assert "<h1>t\u241b]0;owned\u2407</h1>" in page
+    assert not re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]", page)
+
+
+def test_report_to_stdout_is_the_utf8_page_whatever_the_output_encoding(
+    tmp_path: Path,
+) -> None:
+    """``report -o -`` under a legacy locale wrote ``\\U0001f600`` into the page's text
+    for every character the stream had no room for, in a page that says it is UTF-8."""
+    import os
+    import subprocess
+    import sys
+
+    db = str(tmp_path / "e.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation(title="我要 😀 café").id
+        store.append(cid, "user", "naïve 😀")
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONIOENCODING": "ascii"}
+    child = subprocess.run(
+        [sys.executable, "-m", "contextstore", "--db", db, "report", cid, "-o", "-"],
+        capture_output=True,
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr
+    page = child.stdout.decode("utf-8")
+    assert "<h1>我要 😀 café</h1>" in page and "naïve 😀" in page
+    assert "\\u" not in page and "\\U" not in page
+    assert f"({len(child.stdout):,} bytes)" in child.stderr.decode("ascii")
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 def test_a_report_that_does_not_fit_is_exit_8(seeded: Seeded) -> None:
     got = run("--db", seeded.db, "report", seeded.cid, "-o", "/dev/full")

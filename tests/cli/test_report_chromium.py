@@ -115,3 +115,87 @@ def test_a_screenshot_for_people(browser: Browser, report: tuple[Path, ContextSt
     keep = os.environ.get("CONTEXTSTORE_REPORT_SCREENSHOT")
     if keep:
         Path(keep).write_bytes(shot.read_bytes())
+
+
+HOSTILE = (
+    "</script><script>alert(1)</script><img src=x onerror=alert(2)>\"'><svg onload=alert(3)>"
+    "</style><style>body{display:none}</style> javascript:alert(4) 😀"
+)
+
+LINE_ORDER = """(() => {
+  const meta = document.querySelector('header .meta');
+  const box = (word) => {
+    const walker = document.createTreeWalker(meta, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const at = node.data.indexOf(word);
+      if (at >= 0) {
+        const range = document.createRange();
+        range.setStart(node, at);
+        range.setEnd(node, at + word.length);
+        const b = range.getBoundingClientRect();
+        return {left: b.left, right: b.right, top: Math.round(b.top)};
+      }
+    }
+    return null;
+  };
+  const all = [...document.querySelectorAll('*')];
+  return {
+    window: box('window'), number: box('200,000'),
+    scripts: document.scripts.length,
+    handlers: all.filter((e) => [...e.attributes].some((a) => a.name.startsWith('on'))).length,
+    hidden: getComputedStyle(document.body).display === 'none',
+  };
+})()"""
+
+
+def test_stored_text_neither_runs_nor_reorders_the_page(browser: Browser, tmp_path: Path) -> None:
+    """Markup in every stored field stays text; a right-to-left override left open in the
+    model's id showed the line after it backwards ("000,002 wodniw" for "window 200,000")."""
+    db = tmp_path / "hostile.db"
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation(
+            model_id="gpt-4\u202e", context_window=200_000, title=HOSTILE
+        ).id
+        store.append(cid, "user", HOSTILE)
+        store.append(
+            cid,
+            "assistant",
+            [{"type": "tool_use", "id": "t1\u202e", "name": "read_file", "input": {"p": HOSTILE}}],
+        )
+        store.append(
+            cid,
+            "user",
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1\u202e",
+                    "content": HOSTILE,
+                    "is_error": True,
+                }
+            ],
+        )
+        store.checkpoint(cid, HOSTILE, note=HOSTILE)
+        store.record_request(cid, tokens_in=1_000, tokens_out=10)
+    out = tmp_path / "hostile.html"
+    assert run("--db", str(db), "report", cid, "-o", str(out)).code == 0
+    page = browser.load(out.as_uri(), LINE_ORDER)
+    assert page.errors == [] and not page.value["hidden"]
+    assert page.value["scripts"] == page.value["handlers"] == 0
+    window, number = page.value["window"], page.value["number"]
+    assert window["top"] == number["top"] and window["right"] <= number["left"], page.value
+
+
+def test_a_request_over_its_window_is_drawn_inside_the_chart(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """The axis ended at the window, so a request over it (250 %) was drawn above the chart."""
+    db = tmp_path / "over.db"
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation(context_window=200_000).id
+        store.append(cid, "user", "hi")
+        for tokens in (100_000, 500_000, 150_000):
+            store.record_request(cid, tokens_in=tokens, tokens_out=0)
+    out = tmp_path / "over.html"
+    assert run("--db", str(db), "report", cid, "-o", str(out)).code == 0
+    measured = browser.load(out.as_uri(), MEASURE).value
+    assert measured["dots"] == measured["drawn"] == measured["inside"] == 3
