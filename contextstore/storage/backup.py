@@ -22,7 +22,7 @@ from contextstore.core.errors import CorruptDatabaseError, InvalidInputError, St
 from contextstore.core.health import BackupResult
 from contextstore.core.os_errors import check_regular_targets, os_errors
 from contextstore.core.store_files import check_not_named_as_side_file, check_not_store_files
-from contextstore.storage.engine import DatabaseTarget, make_engine
+from contextstore.storage.engine import make_engine, sqlite_file_target
 
 
 def destination_path(text: str) -> Path:
@@ -85,7 +85,7 @@ def backup_file(source: Path, dest: Path, *, force: bool) -> BackupResult:
         InvalidInputError: there is no file at ``source``, or as :func:`backup_to`.
         CorruptDatabaseError: ``source`` is not a whole SQLite database.
     """
-    target = DatabaseTarget(f"sqlite:///{source}", source, False)
+    target = sqlite_file_target(source)
     engine = make_engine(target, read_only=True, create=False)
     try:
         return backup_to(engine, source, dest, force=force)

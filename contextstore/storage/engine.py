@@ -133,8 +133,17 @@ def resolve_target(location: str | os.PathLike[str] | None, default: Path) -> Da
                 return DatabaseTarget(text, _sqlite_uri_path(text, url), False)
             return DatabaseTarget(text, Path(database), False)
         return DatabaseTarget(_postgres_url(url), None, False)
-    path = Path(text).expanduser()
-    return DatabaseTarget(f"sqlite:///{path}", path, False)
+    return sqlite_file_target(Path(text).expanduser())
+
+
+def sqlite_file_target(path: Path) -> DatabaseTarget:
+    """The SQLite file at ``path``, whatever its name holds.
+
+    The URL is built, not written out: SQLAlchemy reads a ``?`` in a URL as the start of
+    its query and decodes ``%xx``, so ``a?b.db`` and ``c%20d.db`` named other files (``a``,
+    ``c d.db``), which were created."""
+    url = URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
+    return DatabaseTarget(url, path, False)
 
 
 _PASSWORD = re.compile(r"^([^:/?#]+://[^:/?#@]*:)[^@]*@")
@@ -303,7 +312,11 @@ def _sqlite_file_url(target: DatabaseTarget, *, read_only: bool, create: bool) -
         )
     check_before_open(path, read_only=read_only, create=create)
     if read_only:
-        return f"sqlite:///{read_only_uri(path)}&uri=true"
+        database, _, options = read_only_uri(path).partition("?")
+        query = {**dict(urllib.parse.parse_qsl(options)), "uri": "true"}
+        return URL.create("sqlite", database=database, query=query).render_as_string(
+            hide_password=False
+        )
     return target.url
 
 

@@ -43,7 +43,7 @@ from contextstore.storage.damaged_file import (
     stored_revision,
     table_names,
 )
-from contextstore.storage.engine import DatabaseTarget, make_engine
+from contextstore.storage.engine import make_engine, sqlite_file_target
 from contextstore.storage.migrate import head_revision, refuse_unknown_revision, upgrade
 from contextstore.storage.tables import ARCHIVES, TIMELINE_TABLES
 
@@ -240,7 +240,7 @@ def salvage(source: Path, destination: Path) -> RecoveryReport:
         with os_errors("write the recovered store", destination):
             repaired = readable_copy(source, copy)
             report = _salvage_copy(copy, building, source, destination, header_repaired=repaired)
-            engine = make_engine(DatabaseTarget(f"sqlite:///{building}", building, False))
+            engine = make_engine(sqlite_file_target(building))
             try:
                 upgrade(engine, is_sqlite=True)
             finally:
@@ -276,7 +276,7 @@ def _salvage_copy(
             notes.append("the schema revision could not be read; assumed the current one")
             revision = head_revision()
         refuse_unknown_revision(revision, str(source))
-        engine = make_engine(DatabaseTarget(f"sqlite:///{building}", building, False))
+        engine = make_engine(sqlite_file_target(building))
         try:
             upgrade(engine, is_sqlite=True, revision=revision)
         finally:

@@ -289,7 +289,8 @@ def read_only_uri(path: Path) -> str:
     without write permission), SQLite cannot open a WAL database that way, so the file is
     opened ``immutable=1``: nobody can be writing it there.
     """
-    quoted = str(path).replace("?", "%3f").replace("#", "%23")
+    # SQLite decodes '%xx' in a URI's path and ends the path at '?' or '#'.
+    quoted = str(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
     shm = path.with_name(path.name + "-shm")
     if not os.access(path.parent, os.W_OK) and not shm.exists():
         return f"file:{quoted}?mode=ro&immutable=1"

@@ -37,6 +37,35 @@ def test_sqlite_paths_and_urls_name_a_file(location: str, path: Path) -> None:
     assert target.is_sqlite and target.sqlite_path == path and not target.in_memory
 
 
+NAMES_SQL_URLS_READ_OTHERWISE = ["a?b.db", "c%20d.db", "e#f.db", "g%3fh.db", "i&mode=rwc.db"]
+"""File names with characters a URL gives a meaning: SQLAlchemy read '?' as its query and
+decoded '%xx', SQLite's URIs also end a path at '#'."""
+
+
+@pytest.mark.parametrize("name", NAMES_SQL_URLS_READ_OTHERWISE)
+@pytest.mark.parametrize("read_only", [False, True], ids=["to-write", "read-only"])
+def test_a_file_name_holding_url_characters_opens_that_file_and_creates_no_other(
+    tmp_path: Path, name: str, read_only: bool
+) -> None:
+    # 'c%20d.db' opened (and created) 'c d.db', 'a?b.db' opened 'a': the store read "needs
+    # migrate" from an empty stray file, and a write went there.
+    path = tmp_path / name
+    with ContextStore.open(path) as store:
+        cid = store.create_conversation(title="here").id
+    with ContextStore.open(path, read_only=read_only) as store:
+        assert store.get_conversation(cid).title == "here"
+    made = {p.name for p in tmp_path.iterdir()}
+    assert {m for m in made if not m.startswith(name)} == set()
+    backup = tmp_path / "copies" / name
+    backup.parent.mkdir()
+    with ContextStore.open(path) as store:
+        store.backup(backup)
+    report = ContextStore.recover(path, tmp_path / "copies" / f"r-{name}")
+    assert report.conversations == 1
+    with ContextStore.open(backup, read_only=True) as copy:
+        assert copy.get_conversation(cid).title == "here"
+
+
 @pytest.mark.parametrize(
     ("url", "said"),
     [
