@@ -312,8 +312,27 @@ def test_a_full_check_rebuilds_each_prepared_payload_and_names_one_that_changed(
         f"request {sent.request_id}",
         f"request {kept.request_id}",
     ]
-    with pytest.raises(IntegrityViolationError, match="no longer matches the payload hash"):
+    with pytest.raises(IntegrityViolationError, match="no longer matches the payload hash st"):
         store.check(cid, full=True)
+    assert report.problems[0].detail.endswith("the payload hash stored when it was sent")
+
+
+def test_a_full_check_names_a_prepared_request_it_cannot_rebuild_and_why(
+    store: ContextStore,
+) -> None:
+    cid = store.create_conversation().id
+    store.append(cid, "user", "Read the config.")
+    sent = store.prepare_request(cid)
+    raise_rules = (
+        "UPDATE request_options SET data = json_set(data, '$.view_rules', 99)"
+        if store.database.is_sqlite
+        else "UPDATE request_options SET data = jsonb_set(data::jsonb, '{view_rules}', '99')"
+    )
+    store.database.write(lambda connection: connection.exec_driver_sql(raise_rules))
+    (problem,) = store.check(full=True, raise_on_problems=False).problems
+    assert problem.check == "payloads" and problem.conversation_id == cid
+    assert problem.detail.startswith(f"request {sent.request_id}: the options of request")
+    assert "view rules 99" in problem.detail
 
 
 # -- backup ---------------------------------------------------------------------------------
@@ -385,9 +404,13 @@ def test_a_copy_named_as_a_file_beside_another_database_is_refused(
     other = seeded_file(folder / "x.db", conversations=1, messages=2)
     target = folder / f"x.db{suffix}"
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
-    refused = f"named as .*x.db's .* without the '{suffix}'"
-    with ContextStore.open(seeded.path) as store, pytest.raises(InvalidInputError, match=refused):
-        store.backup(target)
+    refused = f"named as .*x.db's .* Name the file without the '{suffix}'"
+    with ContextStore.open(seeded.path) as store:
+        with pytest.raises(InvalidInputError, match=refused):
+            store.backup(target)
+        alone = tmp_path / "alone"
+        alone.mkdir()
+        assert Path(store.backup(alone / suffix).path).name == suffix  # the suffix and no name
     got = run("--db", str(seeded.path), "backup", str(target))
     assert got.code == 2 and "Nothing was written" in got.err
     with pytest.raises(InvalidInputError, match=f"without the '{suffix}' ending"):

@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from contextstore import ContextStore, DatabaseUnavailableError
+from contextstore.storage.driver_errors import classify_database_error
 from tests import conftest
 from tests.conftest import POSTGRES_URL
 from tests.pg_schemas import connect_args
@@ -31,6 +32,28 @@ def test_a_missing_database_or_role_is_unavailable(part: str) -> None:
     wrong = url.set(**{part: f"nobody_{uuid.uuid4().hex[:8]}"})
     with pytest.raises(DatabaseUnavailableError, match="does not exist"):
         ContextStore.open(wrong.render_as_string(hide_password=False))
+
+
+@pytest.mark.parametrize(
+    ("error", "dropped"),
+    [
+        ("AdminShutdown:an administrator's words", True),  # by its SQLSTATE, 57P01
+        ("OperationalError:consuming input failed: SERVER CLOSED THE CONNECTION", True),
+        ("OperationalError:the connection is lost", True),
+        ("OperationalError:connection failed: Connection refused", False),
+        ("InvalidCatalogName:database \"x\" does not exist", False),
+    ],
+)
+def test_a_connection_the_server_ended_is_told_from_one_it_never_opened(
+    error: str, dropped: bool
+) -> None:
+    psycopg = pytest.importorskip("psycopg")
+    name, text = error.split(":", 1)
+    kind = getattr(psycopg.errors, name, None) or getattr(psycopg, name)
+    found = classify_database_error(kind(text))
+    assert isinstance(found, DatabaseUnavailableError)
+    assert ("closed the connection" in str(found)) == dropped
+    assert ("check the URL" in str(found)) == (not dropped)
 
 
 class _Dropping(NamedTuple):
