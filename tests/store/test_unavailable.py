@@ -41,7 +41,7 @@ def test_a_missing_database_or_role_is_unavailable(part: str) -> None:
         ("OperationalError:consuming input failed: SERVER CLOSED THE CONNECTION", True),
         ("OperationalError:the connection is lost", True),
         ("OperationalError:connection failed: Connection refused", False),
-        ("InvalidCatalogName:database \"x\" does not exist", False),
+        ('InvalidCatalogName:database "x" does not exist', False),
     ],
 )
 def test_a_connection_the_server_ended_is_told_from_one_it_never_opened(
