@@ -94,6 +94,20 @@ class StoreBase:
         with self._db.transaction():
             yield
 
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Make every read inside see the store as of one moment.
+
+        ``with store.snapshot(): messages = store.messages(cid); stamps =
+        store.message_timestamps(cid)``: the calls on this thread inside share one read
+        transaction, so rows another process or thread writes meanwhile appear in none of
+        them rather than in some (a list of messages and their timestamps of different
+        lengths). Writers are not held up on SQLite (WAL) or PostgreSQL (a repeatable-read
+        snapshot); inside :meth:`transaction` it is that transaction.
+        """
+        with self._db.read():
+            yield
+
     def _active(self, pipeline: Any) -> Pipeline | None:
         """The pipeline a call runs: the caller's, else the store's.
 

@@ -143,6 +143,9 @@ def export_cline(
     an imported task that did not change, every file is JSON-equal to what was imported;
     after a rollback, the files are what Cline's own checkpoint restore leaves.
 
+    The conversation is read as of one moment (:meth:`~contextstore.ContextStore.snapshot`):
+    an agent appending meanwhile is in none of the files or in all of them.
+
     Raises:
         ClineTaskError: a target file exists and ``overwrite`` is False (nothing written).
         InvalidInputError: a target file is the store's database or a file beside it.
@@ -150,6 +153,21 @@ def export_cline(
         ImportStateError: the conversation's import bookkeeping was edited into a form no
             import writes (nothing written).
     """
+    with store.snapshot():
+        return _export_cline(
+            store, conversation_id, out_dir, overwrite=overwrite, history_path=history_path
+        )
+
+
+def _export_cline(
+    store: InteropStore,
+    conversation_id: str,
+    out_dir: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    history_path: str | os.PathLike[str] | None = None,
+) -> ExportReport:
+    """:func:`export_cline`, its reads inside one snapshot."""
     check_id(conversation_id)
     target = Path(out_dir)
     conversation = store.get_conversation(conversation_id)

@@ -135,6 +135,9 @@ def export_gemini(
     become records of their own, and so does every message of an imported checkpoint
     exported as a session.
 
+    The conversation is read as of one moment (:meth:`~contextstore.ContextStore.snapshot`):
+    an agent appending meanwhile is in none of the records or in all of them.
+
     Raises:
         GeminiChatError: the file exists and ``overwrite`` is False (nothing written).
         InvalidInputError: ``path`` is the store's database or a file beside it.
@@ -142,6 +145,21 @@ def export_gemini(
         ImportStateError: the conversation's import bookkeeping was edited into a form no
             import writes (nothing written).
     """
+    with store.snapshot():
+        return _export_gemini(
+            store, conversation_id, path, checkpoint=checkpoint, overwrite=overwrite
+        )
+
+
+def _export_gemini(
+    store: InteropStore,
+    conversation_id: str,
+    path: str | os.PathLike[str],
+    *,
+    checkpoint: bool = False,
+    overwrite: bool = False,
+) -> ExportReport:
+    """:func:`export_gemini`, its reads inside one snapshot."""
     check_id(conversation_id)
     target = Path(path)
     conversation = store.get_conversation(conversation_id)

@@ -33,6 +33,8 @@ class InteropStore(Protocol):
 
     def transaction(self) -> AbstractContextManager[None]: ...
 
+    def snapshot(self) -> AbstractContextManager[None]: ...
+
     def create_conversation(
         self,
         *,

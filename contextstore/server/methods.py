@@ -30,6 +30,7 @@ EXCLUDED: dict[str, str] = {
     "close": "the server closes the store when it stops",
     # A context manager held across calls; every JSON-RPC call is one transaction already.
     "transaction": "a Python context manager (each call is already one transaction)",
+    "snapshot": "a Python context manager (each call already reads one moment)",
     # Arbitrary SQL stays local (the CLI's sql command); served clients use the typed audits.
     "query": "arbitrary read-only SQL is for local use ('contextstore sql'); use audit",
     # The importers' bulk path: rows are Python dataclasses, written by 'contextstore import'.

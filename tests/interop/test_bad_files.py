@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -566,6 +567,50 @@ def test_a_task_folder_named_with_a_digit_int_cannot_read_imports(
         ("1760000000000", "imported"),
         ("12\u00b3", "imported"),
     ]
+
+
+class _AppendedMeanwhile:
+    """A store on which another thread appends a message between two of an exporter's reads
+    (an agent still running), just before the exporter reads the messages' timestamps."""
+
+    def __init__(self, store: ContextStore, conversation_id: str) -> None:
+        self._store = store
+        self._conversation_id = conversation_id
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def message_timestamps(self, conversation_id: str) -> list[int]:
+        agent = threading.Thread(
+            target=self._store.append, args=(self._conversation_id, "user", "meanwhile")
+        )
+        agent.start()
+        agent.join()
+        return self._store.message_timestamps(conversation_id)
+
+
+@pytest.mark.parametrize("exporter", ["cline", "gemini"])
+def test_an_export_reads_one_moment_while_an_agent_appends(tmp_path: Path, exporter: str) -> None:
+    # The messages and their timestamps were read apart: an append between the two was
+    # "zip() argument 2 is longer than argument 1", exit 70.
+    with ContextStore.open(tmp_path / "s.db") as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "Read the config.")
+        store.append(cid, "assistant", "It sets the port.")
+        racing: Any = _AppendedMeanwhile(store, cid)
+        if exporter == "cline":
+            report = export_cline(racing, cid, tmp_path / "task")
+            written = _load_json(tmp_path / "task" / "api_conversation_history.json")
+            assert len(written) == 2 and report.counts["messages"] == 2
+        else:
+            export_gemini(racing, cid, tmp_path / "chat.json")
+            written = _load_json(tmp_path / "chat.json")["messages"]
+            assert [r["type"] for r in written] == ["user", "gemini"]
+        assert len(store.messages(cid)) == 3  # the agent's message landed, after the moment
+
+
+def _load_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def _not_utf8(tmp_path: Path, name: bytes) -> Path:

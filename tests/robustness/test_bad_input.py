@@ -408,6 +408,7 @@ NOT_FUZZED = {
     "close": "takes no argument",
     "list_conversations": "takes no argument",
     "transaction": "takes no argument (a context manager around other calls)",
+    "snapshot": "takes no argument (a context manager around other calls)",
     "lineage": "its node arguments are tested in tests/store/test_lineage.py",
     "add_lineage": "its node arguments are tested in tests/store/test_lineage.py",
     "backup": "a file path and a flag; refusals (existing file, PostgreSQL) in test_damage.py",
