@@ -7,6 +7,7 @@ Writers append ``[assistant tool_use, user tool_result]`` pairs, each pair one
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from sqlalchemy import text
 
 from contextstore import ContextStore
+from contextstore.core.errors import ConcurrentChangeError, InvalidInputError
 from contextstore.devtools.concurrency import (
     TASK,
     ReaderReport,
@@ -23,7 +25,9 @@ from contextstore.devtools.concurrency import (
     run_processes,
     run_threads,
 )
+from tests import conftest
 from tests.conftest import POSTGRES_URL, open_backend, postgres_schema_store
+from tests.pg_schemas import connect_args
 
 PAIRS = 20
 
@@ -153,3 +157,58 @@ def test_processes_opening_a_new_database_at_once(tmp_path: Path) -> None:
     assert [kind for kind, _ in outcomes] == ["ok"] * 4, outcomes
     with ContextStore.open(path) as store:
         assert len(store.list_conversations()) == 4
+
+
+@pytest.mark.skipif(not POSTGRES_URL, reason="set CONTEXTSTORE_TEST_POSTGRES_URL")
+def test_two_writers_creating_one_conversation_id_is_a_race_to_retry_not_damage() -> None:
+    """Two first imports of one Cline task at once on PostgreSQL: each looked, found no
+    conversation with the task's id and created it; the second was exit 5 (integrity, whose
+    advice is check and restore a backup). It is a concurrent change now (exit 7)."""
+    pools = conftest._SCHEMAS
+    assert pools is not None
+    schema = pools.take()
+    first = ContextStore.open(str(POSTGRES_URL), engine_kwargs=connect_args(schema))
+    second = ContextStore.open(str(POSTGRES_URL), engine_kwargs=connect_args(schema))
+    holding, release = threading.Event(), threading.Event()
+    outcome: list[BaseException | None] = []
+
+    def hold_a_creation() -> None:
+        with first.transaction():
+            first.create_conversation(id="1760000000000")
+            holding.set()
+            release.wait(60)
+
+    def create_the_same() -> None:
+        try:
+            second.create_conversation(id="1760000000000")
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    holder = threading.Thread(target=hold_a_creation)
+    racer = threading.Thread(target=create_the_same)
+    try:
+        holder.start()
+        assert holding.wait(60)
+        racer.start()
+        with first.database.engine.connect() as watcher:  # the racer waits on the index
+            for _ in range(600):
+                waiting = watcher.execute(
+                    text("SELECT count(*) FROM pg_locks WHERE NOT granted")
+                ).scalar()
+                if waiting:
+                    break
+                threading.Event().wait(0.1)
+        release.set()
+        holder.join(60)
+        racer.join(60)
+        (error,) = outcome
+        assert isinstance(error, ConcurrentChangeError) and error.exit_code == 7
+        assert "Run the call again" in str(error)
+        with pytest.raises(InvalidInputError, match="already exists"):
+            second.create_conversation(id="1760000000000")
+    finally:
+        release.set()
+        first.close()
+        second.close()
+        pools.give_back(schema)

@@ -215,6 +215,7 @@ READS: dict[str, Callable[[ContextStore], Any]] = {
     "search": lambda s: s.search("a"),
     "query": lambda s: s.query("SELECT count(*) FROM messages"),
     "message_timestamps": lambda s: s.message_timestamps("c"),
+    "snapshot": lambda s: _two_reads_in_a_snapshot(s),
     "source_records": lambda s: s.source_records("c"),
     "removed_source_records": lambda s: s.removed_source_records("c"),
     "lineage": lambda s: s.lineage("c", (0, 0)),
@@ -233,6 +234,11 @@ def _append_in_a_transaction(store: ContextStore) -> None:
 
 """Opening and closing, the handles beneath the store, and ``recover`` (a classmethod on files,
 never on an open store): neither reads nor writes its rows."""
+
+
+def _two_reads_in_a_snapshot(store: ContextStore) -> tuple[int, int]:
+    with store.snapshot():
+        return len(store.messages("c")), len(store.message_timestamps("c"))
 
 
 def test_every_public_name_of_the_store_is_classified() -> None:
