@@ -7,7 +7,11 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from contextstore.core.errors import InvalidInputError
+from contextstore.core.errors import (
+    ConcurrentChangeError,
+    IntegrityViolationError,
+    InvalidInputError,
+)
 from contextstore.core.planning import check_threshold
 from contextstore.core.records import Conversation
 from contextstore.core.validate import (
@@ -81,7 +85,18 @@ class ConversationsMixin(StoreBase):
             conversations.insert_conversation(connection, conversation)
             return conversation
 
-        return self._db.write(work)
+        try:
+            return self._db.write(work)
+        except IntegrityViolationError:
+            # On PostgreSQL two writers may both find no such conversation and insert it
+            # (two first imports of one task): the second's key is taken by then.
+            with self._db.read() as connection:
+                if conversations.find_conversation(connection, conversation_id) is None:
+                    raise
+            raise ConcurrentChangeError(
+                f"another writer created conversation {conversation_id!r} at the same moment; "
+                "nothing was written. Run the call again: it then finds that conversation."
+            ) from None
 
     def get_conversation(self, conversation_id: str) -> Conversation:
         """Return one conversation.
