@@ -46,7 +46,7 @@ from contextstore.interop.errors import ClineTaskError, ImportStateError
 from contextstore.interop.files import MAX_FILE_BYTES, Folder, Note
 from contextstore.interop.plan import ImportPlan
 from contextstore.interop.report import ExportReport, ImportReport
-from contextstore.interop.store_api import InteropStore
+from contextstore.interop.store_api import InteropStore, in_one_snapshot
 from contextstore.interop.sync import Progress, imported_until, run_import
 from contextstore.interop.writing import (
     write_json_atomic,
@@ -126,6 +126,7 @@ def cline_tasks(
     return folder, tasks
 
 
+@in_one_snapshot
 def export_cline(
     store: InteropStore,
     conversation_id: str,
@@ -153,21 +154,6 @@ def export_cline(
         ImportStateError: the conversation's import bookkeeping was edited into a form no
             import writes (nothing written).
     """
-    with store.snapshot():
-        return _export_cline(
-            store, conversation_id, out_dir, overwrite=overwrite, history_path=history_path
-        )
-
-
-def _export_cline(
-    store: InteropStore,
-    conversation_id: str,
-    out_dir: str | os.PathLike[str],
-    *,
-    overwrite: bool = False,
-    history_path: str | os.PathLike[str] | None = None,
-) -> ExportReport:
-    """:func:`export_cline`, its reads inside one snapshot."""
     check_id(conversation_id)
     target = Path(out_dir)
     conversation = store.get_conversation(conversation_id)

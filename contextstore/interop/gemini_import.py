@@ -35,7 +35,7 @@ from contextstore.interop.gemini_plan import ORIGIN, format_timestamp, plan_chat
 from contextstore.interop.plan import ImportPlan
 from contextstore.interop.report import ExportReport, ImportReport
 from contextstore.interop.stand_in import REFUSED_KEY, left_out_text, refused_reason
-from contextstore.interop.store_api import InteropStore
+from contextstore.interop.store_api import InteropStore, in_one_snapshot
 from contextstore.interop.sync import Progress, imported_until, run_import
 from contextstore.interop.writing import (
     write_json_atomic,
@@ -117,6 +117,7 @@ def gemini_chats(
     return folder, files
 
 
+@in_one_snapshot
 def export_gemini(
     store: InteropStore,
     conversation_id: str,
@@ -145,21 +146,6 @@ def export_gemini(
         ImportStateError: the conversation's import bookkeeping was edited into a form no
             import writes (nothing written).
     """
-    with store.snapshot():
-        return _export_gemini(
-            store, conversation_id, path, checkpoint=checkpoint, overwrite=overwrite
-        )
-
-
-def _export_gemini(
-    store: InteropStore,
-    conversation_id: str,
-    path: str | os.PathLike[str],
-    *,
-    checkpoint: bool = False,
-    overwrite: bool = False,
-) -> ExportReport:
-    """:func:`export_gemini`, its reads inside one snapshot."""
     check_id(conversation_id)
     target = Path(path)
     conversation = store.get_conversation(conversation_id)

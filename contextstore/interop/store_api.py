@@ -1,11 +1,13 @@
-"""The store operations that interop (Cline, Gemini CLI) needs, as a protocol."""
+"""The store operations that interop (Cline, Gemini CLI) needs, as a protocol, and how an
+exporter reads them as of one moment."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from contextstore.core.records import (
     Checkpoint,
@@ -92,3 +94,23 @@ class InteropStore(Protocol):
     def message_timestamps(self, conversation_id: str) -> list[int]: ...
 
     def removed_source_records(self, conversation_id: str) -> list[RemovedSourceRecords]: ...
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def in_one_snapshot(
+    read: Callable[Concatenate[InteropStore, P], R],
+) -> Callable[Concatenate[InteropStore, P], R]:
+    """``read`` (an exporter: the store first) with every read it makes inside one
+    :meth:`~contextstore.ContextStore.snapshot`, so that an agent appending meanwhile is in
+    none of what it writes or in all of it (the messages and their timestamps were read
+    apart, and an append between them broke the export)."""
+
+    @functools.wraps(read)
+    def within(store: InteropStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with store.snapshot():
+            return read(store, *args, **kwargs)
+
+    return within
