@@ -36,7 +36,6 @@ from contextstore.core.validate import (
     MAX_MESSAGE_BYTES,
     check_free_text,
     check_json_value,
-    shown,
 )
 from contextstore.core.view import IndexedView
 from contextstore.processors.base import (
@@ -46,6 +45,7 @@ from contextstore.processors.base import (
     message_blocks,
     readable_text,
 )
+from contextstore.processors.checks import checked_processors, checked_proposals
 from contextstore.processors.secrets import SecretMasker
 from contextstore.processors.triggers import (
     Firing,
@@ -278,7 +278,7 @@ class _Given:
         else:
             reused_count = 0
         proposals = (
-            _checked_proposals(self.processor.name, self.processor.propose(tuple(chosen)))
+            checked_proposals(self.processor.name, self.processor.propose(tuple(chosen)))
             if chosen
             else []
         )
@@ -325,56 +325,6 @@ class _Memo:
             self._entries.clear()
 
 
-def _checked_processors(processors: Any) -> tuple[Processor, ...]:
-    """``processors`` as a tuple, each checked to look like a :class:`Processor`.
-
-    Raises:
-        InvalidInputError: ``processors`` is a string, a mapping or not iterable, or one of
-            them has no ``name`` string or no ``config`` or ``propose`` method.
-    """
-    if isinstance(processors, str | bytes | Mapping) or not isinstance(processors, Iterable):
-        raise InvalidInputError(
-            f"Pipeline takes a list of processors, got {shown(processors)}; pass e.g. "
-            "Pipeline([SecretMasker(), OutputTrimmer()])."
-        )
-    checked = tuple(processors)
-    for position, processor in enumerate(checked):
-        name = getattr(processor, "name", None)
-        if (
-            not isinstance(name, str)
-            or not name
-            or not callable(getattr(processor, "config", None))
-            or not callable(getattr(processor, "propose", None))
-        ):
-            raise InvalidInputError(
-                f"processor {position} of the pipeline is not a processor: "
-                f"{shown(processor)}; give it a non-empty name string and config() and "
-                "propose(view) methods (see contextstore.processors.base.Processor)."
-            )
-    return checked
-
-
-def _checked_proposals(name: str, proposals: Any) -> list[BlockUpdate]:
-    """A processor's ``propose`` result as a list of :class:`BlockUpdate`.
-
-    Raises:
-        InvalidInputError: it is not an iterable of ``BlockUpdate``.
-    """
-    if isinstance(proposals, str | bytes | Mapping) or not isinstance(proposals, Iterable):
-        raise InvalidInputError(
-            f"processor {name!r} returned {shown(proposals)} from propose(); return a list "
-            "of BlockUpdate (an empty list for no change)."
-        )
-    checked = list(proposals)
-    for proposal in checked:
-        if not isinstance(proposal, BlockUpdate):
-            raise InvalidInputError(
-                f"processor {name!r} proposed {shown(proposal)}; propose() must return "
-                "BlockUpdate objects."
-            )
-    return checked
-
-
 class Pipeline:
     """Processors run over a view, in dependency order, to produce context updates."""
 
@@ -392,7 +342,7 @@ class Pipeline:
                 JSON-serialisable, the dependencies name a missing processor or form a
                 cycle, or a trigger is malformed.
         """
-        self.processors: tuple[Processor, ...] = _checked_processors(processors)
+        self.processors: tuple[Processor, ...] = checked_processors(processors)
         self.ordered: tuple[Processor, ...] = tuple(dependency_order(self.processors))
         for processor in self.processors:
             trigger_of(processor)
