@@ -48,7 +48,10 @@ class _Console(Console):
         return Text(visible(value) if self.is_terminal else value)
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""The characters :func:`visible` shows as symbols: the C0 controls but line feed and tab, DEL,
+the C1 controls, and the bidirectional embeddings, overrides and isolates (an override left
+open in one cell would show the rest of the line reversed on a terminal that reorders)."""
 _RAW_IN_JSON = re.compile(r"[\x7f-\x9f\ud800-\udfff]")
 """What :mod:`json` writes as it is and :func:`print_json` escapes: DEL and the C1
 controls, and lone surrogates (a path whose name is not UTF-8, as Python keeps it), which
@@ -59,14 +62,18 @@ def _symbol(match: re.Match[str]) -> str:
     code = ord(match.group())
     if code < 0x20:
         return chr(0x2400 + code)  # the Control Pictures: ␛ for ESC, ␀ for NUL
-    return "\u2421" if code == 0x7F else f"\\x{code:02x}"
+    if code == 0x7F:
+        return "\u2421"
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def visible(text: str) -> str:
     """``text`` with every control character but line feed and tab shown as a symbol
-    (``␛`` for ESC, ``\\x9b`` for a C1 control), so that stored text (a tool's coloured
-    output, a hostile escape sequence) cannot move the cursor, clear the screen, retitle the
-    window or write the clipboard of the terminal it is shown on."""
+    (``␛`` for ESC, ``\\x9b`` for a C1 control, ``\\u202e`` for a right-to-left override),
+    so that stored text (a tool's coloured output, a hostile escape sequence) cannot move
+    the cursor, clear the screen, retitle the window or write the clipboard of the terminal
+    it is shown on, nor reverse what the auditor reads after it on the line. The marks that
+    right-to-left text needs (U+200E, U+200F, U+061C) are kept."""
     return _CONTROL.sub(_symbol, text)
 
 

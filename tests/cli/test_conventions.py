@@ -385,6 +385,8 @@ def test_stored_control_characters_cannot_drive_the_terminal(
     piped = run("--db", db, "show", cid)
     assert "before \x1b[2J\x1b[31mred\x9b after" in piped.out
     assert terminal.visible("tab\tand\nline") == "tab\tand\nline"
+    assert terminal.visible("\u202a\u202e\u2066\u2069") == "\\u202a\\u202e\\u2066\\u2069"
+    assert terminal.visible("\u0645\u200f\u200e\u061c") == "\u0645\u200f\u200e\u061c"
     as_json = run("--db", db, "show", cid, "--json")
     assert "\x9b" not in as_json.out and "\\u009b" in as_json.out  # json wrote C1 raw
     assert as_json.json()["messages"][0]["content"].startswith("before \x1b[2J\x1b[31mred\x9b")
@@ -832,3 +834,37 @@ def test_the_sqlite_url_parameters_the_driver_takes_still_open(
     monkeypatch.chdir(tmp_path)
     assert run("--db", location, "migrate").code == 0
     assert (tmp_path / "x.db").is_file()
+
+
+def test_a_stored_bidi_override_cannot_reverse_the_rest_of_a_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A checkpoint label holding a right-to-left override (U+202E), shown raw, reversed
+    everything after it on its line in a terminal that reorders text (the auditor read
+    the next columns backwards); on a terminal it is shown as ``\\u202e`` now, off one it
+    is kept verbatim, and the marks right-to-left text needs are left alone."""
+    from io import StringIO
+
+    from contextstore.cli import terminal
+
+    db = str(tmp_path / "bidi.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation(title="\u0645\u0631\u062d\u0628\u0627\u200f").id
+        store.append(cid, "user", "hi")
+        store.checkpoint(cid, "ok \u202egnp.exe")
+        store.append(cid, "user", "isolated \u2067text")
+    screen = StringIO()
+    monkeypatch.setattr(
+        terminal,
+        "stdout",
+        lambda: terminal._Console(file=screen, force_terminal=True, width=200, color_system=None),
+    )
+    assert run("--db", db, "checkpoints", cid).code == 0
+    assert run("--db", db, "show", cid).code == 0
+    assert run("--db", db, "conversations").code == 0
+    shown = screen.getvalue()
+    assert "\u202e" not in shown and "\u2067" not in shown
+    assert "ok \\u202egnp.exe" in shown and "isolated \\u2067text" in shown
+    assert "\u0645\u0631\u062d\u0628\u0627\u200f" in shown
+    monkeypatch.undo()
+    assert "ok \u202egnp.exe" in run("--db", db, "checkpoints", cid).out
