@@ -1,0 +1,179 @@
+"""Gemini CLI files in the shapes its current source writes and reads them (0.4x-0.5x).
+
+The records here are written by hand after the types and calls in Gemini CLI's
+``chatRecordingService.ts`` / ``geminiChat.ts`` (what it records for one tool round) and the
+rules of its loader (``loadConversationRecord``) and resume (``convertSessionToClientHistory``,
+``isIgnoredUserContent``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from contextstore import ContextStore
+from contextstore.core.view import ORPHANS_DROPPED
+from contextstore.interop import export_gemini, import_gemini
+
+SESSION_ID = "a1b2c3d4-1111-2222-3333-444455556666"
+CALL_ID = "read_file_1767000000000_0"
+
+
+def _stamp(second: int) -> str:
+    return f"2026-08-04T10:00:{second:02d}.000Z"
+
+
+def _result() -> list[dict[str, Any]]:
+    return [
+        {
+            "functionResponse": {
+                "id": CALL_ID,
+                "name": "read_file",
+                "response": {"output": "hello world"},
+            }
+        }
+    ]
+
+
+def _tool_round() -> list[dict[str, Any]]:
+    """One prompt, one tool call and its answer, as Gemini CLI appends them today: the
+    ``gemini`` record again once its tool calls complete (with their results), then the
+    results it sends back as a ``user`` record of their own."""
+    first = {
+        "id": "g1",
+        "timestamp": _stamp(2),
+        "type": "gemini",
+        "content": "Reading it.",
+        "thoughts": [{"subject": "Reading", "description": "Read it.", "timestamp": _stamp(1)}],
+        "tokens": {
+            "input": 1200,
+            "output": 30,
+            "cached": 200,
+            "thoughts": 12,
+            "tool": 0,
+            "total": 1242,
+        },
+        "model": "gemini-3-pro-preview",
+    }
+    call = {
+        "id": CALL_ID,
+        "name": "read_file",
+        "args": {"file_path": "a.txt"},
+        "result": _result(),
+        "status": "success",
+        "timestamp": _stamp(3),
+        "resultDisplay": "Read 1 line",
+        "description": "a.txt",
+        "displayName": "ReadFile",
+        "renderOutputAsMarkdown": True,
+    }
+    return [
+        {
+            "sessionId": SESSION_ID,
+            "projectHash": "9c09" * 16,
+            "startTime": _stamp(0),
+            "lastUpdated": _stamp(0),
+        },
+        {
+            "id": "u1",
+            "timestamp": _stamp(1),
+            "type": "user",
+            "content": [{"text": "read a.txt please"}],
+        },
+        {"$set": {"lastUpdated": _stamp(1)}},
+        first,
+        {**first, "toolCalls": [call]},
+        {"id": "u2", "timestamp": _stamp(4), "type": "user", "content": _result()},
+        {"id": "i1", "timestamp": _stamp(5), "type": "info", "content": "Update available"},
+        {
+            "id": "g2",
+            "timestamp": _stamp(6),
+            "type": "gemini",
+            "content": "It says hello world.",
+            "thoughts": [],
+            "model": "gemini-3-pro-preview",
+        },
+    ]
+
+
+def _jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def _tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        block
+        for message in messages
+        for block in message["content"]
+        if isinstance(block, dict) and block["type"] == "tool_result"
+    ]
+
+
+def test_results_recorded_as_a_user_record_are_read_once(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    path = _jsonl(tmp_path / "session-2026-08-04T10-00-a1b2c3d4.jsonl", _tool_round())
+    cid = import_gemini(memory_store, path).conversation_id
+    stored = memory_store.messages(cid)
+    assert [m["role"] for m in stored] == ["user", "assistant", "user", "assistant"]
+    results = _tool_results(stored)
+    assert [(r["tool_use_id"], r["content"]) for r in results] == [(CALL_ID, "hello world")]
+    assert stored[2]["gemini_ids"] == ["u2"]  # the record that sent them
+    view = memory_store.render(cid)
+    assert ORPHANS_DROPPED not in json.dumps(view)  # no result was left over
+    contents = memory_store.render(cid, format="gemini")
+    responses = [p for c in contents for p in c["parts"] if "functionResponse" in p]
+    assert len(responses) == 1
+
+
+def test_a_result_only_the_gemini_record_holds_is_still_read(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    # before about 0.44 (and for a call whose answer was never sent) only toolCalls hold it
+    records = [r for r in _tool_round() if r.get("id") != "u2"]
+    path = _jsonl(tmp_path / "session-2026-08-04T10-00-a1b2c3d4.jsonl", records)
+    cid = import_gemini(memory_store, path).conversation_id
+    results = _tool_results(memory_store.messages(cid))
+    assert [(r["tool_use_id"], r["content"]) for r in results] == [(CALL_ID, "hello world")]
+
+
+def test_context_gemini_cli_injects_itself_is_no_model_history(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    image = {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}
+    records = [
+        {"sessionId": SESSION_ID, "projectHash": "ab" * 32, "startTime": _stamp(0)},
+        # what setHistory records after /resume, a compression or a restore
+        {
+            "id": "e1",
+            "timestamp": _stamp(1),
+            "type": "user",
+            "content": [
+                {"text": "\n<session_context>\nThis is the Gemini CLI.\n</session_context>"}
+            ],
+        },
+        {
+            "id": "h1",
+            "timestamp": _stamp(2),
+            "type": "user",
+            "content": [{"text": "<hook_context>branch: main</hook_context>"}],
+        },
+        {"id": "x1", "timestamp": _stamp(3), "type": "user", "content": [{"text": "   "}]},
+        {
+            "id": "u1",
+            "timestamp": _stamp(4),
+            "type": "user",
+            "content": [image, {"text": "/tmp/shot.png is the error"}],
+        },
+        {"id": "g1", "timestamp": _stamp(5), "type": "gemini", "content": "I see it."},
+    ]
+    path = _jsonl(tmp_path / "session-2026-08-04T10-00-a1b2c3d4.jsonl", records)
+    cid = import_gemini(memory_store, path).conversation_id
+    stored = memory_store.messages(cid)
+    # Gemini CLI reads the image first ("[Image: ...]"), so the text is no slash command
+    assert [m.get("gemini_ids") for m in stored] == [["u1"], ["g1"]]
+    assert [b["type"] for b in stored[0]["content"]] == ["image", "text"]
+    kinds = [r.kind for r in memory_store.source_records(cid, origin="gemini")]
+    assert kinds.count("user") == 4  # every record is kept, as written
