@@ -177,3 +177,58 @@ def test_context_gemini_cli_injects_itself_is_no_model_history(
     assert [b["type"] for b in stored[0]["content"]] == ["image", "text"]
     kinds = [r.kind for r in memory_store.source_records(cid, origin="gemini")]
     assert kinds.count("user") == 4  # every record is kept, as written
+
+
+def _metadata_line(path: Path) -> dict[str, Any]:
+    first = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+    assert isinstance(first, dict)
+    return first
+
+
+def test_a_checkpoint_exported_as_jsonl_is_a_session_gemini_cli_loads(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    # Gemini CLI's loader takes a JSONL file whose metadata has no non-empty sessionId and
+    # projectHash for no session (it neither lists nor resumes it)
+    project = tmp_path / ("5e" * 32)
+    project.mkdir()
+    saved = project / "checkpoint-fix.json"
+    saved.write_text(
+        json.dumps(
+            {
+                "history": [
+                    {"role": "user", "parts": [{"text": "fix it"}]},
+                    {"role": "model", "parts": [{"text": "done"}]},
+                ]
+            }
+        ),
+        encoding="utf-8",
+    )
+    cid = import_gemini(memory_store, saved).conversation_id
+    out = tmp_path / "session.jsonl"
+    export_gemini(memory_store, cid, out)
+    metadata = _metadata_line(out)
+    assert metadata["sessionId"] == cid
+    assert metadata["projectHash"] == "5e" * 32  # the project folder it lay in
+
+    made = memory_store.create_conversation(model_id="gemini-2.5-pro")
+    memory_store.append(made.id, "user", "hello")
+    export_gemini(memory_store, made.id, tmp_path / "made.jsonl")
+    hashed = _metadata_line(tmp_path / "made.jsonl")["projectHash"]
+    assert isinstance(hashed, str) and len(hashed) == 64
+
+
+def test_an_imported_session_without_project_hash_gets_one_in_jsonl_only(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    records = [r for r in _tool_round() if "$set" not in r]
+    legacy = {k: v for k, v in records[0].items() if k != "projectHash"}
+    legacy["messages"] = records[1:]
+    path = tmp_path / "session-2026-08-04T10-00-a1b2c3d4.json"
+    path.write_text(json.dumps(legacy), encoding="utf-8")
+    cid = import_gemini(memory_store, path).conversation_id
+    export_gemini(memory_store, cid, tmp_path / "again.json")
+    again = json.loads((tmp_path / "again.json").read_text(encoding="utf-8"))
+    assert "projectHash" not in again  # a legacy file needs none: it comes back JSON-equal
+    export_gemini(memory_store, cid, tmp_path / "again.jsonl")
+    assert _metadata_line(tmp_path / "again.jsonl")["projectHash"]
