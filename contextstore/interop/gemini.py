@@ -5,7 +5,8 @@ Gemini CLI keeps, under ``~/.gemini/tmp/<project>/``:
 * session recordings, ``chats/session-<time>-<id>.jsonl`` since 0.39 (``.json`` before):
   the JSONL form is a log applied line by line (shapes from Gemini CLI's
   ``chatRecordingService.ts``): a metadata record ``{"sessionId", "projectHash",
-  "startTime", ...}``; message records ``{"id", "timestamp", "type", "content", ...}``
+  "startTime", ...}`` (a whole legacy record on one line brings its ``messages`` too);
+  message records ``{"id", "timestamp", "type", "content", ...}``
   (``type`` ``user``, ``gemini``, ``info``, ``error`` or ``warning``; a ``gemini`` record
   has ``toolCalls``, ``thoughts``, ``tokens``, ``model``); a record whose ``id`` was seen
   before replaces it where it stood (the last copy wins, as Gemini CLI re-appends a record
@@ -273,7 +274,12 @@ class SessionReplay:
         elif "$set" in record:
             self._set(record["$set"], position)
         elif "sessionId" in record:
-            self.metadata.update(record)
+            # the metadata line; a whole legacy record on one line brings its messages,
+            # which Gemini CLI's loader adds to those read so far
+            self.metadata.update({k: v for k, v in record.items() if k != "messages"})
+            messages = record.get("messages")
+            for index, message in enumerate(messages if isinstance(messages, list) else []):
+                self.apply(message, f"{position} messages[{index}]")
         else:
             keys = ", ".join(sorted(record)[:5]) or "no keys"
             self._note(position, f"is a record of no known kind ({keys}); left out.")

@@ -12,9 +12,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from contextstore import ContextStore
 from contextstore.core.view import ORPHANS_DROPPED
 from contextstore.interop import export_gemini, import_gemini
+from tests.interop.real import gemini_files, load, params
+
+SESSIONS = params([p for p in gemini_files() if p.name.startswith("session-")])
 
 SESSION_ID = "a1b2c3d4-1111-2222-3333-444455556666"
 CALL_ID = "read_file_1767000000000_0"
@@ -232,3 +237,19 @@ def test_an_imported_session_without_project_hash_gets_one_in_jsonl_only(
     assert "projectHash" not in again  # a legacy file needs none: it comes back JSON-equal
     export_gemini(memory_store, cid, tmp_path / "again.jsonl")
     assert _metadata_line(tmp_path / "again.jsonl")["projectHash"]
+
+
+@pytest.mark.parametrize("path", SESSIONS)
+def test_a_whole_legacy_session_on_one_jsonl_line_keeps_its_messages(
+    tmp_path: Path, path: Path
+) -> None:
+    # Gemini CLI's loader reads a metadata line that holds messages as a whole legacy
+    # record on one line, and loads its messages
+    compact = tmp_path / path.with_suffix(".jsonl").name
+    compact.write_text(json.dumps(load(path)) + "\n", encoding="utf-8")
+    with ContextStore.open(":memory:") as one, ContextStore.open(":memory:") as other:
+        cid = import_gemini(one, path).conversation_id
+        again = import_gemini(other, compact).conversation_id
+        assert again == cid
+        assert other.messages(again) == one.messages(cid)
+        assert "messages" not in other.get_conversation(again).metadata["gemini"]["session"]
