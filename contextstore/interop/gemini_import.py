@@ -276,10 +276,33 @@ def _checkpoint(
             and history[-1]["parts"] == [{"text": DEFAULT_FINAL_USER_TEXT}]
         ):
             history = history[:-1]  # a saved chat may end with the model's answer
+        if history and not _opens_with_context(history):
+            history = [{"role": "user", "parts": [{"text": CONTEXT_STAND_IN}]}, *history]
     if kind == CONTENTS:
         return history
     extra = gemini.get("checkpoint") if kind == CHECKPOINT else None
     return {"history": history, **(extra if isinstance(extra, dict) else {})}
+
+
+CONTEXT_STAND_IN: Final = (
+    "<session_context>\nThis is the Gemini CLI. The environment context of this chat was not "
+    "recorded; it was written from a contextstore history.\n</session_context>"
+)
+"""The first Content of a checkpoint written from a history that has no environment context.
+Gemini CLI takes a checkpoint's first Content for that context: ``/resume resume`` (``/chat
+resume``) shows the chat from the second on, so without it the first prompt went unseen."""
+
+
+def _opens_with_context(history: Sequence[Mapping[str, Any]]) -> bool:
+    """True when the first Content is Gemini CLI's environment context (its tagged form, or
+    the untagged text of versions before the tag)."""
+    if not history or history[0].get("role") != "user":
+        return False
+    parts = history[0].get("parts") or []
+    text = parts[0].get("text") if parts and isinstance(parts[0], dict) else None
+    return isinstance(text, str) and text.lstrip().startswith(
+        ("<session_context>", "This is the Gemini CLI")
+    )
 
 
 def _generated_records(

@@ -253,3 +253,28 @@ def test_a_whole_legacy_session_on_one_jsonl_line_keeps_its_messages(
         assert again == cid
         assert other.messages(again) == one.messages(cid)
         assert "messages" not in other.get_conversation(again).metadata["gemini"]["session"]
+
+
+def _shown_on_resume(history: list[dict[str, Any]]) -> list[str]:
+    """The texts ``/resume resume <tag>`` shows: Gemini CLI takes the first Content for the
+    environment context (INITIAL_HISTORY_LENGTH = 1) and shows the rest."""
+    return ["".join(p.get("text", "") for p in c["parts"]) for c in history[1:]]
+
+
+@pytest.mark.parametrize("path", SESSIONS)
+def test_a_session_saved_as_a_checkpoint_shows_its_first_prompt_on_resume(
+    tmp_path: Path, path: Path
+) -> None:
+    with ContextStore.open(":memory:") as store:
+        cid = import_gemini(store, path).conversation_id
+        out = tmp_path / "checkpoint-saved.json"
+        export_gemini(store, cid, out, checkpoint=True)
+        history = json.loads(out.read_text(encoding="utf-8"))["history"]
+        first = next(m for m in load(path)["messages"] if m["type"] == "user")
+        prompt = first["content"] if isinstance(first["content"], str) else first["content"][0]
+        prompt = prompt if isinstance(prompt, str) else prompt["text"]
+        assert history[0]["parts"][0]["text"].startswith("<session_context>")
+        assert prompt in _shown_on_resume(history)[0]
+        # importing it again reads the stand-in as context, not as the chat's title
+        title = store.get_conversation(import_gemini(store, out).conversation_id).title
+        assert title and prompt.strip().startswith(title)
