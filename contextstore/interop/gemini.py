@@ -472,7 +472,8 @@ def record_turns(
             model_parts.append({"functionCall": payload})
     responses: list[Any] = []
     for call in calls:
-        if call.get("id") not in answered:
+        call_id = call.get("id")
+        if not (isinstance(call_id, str) and call_id in answered):  # an id may be any JSON
             responses.extend(_call_result(call))
     turns = [Turn("model", model_parts, position, record_id)]
     if responses:
