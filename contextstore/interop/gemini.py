@@ -5,7 +5,8 @@ Gemini CLI keeps, under ``~/.gemini/tmp/<project>/``:
 * session recordings, ``chats/session-<time>-<id>.jsonl`` since 0.39 (``.json`` before):
   the JSONL form is a log applied line by line (shapes from Gemini CLI's
   ``chatRecordingService.ts``): a metadata record ``{"sessionId", "projectHash",
-  "startTime", ...}``; message records ``{"id", "timestamp", "type", "content", ...}``
+  "startTime", ...}`` (a whole legacy record on one line brings its ``messages`` too);
+  message records ``{"id", "timestamp", "type", "content", ...}``
   (``type`` ``user``, ``gemini``, ``info``, ``error`` or ``warning``; a ``gemini`` record
   has ``toolCalls``, ``thoughts``, ``tokens``, ``model``); a record whose ``id`` was seen
   before replaces it where it stood (the last copy wins, as Gemini CLI re-appends a record
@@ -19,10 +20,12 @@ Gemini CLI keeps, under ``~/.gemini/tmp/<project>/``:
 
 A damaged file keeps what it can: a JSONL line that is not JSON or not a record is left out
 with a note naming the line; a JSON file keeps its complete entries. Records become
-``Content`` turns as Gemini CLI's resume does: ``info``/``error``/``warning`` records and
-slash commands (user text starting with ``/`` or ``?``) are no model history; a ``gemini``
-record gives a model turn (its content plus a ``functionCall`` per tool call not already in
-it) and a user turn with the calls' results. Nothing here touches a database.
+``Content`` turns as Gemini CLI's resume does: ``info``/``error``/``warning`` records, empty
+user records, slash commands (user text starting with ``/`` or ``?``) and the context Gemini
+CLI injects itself (``<session_context>``, ``<hook_context>``) are no model history; a
+``gemini`` record gives a model turn (its content plus a ``functionCall`` per tool call not
+already in it) and a user turn with the calls' results, unless the ``user`` record after it
+carries them (as Gemini CLI records them since about 0.44). Nothing here touches a database.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -271,7 +274,12 @@ class SessionReplay:
         elif "$set" in record:
             self._set(record["$set"], position)
         elif "sessionId" in record:
-            self.metadata.update(record)
+            # the metadata line; a whole legacy record on one line brings its messages,
+            # which Gemini CLI's loader adds to those read so far
+            self.metadata.update({k: v for k, v in record.items() if k != "messages"})
+            messages = record.get("messages")
+            for index, message in enumerate(messages if isinstance(messages, list) else []):
+                self.apply(message, f"{position} messages[{index}]")
         else:
             keys = ", ".join(sorted(record)[:5]) or "no keys"
             self._note(position, f"is a record of no known kind ({keys}); left out.")
@@ -359,22 +367,92 @@ def part_list(content: Any) -> list[Any] | None:
     return None
 
 
-def is_command(parts: Sequence[Any]) -> bool:
-    """True for a slash command (user text starting with ``/`` or ``?``)."""
-    texts = [p.get("text") for p in parts if isinstance(p, dict)]
-    text = "".join(t for t in texts if isinstance(t, str)).strip()
-    return text.startswith(("/", "?"))
+IGNORED_USER_PREFIXES: Final = ("/", "?", "<session_context>", "<hook_context>")
+"""How the text of a user record Gemini CLI's resume leaves out of the model history
+starts (after its whitespace): a slash command, a help query, the environment context and
+hook context Gemini CLI injects itself (``isIgnoredUserContent`` in its ``sessionUtils``)."""
 
 
-def record_turns(record: Mapping[str, Any], position: str) -> list[Turn]:
-    """The model-history turns of one session record (none for info, errors, commands)."""
+def is_ignored_user_content(parts: Sequence[Any]) -> bool:
+    """True for a user record that is no model history on resume: its text, read as Gemini
+    CLI reads it (non-text parts as ``[Image: ...]``-style labels, which never match), is
+    empty or starts with one of :data:`IGNORED_USER_PREFIXES`."""
+    text = "".join(_part_label(part) for part in parts).strip()
+    return not text or text.startswith(IGNORED_USER_PREFIXES)
+
+
+_PART_LABELS: Final = (
+    ("videoMetadata", "[Video Metadata]"),
+    ("thought", "[Thought]"),
+    ("codeExecutionResult", "[Code Execution Result]"),
+    ("executableCode", "[Executable Code]"),
+    ("fileData", "[File Data]"),
+    ("functionCall", "[Function Call]"),
+    ("functionResponse", "[Function Response]"),
+    ("inlineData", "[Media]"),
+)
+"""The parts Gemini CLI reads as a bracketed label rather than as their text, in the order
+it checks them; only whether a label comes first matters here, not its exact words."""
+
+
+def _part_label(part: Any) -> str:
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        return ""
+    for key, label in _PART_LABELS:
+        if key in part:
+            return label
+    text = part.get("text")
+    return text if isinstance(text, str) else ""
+
+
+def answered_next(records: Sequence[Mapping[str, Any]], index: int) -> frozenset[str]:
+    """The call ids whose results the user record after session record ``index`` carries.
+
+    Gemini CLI (since about 0.44) records the results it sends back as a ``user`` record
+    of ``functionResponse`` parts, beside the same results in the ``toolCalls`` of the
+    ``gemini`` record before it. The user record is what the model was sent, so those
+    calls take their results from it, and the ``gemini`` record gives none for them
+    (reading both gave every result twice). ``info``, ``error`` and ``warning`` records
+    in between are skipped.
+    """
+    for record in records[index + 1 :]:
+        kind = record.get("type")
+        if kind in ("info", "error", "warning"):
+            continue
+        if kind != "user" or "role" in record or "parts" in record:
+            return frozenset()
+        parts = part_list(record.get("content")) or []
+        if is_ignored_user_content(parts):
+            return frozenset()
+        return frozenset(
+            p["functionResponse"]["id"]
+            for p in parts
+            if isinstance(p, dict)
+            and isinstance(p.get("functionResponse"), dict)
+            and isinstance(p["functionResponse"].get("id"), str)
+        )
+    return frozenset()
+
+
+def record_turns(
+    record: Mapping[str, Any], position: str, answered: Collection[str] = frozenset()
+) -> list[Turn]:
+    """The model-history turns of one session record (none for info, errors, commands).
+
+    ``answered``: ids of this record's tool calls whose results a later record carries
+    (:func:`answered_next`); they give no result here.
+    """
     record_id = str(record["id"]).replace("\x00", "\ufffd")  # a message's field holds no NUL
     if "role" in record or "parts" in record:
         return [Turn(record["role"], list(record.get("parts", [])), position, record_id)]
     parts = part_list(record.get("content")) or []
     kind = record.get("type")
     if kind == "user":
-        return [] if is_command(parts) else [Turn("user", parts, position, record_id)]
+        if is_ignored_user_content(parts):
+            return []
+        return [Turn("user", parts, position, record_id)]
     if kind != "gemini":
         return []
     calls = record.get("toolCalls") or []
@@ -394,7 +472,9 @@ def record_turns(record: Mapping[str, Any], position: str) -> list[Turn]:
             model_parts.append({"functionCall": payload})
     responses: list[Any] = []
     for call in calls:
-        responses.extend(_call_result(call))
+        call_id = call.get("id")
+        if not (isinstance(call_id, str) and call_id in answered):  # an id may be any JSON
+            responses.extend(_call_result(call))
     turns = [Turn("model", model_parts, position, record_id)]
     if responses:
         turns.append(Turn("user", responses, f"{position} toolCalls", record_id))

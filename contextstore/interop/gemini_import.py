@@ -9,12 +9,14 @@ recording (``.jsonl`` as current Gemini CLI writes, ``.json`` as older versions 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from contextstore.core.hardening import DEFAULT_FINAL_USER_TEXT
 from contextstore.core.os_errors import check_regular_targets, os_errors
@@ -175,10 +177,11 @@ def export_gemini(
     else:
         session = [as_written(r.data) for r in records if r.kind in SESSION_RECORD_KINDS]
         session += _generated_records(store, conversation, imported)
-    metadata = _session_metadata(conversation, gemini, until)
+    jsonl = target.suffix.lower() == ".jsonl"
+    metadata = _session_metadata(conversation, gemini, until, jsonl=jsonl)
     with os_errors("write the Gemini CLI session", target):
         target.parent.mkdir(parents=True, exist_ok=True)
-        if target.suffix.lower() == ".jsonl":
+        if jsonl:
             write_text_atomic(target, _jsonl(metadata, session))
         else:
             write_json_atomic(target, {**metadata, "messages": session}, indent=2)
@@ -186,18 +189,30 @@ def export_gemini(
 
 
 def _session_metadata(
-    conversation: Conversation, gemini: Mapping[str, Any], until: int | None
+    conversation: Conversation, gemini: Mapping[str, Any], until: int | None, *, jsonl: bool
 ) -> dict[str, Any]:
+    """The session's metadata: as imported, else made up; a JSONL file (or one made up)
+    gets a ``sessionId`` and ``projectHash`` where it has none."""
     stored = gemini.get("session")
     metadata: dict[str, Any] = (
         dict(stored)
         if isinstance(stored, dict)
         else {
             "sessionId": conversation.id,
-            "projectHash": "",
+            "projectHash": _project_hash(conversation, gemini),
             "startTime": format_timestamp(conversation.created_ts),
         }
     )
+    for key, value in (
+        ("sessionId", conversation.id),
+        ("projectHash", _project_hash(conversation, gemini)),
+    ):
+        # Gemini CLI's loader takes a JSONL file whose metadata lacks either (or holds an
+        # empty one) for no session at all: it does not list, resume or load it. (A legacy
+        # .json needs only the sessionId, so an imported one stays JSON-equal.)
+        missing = not isinstance(metadata.get(key), str) or not metadata[key]
+        if missing and (jsonl or not isinstance(stored, dict) or key == "sessionId"):
+            metadata[key] = value
     if conversation.parent_id is not None and metadata.get("sessionId") != conversation.id:
         # A fork holds its parent's session metadata: written under the parent's id, the
         # file would be that session (Gemini CLI resumes one of the two, and importing it
@@ -211,6 +226,23 @@ def _session_metadata(
             max(conversation.last_ts, conversation.created_ts)
         )
     return metadata
+
+
+PROJECT_HASH: Final = re.compile(r"[0-9a-f]{64}")
+"""A project folder's name under ``~/.gemini/tmp`` before 0.29 (a short name since): the
+SHA-256 of the project's root, which is what a session's ``projectHash`` holds."""
+
+
+def _project_hash(conversation: Conversation, gemini: Mapping[str, Any]) -> str:
+    """The ``projectHash`` of a session that had none: the project folder's hash when the
+    imported file lay under one, else a SHA-256 of the conversation's id (Gemini CLI only
+    needs it present; it does not compare it with the project it resumes in)."""
+    source = gemini.get("file")
+    folders = Path(source).parts[:-1] if isinstance(source, str) else ()
+    found = [name for name in folders if PROJECT_HASH.fullmatch(name)]
+    if found:
+        return found[-1]
+    return hashlib.sha256(conversation.id.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _jsonl(metadata: Mapping[str, Any], records: Sequence[Any]) -> str:
@@ -244,10 +276,33 @@ def _checkpoint(
             and history[-1]["parts"] == [{"text": DEFAULT_FINAL_USER_TEXT}]
         ):
             history = history[:-1]  # a saved chat may end with the model's answer
+        if history and not _opens_with_context(history):
+            history = [{"role": "user", "parts": [{"text": CONTEXT_STAND_IN}]}, *history]
     if kind == CONTENTS:
         return history
     extra = gemini.get("checkpoint") if kind == CHECKPOINT else None
     return {"history": history, **(extra if isinstance(extra, dict) else {})}
+
+
+CONTEXT_STAND_IN: Final = (
+    "<session_context>\nThis is the Gemini CLI. The environment context of this chat was not "
+    "recorded; it was written from a contextstore history.\n</session_context>"
+)
+"""The first Content of a checkpoint written from a history that has no environment context.
+Gemini CLI takes a checkpoint's first Content for that context: ``/resume resume`` (``/chat
+resume``) shows the chat from the second on, so without it the first prompt went unseen."""
+
+
+def _opens_with_context(history: Sequence[Mapping[str, Any]]) -> bool:
+    """True when the first Content is Gemini CLI's environment context (its tagged form, or
+    the untagged text of versions before the tag)."""
+    if not history or history[0].get("role") != "user":
+        return False
+    parts = history[0].get("parts") or []
+    text = parts[0].get("text") if parts and isinstance(parts[0], dict) else None
+    return isinstance(text, str) and text.lstrip().startswith(
+        ("<session_context>", "This is the Gemini CLI")
+    )
 
 
 def _generated_records(

@@ -30,7 +30,13 @@ from contextstore.core.validate import MAX_ID_LENGTH, MAX_INT32, MAX_MESSAGE_BYT
 from contextstore.interop.cline import is_int
 from contextstore.interop.errors import GeminiChatError
 from contextstore.interop.files import Note, is_name, nul_note, path_text, without_nul
-from contextstore.interop.gemini import CONTENTS, GeminiChat, content_turn, record_turns
+from contextstore.interop.gemini import (
+    CONTENTS,
+    GeminiChat,
+    answered_next,
+    content_turn,
+    record_turns,
+)
 from contextstore.interop.gemini_convert import (
     SYNTHETIC_FIELD,
     Converted,
@@ -179,7 +185,11 @@ def _turns(chat: GeminiChat) -> tuple[list[Turn], list[int]]:
     owners: list[int] = []
     for index, record in enumerate(chat.records):
         where = _where(chat, index)
-        found = record_turns(record, where) if chat.is_session else [content_turn(record, where)]
+        found = (
+            record_turns(record, where, answered_next(chat.records, index))
+            if chat.is_session
+            else [content_turn(record, where)]
+        )
         try:
             for turn in found:
                 check_turn(turn, chat.path)
