@@ -35,6 +35,9 @@ from contextstore.interop.recovery import loads
 TimedEntry = tuple[int, dict[str, Any]]
 """A UI message and the timeline ``ts`` that orders it."""
 
+_USAGE_SAYS: Final = frozenset({"api_req_started", "deleted_api_reqs", "subagent_usage"})
+"""The UI messages whose usage Cline adds up for a task (``subagent_usage``: what the
+subagents of a ``use_subagents`` call spent together)."""
 _ENVIRONMENT_OPEN: Final = "<environment_details>"
 _ENVIRONMENT_CLOSE: Final = "</environment_details>"
 _STAMPED_BEFORE_USER_MESSAGE: Final = frozenset({"checkpoint_created", "api_req_started"})
@@ -99,14 +102,12 @@ def _update_metadata(metadata: Mapping[str, Any], edit_type: int) -> list[Any]:
 
 
 def api_metrics(ui_messages: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Cline's ``getApiMetrics``: token and cost totals of ``api_req_started`` and
-    ``deleted_api_reqs`` messages (cache totals only when some message has them)."""
+    """Cline's ``getApiMetrics``: token and cost totals of ``api_req_started``,
+    ``deleted_api_reqs`` and ``subagent_usage`` messages (cache totals only when some
+    message has them)."""
     totals: dict[str, Any] = {"tokensIn": 0, "tokensOut": 0, "cost": 0}
     for message in ui_messages:
-        if message.get("type") != "say" or message.get("say") not in (
-            "api_req_started",
-            "deleted_api_reqs",
-        ):
+        if message.get("type") != "say" or message.get("say") not in _USAGE_SAYS:
             continue
         info = request_info(message) or {}
         for key in ("tokensIn", "tokensOut", "cacheWrites", "cacheReads", "cost"):

@@ -1125,3 +1125,52 @@ def test_the_focus_chain_comes_back_byte_for_byte_under_the_task_id_read_by_clin
     export_cline(memory_store, cid, third)
     assert (third / focus.name).exists() and not (tmp_path / "third" / "escaped.md").exists()
 
+
+# -- usage Cline adds up --------------------------------------------------------------------
+
+
+def test_subagent_usage_counts_in_the_task_totals_and_a_restores_removed_requests(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    """Cline (since its ``use_subagents`` tool) says ``subagent_usage`` with what the
+    subagents spent (``{"source": "subagents", tokensIn, tokensOut, cacheWrites,
+    cacheReads, cost}``) and adds it to the task's totals like a request's. The export's
+    ``HistoryItem`` and the ``deleted_api_reqs`` of a rollback used to leave it out."""
+    task = story(4)
+    usage = {
+        "source": "subagents",
+        "tokensIn": 7000,
+        "tokensOut": 300,
+        "cacheWrites": 0,
+        "cacheReads": 5000,
+        "cost": 0.25,
+    }
+    spot = max(i for i, m in enumerate(task.ui) if m.get("say") == "checkpoint_created")
+    before = task.ui[spot - 1]
+    task.ui.insert(
+        spot,
+        {
+            **{k: v for k, v in before.items() if k not in ("text", "partial", "say")},
+            "ts": before["ts"] + 1,
+            "say": "subagent_usage",
+            "text": json.dumps(usage),
+        },
+    )
+    folder = task.write(tmp_path / "tasks" / "1760000000000")
+    cid = import_cline(memory_store, folder).conversation_id
+    requests = [json.loads(m["text"]) for m in task.ui if m.get("say") == "api_req_started"]
+    checkpoint = memory_store.checkpoints(cid)[-2]  # before the subagents ran
+    memory_store.rollback(cid, to=checkpoint.ts)
+    out = tmp_path / "out" / "1760000000000"
+    export_cline(memory_store, cid, out)
+    marker = _load(out / "ui_messages.json")[-1]
+    assert marker["say"] == "deleted_api_reqs"
+    cut = next(i for i, m in enumerate(task.ui) if f"cline:{m['ts']}" == checkpoint.label)
+    after = [json.loads(m["text"]) for m in task.ui[cut:] if m.get("say") == "api_req_started"]
+    removed = json.loads(marker["text"])
+    assert removed["tokensIn"] == sum(r["tokensIn"] for r in after) + 7000
+    assert removed["cost"] == pytest.approx(sum(r["cost"] for r in after) + 0.25)
+    item = _load(out / "taskHistory.json")[0]
+    assert item["tokensIn"] == sum(r["tokensIn"] for r in requests) + 7000
+    assert item["cacheReads"] == sum(r["cacheReads"] for r in requests) + 5000
+    assert item["totalCost"] == pytest.approx(sum(r["cost"] for r in requests) + 0.25)
