@@ -15,7 +15,7 @@ import copy
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from contextstore.core.file_reads import ALL_PATHS, REPLACED_PATHS
 from contextstore.core.os_errors import check_regular_targets
@@ -34,6 +34,14 @@ from contextstore.interop.recovery import loads
 
 TimedEntry = tuple[int, dict[str, Any]]
 """A UI message and the timeline ``ts`` that orders it."""
+
+_USAGE_SAYS: Final = frozenset({"api_req_started", "deleted_api_reqs", "subagent_usage"})
+"""The UI messages whose usage Cline adds up for a task (``subagent_usage``: what the
+subagents of a ``use_subagents`` call spent together)."""
+_ENVIRONMENT_OPEN: Final = "<environment_details>"
+_ENVIRONMENT_CLOSE: Final = "</environment_details>"
+_STAMPED_BEFORE_USER_MESSAGE: Final = frozenset({"checkpoint_created", "api_req_started"})
+"""Generated UI messages whose index reads two less than the messages before them."""
 
 
 # -- context_history.json -----------------------------------------------------------------
@@ -94,14 +102,12 @@ def _update_metadata(metadata: Mapping[str, Any], edit_type: int) -> list[Any]:
 
 
 def api_metrics(ui_messages: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Cline's ``getApiMetrics``: token and cost totals of ``api_req_started`` and
-    ``deleted_api_reqs`` messages (cache totals only when some message has them)."""
+    """Cline's ``getApiMetrics``: token and cost totals of ``api_req_started``,
+    ``deleted_api_reqs`` and ``subagent_usage`` messages (cache totals only when some
+    message has them)."""
     totals: dict[str, Any] = {"tokensIn": 0, "tokensOut": 0, "cost": 0}
     for message in ui_messages:
-        if message.get("type") != "say" or message.get("say") not in (
-            "api_req_started",
-            "deleted_api_reqs",
-        ):
+        if message.get("type") != "say" or message.get("say") not in _USAGE_SAYS:
             continue
         info = request_info(message) or {}
         for key in ("tokensIn", "tokensOut", "cacheWrites", "cacheReads", "cost"):
@@ -178,10 +184,22 @@ def checkpoint_message(checkpoint: Checkpoint) -> dict[str, Any]:
     return message
 
 
+def _is_environment_details(text: str) -> bool:
+    """Whether a user text block is the ``<environment_details>`` Cline appends to a
+    request (never part of what the user typed, so never shown as theirs)."""
+    stripped = text.strip()
+    return stripped.startswith(_ENVIRONMENT_OPEN) and stripped.endswith(_ENVIRONMENT_CLOSE)
+
+
 def text_message(message: Mapping[str, Any], ts: int, first: bool) -> dict[str, Any] | None:
-    """The UI message showing a message's text (the task for the first, ``user_feedback``
-    for later user messages, ``text`` for the assistant's); None when it has no text."""
+    """The UI message showing a message's text (``task`` for the first, ``user_feedback``
+    for later user messages, ``text`` for the assistant's); None when it has no text.
+
+    A user message's ``<environment_details>`` block is not part of its text (Cline adds
+    it to the request, the user never typed it), and the first message's ``<task>`` tags
+    are taken off, as Cline shows the task."""
     content = message.get("content")
+    user = message.get("role") == "user"
     texts = (
         [content]
         if isinstance(content, str)
@@ -191,15 +209,15 @@ def text_message(message: Mapping[str, Any], ts: int, first: bool) -> dict[str, 
             if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
         ]
     )
-    text = "\n\n".join(t for t in texts if t.strip())
+    text = "\n\n".join(t for t in texts if t.strip() and not (user and _is_environment_details(t)))
     if not text:
         return None
     if first:
         text = text.replace("<task>\n", "").replace("\n</task>", "")
         text = text.replace("<task>", "").replace("</task>", "").strip()
-    say = "text" if first or message.get("role") == "assistant" else "user_feedback"
+    say = "task" if first else "text" if not user else "user_feedback"
     entry: dict[str, Any] = {"ts": ts, "type": "say", "say": say, "text": text}
-    if message.get("role") == "user":
+    if user:
         entry.update(images=[], files=[])
     return entry
 
@@ -217,7 +235,12 @@ def with_positions(
     for ts, entry in entries:
         if "conversationHistoryIndex" not in entry:
             entry = dict(entry)
-            entry["conversationHistoryIndex"] = bisect.bisect_left(message_ts, ts) - 1
+            before = bisect.bisect_left(message_ts, ts)
+            # Cline stamps a checkpoint or a request before it adds the user message that
+            # follows them, and its restore to one keeps that message (``[0 : index + 2]``):
+            # a row written here after n messages reads n - 2, so the restore keeps those n.
+            after_turn = entry.get("say") in _STAMPED_BEFORE_USER_MESSAGE
+            entry["conversationHistoryIndex"] = before - (2 if after_turn else 1)
             end = ends.get(ts)
             if end is not None:
                 entry["conversationHistoryDeletedRange"] = [2, end]

@@ -768,11 +768,12 @@ def test_a_conversation_made_here_exports_as_a_task_cline_opens(
     assert _load(out / "api_conversation_history.json") == memory_store.messages(conv.id)
     ui = _load(out / "ui_messages.json")
     # Cline stamps a message's text before it adds the message to the API history, so the
-    # text of message k reads k - 1 (the task's -1, as in the real files).
+    # text of message k reads k - 1; a checkpoint or request before the next user message
+    # reads one less (the task, its checkpoint and first request all -1, as in the real files).
     assert [(m["say"], m["conversationHistoryIndex"]) for m in ui] == [
-        ("text", -1),
-        ("checkpoint_created", 0),
-        ("api_req_started", 0),
+        ("task", -1),
+        ("checkpoint_created", -1),
+        ("api_req_started", -1),
         ("text", 0),
         ("user_feedback", 1),
         ("text", 2),
@@ -788,6 +789,83 @@ def test_a_conversation_made_here_exports_as_a_task_cline_opens(
         assert [c.git_hash for c in other.checkpoints(cid)] == ["a" * 40]
         assert [r.tokens_in for r in other.requests(cid)] == [100]
         assert other.deleted_range(cid) == (2, 2)
+
+
+def _cline_restore_keeps(api: list[Any], ui: list[dict[str, Any]], ts: int) -> list[Any]:
+    """The API history Cline's task restore to the UI message stamped ``ts`` keeps
+    (``apiConversationHistory[0 : (conversationHistoryIndex || 0) + 2]``)."""
+    message = next(m for m in ui if m["ts"] == ts)
+    return api[: (message.get("conversationHistoryIndex") or 0) + 2]
+
+
+def test_cline_restores_a_checkpoint_made_here_to_the_messages_before_it(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    """A turn as an agent writes it here: the user's message, the prepared request, the
+    reply, a checkpoint. Cline's restore to an exported checkpoint (or request) keeps
+    exactly the messages the store had at its moment; it used to keep one more (the next
+    user message, written after the checkpoint), and importing the export again moved
+    that message before the checkpoint."""
+    conv = memory_store.create_conversation(model_id="claude-sonnet-4-5")
+    memory_store.append(conv.id, "user", [{"type": "text", "text": "<task>\nFix it\n</task>"}])
+    memory_store.checkpoint(conv.id, git_hash="0" * 40)
+    for turn in range(3):
+        if turn:
+            result = {"type": "tool_result", "tool_use_id": f"t{turn - 1}", "content": "ok"}
+            memory_store.append(conv.id, "user", [result])
+        ctx = memory_store.prepare_request(conv.id)
+        call = {"type": "tool_use", "id": f"t{turn}", "name": "read_file", "input": {}}
+        memory_store.append(conv.id, "assistant", [{"type": "text", "text": "On it."}, call])
+        memory_store.record_request(conv.id, request_id=ctx.request_id, tokens_in=10)
+        memory_store.checkpoint(conv.id, git_hash=f"{turn + 1}" * 40)
+    out = tmp_path / "tasks" / "1760000000000"
+    export_cline(memory_store, conv.id, out)
+    api, ui = _load(out / "api_conversation_history.json"), _load(out / "ui_messages.json")
+    rows = [(c.ts, c.git_hash) for c in memory_store.checkpoints(conv.id)]
+    rows += [(r.ts, None) for r in memory_store.requests(conv.id)]
+    stamped = [m for m in ui if m["say"] in ("checkpoint_created", "api_req_started")]
+    assert len(stamped) == len(rows) == 7
+    for (ts, _), message in zip(sorted(rows), stamped, strict=True):
+        kept = memory_store.messages(conv.id, as_of=ts)
+        assert _cline_restore_keeps(api, ui, message["ts"]) == kept
+    with ContextStore.open(":memory:") as other:
+        cid = import_cline(other, out).items[0].conversation_id
+        again = [len(other.messages(cid, as_of=c.ts)) for c in other.checkpoints(cid)]
+        ours = memory_store.checkpoints(conv.id)
+        here = [len(memory_store.messages(conv.id, as_of=c.ts)) for c in ours]
+        assert again == here == [1, 2, 4, 6]
+        assert [len(other.messages(cid, as_of=r.ts)) for r in other.requests(cid)] == [1, 3, 5]
+
+
+def test_a_task_made_here_shows_what_the_user_typed(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    """The first UI message is Cline's ``task`` (what current Cline writes and looks for:
+    editing the first message, the completion's task preview); a user message's
+    ``<environment_details>`` block, which Cline adds to each request, is not shown as the
+    user's words, nor is it the task's title in the history list. The export used to
+    write the first message as a ``text``, and the details into the task and into a
+    ``user_feedback`` for every tool result."""
+    details = {"type": "text", "text": "<environment_details>\n# cwd\n/src\n</environment_details>"}
+    conv = memory_store.create_conversation()
+    memory_store.append(
+        conv.id, "user", [{"type": "text", "text": "<task>\nRename it\n</task>"}, details]
+    )
+    call = {"type": "tool_use", "id": "t0", "name": "read_file", "input": {"path": "a"}}
+    memory_store.append(conv.id, "assistant", [call])
+    result = {"type": "tool_result", "tool_use_id": "t0", "content": "x"}
+    memory_store.append(conv.id, "user", [result, details])
+    memory_store.append(conv.id, "assistant", "Done.")
+    memory_store.append(conv.id, "user", [{"type": "text", "text": "Thanks"}, details])
+    out = tmp_path / "tasks" / "1760000000000"
+    export_cline(memory_store, conv.id, out)
+    ui = _load(out / "ui_messages.json")
+    assert [(m["say"], m["text"]) for m in ui] == [
+        ("task", "Rename it"),
+        ("text", "Done."),
+        ("user_feedback", "Thanks"),
+    ]
+    assert _load(out / "taskHistory.json")[0]["task"] == "Rename it"
 
 
 def test_an_existing_history_is_written_back_as_json_cline_can_parse(
@@ -1046,3 +1124,53 @@ def test_the_focus_chain_comes_back_byte_for_byte_under_the_task_id_read_by_clin
     third = tmp_path / "third" / "1760000000000"
     export_cline(memory_store, cid, third)
     assert (third / focus.name).exists() and not (tmp_path / "third" / "escaped.md").exists()
+
+
+# -- usage Cline adds up --------------------------------------------------------------------
+
+
+def test_subagent_usage_counts_in_the_task_totals_and_a_restores_removed_requests(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    """Cline (since its ``use_subagents`` tool) says ``subagent_usage`` with what the
+    subagents spent (``{"source": "subagents", tokensIn, tokensOut, cacheWrites,
+    cacheReads, cost}``) and adds it to the task's totals like a request's. The export's
+    ``HistoryItem`` and the ``deleted_api_reqs`` of a rollback used to leave it out."""
+    task = story(4)
+    usage = {
+        "source": "subagents",
+        "tokensIn": 7000,
+        "tokensOut": 300,
+        "cacheWrites": 0,
+        "cacheReads": 5000,
+        "cost": 0.25,
+    }
+    spot = max(i for i, m in enumerate(task.ui) if m.get("say") == "checkpoint_created")
+    before = task.ui[spot - 1]
+    task.ui.insert(
+        spot,
+        {
+            **{k: v for k, v in before.items() if k not in ("text", "partial", "say")},
+            "ts": before["ts"] + 1,
+            "say": "subagent_usage",
+            "text": json.dumps(usage),
+        },
+    )
+    folder = task.write(tmp_path / "tasks" / "1760000000000")
+    cid = import_cline(memory_store, folder).conversation_id
+    requests = [json.loads(m["text"]) for m in task.ui if m.get("say") == "api_req_started"]
+    checkpoint = memory_store.checkpoints(cid)[-2]  # before the subagents ran
+    memory_store.rollback(cid, to=checkpoint.ts)
+    out = tmp_path / "out" / "1760000000000"
+    export_cline(memory_store, cid, out)
+    marker = _load(out / "ui_messages.json")[-1]
+    assert marker["say"] == "deleted_api_reqs"
+    cut = next(i for i, m in enumerate(task.ui) if f"cline:{m['ts']}" == checkpoint.label)
+    after = [json.loads(m["text"]) for m in task.ui[cut:] if m.get("say") == "api_req_started"]
+    removed = json.loads(marker["text"])
+    assert removed["tokensIn"] == sum(r["tokensIn"] for r in after) + 7000
+    assert removed["cost"] == pytest.approx(sum(r["cost"] for r in after) + 0.25)
+    item = _load(out / "taskHistory.json")[0]
+    assert item["tokensIn"] == sum(r["tokensIn"] for r in requests) + 7000
+    assert item["cacheReads"] == sum(r["cacheReads"] for r in requests) + 5000
+    assert item["totalCost"] == pytest.approx(sum(r["cost"] for r in requests) + 0.25)

@@ -62,6 +62,7 @@ def cline_api_metrics(messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         if message.get("type") == "say" and message.get("say") in (
             "api_req_started",
             "deleted_api_reqs",
+            "subagent_usage",
         ):
             info = _info(message)
             for key in ("tokensIn", "tokensOut", "cacheWrites", "cacheReads", "cost"):
