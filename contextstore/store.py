@@ -231,7 +231,7 @@ class ContextStore(
     def close(self) -> None:
         """Release the database connections. The store cannot be used afterwards."""
         if not self._closed:
-            self._db.close()
+            self._db.shut()
             self._closed = True
 
     def __enter__(self) -> ContextStore:

@@ -239,6 +239,7 @@ def run_read_only(
         ReadOnlyError: the statement tried to write (the database refused it).
         InvalidInputError: the SQL is empty, holds several statements, or failed.
     """
+    database.check_open()
     if not isinstance(sql, str) or not sql.strip():
         raise InvalidInputError("the query is empty; pass one SQL statement such as SELECT 1.")
     try:
