@@ -207,7 +207,8 @@ class ContextStore(
         Returns what was recovered and lost, per table and per conversation.
 
         Raises:
-            InvalidInputError: ``source`` is missing, or ``destination`` already exists.
+            NotFoundError: there is nothing at ``source``.
+            InvalidInputError: ``source`` is not a file, or ``destination`` already exists.
             ReadOnlyLocationError: ``destination``'s directory cannot be written.
             CorruptDatabaseError: nothing can be read (the file's table list is destroyed).
         """
