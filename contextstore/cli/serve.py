@@ -11,7 +11,7 @@ from types import ModuleType
 
 import click
 
-from contextstore.cli.common import handle_errors, open_store
+from contextstore.cli.common import IntegerRange, handle_errors, open_store
 from contextstore.core.errors import ReadOnlyLocationError
 
 EXTRAS = {"starlette": "server", "uvicorn": "server", "mcp": "mcp"}
@@ -63,7 +63,7 @@ def _log_to_stderr(level: str) -> None:
 )
 @click.option(
     "--max-request-bytes",
-    type=click.IntRange(min=1024),
+    type=IntegerRange(min=1024),
     default=None,
     help="Largest HTTP request body, or --stdio line (default: 34 MiB).",
 )
