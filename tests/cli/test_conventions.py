@@ -581,6 +581,24 @@ def test_a_command_on_a_database_that_is_not_there_creates_nothing(
     assert not db.parent.exists()
 
 
+@pytest.mark.parametrize(
+    "command", [["demo", "--crash-kills", "0"], ["serve", "--stdio"]], ids=lambda c: c[0]
+)
+def test_read_only_on_a_database_that_is_not_there_is_not_found_like_without_it(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Exit 3, as every command that needs the file says (a command that creates its store
+    said exit 2, "a read-only store needs an existing database", with --read-only)."""
+    db = tmp_path / "not-yet" / "store.db"
+    got = run("--db", str(db), "--read-only", *command, input="")
+    assert got.code == 3, got.err
+    assert got.err == (
+        f"error: there is no database at {db}; check the path (a store opened read-only is "
+        "never created).\n"
+    )
+    assert not db.parent.exists()
+
+
 def test_a_sqlite_uri_to_a_file_that_is_not_there_is_refused_like_its_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
