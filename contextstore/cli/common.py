@@ -72,6 +72,13 @@ class IntegerRange(click.IntRange):
     name = "integer"
 
 
+class NumberRange(click.FloatRange):
+    """``click.FloatRange`` that names what it takes (click said "is not a valid float
+    range")."""
+
+    name = "float"
+
+
 def report_library_error(exc: ContextStoreError) -> int:
     """Print a library error as one line in CLI terms; return its exit code."""
     terminal.error(cli_wording(str(exc)))

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from contextstore.cli import terminal
-from contextstore.cli.common import IntegerRange, handle_errors
+from contextstore.cli.common import IntegerRange, NumberRange, handle_errors
 
 
 @click.command("crash-test")
@@ -28,7 +28,7 @@ from contextstore.cli.common import IntegerRange, handle_errors
 )
 @click.option(
     "--max-delay",
-    type=click.FloatRange(0, min_open=True),
+    type=NumberRange(0, min_open=True),
     default=0.25,
     show_default=True,
     help="Longest wait (seconds) between a child's start and its kill.",

@@ -193,22 +193,22 @@ def test_a_usage_error_speaks_in_flags(seeded: Seeded) -> None:
     assert got.code == 2 and "Invalid value for '--format'" in got.err
 
 
-INTEGER_PARAMS = [
+NUMBER_PARAMS = [
     (name, param.name)
     for name, command in _commands().items()
     for param in command.params
-    if isinstance(param.type, click.IntRange)
+    if isinstance(param.type, (click.IntRange, click.FloatRange))
 ]
 
 
-@pytest.mark.parametrize(("command", "param"), INTEGER_PARAMS)
-def test_an_integer_parameter_is_called_an_integer_in_its_help_and_errors(
+@pytest.mark.parametrize(("command", "param"), NUMBER_PARAMS)
+def test_a_number_parameter_is_called_a_number_in_its_help_and_errors(
     command: str, param: str
 ) -> None:
     """click's ``IntRange`` refused ``abc`` as "not a valid integer range" and showed
-    ``INTEGER RANGE`` in the help, as if a range were to be typed."""
+    ``INTEGER RANGE`` in the help, as if a range were to be typed (``FloatRange`` alike)."""
     found = next(p for p in _commands()[command].params if p.name == param)
-    assert found.type.name == "integer"
+    assert found.type.name in ("integer", "float")
 
 
 def test_a_word_where_a_number_goes_is_said_to_be_no_integer(seeded: Seeded) -> None:
