@@ -207,7 +207,8 @@ class ContextStore(
         Returns what was recovered and lost, per table and per conversation.
 
         Raises:
-            InvalidInputError: ``source`` is missing, or ``destination`` already exists.
+            NotFoundError: there is nothing at ``source``.
+            InvalidInputError: ``source`` is not a file, or ``destination`` already exists.
             ReadOnlyLocationError: ``destination``'s directory cannot be written.
             CorruptDatabaseError: nothing can be read (the file's table list is destroyed).
         """
@@ -231,7 +232,7 @@ class ContextStore(
     def close(self) -> None:
         """Release the database connections. The store cannot be used afterwards."""
         if not self._closed:
-            self._db.close()
+            self._db.shut()
             self._closed = True
 
     def __enter__(self) -> ContextStore:

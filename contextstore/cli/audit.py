@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from contextstore.cli import terminal
-from contextstore.cli.common import json_option, open_store
+from contextstore.cli.common import IntegerRange, json_option, open_store
 from contextstore.cli.history import conversation_json
 from contextstore.cli.output import clipped, has_usage, ordered_counts
 from contextstore.cli.timeline import checkpoint_json
@@ -260,7 +260,7 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool) -> None:
 @click.command()
 @click.argument("text")
 @click.option(
-    "--limit", type=click.IntRange(1, MAX_INT32), default=50, show_default=True, help="Most hits."
+    "--limit", type=IntegerRange(1, MAX_INT32), default=50, show_default=True, help="Most hits."
 )
 @click.option(
     "--conversation", "conversation_id", metavar="CID", default=None, help="Only this one."

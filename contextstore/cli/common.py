@@ -64,6 +64,21 @@ DB_HELP = (
 )
 
 
+class IntegerRange(click.IntRange):
+    """``click.IntRange`` that names what it takes: click's refusal of ``abc`` said "is not
+    a valid integer range", and its help showed ``INTEGER RANGE``, as if a range were to be
+    typed."""
+
+    name = "integer"
+
+
+class NumberRange(click.FloatRange):
+    """``click.FloatRange`` that names what it takes (click said "is not a valid float
+    range")."""
+
+    name = "float"
+
+
 def report_library_error(exc: ContextStoreError) -> int:
     """Print a library error as one line in CLI terms; return its exit code."""
     terminal.error(cli_wording(str(exc)))

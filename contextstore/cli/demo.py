@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from contextstore.cli import terminal
-from contextstore.cli.common import open_store
+from contextstore.cli.common import IntegerRange, open_store
 from contextstore.cli.output import conversation_rows, ordered_counts
 from contextstore.core.records import PreparedRequest
 from contextstore.devtools import demo_data
@@ -40,7 +40,7 @@ turn, a second or more on a busy machine; the crash-test command is the one for 
 @click.command()
 @click.option(
     "--crash-kills",
-    type=click.IntRange(min=0, max=DEMO_MAX_KILLS),
+    type=IntegerRange(min=0, max=DEMO_MAX_KILLS),
     default=2,
     show_default=True,
     help="Writer processes to kill mid-write in the crash part (0 skips it); "

@@ -9,12 +9,12 @@ from typing import Any
 import click
 
 from contextstore.cli import terminal
-from contextstore.cli.common import handle_errors
+from contextstore.cli.common import IntegerRange, NumberRange, handle_errors
 
 
 @click.command("crash-test")
 @click.option(
-    "--kills", type=click.IntRange(1), default=500, show_default=True, help="Children to SIGKILL."
+    "--kills", type=IntegerRange(1), default=500, show_default=True, help="Children to SIGKILL."
 )
 @click.option("--seed", type=int, default=1, show_default=True, help="Seeds delays and operations.")
 @click.option(
@@ -28,7 +28,7 @@ from contextstore.cli.common import handle_errors
 )
 @click.option(
     "--max-delay",
-    type=click.FloatRange(0, min_open=True),
+    type=NumberRange(0, min_open=True),
     default=0.25,
     show_default=True,
     help="Longest wait (seconds) between a child's start and its kill.",
@@ -139,13 +139,13 @@ def _json_out(_ctx: click.Context, _param: click.Parameter, value: str | None) -
 )
 @click.option("--large", is_flag=True, help="Also measure at 100,000 messages.")
 @click.option(
-    "--rounds", default=7, show_default=True, type=click.IntRange(1), help="Samples per subject."
+    "--rounds", default=7, show_default=True, type=IntegerRange(1), help="Samples per subject."
 )
 @click.option(
     "--chunk",
     default=40,
     show_default=True,
-    type=click.IntRange(1),
+    type=IntegerRange(1),
     help="Durable appends per sample.",
 )
 @click.option(
@@ -165,14 +165,14 @@ def _json_out(_ctx: click.Context, _param: click.Parameter, value: str | None) -
     "--processes",
     default=4,
     show_default=True,
-    type=click.IntRange(2),
+    type=IntegerRange(2),
     help="Writers for 'processes'.",
 )
 @click.option(
     "--process-messages",
     default=60,
     show_default=True,
-    type=click.IntRange(1),
+    type=IntegerRange(1),
     help="Messages each of the writers appends.",
 )
 @click.option("--no-peers", is_flag=True, help="Skip the peer stores.")

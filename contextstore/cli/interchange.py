@@ -16,7 +16,12 @@ from typing import Any
 import click
 
 from contextstore.cli import terminal
-from contextstore.cli.common import handle_errors, open_store, store_removed_if_refused
+from contextstore.cli.common import (
+    IntegerRange,
+    handle_errors,
+    open_store,
+    store_removed_if_refused,
+)
 from contextstore.cli.wording import cli_wording
 from contextstore.core.errors import InvalidInputError
 from contextstore.interop.cline_import import cline_tasks, export_cline, import_cline
@@ -119,7 +124,7 @@ _paths = click.argument(
 _as_json = click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 _replace = click.option("--replace", is_flag=True, help=_REPLACE_HELP)
 _max_file = click.option(
-    "--max-file-bytes", type=click.IntRange(min=1), default=MAX_FILE_BYTES, help=_MAX_FILE_HELP
+    "--max-file-bytes", type=IntegerRange(min=1), default=MAX_FILE_BYTES, help=_MAX_FILE_HELP
 )
 
 

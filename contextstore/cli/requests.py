@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from contextstore.cli import terminal
-from contextstore.cli.common import json_option, open_store
+from contextstore.cli.common import IntegerRange, json_option, open_store
 from contextstore.cli.output import has_usage
 from contextstore.cli.times import format_ts
 from contextstore.core.errors import RequestNotFoundError
@@ -85,7 +85,7 @@ def list_requests(ctx: click.Context, conversation_id: str, as_json: bool) -> No
 
 @click.command("request")
 @click.argument("conversation_id", metavar="CID")
-@click.argument("request_id", metavar="ID", type=click.IntRange(1, MAX_INT32))
+@click.argument("request_id", metavar="ID", type=IntegerRange(1, MAX_INT32))
 @click.option(
     "--payload",
     is_flag=True,

@@ -11,7 +11,7 @@ from types import ModuleType
 
 import click
 
-from contextstore.cli.common import handle_errors, open_store
+from contextstore.cli.common import IntegerRange, handle_errors, open_store
 from contextstore.core.errors import ReadOnlyLocationError
 
 EXTRAS = {"starlette": "server", "uvicorn": "server", "mcp": "mcp"}
@@ -63,7 +63,7 @@ def _log_to_stderr(level: str) -> None:
 )
 @click.option(
     "--max-request-bytes",
-    type=click.IntRange(min=1024),
+    type=IntegerRange(min=1024),
     default=None,
     help="Largest HTTP request body, or --stdio line (default: 34 MiB).",
 )
@@ -166,6 +166,13 @@ def mcp(ctx: click.Context, allow_writes: bool) -> None:
     checkpoints; the store is opened read-only unless --allow-writes, which adds the
     checkpoint and rollback tools.
     """
+    if allow_writes and (ctx.find_root().obj or {}).get("read_only"):
+        # Taken together, the write tools were offered and each call failed in Python's
+        # terms ("open it without read_only=True to write").
+        raise click.UsageError(
+            "--allow-writes offers tools that write to the database, and --read-only opens "
+            "it so that nothing can be written; drop one of them."
+        )
     mcp_server = _import_extra("contextstore.server.mcp_server")
     _log_to_stderr("warning")
     try:

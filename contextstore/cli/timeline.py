@@ -9,7 +9,13 @@ from typing import Any
 import click
 
 from contextstore.cli import terminal
-from contextstore.cli.common import confirm_or_refuse, json_option, open_store, yes_option
+from contextstore.cli.common import (
+    IntegerRange,
+    confirm_or_refuse,
+    json_option,
+    open_store,
+    yes_option,
+)
 from contextstore.cli.history import conversation_json
 from contextstore.cli.output import ordered_counts
 from contextstore.cli.times import MOMENT, Moment, checked_moment, format_ts
@@ -176,7 +182,7 @@ def rollback(
 
 @click.command()
 @click.argument("conversation_id", metavar="CID")
-@click.argument("rollback_id", metavar="ROLLBACK_ID", type=click.IntRange(1, MAX_INT32))
+@click.argument("rollback_id", metavar="ROLLBACK_ID", type=IntegerRange(1, MAX_INT32))
 @json_option
 @click.pass_context
 def restore(ctx: click.Context, conversation_id: str, rollback_id: int, as_json: bool) -> None:

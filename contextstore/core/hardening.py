@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from contextstore.core.errors import InvalidInputError
-from contextstore.core.validate import json_copy, plain_lists_only
+from contextstore.core.validate import json_copy, plain_contents_only
 
 Content = dict[str, Any]
 """A Gemini ``Content``: ``{"role": "user" | "model", "parts": [Part, ...]}``."""
@@ -67,7 +67,7 @@ _CallKey = tuple[Any, Any]
 """``(id, name)`` of a call or response; a missing id is ``None`` and matches ``None``."""
 
 
-@plain_lists_only
+@plain_contents_only
 def harden_history(
     contents: Sequence[Mapping[str, Any]],
     *,

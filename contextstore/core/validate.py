@@ -502,17 +502,39 @@ def plain_lists_only(function: Callable[_P, _R]) -> Callable[_P, _R]:
     """For the public functions on plain message lists (they take what the caller built,
     unchecked): an input of the wrong shape (None, a string, a block id that is a list...)
     raises :class:`InvalidInputError` naming the function, not the Python error it would
-    cause somewhere inside."""
+    cause somewhere inside; the list must be a list or tuple of dicts (a string or a list of
+    numbers went through, and came back as a list of its characters or numbers)."""
+    return _list_function(function, items=True)
+
+
+def plain_contents_only(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """:func:`plain_lists_only` for a function that names an item of the wrong kind itself
+    (in its own terms: Gemini's ``Content``)."""
+    return _list_function(function, items=False)
+
+
+def _list_function(function: Callable[_P, _R], *, items: bool) -> Callable[_P, _R]:
+    name = function.__name__
+
+    def refused(problem: str) -> InvalidInputError:
+        return InvalidInputError(
+            f"{name} was given input it cannot read ({problem}); pass a list of message "
+            "dicts, each with 'role' and 'content', and string ids."
+        )
 
     @wraps(function)
     def checked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        given = args[0] if args else kwargs.get("messages", kwargs.get("contents", []))
+        if not isinstance(given, (list, tuple)):
+            kind = "None" if given is None else f"a {type(given).__name__}"
+            raise refused(f"{kind} where the list goes")
+        if items:
+            for index, item in enumerate(given):
+                if not isinstance(item, Mapping):
+                    raise refused(f"item {index} is a {type(item).__name__}, not a dict")
         try:
             return function(*args, **kwargs)
         except (TypeError, AttributeError, KeyError, OverflowError) as exc:
-            raise InvalidInputError(
-                f"{function.__name__} was given input it cannot read ({type(exc).__name__}: "
-                f"{exc}); pass a list of message dicts, each with 'role' and 'content', and "
-                "string ids."
-            ) from exc
+            raise refused(f"{type(exc).__name__}: {exc}") from exc
 
     return checked

@@ -152,6 +152,7 @@ class MaintenanceMixin(HistoryMixin, RequestsMixin):
             StorageFullError: the copy did not fit.
             CorruptDatabaseError: the store is damaged (the copy fails SQLite's check).
         """
+        self._db.check_open()
         if not self._db.is_sqlite:
             raise InvalidInputError(
                 "backup copies SQLite stores; back up a PostgreSQL database with its own tools "

@@ -15,6 +15,12 @@ from typing import Any
 from contextstore.core.os_errors import check_regular_targets, os_errors
 from contextstore.core.store_files import check_not_store_files
 from contextstore.core.validate import check_id
+from contextstore.interop.arguments import (
+    check_flags,
+    check_import_options,
+    optional_path_argument,
+    path_argument,
+)
 from contextstore.interop.cline import (
     API_HISTORY_FILE,
     CONTEXT_HISTORY_FILE,
@@ -84,13 +90,16 @@ def import_cline(
         progress: called after each task.
 
     Raises:
+        InvalidInputError: ``path`` or ``history_path`` is no path, ``replace`` no flag,
+            ``max_file_bytes`` no positive integer, ``progress`` nothing to call.
         ClineTaskError: ``path`` is no task folder, or a single task holds nothing readable.
         UnsafeInputError: a link leads out of ``path``, or a file is too large or too deep.
         ImportConflictError: a single task no longer matches its conversation.
     """
-    root = Path(path)
+    root = path_argument("path", path)
+    history = optional_path_argument("history_path", history_path)
+    check_import_options(replace=replace, max_file_bytes=max_file_bytes, progress=progress)
     folder, tasks = cline_tasks(root, max_file_bytes=max_file_bytes)
-    history = Path(history_path) if history_path is not None else None
     history_folder = Folder(history.parent, max_file_bytes=max_file_bytes) if history else folder
 
     def plan(task_dir: Path) -> ImportPlan:
@@ -149,13 +158,16 @@ def export_cline(
 
     Raises:
         ClineTaskError: a target file exists and ``overwrite`` is False (nothing written).
-        InvalidInputError: a target file is the store's database or a file beside it.
+        InvalidInputError: a target file is the store's database or a file beside it;
+            ``out_dir`` or ``history_path`` is no path, or ``overwrite`` no flag.
         ConversationNotFoundError: no conversation has this id.
         ImportStateError: the conversation's import bookkeeping was edited into a form no
             import writes (nothing written).
     """
     check_id(conversation_id)
-    target = Path(out_dir)
+    target = path_argument("out_dir", out_dir)
+    optional_path_argument("history_path", history_path)
+    check_flags(overwrite=overwrite)
     conversation = store.get_conversation(conversation_id)
     cline = conversation.metadata.get("cline")
     cline = cline if isinstance(cline, dict) else {}

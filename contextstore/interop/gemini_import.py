@@ -24,6 +24,7 @@ from contextstore.core.records import Conversation
 from contextstore.core.store_files import check_not_store_files
 from contextstore.core.validate import check_id
 from contextstore.core.view import build_view
+from contextstore.interop.arguments import check_flags, check_import_options, path_argument
 from contextstore.interop.errors import GeminiChatError
 from contextstore.interop.files import MAX_FILE_BYTES, Folder
 from contextstore.interop.gemini import (
@@ -67,12 +68,15 @@ def import_gemini(
     skipped (with a note) in a folder, and refused when named.
 
     Raises:
+        InvalidInputError: ``path`` is no path, ``replace`` no flag, ``max_file_bytes`` no
+            positive integer, ``progress`` nothing to call.
         GeminiChatError: ``path`` holds no chat, a single file holds nothing readable, or
             it is a ``.json`` session continued in the ``.jsonl`` beside it.
         UnsafeInputError: a link leads out of ``path``, or a file is too large or too deep.
         ImportConflictError: a single file no longer matches its conversation.
     """
-    root = Path(path)
+    root = path_argument("path", path)
+    check_import_options(replace=replace, max_file_bytes=max_file_bytes, progress=progress)
     folder, files = gemini_chats(root, max_file_bytes=max_file_bytes)
     single = root.is_file()
 
@@ -143,13 +147,15 @@ def export_gemini(
 
     Raises:
         GeminiChatError: the file exists and ``overwrite`` is False (nothing written).
-        InvalidInputError: ``path`` is the store's database or a file beside it.
+        InvalidInputError: ``path`` is the store's database or a file beside it, or no
+            path; ``checkpoint`` or ``overwrite`` is no flag.
         ConversationNotFoundError: no conversation has this id.
         ImportStateError: the conversation's import bookkeeping was edited into a form no
             import writes (nothing written).
     """
     check_id(conversation_id)
-    target = Path(path)
+    target = path_argument("path", path)
+    check_flags(checkpoint=checkpoint, overwrite=overwrite)
     conversation = store.get_conversation(conversation_id)
     check_not_store_files([target], store.path)
     check_regular_targets([target])

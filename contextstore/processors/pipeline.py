@@ -36,6 +36,7 @@ from contextstore.core.validate import (
     MAX_MESSAGE_BYTES,
     check_free_text,
     check_json_value,
+    shown,
 )
 from contextstore.core.view import IndexedView
 from contextstore.processors.base import (
@@ -340,8 +341,10 @@ class Pipeline:
             InvalidInputError: ``processors`` is not a collection of processors (each with
                 a ``name`` string and ``config`` and ``propose`` methods), a config is not
                 JSON-serialisable, the dependencies name a missing processor or form a
-                cycle, or a trigger is malformed.
+                cycle, or a trigger is malformed; ``parallel`` is not ``True`` or ``False``.
         """
+        if not isinstance(parallel, bool):
+            raise InvalidInputError(f"parallel must be True or False, got {shown(parallel)}.")
         self.processors: tuple[Processor, ...] = checked_processors(processors)
         self.ordered: tuple[Processor, ...] = tuple(dependency_order(self.processors))
         for processor in self.processors:

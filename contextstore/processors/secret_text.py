@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextstore.core.errors import InvalidInputError
+from contextstore.core.validate import shown
 from contextstore.processors.secret_hints import enabled_patterns
 from contextstore.processors.secret_patterns import (
     CONFIDENCE_LEVELS,
@@ -140,7 +141,15 @@ def mask_text(
     Returns:
         The masked text and the findings, with spans in the original ``text``. Masking is
         idempotent: markers never match a pattern.
+
+    Raises:
+        InvalidInputError: ``text`` is not a string (``mask_value`` masks other values).
     """
+    if not isinstance(text, str):
+        raise InvalidInputError(
+            f"mask_text takes a string, got {shown(text)}; mask a message with mask_message "
+            "and other values with mask_value."
+        )
     findings = find_secrets(text, confidence=confidence, patterns=patterns)
     if not findings:
         return text, []

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import (
     BlockUpdate,
     Message,
@@ -19,7 +20,7 @@ from contextstore.core.overlays import (
     search_result_text,
     text_document_data,
 )
-from contextstore.core.validate import json_copy
+from contextstore.core.validate import json_copy, shown
 from contextstore.core.view import IndexedView
 from contextstore.processors.base import (
     canonical_json,
@@ -102,7 +103,15 @@ def mask_message(
     they are: their text is covered by a signature the provider verifies when the block is
     sent back, so an edited thinking block would make the next request fail. Base64 data,
     media types and file ids are never scanned.
+
+    Raises:
+        InvalidInputError: ``message`` is not a dict.
     """
+    if not isinstance(message, dict):
+        raise InvalidInputError(
+            f"mask_message takes a message dict ({{'role': ..., 'content': ...}}), got "
+            f"{shown(message)}; mask a text with mask_text."
+        )
     result: Message = json_copy(message)
 
     def mask(text: str) -> str:

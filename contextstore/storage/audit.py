@@ -187,7 +187,17 @@ def _refusal(exc: BaseException) -> Exception:
             f"the database refused the statement because queries are read-only ({message}); "
             "write through contextstore's commands instead."
         )
+    if lowered.startswith(_SEVERAL_STATEMENTS):
+        return InvalidInputError("the query holds more than one statement; run them one at a time.")
     return InvalidInputError(f"the query failed: {message.rstrip('.')}.")
+
+
+_SEVERAL_STATEMENTS = (
+    "you can only execute one statement at a time",  # sqlite3
+    "cannot insert multiple commands into a prepared statement",  # PostgreSQL
+)
+"""How each driver refuses a string of several statements (its words name neither the
+query nor what to do: PostgreSQL's speak of a prepared statement the caller never made)."""
 
 
 def _refused_query(exc: BaseException, database: Database) -> Exception:
@@ -239,6 +249,7 @@ def run_read_only(
         ReadOnlyError: the statement tried to write (the database refused it).
         InvalidInputError: the SQL is empty, holds several statements, or failed.
     """
+    database.check_open()
     if not isinstance(sql, str) or not sql.strip():
         raise InvalidInputError("the query is empty; pass one SQL statement such as SELECT 1.")
     try:

@@ -27,6 +27,7 @@ from contextstore.core.errors import (
     ConcurrentChangeError,
     CorruptDatabaseError,
     DatabaseBusyError,
+    InvalidInputError,
     ReadOnlyError,
 )
 from contextstore.storage.driver_errors import (
@@ -124,6 +125,8 @@ class Database:
         self._local_writer = threading.RLock()
         self._thread = _ThreadState()
         self._shared: _Held | None = None
+        self.closed = False
+        """Set by :meth:`shut`: every later call is refused (:meth:`check_open`)."""
         self._generation = 0
         """Bumped when a PostgreSQL connection is found dropped: the server usually drops
         every connection at once (a restart, a failover, an administrator), so each thread's
@@ -135,8 +138,22 @@ class Database:
         """True inside :meth:`transaction` on the calling thread."""
         return self._thread.kind == "transaction"
 
+    def check_open(self) -> None:
+        """Refuse a call on a closed store, before any connection is made.
+
+        Raises:
+            InvalidInputError: :meth:`shut` ran (a file store would quietly open new
+                connections that nothing closes; an in-memory one has lost its tables).
+        """
+        if self.closed:
+            raise InvalidInputError(
+                "this store is closed (by close(), or at the end of its with block); open "
+                "the database again with ContextStore.open() to go on using it."
+            )
+
     def _held(self) -> Connection:
         """The calling thread's connection (the shared one for an in-memory database)."""
+        self.check_open()
         if self.serialize_reads:
             if self._shared is None or not self._shared.usable():
                 self._shared = _Held(self.engine.connect())
@@ -165,8 +182,14 @@ class Database:
         if held is not None and held.wal_sync is not None:
             held.wal_sync.sync()
 
+    def shut(self) -> None:
+        """:meth:`close`, for good: every later call is refused (:meth:`check_open`)."""
+        self.closed = True
+        self.close()
+
     def close(self) -> None:
-        """Close the calling thread's connection and every pooled one."""
+        """Close the calling thread's connection and every pooled one (a later call
+        opens a new one)."""
         for held in (self._thread.held, self._shared):
             if held is not None:
                 held.close()
@@ -280,6 +303,7 @@ class Database:
                 self._note_if_dropped(connection)
 
     def _write_apart(self, work: Callable[[Connection], T]) -> T:
+        self.check_open()
         with translated_errors(), self.engine.connect() as connection:
             if self.is_sqlite:
                 connection = connection.execution_options(contextstore_begin="IMMEDIATE")

@@ -29,7 +29,7 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-from contextstore.core.errors import CorruptDatabaseError, InvalidInputError
+from contextstore.core.errors import CorruptDatabaseError, InvalidInputError, NotFoundError
 from contextstore.core.health import RecoveryReport, TableRecovery
 from contextstore.core.os_errors import os_errors
 from contextstore.core.store_files import check_not_named_as_side_file
@@ -215,14 +215,17 @@ def salvage(source: Path, destination: Path) -> RecoveryReport:
     """Read what ``source`` still holds into a new store at ``destination``.
 
     Raises:
-        InvalidInputError: ``source`` is missing, or ``destination`` exists or is named as
+        NotFoundError: there is nothing at ``source``.
+        InvalidInputError: ``source`` is not a file, or ``destination`` exists or is named as
             the file beside a database would be (``x.db-wal``).
         ReadOnlyLocationError: ``destination``'s directory cannot be written.
         CorruptDatabaseError: nothing can be read (the file's table list is destroyed).
         MigrationError: ``source`` is at a schema revision a newer version wrote.
     """
+    if not source.exists():
+        raise NotFoundError(f"there is no file at {source}; name the damaged database file.")
     if not source.is_file():
-        raise InvalidInputError(f"{source} does not exist or is not a file; name the damaged file.")
+        raise InvalidInputError(f"{source} is not a file; name the damaged database file.")
     if destination.exists():
         raise InvalidInputError(
             f"{destination} already exists; recover into a new file (the damaged file is "

@@ -67,10 +67,10 @@ def check_before_open(path: Path, *, read_only: bool, create: bool = True) -> No
     present, must look whole (:func:`inspect_database_file`).
 
     Raises:
-        InvalidInputError: ``path`` is a directory, a path the system refuses to look up
-            (:func:`unusable_path`), or a read-only store was asked for a file that does not
-            exist.
-        NotFoundError: ``create`` is False and there is no file at ``path``.
+        InvalidInputError: ``path`` is a directory, or a path the system refuses to look up
+            (:func:`unusable_path`).
+        NotFoundError: there is no file at ``path``, and ``create`` is False or the store
+            is read-only.
         DatabaseUnavailableError: this user may not read the file (:func:`unreadable`).
         CorruptDatabaseError: the file is not a whole SQLite database (an existing
             zero-length file included).
@@ -112,8 +112,9 @@ def _check_before_open(path: Path, *, read_only: bool, create: bool) -> None:
         raise unreadable(path)
     if read_only:
         if not path.exists():
-            raise InvalidInputError(
-                f"{path} does not exist; a read-only store needs an existing database."
+            raise NotFoundError(
+                f"there is no database at {path}; check the path (a store opened read-only "
+                "is never created)."
             )
     elif not create and not path.exists():
         raise NotFoundError(

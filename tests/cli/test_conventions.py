@@ -193,6 +193,31 @@ def test_a_usage_error_speaks_in_flags(seeded: Seeded) -> None:
     assert got.code == 2 and "Invalid value for '--format'" in got.err
 
 
+NUMBER_PARAMS = [
+    (name, param.name)
+    for name, command in _commands().items()
+    for param in command.params
+    if isinstance(param.type, (click.IntRange, click.FloatRange))
+]
+
+
+@pytest.mark.parametrize(("command", "param"), NUMBER_PARAMS)
+def test_a_number_parameter_is_called_a_number_in_its_help_and_errors(
+    command: str, param: str
+) -> None:
+    """click's ``IntRange`` refused ``abc`` as "not a valid integer range" and showed
+    ``INTEGER RANGE`` in the help, as if a range were to be typed (``FloatRange`` alike)."""
+    found = next(p for p in _commands()[command].params if p.name == param)
+    assert found.type.name in ("integer", "float")
+
+
+def test_a_word_where_a_number_goes_is_said_to_be_no_integer(seeded: Seeded) -> None:
+    got = run("--db", seeded.db, "search", "header", "--limit", "abc")
+    assert got.code == 2
+    assert "Invalid value for '--limit': 'abc' is not a valid integer." in got.err
+    assert "range" not in got.err.splitlines()[-1]
+
+
 def test_an_internal_error_prints_one_line_and_writes_the_traceback(
     seeded: Seeded, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -554,6 +579,24 @@ def test_a_command_on_a_database_that_is_not_there_creates_nothing(
     assert got.err == (
         f"error: there is no database at {db} (--db or $CONTEXTSTORE_DB); check the path, or "
         "create one by writing to it ('contextstore import ...', 'contextstore demo').\n"
+    )
+    assert not db.parent.exists()
+
+
+@pytest.mark.parametrize(
+    "command", [["demo", "--crash-kills", "0"], ["serve", "--stdio"]], ids=lambda c: c[0]
+)
+def test_read_only_on_a_database_that_is_not_there_is_not_found_like_without_it(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Exit 3, as every command that needs the file says (a command that creates its store
+    said exit 2, "a read-only store needs an existing database", with --read-only)."""
+    db = tmp_path / "not-yet" / "store.db"
+    got = run("--db", str(db), "--read-only", *command, input="")
+    assert got.code == 3, got.err
+    assert got.err == (
+        f"error: there is no database at {db}; check the path (a store opened read-only is "
+        "never created).\n"
     )
     assert not db.parent.exists()
 

@@ -30,6 +30,28 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def _demo_excerpt() -> list[str]:
+    """The lines of the README's excerpt of the demo's output, up to its crash part (whose
+    counts depend on where the kills land), ids as ``ID`` and without a trailing ``...``."""
+    section = README.split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    excerpt = re.search(r"```text\n(.*?)```", section, flags=re.S)
+    assert excerpt is not None
+    lines = excerpt.group(1).split("\n== a writer killed", 1)[0].splitlines()
+    return [re.sub(r"[0-9a-f]{32}", "ID", line).removesuffix("...") for line in lines if line]
+
+
+def test_the_demo_prints_the_readme_excerpt_of_its_output(tmp_path: Path) -> None:
+    """Each line of the excerpt begins a line the demo prints (the rollback of the
+    overflowing session removed 64 rows where the README said 63)."""
+    result = CliRunner().invoke(
+        cli, ["--db", str(tmp_path / "demo.db"), "demo", "--crash-kills", "0"], obj={}
+    )
+    assert result.exit_code == 0, result.stderr
+    printed = [re.sub(r"[0-9a-f]{32}", "ID", line) for line in result.stdout.splitlines()]
+    missing = [line for line in _demo_excerpt() if not any(p.startswith(line) for p in printed)]
+    assert len(_demo_excerpt()) > 20 and missing == []
+
+
 def test_the_readme_has_sql_audits() -> None:
     assert len(_sql_statements()) >= 4
 

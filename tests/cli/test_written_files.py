@@ -98,9 +98,18 @@ def test_recovering_into_a_place_that_cannot_be_written_is_exit_9(seeded: Seeded
 
 
 def test_recovering_a_missing_file_is_refused_and_creates_nothing(tmp_path: Path) -> None:
+    """Not found (exit 3), as every command says of a database file that is not there; it
+    was exit 2, as if the path were malformed."""
     got = run("recover", str(tmp_path / "missing.db"), str(tmp_path / "out.db"))
-    assert got.code == 2 and "does not exist" in got.err
+    assert got.code == 3 and f"there is no file at {tmp_path / 'missing.db'}" in got.err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_recovering_a_directory_is_bad_input_and_creates_nothing(tmp_path: Path) -> None:
+    (tmp_path / "folder").mkdir()
+    got = run("recover", str(tmp_path / "folder"), str(tmp_path / "out.db"))
+    assert got.code == 2 and "is not a file; name the damaged database file" in got.err
+    assert [p.name for p in tmp_path.iterdir()] == ["folder"]
 
 
 def _fifo(tmp_path: Path) -> Path:

@@ -459,3 +459,37 @@ def test_the_public_list_functions_refuse_malformed_input_by_name(
 ) -> None:
     with pytest.raises(InvalidInputError, match=rf"^{name} was given input it cannot read"):
         call()
+
+
+_FUNCTIONS: dict[str, Callable[[Any], object]] = {
+    "ensure_tool_results_follow_tool_use": ensure_tool_results_follow_tool_use,
+    "truncated_messages": lambda messages: truncated_messages(messages, None),
+    "next_truncation_range": lambda messages: next_truncation_range(messages, None, "half"),
+    "optimize_file_reads": optimize_file_reads,
+    "harden_history": harden_history,
+}
+
+
+@pytest.mark.parametrize("name", list(_FUNCTIONS))
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [("x", "a str where the list goes"), ({"role": "user"}, "a dict where the list goes")],
+)
+def test_the_public_list_functions_refuse_a_string_or_a_dict_for_the_list(
+    name: str, given: object, said: str
+) -> None:
+    """A string came back as a list of its characters (``['x']``) from
+    ``ensure_tool_results_follow_tool_use`` and ``truncated_messages``, and
+    ``next_truncation_range("abc", None, "half")`` answered ``(2, 1)``."""
+    with pytest.raises(InvalidInputError) as refused:
+        _FUNCTIONS[name](given)
+    assert str(refused.value).startswith(f"{name} was given input it cannot read ({said}); ")
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in _FUNCTIONS if n not in ("harden_history", "next_truncation_range")]
+)
+def test_the_public_message_functions_refuse_an_item_that_is_no_message(name: str) -> None:
+    """``[1]`` came back as ``[1]``."""
+    with pytest.raises(InvalidInputError, match=rf"^{name} .*\(item 0 is a int, not a dict\)"):
+        _FUNCTIONS[name]([1])

@@ -316,6 +316,13 @@ def test_a_pipeline_of_things_that_are_not_processors_is_refused(processors: Any
         Pipeline(processors)
 
 
+@pytest.mark.parametrize("parallel", ["yes", "no", 1, None])
+def test_a_parallel_flag_that_is_not_a_bool_is_refused(parallel: Any) -> None:
+    # "no" was taken, as true.
+    with pytest.raises(InvalidInputError, match=r"^parallel must be True or False, got "):
+        Pipeline([], parallel=parallel)
+
+
 def test_a_processor_without_a_name_string_is_refused() -> None:
     nameless = Returning([])
     nameless.name = 5  # type: ignore[assignment]

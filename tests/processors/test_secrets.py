@@ -887,3 +887,17 @@ def test_mask_message_masks_the_fields_beside_the_main_texts() -> None:
     masked = json.dumps([mask_message(m) for m in _side_field_messages()])
     assert _TOKEN not in masked and _URL_PASSWORD not in masked
     assert '"data": "JVBERi0xLjQK"' in masked and '"media_type": "application/pdf"' in masked
+
+
+@pytest.mark.parametrize("text", [5, None, b"ghp_x", ["password=hunter2"]])
+def test_mask_text_refuses_what_is_no_string(text: Any) -> None:
+    # It raised AttributeError ('int' object has no attribute 'lower').
+    with pytest.raises(InvalidInputError, match=r"^mask_text takes a string, got "):
+        mask_text(text)
+
+
+@pytest.mark.parametrize("message", ["x", None, [{"role": "user", "content": "x"}]])
+def test_mask_message_refuses_what_is_no_message_dict(message: Any) -> None:
+    # It raised AttributeError ('str' object has no attribute 'items').
+    with pytest.raises(InvalidInputError, match=r"^mask_message takes a message dict"):
+        mask_message(message)

@@ -19,6 +19,7 @@ from contextstore.core.errors import (
     CorruptDatabaseError,
     IntegrityViolationError,
     InvalidInputError,
+    NotFoundError,
 )
 from contextstore.facade.maintenance import MAX_REPORTED_PROBLEMS
 from contextstore.storage import damaged_file
@@ -602,7 +603,7 @@ def test_recover_refuses_an_existing_destination_and_a_missing_source(tmp_path: 
     with pytest.raises(InvalidInputError, match="already exists"):
         ContextStore.recover(seeded.path, tmp_path / "taken.db")
     assert (tmp_path / "taken.db").read_bytes() == b"mine"
-    with pytest.raises(InvalidInputError, match="does not exist"):
+    with pytest.raises(NotFoundError, match="there is no file at"):
         ContextStore.recover(tmp_path / "missing.db", tmp_path / "new.db")
     assert not (tmp_path / "new.db").exists()
 

@@ -23,6 +23,21 @@ def test_serve_takes_exactly_one_mode(args: list[str]) -> None:
 
 
 @pytest.mark.parametrize(
+    "args", [["mcp", "--allow-writes", "--read-only"], ["--read-only", "mcp", "--allow-writes"]]
+)
+def test_mcp_refuses_allow_writes_with_read_only(tmp_path: Path, args: list[str]) -> None:
+    """Taken together, the write tools were offered and every call of them failed with
+    "open it without read_only=True to write"."""
+    db = tmp_path / "store.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), *args], obj={}, input="")
+    assert result.exit_code == 2
+    assert "--allow-writes offers tools that write to the database, and --read-only" in (
+        result.stderr
+    )
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(
     ("args", "hidden", "extra"),
     [
         (["serve", "--http", "127.0.0.1:0"], "starlette", "server"),

@@ -588,8 +588,13 @@ def test_query_refuses_several_statements(store: ContextStore) -> None:
     for sql in ("SELECT 1; DELETE FROM conversations", "COMMIT; DELETE FROM conversations"):
         with pytest.raises((InvalidInputError, ReadOnlyError)):
             store.query(sql)
-    with pytest.raises(InvalidInputError):
+    # In the caller's terms on every backend (PostgreSQL's words were "cannot insert
+    # multiple commands into a prepared statement", SQLite's another sentence).
+    with pytest.raises(InvalidInputError) as refused:
         store.query("SELECT 1; SELECT 2")
+    assert str(refused.value) == (
+        "the query holds more than one statement; run them one at a time."
+    )
     assert [c.title for c in store.list_conversations()] == ["kept"]
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from contextstore import ContextStore, InvalidInputError
+from contextstore import ContextStore, InvalidInputError, NotFoundError
 from contextstore.core.lineage import NodeRef
 from contextstore.core.rows import MessageRow, RequestRow, UpdateRow
 from tests.conftest import assistant, tool_use, user
@@ -169,9 +169,11 @@ def test_a_range_keeps_the_total_that_triggered_it(store: ContextStore, conversa
 
 
 def test_a_read_only_store_needs_an_existing_file(tmp_path: Path) -> None:
+    """Not found, as without ``auto_migrate`` (it was ``InvalidInputError``, so the command
+    line said exit 2 for a missing file with --read-only and exit 3 without)."""
     missing = tmp_path / "missing.db"
     with pytest.raises(
-        InvalidInputError, match=r"missing\.db does not exist; a read-only store needs an existing"
+        NotFoundError, match=r"^there is no database at .*missing\.db; check the path \(a store"
     ):
         ContextStore.open(missing, read_only=True)
     assert not missing.exists()
