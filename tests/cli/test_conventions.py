@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timedelta, timezone
+from io import StringIO
 from pathlib import Path
 
 import click
@@ -380,26 +381,32 @@ def test_a_table_on_a_narrow_terminal_never_cuts_an_id_a_time_or_a_number(
     assert max(len(line) for line in fits.getvalue().splitlines()) <= width
 
 
+def _a_terminal(monkeypatch: pytest.MonkeyPatch, width: int = 200) -> StringIO:
+    """Standard output as a colourless terminal of ``width`` columns; returns what it shows."""
+    from contextstore.cli import terminal
+
+    screen = StringIO()
+    monkeypatch.setattr(
+        terminal,
+        "stdout",
+        lambda: terminal._Console(file=screen, force_terminal=True, width=width, color_system=None),
+    )
+    return screen
+
+
 def test_stored_control_characters_cannot_drive_the_terminal(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """A tool's output stored with escape sequences (colours, a screen clear, a window
     title) reached the auditor's terminal raw through ``show``, ``audit`` and the tables;
     on a terminal they are shown as symbols now, off one still verbatim."""
-    from io import StringIO
-
     from contextstore.cli import terminal
 
     db = str(tmp_path / "esc.db")
     with ContextStore.open(db) as store:
         cid = store.create_conversation(title="t\x1b]0;owned\x07").id
         store.append(cid, "user", "before \x1b[2J\x1b[31mred\x9b after\rover")
-    screen = StringIO()
-    monkeypatch.setattr(
-        terminal,
-        "stdout",
-        lambda: terminal._Console(file=screen, force_terminal=True, width=200, color_system=None),
-    )
+    screen = _a_terminal(monkeypatch)
     assert run("--db", db, "show", cid).code == 0
     assert run("--db", db, "audit", cid).code == 0
     on_terminal = screen.getvalue()
@@ -886,9 +893,6 @@ def test_a_stored_bidi_override_cannot_reverse_the_rest_of_a_line(
     everything after it on its line in a terminal that reorders text (the auditor read
     the next columns backwards); on a terminal it is shown as ``\\u202e`` now, off one it
     is kept verbatim, and the marks right-to-left text needs are left alone."""
-    from io import StringIO
-
-    from contextstore.cli import terminal
 
     db = str(tmp_path / "bidi.db")
     with ContextStore.open(db) as store:
@@ -896,12 +900,7 @@ def test_a_stored_bidi_override_cannot_reverse_the_rest_of_a_line(
         store.append(cid, "user", "hi")
         store.checkpoint(cid, "ok \u202egnp.exe")
         store.append(cid, "user", "isolated \u2067text")
-    screen = StringIO()
-    monkeypatch.setattr(
-        terminal,
-        "stdout",
-        lambda: terminal._Console(file=screen, force_terminal=True, width=200, color_system=None),
-    )
+    screen = _a_terminal(monkeypatch)
     assert run("--db", db, "checkpoints", cid).code == 0
     assert run("--db", db, "show", cid).code == 0
     assert run("--db", db, "conversations").code == 0
