@@ -31,7 +31,7 @@ from contextstore.core.overlays import UpdateKind
 from contextstore.core.validate import check_int
 from contextstore.core.window import context_window_info
 from contextstore.server.jsonrpc import clipped
-from contextstore.server.mcp_stdio import AnsweringReader
+from contextstore.server.mcp_stdio import AnsweringReader, AnswerLedger
 from contextstore.server.methods import to_json, validation_problems, wire_type
 from contextstore.server.wording import mcp_wording
 from contextstore.store import ContextStore
@@ -258,9 +258,10 @@ class HistoryServer(MCPServer[Any]):
         # The SDK's own in-memory transport runs the low-level server the same way.
         server = self._lowlevel_server
         async with stdio_server() as (read_stream, write_stream):
+            ledger = AnswerLedger(write_stream)
             await server.run(
-                AnsweringReader(read_stream, write_stream),
-                write_stream,
+                AnsweringReader(read_stream, ledger, ledger),
+                ledger,
                 server.create_initialization_options(),
             )
 

@@ -11,18 +11,30 @@ JSON but whose envelope the SDK's message model refuses (no ``"jsonrpc": "2.0"``
 a batch (a JSON array: MCP takes one message per line): each is answered with an
 invalid-request error carrying its id. A line that is not JSON at all, or holds no request
 id, stays the SDK's to handle (it has no id to answer).
+
+When the input ends (a client that wrote its requests and closed stdin, as a script piping
+them in does), the SDK stops serving at once and the requests still being handled went
+unanswered; :class:`AnsweringReader` holds the end back until every request read has been
+answered (or cancelled by the client), which :class:`AnswerLedger` keeps count of.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from types import TracebackType
 from typing import Any, Protocol, Self
 
 import anyio
 from mcp.shared.message import SessionMessage
-from mcp.types import ErrorData, JSONRPCError
+from mcp.types import (
+    ErrorData,
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+)
 from pydantic import ValidationError
 
 from contextstore.core.errors import InvalidInputError
@@ -150,6 +162,9 @@ def _envelope_problem(message: dict[str, Any]) -> tuple[int, str]:
     return INVALID_REQUEST, "invalid request: params must be an object, or left out."
 
 
+CANCELLED = "notifications/cancelled"
+"""The notification by which a client cancels a request (no answer is sent for it)."""
+
 BATCH_REFUSED = (
     "invalid request: MCP takes one JSON-RPC message per line, not a batch (a JSON array); "
     "nothing in the batch was called: send each request on a line of its own."
@@ -183,18 +198,81 @@ def refused_request_errors(exc: Exception) -> list[JSONRPCError]:
     return [unreadable] if unreadable is not None else malformed_request_errors(exc)
 
 
+class Sent(Replies, Protocol):
+    """The SDK's write stream, as the server uses it."""
+
+    async def aclose(self) -> None: ...
+
+
+class AnswerLedger:
+    """The server's write stream, counting the requests read and not yet answered."""
+
+    def __init__(self, inner: Sent) -> None:
+        self.inner = inner
+        self._open: Counter[int | str] = Counter()
+        self._idle = anyio.Event()
+        self._idle.set()
+
+    def opened(self, request_id: int | str) -> None:
+        """A request with this id was read; its answer is due."""
+        if self._idle.is_set():
+            self._idle = anyio.Event()
+        self._open[request_id] += 1
+
+    def settled(self, request_id: Any) -> None:
+        """The request with this id was answered, or the client cancelled it (the server
+        then sends no answer)."""
+        if not isinstance(request_id, int | str) or self._open[request_id] <= 0:
+            return
+        self._open[request_id] -= 1
+        if self._open[request_id] == 0:
+            del self._open[request_id]
+        if not self._open:
+            self._idle.set()
+
+    async def all_answered(self) -> None:
+        """Wait until every request read so far has been answered or cancelled."""
+        await self._idle.wait()
+
+    async def send(self, item: SessionMessage, /) -> None:
+        """Write ``item``; an answer settles its request."""
+        await self.inner.send(item)
+        message = item.message
+        if isinstance(message, JSONRPCResponse | JSONRPCError):
+            self.settled(message.id)
+
+    async def aclose(self) -> None:
+        """Close the SDK's stream."""
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
 class AnsweringReader:
     """The SDK's read stream, minus the requests its parser or its message model refused:
     each of those is answered on ``replies`` (the stream the server writes to) instead of
-    being dropped."""
+    being dropped. With a ``ledger`` (``replies`` counting what is due), the end of the
+    input is held back until every request read has been answered."""
 
     def __init__(
         self,
         inner: Received,
         replies: Replies,
+        ledger: AnswerLedger | None = None,
     ) -> None:
         self.inner = inner
         self.replies = replies
+        self.ledger = ledger
 
     @property
     def last_context(self) -> Any:
@@ -204,8 +282,14 @@ class AnsweringReader:
     async def receive(self) -> SessionMessage | Exception:
         """The next message the server should see."""
         while True:
-            item = await self.inner.receive()
+            try:
+                item = await self.inner.receive()
+            except anyio.EndOfStream:
+                if self.ledger is not None:
+                    await self.ledger.all_answered()
+                raise
             if not isinstance(item, Exception):
+                self._note(item)
                 return item
             errors = refused_request_errors(item)
             if not errors:
@@ -213,6 +297,17 @@ class AnsweringReader:
             for error in errors:
                 logger.info("answered request %r, which the MCP SDK could not read", error.id)
                 await self.replies.send(SessionMessage(error))
+
+    def _note(self, item: SessionMessage) -> None:
+        """Count a request as due, and a client's cancellation as settling one."""
+        if self.ledger is None:
+            return
+        message = item.message
+        if isinstance(message, JSONRPCRequest):
+            self.ledger.opened(message.id)
+        elif isinstance(message, JSONRPCNotification) and message.method == CANCELLED:
+            params = message.params or {}
+            self.ledger.settled(params.get("requestId"))
 
     async def aclose(self) -> None:
         """Close the SDK's stream."""

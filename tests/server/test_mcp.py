@@ -573,3 +573,83 @@ def test_a_refused_message_without_a_request_to_answer_stays_unanswered(line: st
     with pytest.raises(ValidationError) as refused:
         jsonrpc_message_adapter.validate_json(line, by_name=False)
     assert refused_request_errors(refused.value) == []
+
+
+def test_requests_piped_in_are_all_answered_before_the_server_ends(tmp_path: Path) -> None:
+    """A script that writes its requests and closes stdin (``printf ... | contextstore
+    mcp``) got answers to the first one or two: the SDK stopped serving at the end of the
+    input, and the requests still being handled went unanswered. Every one is answered now,
+    then the server exits 0."""
+    import subprocess
+
+    db = tmp_path / "mcp.db"
+    state = _history(db)
+    opening = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "script", "version": "1"},
+        },
+    }
+    lines = [opening, {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    calls = [
+        ("list_conversations", {}),
+        ("show_conversation", {"conversation_id": state["cid"]}),
+        ("audit_conversation", {"conversation_id": state["audited"]}),
+        ("list_checkpoints", {"conversation_id": state["cid"]}),
+        ("search_conversations", {"text": "a.py"}),
+    ] * 3
+    for number, (name, arguments) in enumerate(calls, start=1):
+        params = {"name": name, "arguments": arguments}
+        lines.append({"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": params})
+    lines.append({"jsonrpc": "2.0", "id": len(calls) + 1, "method": "tools/list"})
+    finished = subprocess.run(
+        [sys.executable, "-m", "contextstore", "--db", str(db), "mcp"],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        env=server_env(tmp_path / "data"),
+        timeout=120,
+    )
+    answers = [json.loads(line) for line in finished.stdout.splitlines()]
+    assert finished.returncode == 0, finished.stderr
+    assert sorted(answer["id"] for answer in answers) == list(range(len(calls) + 2))
+    assert all("result" in answer for answer in answers)
+    assert not any(answer["result"].get("isError") for answer in answers[1:-1])
+
+
+def test_a_cancelled_request_is_not_waited_for_at_the_end_of_the_input() -> None:
+    """The client cancels a request (the server then sends no answer): the end of the
+    input is not held back for it, while one still due is waited for."""
+    from mcp.shared.message import SessionMessage
+    from mcp.types import JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+
+    from contextstore.server.mcp_stdio import AnsweringReader, AnswerLedger
+
+    async def body() -> None:
+        to_server, read = anyio.create_memory_object_stream[SessionMessage | Exception](10)
+        written, _replies = anyio.create_memory_object_stream[SessionMessage](10)
+        ledger = AnswerLedger(written)
+        reader = AnsweringReader(read, ledger, ledger)
+        for request_id in (7, "eight"):
+            request = JSONRPCRequest(jsonrpc="2.0", id=request_id, method="tools/list")
+            await to_server.send(SessionMessage(request))
+        cancel = JSONRPCNotification(
+            jsonrpc="2.0", method="notifications/cancelled", params={"requestId": 7}
+        )
+        await to_server.send(SessionMessage(cancel))
+        await to_server.aclose()
+        for _ in range(3):
+            await reader.receive()
+        with anyio.move_on_after(0.2) as waited:
+            await reader.receive()  # "eight" is still due: the end is held back
+        assert waited.cancelled_caught
+        answer = JSONRPCResponse(jsonrpc="2.0", id="eight", result={})
+        await ledger.send(SessionMessage(answer))
+        with anyio.fail_after(30), pytest.raises(anyio.EndOfStream):
+            await reader.receive()
+
+    anyio.run(body)
