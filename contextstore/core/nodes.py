@@ -120,6 +120,16 @@ def node_id(message_idx: int, block_idx: int) -> str:
     return f"m{message_idx}.b{block_idx}"
 
 
+_NODE_ID = re.compile(r"m(0|[1-9][0-9]{0,9})\.b(0|[1-9][0-9]{0,9})")
+
+
+def node_address(text: str) -> tuple[int, int] | None:
+    """The ``(message_idx, block_idx)`` a :func:`node_id` names, or None when ``text`` is
+    not one (``"m012.b0"`` and ``"m12.b0 "`` are not)."""
+    found = _NODE_ID.fullmatch(text)
+    return None if found is None else (int(found.group(1)), int(found.group(2)))
+
+
 def _int(value: Any) -> int | None:
     """A line argument as a number: an int, or a string of ASCII digits ("²" is a digit to
     :meth:`str.isdigit`, not to :func:`int`), within what a line column holds."""

@@ -6,6 +6,7 @@ from typing import Any
 
 from contextstore.core.errors import IntegrityViolationError, InvalidInputError
 from contextstore.core.lineage import Lineage, LineageEdge, NodeKind, NodeRef, Relation
+from contextstore.core.nodes import node_address
 from contextstore.core.validate import check_choice, check_id, check_int, check_ts, shown
 from contextstore.facade.base import StoreBase
 from contextstore.storage import lineage
@@ -14,19 +15,24 @@ from contextstore.storage.database import Connection
 
 
 def as_node(value: Any, name: str = "node") -> NodeRef:
-    """A caller's node: a :class:`NodeRef`, or ``(message_idx, block_idx)`` for a block.
+    """A caller's node: a :class:`NodeRef`, ``(message_idx, block_idx)`` for a block, or
+    the block's ``node_id`` as the views print it (``"m12.b0"``).
 
     Raises:
         InvalidInputError: the value names no node.
     """
+    spelled = node_address(value) if isinstance(value, str) else None
     if isinstance(value, NodeRef):
         node = value
     elif isinstance(value, tuple | list) and len(value) == 2:
         node = NodeRef.block(value[0], value[1])
+    elif spelled is not None:
+        node = NodeRef.block(*spelled)
     else:
         raise InvalidInputError(
             f"{name} must be a NodeRef (NodeRef.block(m, b), NodeRef.update(ts, m, b), "
-            f"NodeRef.range(ts)) or a (message_idx, block_idx) pair, got {shown(value, 60)}."
+            f"NodeRef.range(ts)), a (message_idx, block_idx) pair or a block's node_id "
+            f"such as 'm12.b0', got {shown(value, 60)}."
         )
     check_choice(f"{name} kind", node.kind, NodeKind.ALL)
     if node.kind == NodeKind.RANGE:
@@ -54,12 +60,17 @@ class LineageMixin(StoreBase):
         return found
 
     def lineage(
-        self, conversation_id: str, node: NodeRef | tuple[int, int], *, as_of: int | None = None
+        self,
+        conversation_id: str,
+        node: NodeRef | tuple[int, int] | str,
+        *,
+        as_of: int | None = None,
     ) -> Lineage:
         """What ``node`` was made from (``ancestors``) and what was made from it
         (``descendants``, as of ``as_of``), each edge with its depth from ``node``.
 
-        ``node`` is a :class:`NodeRef` or ``(message_idx, block_idx)`` for a stored block.
+        ``node`` is a :class:`NodeRef`, or for a stored block ``(message_idx, block_idx)``
+        or its ``node_id`` as the views print it (``"m12.b0"``).
         Runs the recursive queries the README documents.
 
         Raises:
@@ -87,7 +98,7 @@ class LineageMixin(StoreBase):
         self,
         conversation_id: str,
         derived: NodeRef,
-        source: NodeRef | tuple[int, int],
+        source: NodeRef | tuple[int, int] | str,
         *,
         relation: str = Relation.ABSTRACTS,
     ) -> bool:

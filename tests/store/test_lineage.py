@@ -191,3 +191,24 @@ def test_a_node_the_conversation_lacks_is_refused(store: ContextStore) -> None:
         with pytest.raises(InvalidInputError, match="has no"):
             store.lineage(cid, missing)
     assert store.lineage(cid, NodeRef("block", block_ts, 1, 0)).node.ts == block_ts
+
+
+def test_a_block_is_named_by_the_node_id_the_views_print(store: ContextStore) -> None:
+    """``show --nodes`` and the views print ``m1.b0``; lineage takes it as it is printed,
+    and nothing else spelled like it."""
+    cid = store.create_conversation().id
+    store.append(cid, [user("a"), assistant("b"), user("c")])
+    printed = [
+        row[0]
+        for row in store.query(
+            "SELECT node_id FROM pristine_nodes WHERE message_idx = 1 AND block_idx = 0"
+        ).rows
+    ]
+    assert printed == ["m1.b0"]
+    assert store.lineage(cid, "m1.b0") == store.lineage(cid, (1, 0))
+    assert store.lineage(cid, "m2.b0").node.message_idx == 2
+    for spelled in ["m01.b0", "m1.b0 ", "M1.B0", "m1.b", "m1b0", "1.0", "m-1.b0", "m1.b0.x"]:
+        with pytest.raises(InvalidInputError, match=r"node_id such as 'm12\.b0'"):
+            store.lineage(cid, spelled)
+    with pytest.raises(InvalidInputError, match="has no"):
+        store.lineage(cid, "m9.b0")
