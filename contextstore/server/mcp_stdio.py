@@ -24,7 +24,7 @@ import json
 import logging
 from collections import Counter
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 import anyio
 from mcp.shared.message import SessionMessage
@@ -204,7 +204,37 @@ class Sent(Replies, Protocol):
     async def aclose(self) -> None: ...
 
 
-class AnswerLedger:
+class _Closable(Protocol):
+    async def aclose(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Closable)
+
+
+class _Wrapped(Generic[S]):
+    """A wrapper of one of the SDK's streams: closing it (directly or at the end of an
+    ``async with`` block) closes the stream it wraps."""
+
+    inner: S
+
+    async def aclose(self) -> None:
+        """Close the SDK's stream."""
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
+class AnswerLedger(_Wrapped[Sent]):
     """The server's write stream, counting the requests read and not yet answered."""
 
     def __init__(self, inner: Sent) -> None:
@@ -241,24 +271,8 @@ class AnswerLedger:
         if isinstance(message, JSONRPCResponse | JSONRPCError):
             self.settled(message.id)
 
-    async def aclose(self) -> None:
-        """Close the SDK's stream."""
-        await self.inner.aclose()
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        await self.aclose()
-        return None
-
-
-class AnsweringReader:
+class AnsweringReader(_Wrapped[Received]):
     """The SDK's read stream, minus the requests its parser or its message model refused:
     each of those is answered on ``replies`` (the stream the server writes to) instead of
     being dropped. With a ``ledger`` (``replies`` counting what is due), the end of the
@@ -309,10 +323,6 @@ class AnsweringReader:
             params = message.params or {}
             self.ledger.settled(params.get("requestId"))
 
-    async def aclose(self) -> None:
-        """Close the SDK's stream."""
-        await self.inner.aclose()
-
     def __aiter__(self) -> Self:
         return self
 
@@ -321,15 +331,3 @@ class AnsweringReader:
             return await self.receive()
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        await self.aclose()
-        return None
