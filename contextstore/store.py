@@ -17,6 +17,7 @@ from contextstore.core.health import RecoveryReport
 from contextstore.core.tokens import TokenCounter
 from contextstore.core.validate import (
     MAX_MESSAGE_BYTES,
+    check_flags,
     check_int,
     check_path,
     shown,
@@ -52,14 +53,9 @@ def _check_options(
     """Refuse :meth:`ContextStore.open` options of the wrong type, before anything is opened
     (they were taken, and failed with a ``TypeError`` or ``AttributeError`` at the first
     append or render)."""
-    flags = {
-        "auto_migrate": auto_migrate,
-        "read_only": read_only,
-        "mask_secrets_on_write": mask_secrets_on_write,
-    }
-    for name, value in flags.items():
-        if not isinstance(value, bool):
-            raise InvalidInputError(f"{name} must be True or False, got {shown(value)}.")
+    check_flags(
+        auto_migrate=auto_migrate, read_only=read_only, mask_secrets_on_write=mask_secrets_on_write
+    )
     check_int("max_message_bytes", max_message_bytes, minimum=1, optional=False)
     if token_counter is not None and (
         isinstance(token_counter, str | bytes)  # str.count is no token counter

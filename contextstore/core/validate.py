@@ -254,6 +254,17 @@ MAX_PATH_COMPONENT_BYTES: Final = 255
 """Longest single file or directory name accepted (NAME_MAX on common file systems)."""
 
 
+def check_flags(**flags: Any) -> None:
+    """Refuse a flag that is not ``True`` or ``False`` (``"no"`` would read as true).
+
+    Raises:
+        InvalidInputError: one of them is anything else.
+    """
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise InvalidInputError(f"{name} must be True or False, got {shown(value)}.")
+
+
 def check_path(name: str, value: Any) -> str:
     """A caller's file path as text: a non-empty ``str`` or ``os.PathLike`` the file system
     can name (no NUL, encodable, within :data:`MAX_PATH_BYTES` and, per name,

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from contextstore.core.errors import InvalidInputError
-from contextstore.core.validate import shown
+from contextstore.core.validate import check_flags, shown
 
 
 def path_argument(name: str, value: Any) -> Path:
     """``value`` as a :class:`~pathlib.Path`, when it is a non-empty ``str`` or
-    ``os.PathLike`` naming text.
+    ``os.PathLike`` naming text (what the file system then makes of it is reported as the
+    file's own error, in the terms of the file that was being read or written).
 
     Raises:
         InvalidInputError: it is anything else (None, a number, bytes, an empty string).
@@ -32,17 +33,6 @@ def path_argument(name: str, value: Any) -> Path:
 def optional_path_argument(name: str, value: Any) -> Path | None:
     """:func:`path_argument`, or None for None."""
     return None if value is None else path_argument(name, value)
-
-
-def check_flags(**flags: Any) -> None:
-    """Refuse a flag that is not ``True`` or ``False`` (``"no"`` would read as true).
-
-    Raises:
-        InvalidInputError: one of them is anything else.
-    """
-    for name, value in flags.items():
-        if not isinstance(value, bool):
-            raise InvalidInputError(f"{name} must be True or False, got {shown(value)}.")
 
 
 def check_import_options(

@@ -14,9 +14,8 @@ from typing import Any
 
 from contextstore.core.os_errors import check_regular_targets, os_errors
 from contextstore.core.store_files import check_not_store_files
-from contextstore.core.validate import check_id
+from contextstore.core.validate import check_flags, check_id
 from contextstore.interop.arguments import (
-    check_flags,
     check_import_options,
     optional_path_argument,
     path_argument,

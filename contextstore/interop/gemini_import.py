@@ -22,9 +22,9 @@ from contextstore.core.hardening import DEFAULT_FINAL_USER_TEXT
 from contextstore.core.os_errors import check_regular_targets, os_errors
 from contextstore.core.records import Conversation
 from contextstore.core.store_files import check_not_store_files
-from contextstore.core.validate import check_id
+from contextstore.core.validate import check_flags, check_id
 from contextstore.core.view import build_view
-from contextstore.interop.arguments import check_flags, check_import_options, path_argument
+from contextstore.interop.arguments import check_import_options, path_argument
 from contextstore.interop.errors import GeminiChatError
 from contextstore.interop.files import MAX_FILE_BYTES, Folder
 from contextstore.interop.gemini import (
@@ -200,19 +200,17 @@ def _session_metadata(
     """The session's metadata: as imported, else made up; a JSONL file (or one made up)
     gets a ``sessionId`` and ``projectHash`` where it has none."""
     stored = gemini.get("session")
+    project_hash = _project_hash(conversation, gemini)
     metadata: dict[str, Any] = (
         dict(stored)
         if isinstance(stored, dict)
         else {
             "sessionId": conversation.id,
-            "projectHash": _project_hash(conversation, gemini),
+            "projectHash": project_hash,
             "startTime": format_timestamp(conversation.created_ts),
         }
     )
-    for key, value in (
-        ("sessionId", conversation.id),
-        ("projectHash", _project_hash(conversation, gemini)),
-    ):
+    for key, value in (("sessionId", conversation.id), ("projectHash", project_hash)):
         # Gemini CLI's loader takes a JSONL file whose metadata lacks either (or holds an
         # empty one) for no session at all: it does not list, resume or load it. (A legacy
         # .json needs only the sessionId, so an imported one stays JSON-equal.)

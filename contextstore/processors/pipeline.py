@@ -34,9 +34,9 @@ from contextstore.core.overlays import (
 from contextstore.core.system_prompt import rewrite_system_texts
 from contextstore.core.validate import (
     MAX_MESSAGE_BYTES,
+    check_flags,
     check_free_text,
     check_json_value,
-    shown,
 )
 from contextstore.core.view import IndexedView
 from contextstore.processors.base import (
@@ -343,8 +343,7 @@ class Pipeline:
                 JSON-serialisable, the dependencies name a missing processor or form a
                 cycle, or a trigger is malformed; ``parallel`` is not ``True`` or ``False``.
         """
-        if not isinstance(parallel, bool):
-            raise InvalidInputError(f"parallel must be True or False, got {shown(parallel)}.")
+        check_flags(parallel=parallel)
         self.processors: tuple[Processor, ...] = checked_processors(processors)
         self.ordered: tuple[Processor, ...] = tuple(dependency_order(self.processors))
         for processor in self.processors:
