@@ -9,8 +9,16 @@ as a Python term on a user's screen.
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Callable
 
-RULES: tuple[tuple[str, str], ...] = (
+
+def _roll_back_first(match: re.Match[str]) -> str:
+    command = f"contextstore rollback {shlex.quote(match['cid'])} --to {match['ts']} --yes"
+    return f"{match[1]} Roll back to that ts first ('{command}'), then run this restore again."
+
+
+RULES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (
         r"list them with ContextStore\.list_conversations\(\) or 'contextstore conversations'",
         "list them with 'contextstore conversations'",
@@ -28,11 +36,10 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"pass force=True \(--force\)", "pass --force"),
     (r" \(ContextStore\.recover\)", ""),
     (
-        r"\(ts ([^)]+)\) since it ran; restoring would mix them with the archived ones\. "
-        r"Roll back to that ts first, then restore\.",
-        r"(ts \1) since it ran; restoring would mix them with the archived ones. Roll back "
-        r"to that ts first ('contextstore rollback CID --to \1 --yes'), then run this restore "
-        r"again.",
+        r"(after rollback \S+ cutoff \(ts (?P<ts>[^)]+)\) in conversation '(?P<cid>[^'\\]*)' "
+        r"since it ran; restoring would mix them with the archived ones\.) Roll back to that "
+        r"ts first, then restore\.",
+        _roll_back_first,
     ),
 )
 """``(library phrase as a regular expression, CLI phrase)`` pairs, applied in order."""

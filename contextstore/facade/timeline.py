@@ -203,9 +203,10 @@ class TimelineMixin(StoreBase):
             (stamp,) = tick(connection, conversation_id)
             if timeline.any_row_after(connection, conversation_id, int(row.cutoff_ts)):
                 raise InvalidInputError(
-                    f"rows were written after rollback {rollback_id}'s cutoff "
-                    f"(ts {row.cutoff_ts}) since it ran; restoring would mix them with the "
-                    "archived ones. Roll back to that ts first, then restore."
+                    f"rows were written after rollback {rollback_id}'s cutoff (ts "
+                    f"{row.cutoff_ts}) in conversation {conversation_id!r} since it ran; "
+                    "restoring would mix them with the archived ones. Roll back to that ts "
+                    "first, then restore."
                 )
             counts, total = timeline.restore_archived(connection, conversation_id, rollback_id)
             set_message_count(connection, conversation_id, total)

@@ -293,7 +293,8 @@ def test_library_messages_reach_the_user_in_cli_terms(
         assert run("--db", seeded.db, "checkpoint", seeded.cid).code == 0
         got = run("--db", seeded.db, "restore", seeded.cid, "1")
         to = f"--to {seeded.checkpoint_ts} --yes"
-        assert f"('contextstore rollback CID {to}'), then run this restore again." in got.err
+        hint = f"('contextstore rollback {seeded.cid} {to}'), then run this restore again."
+        assert hint in got.err
     else:
         out = tmp_path / "task"
         out.mkdir()
@@ -302,6 +303,29 @@ def test_library_messages_reach_the_user_in_cli_terms(
         assert "--force" in got.err
     assert got.code != 0 and got.err.startswith("error: ") and got.err.count("\n") == 1
     assert _python_terms(got.err) == [], got.err
+
+
+def test_the_restore_hint_is_a_command_that_runs_for_the_conversation_named(
+    tmp_path: Path,
+) -> None:
+    db = str(tmp_path / "hint.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation(id="task 7; rm -rf x").id
+        store.append(cid, "user", "first")
+        mark = store.checkpoint(cid, "mark")
+        store.append(cid, "assistant", "second")
+        store.rollback(cid, to=mark.ts)
+        store.append(cid, "user", "written after the rollback")
+    got = run("--db", db, "restore", cid, "1")
+    assert got.code == 2
+    hint = re.search(r"\('(contextstore rollback .*)'\), then run this restore again\.", got.err)
+    assert hint is not None, got.err
+    argv = shlex.split(hint[1])
+    assert argv[:3] == ["contextstore", "rollback", cid]
+    assert run("--db", db, *argv[1:]).code == 0
+    assert run("--db", db, "restore", cid, "1").code == 0
+    with ContextStore.open(db) as store:
+        assert [m["content"] for m in store.messages(cid)] == ["first", "second"]
 
 
 # -- the terminal --------------------------------------------------------------------------
