@@ -190,9 +190,28 @@ def _set_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> N
         ctx.obj["db"] = value
 
 
+MAKES_ITS_OWN_DATABASES = frozenset({"bench", "crash-test"})
+"""Commands that write scratch databases of their own and never open the store ``--db``
+names, so the store's ``--db`` and ``--read-only`` options are not theirs."""
+
+
+def refuse_read_only_flag(ctx: click.Context) -> None:
+    """Refuse ``--read-only`` (given before the command name) for a command that only
+    writes databases of its own: it would be ignored, and the user would think that
+    nothing was written."""
+    if (ctx.obj or {}).get("read_only"):
+        raise click.UsageError(
+            f"--read-only does not apply to {ctx.info_name}: it writes new databases of its "
+            "own and never opens the store; run it without --read-only.",
+            ctx,
+        )
+
+
 def add_db_option(cmd: click.Command) -> None:
     """Give ``cmd`` (and, for a group, each of its commands) a ``--db`` option that
     overrides the one given before the command name."""
+    if cmd.name in MAKES_ITS_OWN_DATABASES:
+        return
     if not any(isinstance(p, click.Option) and "--db" in p.opts for p in cmd.params):
         cmd.params.append(
             click.Option(

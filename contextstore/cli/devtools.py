@@ -9,7 +9,12 @@ from typing import Any
 import click
 
 from contextstore.cli import terminal
-from contextstore.cli.common import IntegerRange, NumberRange, handle_errors
+from contextstore.cli.common import (
+    IntegerRange,
+    NumberRange,
+    handle_errors,
+    refuse_read_only_flag,
+)
 
 
 @click.command("crash-test")
@@ -41,6 +46,8 @@ def crash_test(kills: int, seed: int, db_path: str | None, max_delay: float) -> 
     import tempfile
 
     from contextstore.devtools.crash import run_campaign
+
+    refuse_read_only_flag(click.get_current_context())
 
     with (
         tempfile.TemporaryDirectory(prefix="contextstore-crash-") as scratch,
@@ -209,6 +216,8 @@ def bench(
 
     from contextstore.devtools import bench as benchmarks
     from contextstore.devtools.bench_runner import Settings
+
+    refuse_read_only_flag(click.get_current_context())
 
     if large and 100_000 not in sizes:
         sizes = (*sizes, 100_000)

@@ -20,7 +20,7 @@ from contextstore.cli.history import conversation_json
 from contextstore.cli.output import ordered_counts
 from contextstore.cli.times import MOMENT, Moment, checked_moment, format_ts
 from contextstore.core.records import Checkpoint, RollbackReport
-from contextstore.core.validate import MAX_INT32
+from contextstore.core.validate import MAX_HASH_LENGTH, MAX_INT32, MAX_LABEL_LENGTH
 
 
 def checkpoint_json(cp: Checkpoint) -> dict[str, Any]:
@@ -35,11 +35,34 @@ def checkpoint_json(cp: Checkpoint) -> dict[str, Any]:
     }
 
 
+def _at_most(limit: int) -> Any:
+    """A callback refusing an option's text when empty or longer than the store keeps."""
+
+    def check(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+        if value is not None and not 0 < len(value) <= limit:
+            raise click.BadParameter(
+                f"give 1 to {limit} characters ({len(value):,} given), or leave it out."
+            )
+        return value
+
+    return check
+
+
 @click.command()
 @click.argument("conversation_id", metavar="CID")
-@click.option("--label", default=None, help="A name to roll back or fork to later.")
+@click.option(
+    "--label",
+    default=None,
+    callback=_at_most(MAX_LABEL_LENGTH),
+    help="A name to roll back or fork to later.",
+)
 @click.option("--note", default=None, help="Free text kept with the checkpoint.")
-@click.option("--git-hash", default=None, help="The git commit the workspace was at.")
+@click.option(
+    "--git-hash",
+    default=None,
+    callback=_at_most(MAX_HASH_LENGTH),
+    help="The git commit the workspace was at.",
+)
 @json_option
 @click.pass_context
 def checkpoint(

@@ -204,7 +204,7 @@ class TimelineMixin(StoreBase):
             if timeline.any_row_after(connection, conversation_id, int(row.cutoff_ts)):
                 raise InvalidInputError(
                     f"rows were written after rollback {rollback_id}'s cutoff (ts "
-                    f"{row.cutoff_ts}) in conversation {conversation_id!r} since it ran; "
+                    f"{row.cutoff_ts}) in conversation '{conversation_id}' since it ran; "
                     "restoring would mix them with the archived ones. Roll back to that ts "
                     "first, then restore."
                 )

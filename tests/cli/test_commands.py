@@ -160,6 +160,31 @@ def test_a_blank_checkpoint_label_is_refused_and_writes_nothing(seeded: Seeded) 
         assert [c.label for c in store.checkpoints(seeded.cid)] == [seeded.label]
 
 
+@pytest.mark.parametrize(
+    ("flag", "limit", "value"),
+    [("--label", 200, "x" * 201), ("--git-hash", 64, "a" * 65), ("--git-hash", 64, "")],
+)
+def test_checkpoint_text_out_of_bounds_is_refused_in_the_flags_name(
+    seeded: Seeded, flag: str, limit: int, value: str
+) -> None:
+    """The library's check named its parameter (``git_hash must be ...``) to a CLI user."""
+    got = run("--db", seeded.db, "checkpoint", seeded.cid, flag, value)
+    assert got.code == 2 and f"'{flag}'" in got.err and f"1 to {limit} characters" in got.err
+    assert "_" not in got.err.split("Error:")[1]
+    with seeded.store() as store:
+        assert [c.label for c in store.checkpoints(seeded.cid)] == [seeded.label]
+
+
+def test_checkpoint_text_at_its_limits_is_kept(seeded: Seeded) -> None:
+    got = run(
+        "--db", seeded.db, "checkpoint", seeded.cid, "--label", "x" * 200, "--git-hash", "a" * 64
+    )
+    assert got.code == 0, got.err
+    with seeded.store() as store:
+        newest = store.checkpoints(seeded.cid)[-1]
+    assert (newest.label, newest.git_hash) == ("x" * 200, "a" * 64)
+
+
 def test_show_counts_only_the_stored_messages_a_range_hides(tmp_path: Path) -> None:
     """A Cline task imported without its model history has ranges over messages it never
     held: ``show`` said "messages 2-17 (16) hidden" where the audit says 0 messages."""

@@ -62,10 +62,23 @@ def _args(seeded: Seeded, template: list[str]) -> list[str]:
 # -- --db and CONTEXTSTORE_DB ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", sorted(_commands()))
-def test_every_command_accepts_db_after_its_name(name: str) -> None:
+@pytest.mark.parametrize("name", sorted(set(_commands()) - {"bench"}))
+def test_every_command_that_opens_the_store_accepts_db_after_its_name(name: str) -> None:
     options = {opt for p in _commands()[name].params for opt in getattr(p, "opts", [])}
     assert "--db" in options
+
+
+@pytest.mark.parametrize("name", ["bench", "crash-test"])
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_read_only_is_refused_where_a_command_makes_its_own_databases(
+    tmp_path: Path, name: str, where: str
+) -> None:
+    args = [name, "--read-only"] if where == "after" else ["--read-only", name]
+    small = ["--kills", "1"] if name == "crash-test" else ["--sizes", "4", "--no-peers"]
+    got = run(*args, *small)
+    assert got.code == 2
+    assert "--read-only" in got.err and "Traceback" not in got.err
+    assert "killing" not in got.err and got.out == ""
 
 
 @pytest.mark.parametrize("name", sorted(READ_COMMANDS))
