@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from contextstore.core.hardening import DEFAULT_FINAL_USER_TEXT
 from contextstore.core.os_errors import check_regular_targets, os_errors
-from contextstore.core.records import Conversation
+from contextstore.core.records import Conversation, RequestRecord
 from contextstore.core.store_files import check_not_store_files
 from contextstore.core.validate import check_flags, check_id
 from contextstore.core.view import build_view
@@ -320,6 +320,7 @@ def _generated_records(
         return []
     records: list[dict[str, Any]] = []
     results = _results_by_call(messages)
+    answered = _answered_requests(store.requests(conversation.id), stamps)
     for index, message, ts in new:
         record_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"contextstore:{conversation.id}:{index}"))
         base = {"id": record_id, "timestamp": format_timestamp(ts)}
@@ -348,10 +349,49 @@ def _generated_records(
         record: dict[str, Any] = {**base, "type": "gemini", "content": texts}
         if calls:
             record["toolCalls"] = calls
-        if conversation.model_id:
-            record["model"] = conversation.model_id
+        request = answered.get(index)
+        model = (request.model_id if request else None) or conversation.model_id
+        if model:
+            record["model"] = model
+        if request is not None:
+            record["tokens"] = _tokens(request)
         records.append(record)
     return records
+
+
+def _answered_requests(
+    requests: Sequence[RequestRecord], stamps: Sequence[int]
+) -> dict[int, RequestRecord]:
+    """The request each message answers, by the message's index: the newest request with
+    usage recorded after the message before it (Gemini CLI keeps a request's usage on the
+    record of the answer it produced; a retry that was answered by nothing has no record)."""
+    found: dict[int, RequestRecord] = {}
+    position = 0
+    ordered = sorted(requests, key=lambda r: r.ts)
+    for index, ts in enumerate(stamps):
+        while position < len(ordered) and ordered[position].ts < ts:
+            request = ordered[position]
+            if request.tokens_in is not None or request.tokens_out is not None:
+                found[index] = request
+            position += 1
+    return found
+
+
+def _tokens(request: RequestRecord) -> dict[str, int]:
+    """Gemini CLI's ``tokens`` for a request recorded here, so an import reads the same
+    usage back: ``input`` counts the whole prompt (cache writes included: Gemini has none
+    of its own), ``cached`` the part read from a cache."""
+    cached = request.cache_reads or 0
+    given = (request.tokens_in or 0) + (request.cache_writes or 0) + cached
+    output = request.tokens_out or 0
+    return {
+        "input": given,
+        "output": output,
+        "cached": cached,
+        "thoughts": 0,
+        "tool": 0,
+        "total": given + output,
+    }
 
 
 def _record_parts(blocks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

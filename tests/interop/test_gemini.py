@@ -537,6 +537,50 @@ def test_a_tool_result_exports_as_the_text_the_gemini_renderer_sends(
         assert other.render(again, format="gemini") == memory_store.render(cid, format="gemini")
 
 
+def test_usage_recorded_here_goes_on_the_answer_it_produced(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    """Gemini CLI keeps a request's usage as the ``tokens`` of the answer's record; a
+    session made here exported none, so Gemini CLI and a re-import saw no usage at all."""
+    cid = memory_store.create_conversation(model_id="gemini-2.5-pro").id
+    memory_store.append(cid, "user", "Hello")
+    failed = memory_store.prepare_request(cid).request_id
+    memory_store.record_request(cid, request_id=failed, failure="overloaded")
+    retried = memory_store.prepare_request(cid).request_id
+    memory_store.append(cid, "assistant", "Hi.")
+    memory_store.record_request(
+        cid,
+        request_id=retried,
+        tokens_in=1_000,
+        tokens_out=20,
+        cache_writes=300,
+        cache_reads=200,
+        model_id="gemini-2.5-flash",
+    )
+    memory_store.append(cid, "user", "Bye")
+    memory_store.append(cid, "assistant", "Bye.")  # answered by no recorded request
+    out = tmp_path / "session.jsonl"
+    export_gemini(memory_store, cid, out)
+    answers = [r for r in read_chat(out, Folder(tmp_path)).records if r["type"] == "gemini"]
+    assert answers[0]["tokens"] == {
+        "input": 1_500,
+        "output": 20,
+        "cached": 200,
+        "thoughts": 0,
+        "tool": 0,
+        "total": 1_520,
+    }
+    assert answers[0]["model"] == "gemini-2.5-flash"
+    assert "tokens" not in answers[1] and answers[1]["model"] == "gemini-2.5-pro"
+    with ContextStore.open(":memory:") as other:
+        again = import_gemini(other, out).conversation_id
+        (request,) = other.requests(again)
+        # cache writes are read back as prompt tokens: Gemini has no cache writes
+        assert (request.tokens_in, request.cache_reads, request.tokens_out) == (1_300, 200, 20)
+        assert request.model_id == "gemini-2.5-flash"
+        assert request.total_tokens == memory_store.requests(cid)[1].total_tokens
+
+
 # -- /chat save checkpoints --------------------------------------------------------------------
 
 

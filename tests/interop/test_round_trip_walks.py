@@ -1,0 +1,190 @@
+"""Random sessions made here, exported to another agent's files and imported again.
+
+An agent writes a session through the store (user turns, tool calls and their results,
+prepared and recorded requests, checkpoints, truncations); it is exported as a Cline task
+or a Gemini CLI session and imported into an empty store. The oracle is the first store:
+what the second holds must be what the first held, at every moment the files keep.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from contextstore import ContextStore
+from contextstore.interop import export_cline, export_gemini, import_cline, import_gemini
+
+WALKS = settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing the agent does; ``size`` varies the text or the tokens it records."""
+
+    kind: str
+    size: int
+
+
+KINDS = ["user", "assistant", "tool", "tools", "checkpoint", "request", "big request", "range"]
+STEP = st.builds(Step, st.sampled_from(KINDS), st.integers(0, 3))
+
+
+class Agent:
+    """Writes one session into ``store`` the way an agent loop would."""
+
+    def __init__(self, store: ContextStore) -> None:
+        self.store = store
+        self.cid = store.create_conversation(model_id="claude-sonnet-4-5").id
+        self.calls = 0
+        store.append(self.cid, "user", "<task>\nTidy the parser\n</task>")
+
+    def do(self, step: Step) -> None:
+        store, cid = self.store, self.cid
+        if step.kind == "user":
+            store.append(cid, "user", [{"type": "text", "text": "more " * (step.size + 1)}])
+        elif step.kind == "assistant":
+            store.append(cid, "assistant", "Done." if step.size % 2 else [_text("Working.")])
+        elif step.kind in ("tool", "tools"):
+            ids = [f"toolu_{self.calls + n}" for n in range(1 if step.kind == "tool" else 2)]
+            self.calls += len(ids)
+            uses = [
+                {"type": "tool_use", "id": i, "name": "read_file", "input": {"path": f"{i}.py"}}
+                for i in ids
+            ]
+            store.append(cid, "assistant", [_text("Reading."), *uses])
+            results = [
+                {"type": "tool_result", "tool_use_id": i, "content": "line\n" * (step.size + 1)}
+                for i in ids
+            ]
+            store.append(cid, "user", results)
+        elif step.kind == "checkpoint":
+            store.checkpoint(cid, git_hash=f"{step.size}" * 40)
+        elif step.kind in ("request", "big request"):
+            # A turn of the loop: prepare, send, store the answer, record what it used.
+            prepared = store.prepare_request(cid, system="Be brief.")
+            assert prepared.request_id is not None
+            store.append(cid, "assistant", [_text(f"Answer {prepared.request_id}.")])
+            tokens_in = 150_000 if step.kind == "big request" else 1_000 * (step.size + 1)
+            store.record_request(
+                cid, request_id=prepared.request_id, tokens_in=tokens_in, tokens_out=10
+            )
+        elif step.kind == "range":
+            count = store.message_count(cid)
+            current = store.deleted_range(cid)
+            low = max(2, current[1] + 1 if current else 2)
+            if count - 2 >= low:
+                store.set_deleted_range(cid, min(low + step.size, count - 2))
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _moments(store: ContextStore, cid: str) -> list[int]:
+    return sorted([c.ts for c in store.checkpoints(cid)] + [r.ts for r in store.requests(cid)])
+
+
+def _view_lengths(store: ContextStore, cid: str, moments: list[int]) -> list[int]:
+    return [len(store.messages(cid, as_of=ts)) for ts in moments]
+
+
+STEPS = st.lists(STEP, min_size=1, max_size=14)
+# A session recording holds every message (Gemini CLI manages its own context when it
+# resumes one), so the walks exported to Gemini make no truncation.
+UNTRUNCATED = [kind for kind in KINDS if kind not in ("big request", "range")]
+UNTRUNCATED_STEPS = st.lists(
+    st.builds(Step, st.sampled_from(UNTRUNCATED), st.integers(0, 3)), min_size=1, max_size=14
+)
+
+
+@WALKS
+@given(steps=STEPS)
+@example(
+    steps=[
+        Step("tool", 1),
+        Step("request", 0),
+        Step("checkpoint", 1),
+        Step("big request", 0),
+        Step("tool", 0),
+        Step("request", 0),
+        Step("checkpoint", 2),
+        Step("user", 0),
+    ]
+)
+def test_a_session_made_here_comes_back_from_its_cline_task(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[Step]
+) -> None:
+    out = tmp_path_factory.mktemp("walk") / "tasks" / "1760000000000"
+    with ContextStore.open(":memory:") as store:
+        agent = Agent(store)
+        for step in steps:
+            agent.do(step)
+        cid = agent.cid
+        export_cline(store, cid, out)
+        api = json.loads((out / "api_conversation_history.json").read_text(encoding="utf-8"))
+        ui = json.loads((out / "ui_messages.json").read_text(encoding="utf-8"))
+        checkpoints = store.checkpoints(cid)
+        requests = store.requests(cid)
+        here = {
+            "messages": store.messages(cid),
+            "range": store.deleted_range(cid),
+            "view": store.render(cid),
+            "hashes": [c.git_hash for c in checkpoints],
+            "usage": [(r.tokens_in, r.tokens_out) for r in requests],
+            "at checkpoints": _view_lengths(store, cid, [c.ts for c in checkpoints]),
+            "at requests": _view_lengths(store, cid, [r.ts for r in requests]),
+        }
+        # Cline's restore to a checkpoint or request keeps api[0 : index + 2]: exactly what
+        # the store held at that moment.
+        stamped = [m for m in ui if m.get("say") in ("checkpoint_created", "api_req_started")]
+        moments = _moments(store, cid)
+        assert len(stamped) == len(moments)
+        for ts, message in zip(moments, stamped, strict=True):
+            kept = api[: (message.get("conversationHistoryIndex") or 0) + 2]
+            assert kept == store.messages(cid, as_of=ts)
+    with ContextStore.open(":memory:") as other:
+        again_id = import_cline(other, out).items[0].conversation_id
+        checkpoints = other.checkpoints(again_id)
+        requests = other.requests(again_id)
+        again = {
+            "messages": other.messages(again_id),
+            "range": other.deleted_range(again_id),
+            "view": other.render(again_id),
+            "hashes": [c.git_hash for c in checkpoints],
+            "usage": [(r.tokens_in, r.tokens_out) for r in requests],
+            "at checkpoints": _view_lengths(other, again_id, [c.ts for c in checkpoints]),
+            "at requests": _view_lengths(other, again_id, [r.ts for r in requests]),
+        }
+        assert again == here
+        assert import_cline(other, out).items[0].status == "unchanged"
+
+
+@WALKS
+@given(steps=UNTRUNCATED_STEPS)
+def test_a_session_made_here_comes_back_from_its_gemini_recording(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[Step]
+) -> None:
+    path = tmp_path_factory.mktemp("walk") / "session.jsonl"
+    with ContextStore.open(":memory:") as store:
+        agent = Agent(store)
+        for step in steps:
+            agent.do(step)
+        export_gemini(store, agent.cid, path)
+        here = store.render(agent.cid, format="gemini")
+        count = store.message_count(agent.cid)
+        usage = [(r.tokens_in, r.tokens_out) for r in store.requests(agent.cid)]
+    with ContextStore.open(":memory:") as other:
+        again_id = import_gemini(other, path).items[0].conversation_id
+        assert other.message_count(again_id) == count
+        assert other.render(again_id, format="gemini") == here
+        assert [(r.tokens_in, r.tokens_out) for r in other.requests(again_id)] == usage
+        assert import_gemini(other, path).items[0].status == "unchanged"
