@@ -34,7 +34,23 @@ class Step:
     size: int
 
 
-KINDS = ["user", "assistant", "tool", "tools", "checkpoint", "request", "big request", "range"]
+KINDS = [
+    "user",
+    "assistant",
+    "thinking",
+    "image",
+    "tool",
+    "tools",
+    "failed tool",
+    "checkpoint",
+    "request",
+    "big request",
+    "range",
+]
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJ"
+    "RU5ErkJggg=="
+)
 STEP = st.builds(Step, st.sampled_from(KINDS), st.integers(0, 3))
 
 
@@ -53,18 +69,28 @@ class Agent:
             store.append(cid, "user", [{"type": "text", "text": "more " * (step.size + 1)}])
         elif step.kind == "assistant":
             store.append(cid, "assistant", "Done." if step.size % 2 else [_text("Working.")])
-        elif step.kind in ("tool", "tools"):
-            ids = [f"toolu_{self.calls + n}" for n in range(1 if step.kind == "tool" else 2)]
+        elif step.kind == "thinking":
+            thought = {"type": "thinking", "thinking": "Plan.", "signature": f"sig{step.size}"}
+            store.append(cid, "assistant", [thought, _text("Planned.")])
+        elif step.kind == "image":
+            source = {"type": "base64", "media_type": "image/png", "data": PNG}
+            store.append(cid, "user", [{"type": "image", "source": source}, _text("This one.")])
+        elif step.kind in ("tool", "tools", "failed tool"):
+            ids = [f"toolu_{self.calls + n}" for n in range(2 if step.kind == "tools" else 1)]
             self.calls += len(ids)
             uses = [
                 {"type": "tool_use", "id": i, "name": "read_file", "input": {"path": f"{i}.py"}}
                 for i in ids
             ]
             store.append(cid, "assistant", [_text("Reading."), *uses])
-            results = [
+            results: list[dict[str, Any]] = [
                 {"type": "tool_result", "tool_use_id": i, "content": "line\n" * (step.size + 1)}
                 for i in ids
             ]
+            if step.kind == "failed tool":
+                results = [
+                    {**r, "is_error": True, "content": [_text("No such file.")]} for r in results
+                ]
             store.append(cid, "user", results)
         elif step.kind == "checkpoint":
             store.checkpoint(cid, git_hash=f"{step.size}" * 40)
@@ -152,7 +178,7 @@ def test_a_session_made_here_comes_back_from_its_cline_task(
             kept = api[: (message.get("conversationHistoryIndex") or 0) + 2]
             assert kept == store.messages(cid, as_of=ts)
     with ContextStore.open(":memory:") as other:
-        again_id = import_cline(other, out).items[0].conversation_id
+        again_id = import_cline(other, out).conversation_id
         checkpoints = other.checkpoints(again_id)
         requests = other.requests(again_id)
         again = {
@@ -183,7 +209,7 @@ def test_a_session_made_here_comes_back_from_its_gemini_recording(
         count = store.message_count(agent.cid)
         usage = [(r.tokens_in, r.tokens_out) for r in store.requests(agent.cid)]
     with ContextStore.open(":memory:") as other:
-        again_id = import_gemini(other, path).items[0].conversation_id
+        again_id = import_gemini(other, path).conversation_id
         assert other.message_count(again_id) == count
         assert other.render(again_id, format="gemini") == here
         assert [(r.tokens_in, r.tokens_out) for r in other.requests(again_id)] == usage
