@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from contextstore import ContextStore
+from contextstore.core.records import RequestRecord
 from contextstore.interop import export_cline, export_gemini, import_cline, import_gemini
 
 WALKS = settings(
@@ -101,7 +102,13 @@ class Agent:
             store.append(cid, "assistant", [_text(f"Answer {prepared.request_id}.")])
             tokens_in = 150_000 if step.kind == "big request" else 1_000 * (step.size + 1)
             store.record_request(
-                cid, request_id=prepared.request_id, tokens_in=tokens_in, tokens_out=10
+                cid,
+                request_id=prepared.request_id,
+                tokens_in=tokens_in,
+                tokens_out=10,
+                cache_writes=100 * step.size,
+                cache_reads=50 * (step.size % 2),
+                cost=0.001 * (step.size + 1),
             )
         elif step.kind == "range":
             count = store.message_count(cid)
@@ -113,6 +120,17 @@ class Agent:
 
 def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
+
+
+def _usage(request: RequestRecord) -> tuple[Any, ...]:
+    return (
+        request.tokens_in,
+        request.tokens_out,
+        request.cache_writes,
+        request.cache_reads,
+        request.cost,
+        request.model_id,
+    )
 
 
 def _moments(store: ContextStore, cid: str) -> list[int]:
@@ -165,7 +183,7 @@ def test_a_session_made_here_comes_back_from_its_cline_task(
             "range": store.deleted_range(cid),
             "view": store.render(cid),
             "hashes": [c.git_hash for c in checkpoints],
-            "usage": [(r.tokens_in, r.tokens_out) for r in requests],
+            "usage": [_usage(r) for r in requests],
             "at checkpoints": _view_lengths(store, cid, [c.ts for c in checkpoints]),
             "at requests": _view_lengths(store, cid, [r.ts for r in requests]),
         }
@@ -186,7 +204,7 @@ def test_a_session_made_here_comes_back_from_its_cline_task(
             "range": other.deleted_range(again_id),
             "view": other.render(again_id),
             "hashes": [c.git_hash for c in checkpoints],
-            "usage": [(r.tokens_in, r.tokens_out) for r in requests],
+            "usage": [_usage(r) for r in requests],
             "at checkpoints": _view_lengths(other, again_id, [c.ts for c in checkpoints]),
             "at requests": _view_lengths(other, again_id, [r.ts for r in requests]),
         }
@@ -207,10 +225,10 @@ def test_a_session_made_here_comes_back_from_its_gemini_recording(
         export_gemini(store, agent.cid, path)
         here = store.render(agent.cid, format="gemini")
         count = store.message_count(agent.cid)
-        usage = [(r.tokens_in, r.tokens_out) for r in store.requests(agent.cid)]
+        usage = [(r.total_tokens, r.tokens_out) for r in store.requests(agent.cid)]
     with ContextStore.open(":memory:") as other:
         again_id = import_gemini(other, path).conversation_id
         assert other.message_count(again_id) == count
         assert other.render(again_id, format="gemini") == here
-        assert [(r.tokens_in, r.tokens_out) for r in other.requests(again_id)] == usage
+        assert [(r.total_tokens, r.tokens_out) for r in other.requests(again_id)] == usage
         assert import_gemini(other, path).items[0].status == "unchanged"
