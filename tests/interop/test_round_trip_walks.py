@@ -9,6 +9,7 @@ what the second holds must be what the first held, at every moment the files kee
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,8 @@ from hypothesis import strategies as st
 from contextstore import ContextStore
 from contextstore.core.records import RequestRecord
 from contextstore.interop import export_cline, export_gemini, import_cline, import_gemini
+from contextstore.interop.errors import ImportConflictError
+from tests.interop.real import CLINE, need
 
 WALKS = settings(
     max_examples=30,
@@ -58,11 +61,15 @@ STEP = st.builds(Step, st.sampled_from(KINDS), st.integers(0, 3))
 class Agent:
     """Writes one session into ``store`` the way an agent loop would."""
 
-    def __init__(self, store: ContextStore) -> None:
+    def __init__(self, store: ContextStore, cid: str | None = None) -> None:
         self.store = store
-        self.cid = store.create_conversation(model_id="claude-sonnet-4-5").id
         self.calls = 0
-        store.append(self.cid, "user", "<task>\nTidy the parser\n</task>")
+        if cid is None:
+            cid = store.create_conversation(model_id="claude-sonnet-4-5").id
+            store.append(cid, "user", "<task>\nTidy the parser\n</task>")
+        else:  # an imported task the agent goes on with
+            store.append(cid, "user", [_text("Go on, please.")])
+        self.cid = cid
 
     def do(self, step: Step) -> None:
         store, cid = self.store, self.cid
@@ -133,6 +140,22 @@ def _usage(request: RequestRecord) -> tuple[Any, ...]:
     )
 
 
+def _held(store: ContextStore, cid: str) -> dict[str, Any]:
+    """What the files must bring back: the messages, the view, the range, the checkpoints,
+    the usage, and how many messages the store held at each checkpoint and request."""
+    checkpoints = store.checkpoints(cid)
+    requests = store.requests(cid)
+    return {
+        "messages": store.messages(cid),
+        "range": store.deleted_range(cid),
+        "view": store.render(cid),
+        "hashes": [c.git_hash for c in checkpoints],
+        "usage": [_usage(r) for r in requests],
+        "at checkpoints": _view_lengths(store, cid, [c.ts for c in checkpoints]),
+        "at requests": _view_lengths(store, cid, [r.ts for r in requests]),
+    }
+
+
 def _moments(store: ContextStore, cid: str) -> list[int]:
     return sorted([c.ts for c in store.checkpoints(cid)] + [r.ts for r in store.requests(cid)])
 
@@ -176,17 +199,7 @@ def test_a_session_made_here_comes_back_from_its_cline_task(
         export_cline(store, cid, out)
         api = json.loads((out / "api_conversation_history.json").read_text(encoding="utf-8"))
         ui = json.loads((out / "ui_messages.json").read_text(encoding="utf-8"))
-        checkpoints = store.checkpoints(cid)
-        requests = store.requests(cid)
-        here = {
-            "messages": store.messages(cid),
-            "range": store.deleted_range(cid),
-            "view": store.render(cid),
-            "hashes": [c.git_hash for c in checkpoints],
-            "usage": [_usage(r) for r in requests],
-            "at checkpoints": _view_lengths(store, cid, [c.ts for c in checkpoints]),
-            "at requests": _view_lengths(store, cid, [r.ts for r in requests]),
-        }
+        here = _held(store, cid)
         # Cline's restore to a checkpoint or request keeps api[0 : index + 2]: exactly what
         # the store held at that moment.
         stamped = [m for m in ui if m.get("say") in ("checkpoint_created", "api_req_started")]
@@ -197,18 +210,7 @@ def test_a_session_made_here_comes_back_from_its_cline_task(
             assert kept == store.messages(cid, as_of=ts)
     with ContextStore.open(":memory:") as other:
         again_id = import_cline(other, out).conversation_id
-        checkpoints = other.checkpoints(again_id)
-        requests = other.requests(again_id)
-        again = {
-            "messages": other.messages(again_id),
-            "range": other.deleted_range(again_id),
-            "view": other.render(again_id),
-            "hashes": [c.git_hash for c in checkpoints],
-            "usage": [_usage(r) for r in requests],
-            "at checkpoints": _view_lengths(other, again_id, [c.ts for c in checkpoints]),
-            "at requests": _view_lengths(other, again_id, [r.ts for r in requests]),
-        }
-        assert again == here
+        assert _held(other, again_id) == here
         assert import_cline(other, out).items[0].status == "unchanged"
 
 
@@ -232,3 +234,33 @@ def test_a_session_made_here_comes_back_from_its_gemini_recording(
         assert other.render(again_id, format="gemini") == here
         assert [(r.total_tokens, r.tokens_out) for r in other.requests(again_id)] == usage
         assert import_gemini(other, path).items[0].status == "unchanged"
+
+
+REAL_TASK = CLINE / "gmfstu-task-1769053680585"
+
+
+@settings(WALKS, max_examples=10)
+@given(steps=st.lists(STEP, min_size=1, max_size=8))
+def test_a_real_task_continued_here_comes_back_from_its_export(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[Step]
+) -> None:
+    """Cline's own task, imported, continued by an agent here and exported over its folder:
+    an empty store reads the same conversation from the folder. The store it came from
+    calls the folder a conflict (it changed, and so did the conversation, as the README
+    says), and ``replace`` takes it whole: the same conversation again."""
+    folder = tmp_path_factory.mktemp("walk") / "tasks" / REAL_TASK.name
+    shutil.copytree(need(REAL_TASK), folder)
+    with ContextStore.open(":memory:") as store:
+        cid = import_cline(store, folder).conversation_id
+        agent = Agent(store, cid)
+        for step in steps:
+            agent.do(step)
+        export_cline(store, cid, folder, overwrite=True)
+        here = _held(store, cid)
+        with pytest.raises(ImportConflictError, match="also changed in contextstore"):
+            import_cline(store, folder)
+        assert import_cline(store, folder, replace=True).items[0].status == "replaced"
+        assert _held(store, cid) == here
+    with ContextStore.open(":memory:") as other:
+        again_id = import_cline(other, folder).conversation_id
+        assert _held(other, again_id) == here
