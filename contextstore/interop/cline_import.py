@@ -9,6 +9,7 @@ conversation back as a task folder.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -105,8 +106,33 @@ def import_cline(
         task = read_task(task_dir, folder, history_path=history, history_folder=history_folder)
         return plan_task(task, max_message_bytes=store.max_message_bytes)
 
+    def exported(imported: ImportPlan) -> ImportPlan:
+        return _plan_of_export(store, imported, max_file_bytes)
+
     single = len(tasks) == 1 and tasks[0] == root
-    return run_import(store, ORIGIN, tasks, plan, single=single, replace=replace, progress=progress)
+    return run_import(
+        store,
+        ORIGIN,
+        tasks,
+        plan,
+        single=single,
+        replace=replace,
+        progress=progress,
+        exported=exported,
+    )
+
+
+def _plan_of_export(store: InteropStore, imported: ImportPlan, max_file_bytes: int) -> ImportPlan:
+    """What importing the task folder :func:`export_cline` writes for the conversation now
+    would read: the export goes to a scratch folder under the task's own name."""
+    with tempfile.TemporaryDirectory(prefix="contextstore-export-") as scratch:
+        base = Path(scratch)
+        task_dir = base / "tasks" / Path(imported.path).name
+        history = base / TASK_HISTORY_FILE
+        export_cline(store, imported.conversation_id, task_dir, history_path=history)
+        folder = Folder(base, max_file_bytes=max_file_bytes)
+        task = read_task(task_dir, folder, history_path=history, history_folder=folder)
+        return plan_task(task, max_message_bytes=store.max_message_bytes)
 
 
 def cline_tasks(

@@ -21,9 +21,13 @@ Importing the same file again then:
   nothing newer (an older copy of the history: a backup, an earlier save, a legacy ``.json``
   session that Gemini CLI has continued in a ``.jsonl``): replacing with it would delete the
   newest imported rows, which no rewrite in place does;
+* takes the files when they begin with what exporting the conversation now writes (an
+  export put back over the files it came from, perhaps continued by the agent since): the
+  rows written in contextstore since the import are archived and read again from the files;
 * refuses with :class:`~contextstore.interop.errors.ImportConflictError` when an older row
   changed (Cline restored an older checkpoint and went another way, the file was replaced) or when
-  the conversation was changed in contextstore since; ``replace=True`` starts it over.
+  the conversation was changed in contextstore since and the files do not hold it;
+  ``replace=True`` starts it over.
 """
 
 from __future__ import annotations
@@ -34,7 +38,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from contextstore.core.errors import ConversationNotFoundError, InvalidInputError
+from contextstore.core.errors import (
+    ContextStoreError,
+    ConversationNotFoundError,
+    InvalidInputError,
+)
 from contextstore.core.records import Conversation, RollbackReport
 from contextstore.core.rows import MessageRow, TimelineRow
 from contextstore.core.validate import MAX_TS
@@ -67,6 +75,9 @@ TAIL_ROWS: Final = 256
 Progress = Callable[[str, int], None]
 """Called with a task's or file's path and the number of steps (each item is read, then
 written): the CLI's progress bar."""
+Exported = Callable[[ImportPlan], ImportPlan]
+"""Plans what exporting the plan's conversation now would write, as importing those files
+would read them."""
 
 
 def note_for(exc: InteropError) -> Note:
@@ -83,13 +94,15 @@ def run_import(
     single: bool,
     replace: bool,
     progress: Progress | None,
+    exported: Exported | None = None,
 ) -> ImportReport:
     """Plan every item (reading its files), then write all plans in one transaction.
 
     An item whose files hold nothing readable is ``skipped``, one that no longer continues
     its conversation a ``conflict``, each with a note; with ``single`` (one item named
     directly) their error is raised instead. An unsafe file raises for any item, before
-    anything is written.
+    anything is written. ``exported`` plans what exporting a conversation now would write
+    (see :func:`apply_plan`).
     """
     started = time.perf_counter()
     steps = 2 * len(items)
@@ -107,7 +120,9 @@ def run_import(
     with store.transaction():
         for entry in planned:
             report = (
-                entry if isinstance(entry, ItemReport) else _apply(store, entry, replace, single)
+                entry
+                if isinstance(entry, ItemReport)
+                else _apply(store, entry, replace, single, exported)
             )
             reports.append(report)
             if progress is not None:
@@ -115,9 +130,15 @@ def run_import(
     return ImportReport(source, tuple(reports), time.perf_counter() - started)
 
 
-def _apply(store: InteropStore, plan: ImportPlan, replace: bool, single: bool) -> ItemReport:
+def _apply(
+    store: InteropStore,
+    plan: ImportPlan,
+    replace: bool,
+    single: bool,
+    exported: Exported | None,
+) -> ItemReport:
     try:
-        return apply_plan(store, plan, replace=replace)
+        return apply_plan(store, plan, replace=replace, exported=exported)
     except ImportConflictError as exc:
         if single:
             raise
@@ -177,8 +198,20 @@ def _damaged_state(conversation_id: str, problem: str, unknown: str) -> str:
     )
 
 
-def apply_plan(store: InteropStore, plan: ImportPlan, *, replace: bool = False) -> ItemReport:
+def apply_plan(
+    store: InteropStore,
+    plan: ImportPlan,
+    *,
+    replace: bool = False,
+    exported: Exported | None = None,
+) -> ItemReport:
     """Write a plan (inside the caller's transaction); see the module docstring.
+
+    A conversation written to since its import is in conflict with files that changed too,
+    unless the files begin with what exporting the conversation now writes (``exported``
+    plans that): the export was put back, perhaps continued by the agent, so the rows
+    written here since the import are archived and taken again from the files, with what
+    follows them.
 
     Raises:
         ImportConflictError: the conversation holds a history the plan does not continue.
@@ -202,11 +235,15 @@ def apply_plan(store: InteropStore, plan: ImportPlan, *, replace: bool = False) 
         )
         added = store.import_timeline(plan.conversation_id, plan.rows) if plan.rows else {}
         return _report(plan, status, added)
-    return _continue(store, plan, prints, existing)
+    return _continue(store, plan, prints, existing, exported)
 
 
 def _continue(
-    store: InteropStore, plan: ImportPlan, prints: list[str], existing: Conversation
+    store: InteropStore,
+    plan: ImportPlan,
+    prints: list[str],
+    existing: Conversation,
+    exported: Exported | None,
 ) -> ItemReport:
     state = import_state(existing.metadata)
     if state is None or state.get("source") != plan.source:
@@ -244,7 +281,9 @@ def _continue(
         return (
             report if gone is None else dataclasses.replace(report, skipped=(*report.skipped, gone))
         )
-    if existing.last_ts != state.get("last_ts"):
+    written_here = existing.last_ts != state.get("last_ts")
+    from_export = written_here and _begins_with_export(plan, prints, exported)
+    if written_here and not from_export:
         raise ImportConflictError(
             Path(plan.path),
             None,
@@ -260,9 +299,13 @@ def _continue(
         _refuse_a_cut_short_file(plan, count - same)
         cutoff = int(tail_ts[same - head - 1]) if same > head else int(state["head_ts"])
         try:
-            _refuse_an_older_copy(store, plan, same, count, cutoff, existing.last_ts)
+            if not from_export:  # which holds every row the store has
+                _refuse_an_older_copy(store, plan, same, count, cutoff, existing.last_ts)
         except ImportConflictError as exc:
             raise _files_changed(plan, existing, count) or exc from None
+        replaced = store.discard_imported_rows(plan.conversation_id, after=cutoff)
+    elif from_export:
+        cutoff = int(state["last_ts"])
         replaced = store.discard_imported_rows(plan.conversation_id, after=cutoff)
     new_rows = _after(plan.rows[same:], cutoff)
     added = store.import_timeline(plan.conversation_id, new_rows) if new_rows else {}
@@ -274,6 +317,18 @@ def _continue(
         return report
     removed = sum(n for table, n in replaced.removed.items() if table != "blocks")
     return dataclasses.replace(report, replaced=removed, replaced_rollback=replaced.rollback_id)
+
+
+def _begins_with_export(plan: ImportPlan, prints: list[str], exported: Exported | None) -> bool:
+    """Whether the files planned begin with the rows exporting the conversation now would
+    write (so they hold every row written in contextstore since the import)."""
+    if exported is None:
+        return False
+    try:
+        expected = [fingerprint(row) for row in exported(plan).rows]
+    except ContextStoreError:  # no export to compare with: the conflict stands
+        return False
+    return prints[: len(expected)] == expected
 
 
 def _rolled_back(

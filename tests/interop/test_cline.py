@@ -35,6 +35,10 @@ TASK_ID = "1732000000000"
 TASK = DATA / "tasks" / TASK_ID
 
 
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
 def _load(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -413,6 +417,72 @@ def test_a_task_grown_after_a_change_in_contextstore_is_a_conflict(
     task.write(folder)
     with pytest.raises(ImportConflictError, match="changed in contextstore"):
         import_cline(memory_store, folder)
+
+
+def _cline_goes_on(folder: Path, text: str) -> None:
+    """Cline, with the task open again, adds an answer to both of its files."""
+    api = _load(folder / "api_conversation_history.json")
+    ui = _load(folder / "ui_messages.json")
+    api.append({"role": "assistant", "content": [{"type": "text", "text": text}]})
+    ui.append(
+        {
+            "ts": ui[-1]["ts"] + 1_000,
+            "type": "say",
+            "say": "text",
+            "text": text,
+            "conversationHistoryIndex": len(api) - 2,
+        }
+    )
+    _dump(folder / "api_conversation_history.json", api)
+    _dump(folder / "ui_messages.json", ui)
+
+
+@pytest.mark.parametrize("cline_went_on", [False, True], ids=["as exported", "continued"])
+def test_a_task_continued_here_and_exported_over_its_folder_imports_again(
+    memory_store: ContextStore, tmp_path: Path, cline_went_on: bool
+) -> None:
+    """The round trip of a task: imported, continued here, exported back for Cline to open,
+    perhaps continued there, imported again. The folder changed and so did the
+    conversation, which was a conflict; the folder holds every row written here, so they
+    are archived and taken again from it, with what Cline added."""
+    folder = story(6).write(tmp_path / "tasks" / "1760000000000")
+    cid = import_cline(memory_store, folder).conversation_id
+    assert cid is not None
+    memory_store.append(cid, "user", "Now the tests, please.")
+    memory_store.checkpoint(cid, git_hash="c" * 40)
+    memory_store.append(cid, "assistant", [{"type": "text", "text": "Tests added."}])
+    export_cline(memory_store, cid, folder, overwrite=True)
+    written = memory_store.messages(cid)
+    if cline_went_on:
+        _cline_goes_on(folder, "Anything else?")
+    (item,) = import_cline(memory_store, folder).items
+    assert item.status == "updated"
+    assert item.replaced > 0 and item.replaced_rollback is not None  # archived, not lost
+    expected = [
+        *written,
+        *([{"role": "assistant", "content": [_text("Anything else?")]}] if cline_went_on else []),
+    ]
+    assert memory_store.messages(cid) == expected
+    assert [c.git_hash for c in memory_store.checkpoints(cid)][-1] == "c" * 40
+    assert import_cline(memory_store, folder).items[0].status == "unchanged"
+    with ContextStore.open(":memory:") as other:
+        assert other.messages(import_cline(other, folder).conversation_id) == expected
+
+
+def test_a_folder_that_lacks_what_was_written_here_since_its_export_is_a_conflict(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    folder = story(6).write(tmp_path / "tasks" / "1760000000000")
+    cid = import_cline(memory_store, folder).conversation_id
+    assert cid is not None
+    memory_store.append(cid, "user", "Now the tests, please.")
+    export_cline(memory_store, cid, folder, overwrite=True)
+    memory_store.append(cid, "user", "And the docs.")  # after the export: not in the folder
+    _cline_goes_on(folder, "Anything else?")
+    before = memory_store.row_counts()
+    with pytest.raises(ImportConflictError, match="changed in contextstore"):
+        import_cline(memory_store, folder)
+    assert memory_store.row_counts() == before
 
 
 @pytest.mark.parametrize("purge", [False, True], ids=["archived", "purged"])

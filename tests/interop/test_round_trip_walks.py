@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from contextstore import ContextStore
 from contextstore.core.records import RequestRecord
 from contextstore.interop import export_cline, export_gemini, import_cline, import_gemini
-from contextstore.interop.errors import ImportConflictError
 from tests.interop.real import CLINE, need
 
 WALKS = settings(
@@ -245,9 +244,9 @@ def test_a_real_task_continued_here_comes_back_from_its_export(
     tmp_path_factory: pytest.TempPathFactory, steps: list[Step]
 ) -> None:
     """Cline's own task, imported, continued by an agent here and exported over its folder:
-    an empty store reads the same conversation from the folder. The store it came from
-    calls the folder a conflict (it changed, and so did the conversation, as the README
-    says), and ``replace`` takes it whole: the same conversation again."""
+    an empty store reads the same conversation from the folder, and so does the store it
+    came from, taking the rows written here again from the export (it called the folder a
+    conflict: changed, and so was the conversation)."""
     folder = tmp_path_factory.mktemp("walk") / "tasks" / REAL_TASK.name
     shutil.copytree(need(REAL_TASK), folder)
     with ContextStore.open(":memory:") as store:
@@ -257,10 +256,10 @@ def test_a_real_task_continued_here_comes_back_from_its_export(
             agent.do(step)
         export_cline(store, cid, folder, overwrite=True)
         here = _held(store, cid)
-        with pytest.raises(ImportConflictError, match="also changed in contextstore"):
-            import_cline(store, folder)
-        assert import_cline(store, folder, replace=True).items[0].status == "replaced"
+        taken = import_cline(store, folder).items[0]
+        assert taken.status == "updated" and taken.replaced > 0
         assert _held(store, cid) == here
+        assert import_cline(store, folder).items[0].status == "unchanged"
     with ContextStore.open(":memory:") as other:
         again_id = import_cline(other, folder).conversation_id
         assert _held(other, again_id) == here
