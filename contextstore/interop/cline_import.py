@@ -34,6 +34,14 @@ from contextstore.interop.cline import (
 )
 from contextstore.interop.cline_messages import as_written
 from contextstore.interop.cline_plan import plan_task
+from contextstore.interop.cline_session import (
+    SESSIONS_DIR,
+    is_session_dir,
+    read_session,
+    session_dirs_in,
+    session_file_folder,
+)
+from contextstore.interop.cline_session_plan import plan_session
 from contextstore.interop.cline_ui_rows import ORIGIN
 from contextstore.interop.cline_write import (
     TimedEntry,
@@ -47,7 +55,7 @@ from contextstore.interop.cline_write import (
     upsert_history_item,
     with_positions,
 )
-from contextstore.interop.errors import ClineTaskError, ImportStateError
+from contextstore.interop.errors import ClineSessionError, ClineTaskError, ImportStateError
 from contextstore.interop.files import MAX_FILE_BYTES, Folder, Note
 from contextstore.interop.plan import ImportPlan
 from contextstore.interop.report import ExportReport, ImportReport
@@ -74,51 +82,61 @@ def import_cline(
     max_file_bytes: int = MAX_FILE_BYTES,
     progress: Progress | None = None,
 ) -> ImportReport:
-    """Import a Cline task folder, or every task of Cline's storage folder.
+    """Import a Cline task or session folder, or every task and session of Cline's storage.
 
-    Each task becomes the conversation whose id is the task id (see the README section
-    "Bringing histories in and out" for what goes where). Importing again is idempotent:
-    an unchanged task is skipped, a task that grew gets only its new rows.
+    Each task becomes the conversation whose id is the task id; each Cline 4 session
+    (``sessions/<sessionId>/``) the conversation ``cline-session-<sessionId>`` (see the
+    README section "Bringing histories in and out" for what goes where). Importing again
+    is idempotent: an unchanged task or session is skipped, one that grew gets only its
+    new rows.
 
     Args:
         store: an open :class:`contextstore.ContextStore`.
-        path: ``tasks/<taskId>/``, or the folder holding ``tasks/`` and ``state/``.
+        path: ``tasks/<taskId>/``, ``sessions/<sessionId>/``, a folder of either
+            (``tasks/``, ``sessions/``), or the folder holding them (``~/.cline/data``,
+            VS Code's storage folder).
         history_path: Cline's ``state/taskHistory.json`` (default: found beside the tasks).
-        replace: start conversations that no longer match their task over from the files.
+        replace: start conversations that no longer match their files over from them.
         max_file_bytes: the largest file read (default :data:`MAX_FILE_BYTES`).
-        progress: called after each task.
+        progress: called after each task or session.
 
     Raises:
         InvalidInputError: ``path`` or ``history_path`` is no path, ``replace`` no flag,
             ``max_file_bytes`` no positive integer, ``progress`` nothing to call.
-        ClineTaskError: ``path`` is no task folder, or a single task holds nothing readable.
+        ClineTaskError: ``path`` holds no task or session, or a single one holds nothing
+            readable (:class:`ClineSessionError` for a session, also when it is of a
+            version this contextstore does not read).
         UnsafeInputError: a link leads out of ``path``, or a file is too large or too deep.
-        ImportConflictError: a single task no longer matches its conversation.
+        ImportConflictError: a single task or session no longer matches its conversation.
     """
     root = path_argument("path", path)
     history = optional_path_argument("history_path", history_path)
     check_import_options(replace=replace, max_file_bytes=max_file_bytes, progress=progress)
-    folder, tasks = cline_tasks(root, max_file_bytes=max_file_bytes)
+    folder, items = cline_tasks(root, max_file_bytes=max_file_bytes)
     history_folder = Folder(history.parent, max_file_bytes=max_file_bytes) if history else folder
 
-    def plan(task_dir: Path) -> ImportPlan:
-        task = read_task(task_dir, folder, history_path=history, history_folder=history_folder)
+    def plan(item: Path) -> ImportPlan:
+        if is_session_dir(item):
+            session = read_session(item, folder)
+            return plan_session(session, max_message_bytes=store.max_message_bytes)
+        task = read_task(item, folder, history_path=history, history_folder=history_folder)
         return plan_task(task, max_message_bytes=store.max_message_bytes)
 
-    single = len(tasks) == 1 and tasks[0] == root
-    return run_import(store, ORIGIN, tasks, plan, single=single, replace=replace, progress=progress)
+    single = len(items) == 1 and items[0] == root
+    return run_import(store, ORIGIN, items, plan, single=single, replace=replace, progress=progress)
 
 
 def cline_tasks(
     path: str | os.PathLike[str], *, max_file_bytes: int = MAX_FILE_BYTES
 ) -> tuple[Folder, list[Path]]:
-    """The task folders :func:`import_cline` would import from ``path``, and the folder
-    no file may lead out of (the storage folder when ``path`` is one of its tasks or its
-    ``tasks/`` folder).
+    """The task and session folders :func:`import_cline` would import from ``path``
+    (tasks first, oldest first; then sessions), and the folder no file may lead out of
+    (the storage folder when ``path`` is one of its tasks or its ``tasks/`` folder).
 
     Raises:
-        ClineTaskError: ``path`` is no task folder and holds none.
-        OutsideFolderError: a task folder is a link out of ``path``.
+        ClineTaskError: ``path`` is no task or session folder and holds none, or is one
+            of their files (the error names the folder to import instead).
+        OutsideFolderError: a task or session folder is a link out of ``path``.
     """
     root = Path(path)
     if root.parent.name == "tasks" and is_task_dir(root):
@@ -128,10 +146,31 @@ def cline_tasks(
     else:
         base = root
     folder = Folder(base, max_file_bytes=max_file_bytes)
-    tasks = find_tasks(root, folder)
-    if not tasks:
-        raise ClineTaskError(root, None, "holds no task folders under tasks/; nothing to import.")
-    return folder, tasks
+    if is_session_dir(root):
+        return folder, [root]
+    owner = session_file_folder(root)
+    if owner is not None:
+        raise ClineSessionError(
+            root,
+            None,
+            f"is one of a Cline session's files; import the session folder that holds it "
+            f"({owner}), which is read whole.",
+        )
+    sessions = session_dirs_in(root / SESSIONS_DIR, folder) or session_dirs_in(root, folder)
+    try:
+        tasks = find_tasks(root, folder)
+    except ClineTaskError:
+        if not sessions:
+            raise
+        tasks = []
+    if not tasks and not sessions:
+        raise ClineTaskError(
+            root,
+            None,
+            "holds no task folders under tasks/ and no session folders under sessions/; "
+            "nothing to import.",
+        )
+    return folder, tasks + sessions
 
 
 @in_one_snapshot
