@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from contextstore import ContextStore
 from contextstore.cli import cli
-from contextstore.interop import ClineSessionError, ClineTaskError, import_cline
+from contextstore.interop import ClineSessionError, ClineTaskError, export_cline, import_cline
 from contextstore.interop.cline_session_blocks import file_text
 from contextstore.renderers.registry import validate_provider_payload
 from tests.interop.cline_factory import story
@@ -370,3 +370,23 @@ def test_the_cli_imports_the_data_folder(data: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     (item,) = json.loads(result.stdout)["items"]
     assert (item["conversation_id"], item["status"]) == (CID, "imported")
+
+
+def test_export_cline_writes_a_session_as_a_task_of_the_older_format(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    messages = conversation()
+    Session(compaction=compaction(messages)).write(tmp_path / "sessions")
+    import_cline(memory_store, tmp_path / "sessions")
+    report = export_cline(memory_store, CID, tmp_path / "task")
+    assert {Path(f).name for f in report.files} >= {
+        "api_conversation_history.json",
+        "ui_messages.json",
+        "taskHistory.json",
+    }
+    api = json.loads((tmp_path / "task" / "api_conversation_history.json").read_text())
+    assert [m.get("id") for m in api] == [m["id"] for m in messages]
+    assert api[0]["content"][2]["source"]["data"] == PNG  # the image Cline 4 converts back
+    (item,) = json.loads((tmp_path / "task" / "taskHistory.json").read_text())
+    assert item["conversationHistoryDeletedRange"] == [2, 10]  # Cline 4 applies it on resume
+    assert item["tokensOut"] == 120 + 60 + 40 + 300 + 20
