@@ -38,8 +38,10 @@ from contextstore.interop.cline_session import (
     SESSIONS_DIR,
     is_session_dir,
     read_session,
+    read_subagent,
     session_dirs_in,
     session_file_folder,
+    subagent_transcripts,
 )
 from contextstore.interop.cline_session_plan import plan_session
 from contextstore.interop.cline_ui_rows import ORIGIN
@@ -85,8 +87,9 @@ def import_cline(
     """Import a Cline task or session folder, or every task and session of Cline's storage.
 
     Each task becomes the conversation whose id is the task id; each Cline 4 session
-    (``sessions/<sessionId>/``) the conversation ``cline-session-<sessionId>`` (see the
-    README section "Bringing histories in and out" for what goes where). Importing again
+    (``sessions/<sessionId>/``) the conversation ``cline-session-<sessionId>``, and each
+    of its subagents' transcripts one of its own (see the README section "Bringing
+    histories in and out" for what goes where). Importing again
     is idempotent: an unchanged task or session is skipped, one that grew gets only its
     new rows.
 
@@ -116,13 +119,17 @@ def import_cline(
     history_folder = Folder(history.parent, max_file_bytes=max_file_bytes) if history else folder
 
     def plan(item: Path) -> ImportPlan:
+        if item.is_file():
+            subagent = read_subagent(item, folder)
+            return plan_session(subagent, max_message_bytes=store.max_message_bytes)
         if is_session_dir(item):
             session = read_session(item, folder)
             return plan_session(session, max_message_bytes=store.max_message_bytes)
         task = read_task(item, folder, history_path=history, history_folder=history_folder)
         return plan_task(task, max_message_bytes=store.max_message_bytes)
 
-    single = len(items) == 1 and items[0] == root
+    # one task or session named directly (with its subagents' transcripts)
+    single = items[0] == root and all(item.parent == root for item in items[1:])
     return run_import(store, ORIGIN, items, plan, single=single, replace=replace, progress=progress)
 
 
@@ -130,7 +137,8 @@ def cline_tasks(
     path: str | os.PathLike[str], *, max_file_bytes: int = MAX_FILE_BYTES
 ) -> tuple[Folder, list[Path]]:
     """The task and session folders :func:`import_cline` would import from ``path``
-    (tasks first, oldest first; then sessions), and the folder no file may lead out of
+    (tasks first, oldest first; then sessions, each followed by its subagents'
+    transcripts), and the folder no file may lead out of
     (the storage folder when ``path`` is one of its tasks or its ``tasks/`` folder).
 
     Raises:
@@ -147,7 +155,7 @@ def cline_tasks(
         base = root
     folder = Folder(base, max_file_bytes=max_file_bytes)
     if is_session_dir(root):
-        return folder, [root]
+        return folder, [root, *subagent_transcripts(root, folder)]
     owner = session_file_folder(root)
     if owner is not None:
         raise ClineSessionError(
@@ -156,7 +164,11 @@ def cline_tasks(
             f"is one of a Cline session's files; import the session folder that holds it "
             f"({owner}), which is read whole.",
         )
-    sessions = session_dirs_in(root / SESSIONS_DIR, folder) or session_dirs_in(root, folder)
+    sessions = [
+        item
+        for found in session_dirs_in(root / SESSIONS_DIR, folder) or session_dirs_in(root, folder)
+        for item in (found, *subagent_transcripts(found, folder))
+    ]
     try:
         tasks = find_tasks(root, folder)
     except ClineTaskError:

@@ -13,7 +13,8 @@ Cline 4 (the extension and CLI rebuilt on Cline's SDK) keeps each task as a sess
 * ``<sessionId>.compaction.json``, when the context was compacted: the messages the model
   is sent in place of the first ``source_message_count`` of the transcript;
 * ``<agentId>.messages.json`` (and ``<agentId>__<teamTaskId>.messages.json``): the
-  transcripts of the session's subagents and teammates.
+  transcripts of the session's subagents and teammates, each a session of its own
+  (``<sessionId>__<agentId>``) with no manifest.
 
 Reading recovers what a damaged file holds, with notes, as for a task; a manifest or
 transcript of a version other than :data:`SESSION_VERSION` is refused. Nothing here touches
@@ -73,6 +74,8 @@ class ClineSession:
         files: the session's own files that were there.
         transcripts: the other transcripts in the folder (subagents, teammates).
         notes: what was left out or repaired.
+        transcript_file: the transcript's name (a subagent's is not its session id's).
+        parent: for a subagent's or teammate's transcript, the session it ran in.
     """
 
     directory: Path
@@ -84,6 +87,8 @@ class ClineSession:
     files: tuple[str, ...]
     transcripts: tuple[str, ...] = ()
     notes: list[Note] = field(default_factory=list)
+    transcript_file: str = ""
+    parent: str | None = None
 
 
 def is_session_dir(path: Path) -> bool:
@@ -104,6 +109,16 @@ def session_dirs_in(path: Path, folder: Folder) -> list[Path]:
         if is_session_dir(child):
             found.append(folder.check(child) if child.is_symlink() else child)
     return found
+
+
+def subagent_transcripts(directory: Path, folder: Folder) -> list[Path]:
+    """The transcripts of a session folder's subagents and teammates, by name."""
+    own = messages_file(directory.name)
+    return [
+        folder.check(path) if path.is_symlink() else path
+        for path in sorted(directory.iterdir())
+        if path.name.endswith(MESSAGES_SUFFIX) and path.name != own and path.is_file()
+    ]
 
 
 def session_file_folder(path: Path) -> Path | None:
@@ -163,14 +178,50 @@ def read_session(directory: Path, folder: Folder) -> ClineSession:
     compaction = None
     if names[2] in files:
         compaction = _read_compaction(directory / names[2], folder, notes, len(messages))
-    own = set(names)
-    transcripts = tuple(
-        p.name
-        for p in sorted(directory.iterdir())
-        if p.name.endswith(MESSAGES_SUFFIX) and p.name not in own
-    )
+    transcripts = tuple(p.name for p in subagent_transcripts(directory, folder))
     return ClineSession(
-        directory, session_id, manifest, transcript, messages, compaction, files, transcripts, notes
+        directory,
+        session_id,
+        manifest,
+        transcript,
+        messages,
+        compaction,
+        files,
+        transcripts,
+        notes,
+        transcript_file=names[1],
+    )
+
+
+def read_subagent(path: Path, folder: Folder) -> ClineSession:
+    """Read the transcript of a session's subagent or teammate (``<agentId>.messages.json``
+    in the session's folder), a session of its own with no manifest.
+
+    Raises:
+        ClineSessionError: it is of another version, holds no list of messages, or none.
+        UnsafeInputError: it is a link out of the folder, too large or nested too deep.
+    """
+    notes: list[Note] = []
+    transcript, messages = _read_transcript(path, folder, notes)
+    if not messages:
+        raise ClineSessionError(
+            path, None, "holds no message of the subagent that can be read; nothing to import."
+        )
+    root = path.parent.name
+    named = transcript.get("sessionId")
+    stem = path.name.removesuffix(MESSAGES_SUFFIX)
+    session_id = named if isinstance(named, str) and named else f"{root}__{stem}"
+    return ClineSession(
+        path.parent,
+        session_id,
+        None,
+        transcript,
+        messages,
+        None,
+        (path.name,),
+        notes=notes,
+        transcript_file=path.name,
+        parent=root,
     )
 
 

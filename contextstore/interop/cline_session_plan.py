@@ -32,7 +32,6 @@ from contextstore.interop.cline_session import (
     ClineSession,
     compaction_file,
     manifest_file,
-    messages_file,
 )
 from contextstore.interop.errors import ClineSessionError
 from contextstore.interop.files import Note, is_name, path_text
@@ -138,7 +137,7 @@ def plan_session(session: ClineSession, *, max_message_bytes: int) -> ImportPlan
 def _fitted(session: ClineSession, limit: int, notes: list[Note]) -> list[dict[str, Any]]:
     """The messages, each over ``limit`` replaced by a stand-in without its content."""
     messages = list(session.messages)
-    path = session.directory / messages_file(session.session_id)
+    path = session.directory / session.transcript_file
     for idx, message in enumerate(messages):
         size = normalize_message_dict(message).json_size()
         if size <= limit:
@@ -267,7 +266,7 @@ def _request_slot(
     metrics = message.get("metrics")
     if message.get("role") != "assistant" or not isinstance(metrics, Mapping):
         return None
-    path = str(session.directory / messages_file(session.session_id))
+    path = str(session.directory / session.transcript_file)
     counts: dict[str, int | None] = {}
     for key in _METRICS:
         value = metrics.get(key)
@@ -422,30 +421,20 @@ def _metadata(session: ClineSession, notes: list[Note]) -> dict[str, Any]:
     parts: list[MetadataPart] = []
     if session.manifest is not None:
         found["manifest"] = dict(session.manifest)
-        where = manifest_file(session.session_id)
+        manifest = str(session.directory / manifest_file(session.session_id))
         parts.extend(
-            MetadataPart(found["manifest"], key, str(session.directory / where), key)
-            for key in found["manifest"]
+            MetadataPart(found["manifest"], key, manifest, key) for key in found["manifest"]
         )
     if session.transcript:
         found["transcript"] = dict(session.transcript)
-        where = messages_file(session.session_id)
+        transcript = str(session.directory / session.transcript_file)
         parts.extend(
-            MetadataPart(found["transcript"], key, str(session.directory / where), key)
-            for key in found["transcript"]
+            MetadataPart(found["transcript"], key, transcript, key) for key in found["transcript"]
         )
     if session.transcripts:
         found["transcripts"] = list(session.transcripts)
-        notes.append(
-            Note(
-                str(session.directory),
-                None,
-                f"holds {len(session.transcripts)} transcript(s) of the session's subagents "
-                f"or teammates ({', '.join(session.transcripts[:3])}"
-                + (", ..." if len(session.transcripts) > 3 else "")
-                + "); they are not imported (their names are kept in the metadata).",
-            )
-        )
+    if session.parent is not None:
+        found["parent_conversation_id"] = conversation_id_for(path_text(session.parent))
     metadata = {"source": "cline", SOURCE: found}
     fit_metadata(metadata, parts, notes)
     return metadata

@@ -277,8 +277,37 @@ class Session:
         if self.compaction is not None:
             dump(folder / f"{self.session_id}.compaction.json", self.compaction)
         for agent in self.subagents:
-            dump(folder / f"{agent}.messages.json", {**self.transcript(), "agent": "subagent"})
+            dump(folder / f"{agent}.messages.json", self.subagent_transcript(agent))
         return folder
+
+    def subagent_transcript(self, agent: str) -> dict[str, Any]:
+        """A subagent's transcript as the SDK writes it beside the session's own: a session
+        ``<sessionId>__<agentId>`` with no manifest."""
+        session_id = f"{self.session_id}__{agent}"
+        return {
+            "version": 1,
+            "updated_at": "2026-11-01T10:00:20.000Z",
+            "agent": "subagent",
+            "sessionId": session_id,
+            "taskType": "subagent_task",
+            "origin": {
+                "source": "vscode",
+                "mode": "subagent",
+                "sessionId": session_id,
+                "parentThreadId": self.session_id,
+                "subagent": agent,
+            },
+            "messages": [
+                _user(f"{agent}-u1", 14_000, f"Find where add() is used ({agent})."),
+                _turn(
+                    f"{agent}-a1",
+                    18_000,
+                    SONNET,
+                    [{"type": "text", "text": "calc.py and test_calc.py."}],
+                    (900, 30, 0, 0, 50),
+                ),
+            ],
+        }
 
 
 def dump(path: Path, value: Any) -> None:

@@ -351,14 +351,52 @@ def test_a_session_without_a_manifest_takes_its_title_from_the_first_words(
     assert memory_store.checkpoints(CID) == []
 
 
-def test_subagent_transcripts_are_named_not_imported(
+def test_each_subagent_transcript_is_a_conversation_of_its_own(
+    memory_store: ContextStore, data: Path
+) -> None:
+    Session(subagents=("researcher", "tester")).write(data / "sessions")
+    items = import_cline(memory_store, data).items
+    children = [f"{CID}__researcher", f"{CID}__tester"]
+    assert [i.conversation_id for i in items] == ["1760000000000", CID, *children]
+    assert [i.status for i in items] == ["imported"] * 4
+    root = memory_store.get_conversation(CID).metadata["cline_session"]
+    assert root["transcripts"] == ["researcher.messages.json", "tester.messages.json"]
+    child = memory_store.get_conversation(children[0])
+    assert child.title == "Find where add() is used (researcher)."
+    assert child.metadata["cline_session"]["parent_conversation_id"] == CID
+    assert child.metadata["cline_session"]["transcript"]["agent"] == "subagent"
+    assert [m["id"] for m in memory_store.messages(children[0])] == [
+        "researcher-u1",
+        "researcher-a1",
+    ]
+    (request,) = memory_store.requests(children[0])
+    assert (request.tokens_in, request.cost) == (900, 0.005)
+    # named alone, the session comes with its subagents; importing again changes nothing
+    again = import_cline(memory_store, data / "sessions" / SESSION_ID).items
+    assert [i.status for i in again] == ["unchanged"] * 3
+
+
+def test_a_subagent_transcript_of_another_version_stops_its_session_named_alone(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:
-    Session(subagents=("researcher",)).write(tmp_path)
-    (item,) = import_cline(memory_store, tmp_path).items
-    metadata = memory_store.get_conversation(CID).metadata["cline_session"]
-    assert metadata["transcripts"] == ["researcher.messages.json"]
-    assert any("subagents" in n.reason for n in item.skipped)
+    folder = Session(subagents=("researcher",)).write(tmp_path)
+    path = folder / "researcher.messages.json"
+    dump(path, {**json.loads(path.read_text()), "version": 3})
+    with pytest.raises(ClineSessionError, match="transcript of version 3"):
+        import_cline(memory_store, folder)
+    assert memory_store.list_conversations() == []
+
+
+def test_a_subagent_transcript_still_empty_is_skipped_with_its_reason(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    folder = Session(subagents=("researcher",)).write(tmp_path)
+    path = folder / "researcher.messages.json"
+    dump(path, {**json.loads(path.read_text()), "messages": []})
+    items = import_cline(memory_store, tmp_path).items
+    assert [i.status for i in items] == ["imported", "skipped"]
+    (note,) = items[1].skipped
+    assert "holds no message of the subagent" in note.reason
 
 
 def test_the_cli_imports_the_data_folder(data: Path, tmp_path: Path) -> None:
