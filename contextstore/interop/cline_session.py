@@ -76,6 +76,7 @@ class ClineSession:
         notes: what was left out or repaired.
         transcript_file: the transcript's name (a subagent's is not its session id's).
         parent: for a subagent's or teammate's transcript, the session it ran in.
+        sizes: each message's size as the store measures it.
     """
 
     directory: Path
@@ -89,6 +90,7 @@ class ClineSession:
     notes: list[Note] = field(default_factory=list)
     transcript_file: str = ""
     parent: str | None = None
+    sizes: list[int] = field(default_factory=list)
 
 
 def is_session_dir(path: Path) -> bool:
@@ -158,8 +160,9 @@ def read_session(directory: Path, folder: Folder) -> ClineSession:
     manifest = _read_manifest(directory / names[0], folder, notes) if names[0] in files else None
     transcript: dict[str, Any] = {}
     messages: list[dict[str, Any]] = []
+    sizes: list[int] = []
     if names[1] in files:
-        transcript, messages = _read_transcript(directory / names[1], folder, notes)
+        transcript, messages, sizes = _read_transcript(directory / names[1], folder, notes)
     elif manifest is not None:
         notes.append(
             Note(
@@ -190,6 +193,7 @@ def read_session(directory: Path, folder: Folder) -> ClineSession:
         transcripts,
         notes,
         transcript_file=names[1],
+        sizes=sizes,
     )
 
 
@@ -202,7 +206,7 @@ def read_subagent(path: Path, folder: Folder) -> ClineSession:
         UnsafeInputError: it is a link out of the folder, too large or nested too deep.
     """
     notes: list[Note] = []
-    transcript, messages = _read_transcript(path, folder, notes)
+    transcript, messages, sizes = _read_transcript(path, folder, notes)
     if not messages:
         raise ClineSessionError(
             path, None, "holds no message of the subagent that can be read; nothing to import."
@@ -222,6 +226,7 @@ def read_subagent(path: Path, folder: Folder) -> ClineSession:
         notes=notes,
         transcript_file=path.name,
         parent=root,
+        sizes=sizes,
     )
 
 
@@ -248,12 +253,13 @@ def _read_manifest(path: Path, folder: Folder, notes: list[Note]) -> dict[str, A
 
 def _read_transcript(
     path: Path, folder: Folder, notes: list[Note]
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[int]]:
+    """The transcript's other fields, its messages and their sizes."""
     value = folder.read_json(path, notes, keep_depth=1)
     if value is None:
-        return {}, []
+        return {}, [], []
     if isinstance(value, list):  # the bare list early SDK versions wrote, which Cline reads
-        return {}, _messages(value, path, notes)
+        return {}, *_messages(value, path, notes)
     if not isinstance(value, dict) or not isinstance(value.get("messages"), list):
         raise ClineSessionError(
             path,
@@ -267,12 +273,16 @@ def _read_transcript(
         raise ClineSessionError(path, "version", problem)
     header = {k: v for k, v in value.items() if k != "messages"}
     transcript: dict[str, Any] = _storable(header, path, None, notes)
-    return transcript, _messages(value["messages"], path, notes)
+    return transcript, *_messages(value["messages"], path, notes)
 
 
-def _messages(found: list[Any], path: Path, notes: list[Note]) -> list[dict[str, Any]]:
-    """Every message in the store's shape; one it refuses becomes a stand-in in its place."""
+def _messages(
+    found: list[Any], path: Path, notes: list[Note]
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """Every message in the store's shape, and its size; one the store refuses becomes a
+    stand-in in its place."""
     kept: list[dict[str, Any]] = []
+    sizes: list[int] = []
     replaced, first = 0, None
     for idx, message in enumerate(found):
         where = f"messages[{idx}]"
@@ -285,7 +295,7 @@ def _messages(found: list[Any], path: Path, notes: list[Note]) -> list[dict[str,
             if not isinstance(message, dict):
                 raise InvalidInputError(f"{where} is {json_kind(message)}, not a message.")
             converted = store_message(message)
-            normalize_message_dict(converted)
+            size = normalize_message_dict(converted).json_size()
         except (InvalidInputError, ValueError) as exc:
             notes.append(
                 Note(
@@ -298,10 +308,12 @@ def _messages(found: list[Any], path: Path, notes: list[Note]) -> list[dict[str,
             )
             previous = kept[-1]["role"] if kept else None
             converted = refused_stand_in(message, str(exc), previous)
+            size = normalize_message_dict(converted).json_size()
         kept.append(converted)
+        sizes.append(size)
     if replaced:
         notes.append(nul_note(path, first, replaced))
-    return kept
+    return kept, sizes
 
 
 def _read_compaction(

@@ -18,7 +18,6 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from contextstore.core.content import normalize_message_dict
 from contextstore.core.rows import (
     CheckpointRow,
     MessageRow,
@@ -106,17 +105,17 @@ def plan_session(session: ClineSession, *, max_message_bytes: int) -> ImportPlan
             leading.append(slot)
         else:
             after[index].append(slot)
+    stamps = [usable_ts(m.get("ts")) for m in messages]
+    later: list[int | None] = [None] * len(messages)  # the next message's own stamp
+    for k in range(len(messages) - 2, -1, -1):
+        later[k] = stamps[k + 1] if stamps[k + 1] is not None else later[k + 1]
     slots: list[Slot] = []
     for k, message in enumerate(messages):
-        own = usable_ts(message.get("ts"))
         request = _request_slot(message, k, session, notes)
         if request is not None:
             slots.append(request)
-        slots.append(Slot(own, _message_maker(message)))
-        bound = next(
-            (t for m in messages[k + 1 :] if (t := usable_ts(m.get("ts"))) is not None), None
-        )
-        slots.extend(Slot(s.natural, s.make, before=bound) for s in after[k])
+        slots.append(Slot(stamps[k], _message_maker(message)))
+        slots.extend(Slot(s.natural, s.make, before=later[k]) for s in after[k])
     slots.extend(leading)
     slots.extend(_compaction_slots(session, messages))
     start = _started(session)
@@ -138,8 +137,7 @@ def _fitted(session: ClineSession, limit: int, notes: list[Note]) -> list[dict[s
     """The messages, each over ``limit`` replaced by a stand-in without its content."""
     messages = list(session.messages)
     path = session.directory / session.transcript_file
-    for idx, message in enumerate(messages):
-        size = normalize_message_dict(message).json_size()
+    for idx, (message, size) in enumerate(zip(messages, session.sizes, strict=True)):
         if size <= limit:
             continue
         reason = f"it is {size:,} bytes as JSON, over the store's limit of {limit:,}"

@@ -341,6 +341,25 @@ def test_a_message_the_store_refuses_keeps_its_place(
     assert any(n.position == "messages[5]" for n in item.skipped)
 
 
+def test_a_message_over_the_stores_limit_keeps_its_place_without_its_content(
+    tmp_path: Path,
+) -> None:
+    messages = conversation()
+    messages[5]["content"][0]["text"] = "x" * 5_000
+    Session(messages=messages).write(tmp_path)
+    with ContextStore.open(":memory:", max_message_bytes=4_000) as store:
+        (item,) = import_cline(store, tmp_path).items
+        stored = store.messages(CID)
+        assert len(stored) == 13 and stored[5]["content"] == "" and stored[5]["id"] == "a3"
+        assert "over the store's limit of 4,000" in stored[5]["contextstore_refused"]["reason"]
+        assert any(n.position == "messages[5]" for n in item.skipped)
+    with (
+        ContextStore.open(":memory:", max_message_bytes=40) as store,
+        pytest.raises(ClineSessionError, match="cannot hold even a stand-in"),
+    ):
+        import_cline(store, tmp_path / SESSION_ID)
+
+
 def test_a_session_without_a_manifest_takes_its_title_from_the_first_words(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:
