@@ -120,6 +120,37 @@ def test_messages_keep_their_fields_and_blocks_take_the_stores_shape(
         assert validate_provider_payload(format, memory_store.render(CID, format=format)) == []
 
 
+def test_generated_media_becomes_a_text_naming_it(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    messages = conversation()
+    media = {
+        "id": "m1",
+        "modality": "image",
+        "mediaType": "image/png",
+        "source": {"type": "base64", "data": PNG},
+    }
+    messages[5]["content"].append({"type": "media", "media": media})
+    Session(messages=messages).write(tmp_path)
+    import_cline(memory_store, tmp_path)
+    block = memory_store.messages(CID)[5]["content"][1]
+    assert block == {"type": "text", "text": "[generated image (image/png)]", "cline_media": media}
+
+
+def test_a_nul_stays_in_content_and_leaves_the_other_fields_with_a_note(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    messages = conversation()
+    messages[11]["content"] = "before\x00after"
+    messages[11]["metadata"] = {"note": "a\x00b"}
+    Session(messages=messages).write(tmp_path)
+    (item,) = import_cline(memory_store, tmp_path).items
+    stored = memory_store.messages(CID)[11]
+    assert stored["content"] == "before\x00after"
+    assert stored["metadata"] == {"note": "a\ufffdb"}
+    assert any(n.position == "messages[11]" and "NUL" in n.reason for n in item.skipped)
+
+
 def test_each_metered_turn_is_a_request_before_it(memory_store: ContextStore, data: Path) -> None:
     import_cline(memory_store, data)
     requests = memory_store.requests(CID)
