@@ -89,9 +89,10 @@ def plan_session(session: ClineSession, *, max_message_bytes: int) -> ImportPlan
     notes = list(session.notes)
     messages = _fitted(session, max_message_bytes, notes)
     after: list[list[Slot]] = [[] for _ in messages]
-    leading: list[Slot] = []
+    unplaced: list[Slot] = []
+    starts = run_starts(messages)
     for entry in _checkpoints(session, notes):
-        index = _run_message(messages, entry["runCount"])
+        index = starts.get(entry["runCount"])
         slot = Slot(entry["createdAt"], _checkpoint_maker(entry))
         if index is None:
             notes.append(
@@ -102,7 +103,7 @@ def plan_session(session: ClineSession, *, max_message_bytes: int) -> ImportPlan
                     "the end of the history.",
                 )
             )
-            leading.append(slot)
+            unplaced.append(slot)
         else:
             after[index].append(slot)
     stamps = [usable_ts(m.get("ts")) for m in messages]
@@ -116,13 +117,16 @@ def plan_session(session: ClineSession, *, max_message_bytes: int) -> ImportPlan
             slots.append(request)
         slots.append(Slot(stamps[k], _message_maker(message)))
         slots.extend(Slot(s.natural, s.make, before=later[k]) for s in after[k])
-    slots.extend(leading)
+    slots.extend(unplaced)
     slots.extend(_compaction_slots(session, messages))
     start = _started(session)
     created = clock_start([start], slots)
+    read = (
+        session.directory if session.parent is None else session.directory / session.transcript_file
+    )
     return ImportPlan(
         source=SOURCE,
-        path=path_text(session.directory),
+        path=path_text(read),
         conversation_id=conversation_id_for(path_text(session.session_id)),
         created_ts=created,
         rows=stamp(created, slots),
@@ -204,16 +208,17 @@ def run_span(message: Mapping[str, Any]) -> int:
     return 1
 
 
-def _run_message(messages: Sequence[Mapping[str, Any]], run: int) -> int | None:
-    """The index of the message that starts run ``run`` (1 for the first), or None."""
+def run_starts(messages: Sequence[Mapping[str, Any]]) -> dict[int, int]:
+    """For each run (1 for the first), the index of the message that starts it; a run
+    folded into a compaction with others has none (Cline cannot restore to it either)."""
+    starts: dict[int, int] = {}
     count = 0
     for index, message in enumerate(messages):
-        count += run_span(message)
-        if count == run:
-            return index
-        if count > run:
-            return None
-    return None
+        span = run_span(message)
+        if span:
+            count += span
+            starts[count] = index
+    return starts
 
 
 def _checkpoints(session: ClineSession, notes: list[Note]) -> list[dict[str, Any]]:

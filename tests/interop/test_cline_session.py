@@ -195,6 +195,22 @@ def test_a_checkpoint_of_a_run_the_transcript_lacks_goes_last(
     assert any("run 9" in (n.position or "") for n in item.skipped)
 
 
+def test_a_run_folded_into_a_compaction_has_no_place_of_its_own(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    messages = conversation()
+    # an older SDK wrote the compaction into the transcript: runs 1 and 2 in one message
+    messages[0]["metadata"] = {"kind": "compaction", "userRunSpan": 2}
+    Session(messages=messages).write(tmp_path)
+    (item,) = import_cline(memory_store, tmp_path).items
+    first, second, third = memory_store.checkpoints(CID)
+    assert first.label == "cline:run-2" and _ids(memory_store, first.ts) == ["u1"]
+    assert second.label == "cline:run-3" and len(_ids(memory_store, second.ts)) == 7
+    assert third.label == "cline:run-1"  # folded: Cline cannot restore to it either
+    assert third.ts > memory_store.message_timestamps(CID)[-1]
+    assert any("run 1" in (n.position or "") for n in item.skipped)
+
+
 def test_the_compaction_hides_what_cline_no_longer_sends(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:
@@ -409,6 +425,7 @@ def test_each_subagent_transcript_is_a_conversation_of_its_own(
     children = [f"{CID}__researcher", f"{CID}__tester"]
     assert [i.conversation_id for i in items] == ["1760000000000", CID, *children]
     assert [i.status for i in items] == ["imported"] * 4
+    assert items[2].path == str(data / "sessions" / SESSION_ID / "researcher.messages.json")
     root = memory_store.get_conversation(CID).metadata["cline_session"]
     assert root["transcripts"] == ["researcher.messages.json", "tester.messages.json"]
     child = memory_store.get_conversation(children[0])
