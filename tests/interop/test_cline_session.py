@@ -52,9 +52,9 @@ def _ids(store: ContextStore, as_of: int | None = None) -> list[Any]:
 
 
 def test_the_data_folder_brings_in_its_tasks_and_its_sessions(
-    memory_store: ContextStore, data: Path
+    store: ContextStore, data: Path
 ) -> None:
-    report = import_cline(memory_store, data)
+    report = import_cline(store, data)
     assert [(i.conversation_id, i.status) for i in report.items] == [
         ("1760000000000", "imported"),
         (CID, "imported"),
@@ -64,7 +64,7 @@ def test_the_data_folder_brings_in_its_tasks_and_its_sessions(
         "api_requests": 5,
         "checkpoints": 3,
     }
-    conversation_ = memory_store.get_conversation(CID)
+    conversation_ = store.get_conversation(CID)
     assert conversation_.title == "Fix the failing test in calc.py"
     assert conversation_.model_id == "claude-opus-4-5"  # the last model used
     assert conversation_.created_ts == 1_793_527_200_000  # the manifest's started_at
@@ -88,11 +88,11 @@ def test_a_task_and_a_session_of_the_same_id_are_two_conversations(
 
 
 def test_messages_keep_their_fields_and_blocks_take_the_stores_shape(
-    memory_store: ContextStore, data: Path
+    store: ContextStore, data: Path
 ) -> None:
-    import_cline(memory_store, data / "sessions")
-    messages = memory_store.messages(CID)
-    assert _ids(memory_store) == [m["id"] for m in conversation()]
+    import_cline(store, data / "sessions")
+    messages = store.messages(CID)
+    assert _ids(store) == [m["id"] for m in conversation()]
     first = messages[0]["content"]
     assert first[1] == {
         "type": "text",
@@ -117,7 +117,7 @@ def test_messages_keep_their_fields_and_blocks_take_the_stores_shape(
     assert screenshot["type"] == "image" and screenshot["source"]["data"] == PNG
     assert messages[9]["metadata"] == {"kind": "recovery_notice"}
     for format in ("anthropic", "openai", "gemini"):
-        assert validate_provider_payload(format, memory_store.render(CID, format=format)) == []
+        assert validate_provider_payload(format, store.render(CID, format=format)) == []
 
 
 def test_generated_media_becomes_a_text_naming_it(
@@ -171,18 +171,16 @@ def test_each_metered_turn_is_a_request_before_it(memory_store: ContextStore, da
         assert stamps[k - 1] < request.ts < stamps[k]
 
 
-def test_a_checkpoint_keeps_what_clines_restore_keeps(
-    memory_store: ContextStore, data: Path
-) -> None:
-    import_cline(memory_store, data)
-    checkpoints = memory_store.checkpoints(CID)
+def test_a_checkpoint_keeps_what_clines_restore_keeps(store: ContextStore, data: Path) -> None:
+    import_cline(store, data)
+    checkpoints = store.checkpoints(CID)
     assert [(c.label, c.git_hash) for c in checkpoints] == [
         (f"cline:run-{c['runCount']}", c["ref"]) for c in CHECKPOINTS
     ]
     assert [c.ts for c in checkpoints] == [c["createdAt"] for c in CHECKPOINTS]
     for checkpoint, entry in zip(checkpoints, CHECKPOINTS, strict=True):
         kept = KEPT_AT_CHECKPOINT[entry["runCount"]]
-        assert _ids(memory_store, checkpoint.ts) == [m["id"] for m in conversation()[:kept]]
+        assert _ids(store, checkpoint.ts) == [m["id"] for m in conversation()[:kept]]
 
 
 def test_a_checkpoint_of_a_run_the_transcript_lacks_goes_last(
@@ -212,19 +210,19 @@ def test_a_run_folded_into_a_compaction_has_no_place_of_its_own(
 
 
 def test_the_compaction_hides_what_cline_no_longer_sends(
-    memory_store: ContextStore, tmp_path: Path
+    store: ContextStore, tmp_path: Path
 ) -> None:
     messages = conversation()
     Session(compaction=compaction(messages)).write(tmp_path)
-    (item,) = import_cline(memory_store, tmp_path).items
+    (item,) = import_cline(store, tmp_path).items
     assert item.added["deleted_ranges"] == 1 and item.added["source_records"] == 1
-    assert memory_store.deleted_range(CID) == (2, 10)
+    assert store.deleted_range(CID) == (2, 10)
     # Cline sends the compacted messages then u7, a6; the store keeps messages 0 and 1
-    assert [m.get("id") for m in memory_store.render(CID)] == ["u1", "a1", "u7", "a6"]
-    (record,) = memory_store.source_records(CID)
+    assert [m.get("id") for m in store.render(CID)] == ["u1", "a1", "u7", "a6"]
+    (record,) = store.source_records(CID)
     assert record.origin == "cline_session" and record.kind == "compaction"
     assert record.data == compaction(messages)
-    (truncation,) = memory_store.audit(CID).truncations
+    (truncation,) = store.audit(CID).truncations
     assert truncation.summary == "Context summary:\n\nFixed add."
     assert truncation.tokens_total == 4_200
 
@@ -247,24 +245,24 @@ def test_a_compaction_state_cline_would_ignore_is_ignored_with_a_note(
 
 
 def test_importing_again_is_idempotent_and_takes_what_the_session_added(
-    file_store: ContextStore, tmp_path: Path
+    store: ContextStore, tmp_path: Path
 ) -> None:
     session = Session()
     folder = session.write(tmp_path)
-    assert import_cline(file_store, folder).items[0].status == "imported"
-    assert import_cline(file_store, folder).items[0].status == "unchanged"
+    assert import_cline(store, folder).items[0].status == "imported"
+    assert import_cline(store, folder).items[0].status == "unchanged"
     session.messages.append(
         {"id": "u8", "role": "user", "content": "And a docstring?", "ts": T0 + 130_000}
     )
     session.write(tmp_path)
-    again = import_cline(file_store, folder).items[0]
+    again = import_cline(store, folder).items[0]
     assert (again.status, again.added) == ("updated", {"messages": 1})
     # Cline completes its streaming answer in place: the newest rows are replaced
     session.messages[-1]["content"] = "And a docstring, please?"
     session.write(tmp_path)
-    rewritten = import_cline(file_store, folder).items[0]
+    rewritten = import_cline(store, folder).items[0]
     assert rewritten.status == "updated" and rewritten.replaced == 1
-    assert file_store.messages(CID)[-1]["content"] == "And a docstring, please?"
+    assert store.messages(CID)[-1]["content"] == "And a docstring, please?"
 
 
 def test_a_new_compaction_after_the_session_grew_replaces_only_the_old_one(
