@@ -151,15 +151,16 @@ def import_cline_command(
     max_file_bytes: int,
     as_json: bool,
 ) -> None:
-    """Import Cline tasks: PATH is a tasks/<id>/ folder, or Cline's storage folder (the one
-    holding tasks/ and state/), whose every task comes in."""
+    """Import Cline tasks and Cline 4 sessions: PATH is a tasks/<id>/ or sessions/<id>/
+    folder, a folder of either, or Cline's storage folder (the one holding tasks/ and
+    state/, or sessions/: ~/.cline/data), whose every task and session comes in."""
     _run_import(
         ctx,
         import_cline,
         cline_tasks,
         paths,
         as_json,
-        "Cline tasks",
+        "Cline tasks and sessions",
         max_file_bytes,
         history_path=history_path,
         replace=replace,

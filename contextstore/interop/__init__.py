@@ -1,4 +1,5 @@
-"""Interoperability with other agents' on-disk histories: Cline tasks and Gemini CLI chats.
+"""Interoperability with other agents' on-disk histories: Cline tasks and sessions, Gemini
+CLI chats.
 
 Reading and mapping is pure file handling (:mod:`~contextstore.interop.cline`,
 :mod:`~contextstore.interop.gemini` and their ``_plan`` modules); the import and export
@@ -11,6 +12,7 @@ from __future__ import annotations
 from contextstore.core.validate import MAX_JSON_DEPTH
 from contextstore.interop.cline_import import export_cline, import_cline
 from contextstore.interop.errors import (
+    ClineSessionError,
     ClineTaskError,
     FileTooLargeError,
     GeminiChatError,
@@ -28,6 +30,7 @@ from contextstore.interop.report import ExportReport, ImportReport, ItemReport
 __all__ = [
     "MAX_FILE_BYTES",
     "MAX_JSON_DEPTH",
+    "ClineSessionError",
     "ClineTaskError",
     "ExportReport",
     "FileTooLargeError",

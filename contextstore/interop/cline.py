@@ -234,8 +234,9 @@ def find_tasks(path: Path, folder: Folder) -> list[Path]:
         path,
         None,
         "is neither a Cline task folder (tasks/<id>/ with api_conversation_history.json or "
-        "ui_messages.json), a folder of task folders (tasks/), nor Cline's storage folder "
-        "(holding tasks/ and state/); see "
+        "ui_messages.json), a folder of task folders (tasks/), a Cline 4 session folder "
+        "(sessions/<id>/ with <id>.messages.json) or a folder of them (sessions/), nor "
+        "Cline's storage folder (holding tasks/ and state/, or sessions/); see "
         "'Bringing histories in and out' in the README for where Cline keeps them.",
     )
 

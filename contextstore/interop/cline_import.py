@@ -35,6 +35,16 @@ from contextstore.interop.cline import (
 )
 from contextstore.interop.cline_messages import as_written
 from contextstore.interop.cline_plan import plan_task
+from contextstore.interop.cline_session import (
+    SESSIONS_DIR,
+    is_session_dir,
+    read_session,
+    read_subagent,
+    session_dirs_in,
+    session_file_folder,
+    subagent_transcripts,
+)
+from contextstore.interop.cline_session_plan import plan_session
 from contextstore.interop.cline_ui_rows import ORIGIN
 from contextstore.interop.cline_write import (
     TimedEntry,
@@ -48,7 +58,7 @@ from contextstore.interop.cline_write import (
     upsert_history_item,
     with_positions,
 )
-from contextstore.interop.errors import ClineTaskError, ImportStateError
+from contextstore.interop.errors import ClineSessionError, ClineTaskError, ImportStateError
 from contextstore.interop.files import MAX_FILE_BYTES, Folder, Note
 from contextstore.interop.plan import ImportPlan
 from contextstore.interop.report import ExportReport, ImportReport
@@ -75,45 +85,59 @@ def import_cline(
     max_file_bytes: int = MAX_FILE_BYTES,
     progress: Progress | None = None,
 ) -> ImportReport:
-    """Import a Cline task folder, or every task of Cline's storage folder.
+    """Import a Cline task or session folder, or every task and session of Cline's storage.
 
-    Each task becomes the conversation whose id is the task id (see the README section
-    "Bringing histories in and out" for what goes where). Importing again is idempotent:
-    an unchanged task is skipped, a task that grew gets only its new rows.
+    Each task becomes the conversation whose id is the task id; each Cline 4 session
+    (``sessions/<sessionId>/``) the conversation ``cline-session-<sessionId>``, and each
+    of its subagents' transcripts one of its own (see the README section "Bringing
+    histories in and out" for what goes where). Importing again
+    is idempotent: an unchanged task or session is skipped, one that grew gets only its
+    new rows.
 
     Args:
         store: an open :class:`contextstore.ContextStore`.
-        path: ``tasks/<taskId>/``, or the folder holding ``tasks/`` and ``state/``.
+        path: ``tasks/<taskId>/``, ``sessions/<sessionId>/``, a folder of either
+            (``tasks/``, ``sessions/``), or the folder holding them (``~/.cline/data``,
+            VS Code's storage folder).
         history_path: Cline's ``state/taskHistory.json`` (default: found beside the tasks).
-        replace: start conversations that no longer match their task over from the files.
+        replace: start conversations that no longer match their files over from them.
         max_file_bytes: the largest file read (default :data:`MAX_FILE_BYTES`).
-        progress: called after each task.
+        progress: called after each task or session.
 
     Raises:
         InvalidInputError: ``path`` or ``history_path`` is no path, ``replace`` no flag,
             ``max_file_bytes`` no positive integer, ``progress`` nothing to call.
-        ClineTaskError: ``path`` is no task folder, or a single task holds nothing readable.
+        ClineTaskError: ``path`` holds no task or session, or a single one holds nothing
+            readable (:class:`ClineSessionError` for a session, also when it is of a
+            version this contextstore does not read).
         UnsafeInputError: a link leads out of ``path``, or a file is too large or too deep.
-        ImportConflictError: a single task no longer matches its conversation.
+        ImportConflictError: a single task or session no longer matches its conversation.
     """
     root = path_argument("path", path)
     history = optional_path_argument("history_path", history_path)
     check_import_options(replace=replace, max_file_bytes=max_file_bytes, progress=progress)
-    folder, tasks = cline_tasks(root, max_file_bytes=max_file_bytes)
+    folder, items = cline_tasks(root, max_file_bytes=max_file_bytes)
     history_folder = Folder(history.parent, max_file_bytes=max_file_bytes) if history else folder
 
-    def plan(task_dir: Path) -> ImportPlan:
-        task = read_task(task_dir, folder, history_path=history, history_folder=history_folder)
+    def plan(item: Path) -> ImportPlan:
+        if item.is_file():
+            subagent = read_subagent(item, folder)
+            return plan_session(subagent, max_message_bytes=store.max_message_bytes)
+        if is_session_dir(item):
+            session = read_session(item, folder)
+            return plan_session(session, max_message_bytes=store.max_message_bytes)
+        task = read_task(item, folder, history_path=history, history_folder=history_folder)
         return plan_task(task, max_message_bytes=store.max_message_bytes)
 
-    def exported(imported: ImportPlan) -> ImportPlan:
+    def exported(imported: ImportPlan) -> ImportPlan | None:
         return _plan_of_export(store, imported, max_file_bytes)
 
-    single = len(tasks) == 1 and tasks[0] == root
+    # one task or session named directly (with its subagents' transcripts)
+    single = items[0] == root and all(item.parent == root for item in items[1:])
     return run_import(
         store,
         ORIGIN,
-        tasks,
+        items,
         plan,
         single=single,
         replace=replace,
@@ -122,12 +146,18 @@ def import_cline(
     )
 
 
-def _plan_of_export(store: InteropStore, imported: ImportPlan, max_file_bytes: int) -> ImportPlan:
+def _plan_of_export(
+    store: InteropStore, imported: ImportPlan, max_file_bytes: int
+) -> ImportPlan | None:
     """What importing the task folder :func:`export_cline` writes for the conversation now
-    would read: the export goes to a scratch folder under the task's own name."""
+    would read (the export goes to a scratch folder under the task's own name), or None
+    for a Cline 4 session, which the export does not write."""
+    name = Path(imported.path).name
+    if imported.conversation_id != name:
+        return None
     with tempfile.TemporaryDirectory(prefix="contextstore-export-") as scratch:
         base = Path(scratch)
-        task_dir = base / "tasks" / Path(imported.path).name
+        task_dir = base / "tasks" / name
         history = base / TASK_HISTORY_FILE
         export_cline(store, imported.conversation_id, task_dir, history_path=history)
         folder = Folder(base, max_file_bytes=max_file_bytes)
@@ -138,13 +168,15 @@ def _plan_of_export(store: InteropStore, imported: ImportPlan, max_file_bytes: i
 def cline_tasks(
     path: str | os.PathLike[str], *, max_file_bytes: int = MAX_FILE_BYTES
 ) -> tuple[Folder, list[Path]]:
-    """The task folders :func:`import_cline` would import from ``path``, and the folder
-    no file may lead out of (the storage folder when ``path`` is one of its tasks or its
-    ``tasks/`` folder).
+    """The task and session folders :func:`import_cline` would import from ``path``
+    (tasks first, oldest first; then sessions, each followed by its subagents'
+    transcripts), and the folder no file may lead out of
+    (the storage folder when ``path`` is one of its tasks or its ``tasks/`` folder).
 
     Raises:
-        ClineTaskError: ``path`` is no task folder and holds none.
-        OutsideFolderError: a task folder is a link out of ``path``.
+        ClineTaskError: ``path`` is no task or session folder and holds none, or is one
+            of their files (the error names the folder to import instead).
+        OutsideFolderError: a task or session folder is a link out of ``path``.
     """
     root = Path(path)
     if root.parent.name == "tasks" and is_task_dir(root):
@@ -154,10 +186,35 @@ def cline_tasks(
     else:
         base = root
     folder = Folder(base, max_file_bytes=max_file_bytes)
-    tasks = find_tasks(root, folder)
-    if not tasks:
-        raise ClineTaskError(root, None, "holds no task folders under tasks/; nothing to import.")
-    return folder, tasks
+    if is_session_dir(root):
+        return folder, [root, *subagent_transcripts(root, folder)]
+    owner = session_file_folder(root)
+    if owner is not None:
+        raise ClineSessionError(
+            root,
+            None,
+            f"is one of a Cline session's files; import the session folder that holds it "
+            f"({owner}), which is read whole.",
+        )
+    sessions = [
+        item
+        for found in session_dirs_in(root / SESSIONS_DIR, folder) or session_dirs_in(root, folder)
+        for item in (found, *subagent_transcripts(found, folder))
+    ]
+    try:
+        tasks = find_tasks(root, folder)
+    except ClineTaskError:
+        if not sessions:
+            raise
+        tasks = []
+    if not tasks and not sessions:
+        raise ClineTaskError(
+            root,
+            None,
+            "holds no task folders under tasks/ and no session folders under sessions/; "
+            "nothing to import.",
+        )
+    return folder, tasks + sessions
 
 
 @in_one_snapshot

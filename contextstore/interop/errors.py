@@ -31,6 +31,11 @@ class ClineTaskError(InteropError):
     """A Cline task folder or file cannot be imported (or exported to)."""
 
 
+class ClineSessionError(ClineTaskError):
+    """A Cline 4 session folder (``sessions/<id>/``) or one of its files cannot be imported:
+    of a version this contextstore does not read, not a session file, or holding nothing."""
+
+
 class GeminiChatError(InteropError):
     """A Gemini CLI chat file cannot be imported (or exported to)."""
 

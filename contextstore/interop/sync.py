@@ -75,9 +75,9 @@ TAIL_ROWS: Final = 256
 Progress = Callable[[str, int], None]
 """Called with a task's or file's path and the number of steps (each item is read, then
 written): the CLI's progress bar."""
-Exported = Callable[[ImportPlan], ImportPlan]
+Exported = Callable[[ImportPlan], "ImportPlan | None"]
 """Plans what exporting the plan's conversation now would write, as importing those files
-would read them."""
+would read them (None: the export would not write the plan's kind of file)."""
 
 
 def note_for(exc: InteropError) -> Note:
@@ -325,9 +325,12 @@ def _begins_with_export(plan: ImportPlan, prints: list[str], exported: Exported 
     if exported is None:
         return False
     try:
-        expected = [fingerprint(row) for row in exported(plan).rows]
+        export = exported(plan)
     except ContextStoreError:  # no export to compare with: the conflict stands
         return False
+    if export is None:
+        return False
+    expected = [fingerprint(row) for row in export.rows]
     return prints[: len(expected)] == expected
 
 
