@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -88,7 +89,34 @@ def import_gemini(
         modified = int(file.stat().st_mtime * 1000)
         return plan_chat(chat, max_message_bytes=store.max_message_bytes, file_ms=modified)
 
-    return run_import(store, ORIGIN, files, plan, single=single, replace=replace, progress=progress)
+    def exported(imported: ImportPlan) -> ImportPlan | None:
+        return _plan_of_export(store, imported, max_file_bytes)
+
+    return run_import(
+        store,
+        ORIGIN,
+        files,
+        plan,
+        single=single,
+        replace=replace,
+        progress=progress,
+        exported=exported,
+    )
+
+
+def _plan_of_export(
+    store: InteropStore, imported: ImportPlan, max_file_bytes: int
+) -> ImportPlan | None:
+    """What importing the session :func:`export_gemini` writes for the conversation now
+    would read (written to a scratch folder under the file's own name), or None for a
+    checkpoint or a shared chat, whose plan depends on the file's time."""
+    with tempfile.TemporaryDirectory(prefix="contextstore-export-") as scratch:
+        target = Path(scratch) / Path(imported.path).name
+        export_gemini(store, imported.conversation_id, target)
+        chat = read_chat(target, Folder(Path(scratch), max_file_bytes=max_file_bytes))
+        if not chat.is_session:
+            return None
+        return plan_chat(chat, max_message_bytes=store.max_message_bytes)
 
 
 def _older_copy(twin: Path, single: bool) -> str:

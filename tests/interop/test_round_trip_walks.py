@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from contextstore import ContextStore
 from contextstore.core.records import RequestRecord
 from contextstore.interop import export_cline, export_gemini, import_cline, import_gemini
-from tests.interop.real import CLINE, need
+from tests.interop.real import CLINE, GEMINI, need
 
 WALKS = settings(
     max_examples=30,
@@ -263,3 +263,38 @@ def test_a_real_task_continued_here_comes_back_from_its_export(
     with ContextStore.open(":memory:") as other:
         again_id = import_cline(other, folder).conversation_id
         assert _held(other, again_id) == here
+
+
+REAL_SESSION = GEMINI / "m-gemini" / "session-2025-12-30T01-16-3f9ce747.json"
+
+
+@settings(WALKS, max_examples=10)
+@given(steps=st.lists(st.builds(Step, st.sampled_from(UNTRUNCATED), st.integers(0, 3)), max_size=8))
+def test_a_real_session_continued_here_comes_back_from_its_export(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[Step]
+) -> None:
+    """Gemini CLI's own session, imported, continued here and exported over its file: the
+    store it came from takes the file back (the rows written here again from it), and an
+    empty store reads the same conversation."""
+    path = tmp_path_factory.mktemp("walk") / REAL_SESSION.name
+    shutil.copy(need(REAL_SESSION), path)
+    with ContextStore.open(":memory:") as store:
+        cid = import_gemini(store, path).conversation_id
+        agent = Agent(store, cid)
+        for step in steps:
+            agent.do(step)
+        export_gemini(store, cid, path, overwrite=True)
+        here = _gemini_held(store, cid)
+        assert import_gemini(store, path).items[0].status == "updated"
+        assert _gemini_held(store, cid) == here
+        assert import_gemini(store, path).items[0].status == "unchanged"
+    with ContextStore.open(":memory:") as other:
+        assert _gemini_held(other, import_gemini(other, path).conversation_id) == here
+
+
+def _gemini_held(store: ContextStore, cid: str) -> dict[str, Any]:
+    return {
+        "view": store.render(cid, format="gemini"),
+        "messages": store.message_count(cid),
+        "usage": [(r.total_tokens, r.tokens_out) for r in store.requests(cid)],
+    }
