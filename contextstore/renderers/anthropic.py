@@ -20,6 +20,7 @@ from typing import Any
 from contextstore.core.hardening import DEFAULT_CONTINUATION
 from contextstore.core.overlays import Block, Message
 from contextstore.core.overlays import search_result_text as search_result_text
+from contextstore.core.server_tools import paired_server_blocks
 from contextstore.core.system_prompt import SystemPrompt as SystemPrompt
 from contextstore.core.system_prompt import system_text as system_text
 from contextstore.core.validate import json_copy
@@ -74,8 +75,10 @@ def render_messages(
     the API refuses are given :func:`call_id`'s form, and one that an earlier message
     already used :func:`repeated_call_id`'s; a base64 image is sent with the type
     its data is, and an image or document of a type the API refuses is replaced by a text
-    block saying so (:func:`sendable_media`). A message left
-    without content is dropped and its neighbours, now of the same role, are merged so
+    block saying so (:func:`sendable_media`). Server tool blocks are sent as stored, less
+    the broken pairs (:func:`~contextstore.core.server_tools.paired_server_blocks`: a call
+    without its result only at the end of a final assistant message, a paused turn). A
+    message left without content is dropped and its neighbours, now of the same role, are merged so
     that roles still alternate; when that leaves the model first, a user turn saying
     :data:`~contextstore.core.hardening.DEFAULT_CONTINUATION` opens the list. When the
     list ends with an assistant message (a prefill), the trailing whitespace of its
@@ -99,6 +102,11 @@ def render_messages(
     """
     check_messages(messages)
     rendered = _merge_same_role([clean_message(m, rules) for m in messages])
+    paired = paired_server_blocks(rendered)
+    if len(paired) != len(rendered) or any(
+        a is not b for a, b in zip(paired, rendered, strict=True)
+    ):
+        rendered = _merge_same_role(paired)
     if rendered and rendered[0]["role"] != "user":
         # The first user message was left empty (a blank text): the API wants a user first.
         rendered.insert(0, {"role": "user", "content": DEFAULT_CONTINUATION})

@@ -34,6 +34,19 @@ _BLOCK_FIELDS: dict[str, frozenset[str]] = {
     "tool_result": frozenset({"type", "tool_use_id", "content", "is_error", "cache_control"}),
     "thinking": frozenset({"type", "thinking", "signature"}),
     "redacted_thinking": frozenset({"type", "data"}),
+    "server_tool_use": frozenset({"type", "id", "name", "input", "cache_control", "caller"}),
+    **dict.fromkeys(
+        (
+            "web_search_tool_result",
+            "web_fetch_tool_result",
+            "code_execution_tool_result",
+            "bash_code_execution_tool_result",
+            "text_editor_code_execution_tool_result",
+            "tool_search_tool_result",
+        ),
+        frozenset({"type", "tool_use_id", "content", "cache_control", "caller"}),
+    ),
+    "container_upload": frozenset({"type", "file_id", "cache_control"}),
 }
 """The fields the API accepts, per block type."""
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contextstore.core.overlays import Block
+from contextstore.core.server_tools import broken_server_pairs
 from contextstore.core.view import VIEW_RULES
 from contextstore.renderers.anthropic_blocks import blank, content_blocks, final_stripped
 from contextstore.renderers.anthropic_ids import CALL_ID, ID_FIELDS
@@ -25,8 +26,10 @@ def violations(messages: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]
     (``rules``; older ones sent it as it was), a final assistant message does not end with
     whitespace; from version 7, every base64 image (in a message or a tool result) and
     document has a type the API takes, which an image's data does not contradict
-    (:func:`~contextstore.renderers.anthropic_media.media_problems`); and from version 9,
-    no ``tool_use`` id is used by two messages.
+    (:func:`~contextstore.renderers.anthropic_media.media_problems`); from version 9,
+    no ``tool_use`` id is used by two messages; and in every assistant message, each
+    server tool result answers a ``server_tool_use`` before it, and every such call is
+    answered unless it ends the final message (a paused turn).
     """
     problems: list[str] = []
     calls: list[str] = []
@@ -40,6 +43,15 @@ def violations(messages: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]
         problems.extend(_shape_problems(position, message, blocks))
         if rules >= 7:
             problems.extend(media_problems(position, blocks, rules))
+        if message.get("role") == "assistant":
+            final = len(blocks) if position == len(messages) - 1 else 0
+            broken = broken_server_pairs(blocks, paused_tail=final)
+            if broken:
+                problems.append(
+                    f"messages[{position}]: server tool blocks {broken} are not paired (a "
+                    "result answers a server_tool_use before it; a call without one ends "
+                    "the final message)"
+                )
         if message.get("role") == "user":
             problems.extend(_result_problems(position, blocks, calls))
         elif calls:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextstore.core.overlays import Block, Message
+from contextstore.core.server_tools import broken_server_pairs
 from contextstore.core.validate import canonical_json, json_copy
 from contextstore.core.view import VIEW_RULES
 from contextstore.renderers.anthropic_blocks import (
@@ -41,6 +42,9 @@ class RenderedMessage:
         nested: For each block, the keys holding a list or dict, each with whether that
             holds only scalars (then a shallow copy of it is a copy); None when the content
             is a string.
+        servers_whole: Every server tool call in it is answered in it, and every server
+            tool result answers a call before it
+            (:func:`~contextstore.core.server_tools.broken_server_pairs` finds nothing).
     """
 
     message: Message
@@ -50,6 +54,7 @@ class RenderedMessage:
     calls: tuple[str, ...]
     results: tuple[str, ...] | None
     nested: tuple[tuple[tuple[str, bool], ...], ...] | None
+    servers_whole: bool = True
 
     def copy(self) -> Message:
         """A copy of :attr:`message` sharing no list or dict with it."""
@@ -105,6 +110,7 @@ def render_message(message: Any, rules: int = VIEW_RULES) -> RenderedMessage | N
         tuple(calls),
         None if results is None else tuple(results),
         None if isinstance(content, str) else tuple(_nested(block) for block in content),
+        not broken_server_pairs(blocks),
     )
 
 
@@ -147,6 +153,8 @@ def conforming(rendered: Sequence[RenderedMessage]) -> bool:
     calls: tuple[str, ...] = ()
     used: set[str] = set()
     for position, message in enumerate(rendered):
+        if not message.servers_whole:
+            return False  # a broken pair, or a paused turn's call: rendered whole
         if not message.filled or message.role != ("user" if position % 2 == 0 else "assistant"):
             return False
         if message.role == "assistant":
