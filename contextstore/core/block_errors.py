@@ -15,7 +15,8 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 
-from contextstore.core.block_models import BLOCK_MODELS, CacheControl, CitationsConfig
+from contextstore.core.block_kinds import BLOCK_MODELS
+from contextstore.core.block_models import CacheControl, CitationsConfig
 from contextstore.core.validate import shown
 
 

@@ -11,25 +11,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import Field
 
+from contextstore.core.block_base import CacheControl as CacheControl
+from contextstore.core.block_base import Setting, StrictBlock
 
-class _Block(BaseModel):
-    # Strict: a value of another type is refused, never converted ("yes" is not True, 1 is
-    # not "1"): the store keeps the caller's value, and a provider would refuse it.
-    model_config = ConfigDict(extra="allow", strict=True)
-
-
-class _Setting(BaseModel):
-    # A provider's setting, sent as it is: a field it does not define would be refused.
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class CacheControl(_Setting):
-    """A prompt-caching breakpoint: ``{"type": "ephemeral"}``, ``ttl`` ``"5m"`` or ``"1h"``."""
-
-    type: Literal["ephemeral"]
-    ttl: Literal["5m", "1h"] = "5m"
+_Block = StrictBlock
+_Setting = Setting
 
 
 class CitationsConfig(_Setting):
@@ -223,35 +211,3 @@ class RedactedThinkingBlock(_Block):
 
     type: Literal["redacted_thinking"]
     data: str
-
-
-ContentBlock = Annotated[
-    TextBlock
-    | ImageBlock
-    | DocumentBlock
-    | SearchResultBlock
-    | ToolUseBlock
-    | ToolResultBlock
-    | ThinkingBlock
-    | RedactedThinkingBlock,
-    Field(discriminator="type"),
-]
-
-BLOCK_TYPES: frozenset[str] = frozenset(
-    {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"}
-)
-"""The block types a message holds (a search result only inside a tool result)."""
-
-BLOCK_MODELS: dict[str, type[_Block]] = {
-    "text": TextBlock,
-    "image": ImageBlock,
-    "document": DocumentBlock,
-    "search_result": SearchResultBlock,
-    "tool_use": ToolUseBlock,
-    "tool_result": ToolResultBlock,
-    "thinking": ThinkingBlock,
-    "redacted_thinking": RedactedThinkingBlock,
-}
-"""The model of each block type, search results (inside tool results) included."""
-BLOCK_ADAPTER: TypeAdapter[Any] = TypeAdapter(ContentBlock)
-"""Validates any block, choosing its model by its ``type``."""

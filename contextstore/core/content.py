@@ -18,8 +18,14 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from contextstore.core.block_errors import describe
-from contextstore.core.block_models import BLOCK_ADAPTER, BLOCK_TYPES
+from contextstore.core.block_kinds import BLOCK_ADAPTER, BLOCK_TYPES
 from contextstore.core.errors import InvalidMessageError
+from contextstore.core.server_tools import (
+    ASSISTANT_ONLY,
+    PAIRED_TYPES,
+    SERVER_TOOL_USE,
+    check_server_pairs,
+)
 from contextstore.core.validate import (
     MAX_NAME_LENGTH,
     NUL,
@@ -227,7 +233,7 @@ def validate_block(
             BLOCK_ADAPTER.validate_python(block)
         except ValidationError as exc:
             raise InvalidMessageError(describe(exc.errors(), block, position, kind)) from exc
-    if kind in _CALL_TYPES:
+    if kind in _CALL_TYPES or kind in PAIRED_TYPES:
         for key in ("id", "name", "tool_use_id"):
             value = block.get(key)
             if isinstance(value, str) and (len(value) > MAX_NAME_LENGTH or "\x00" in value):
@@ -295,20 +301,35 @@ def normalize_message(role: Any, content: Any, meta: Any = None) -> NormalizedMe
             "an assistant message cannot contain tool_result blocks; send results in the "
             "next user message."
         )
+    if role == "user":
+        for position, block in enumerate(blocks):
+            if block["type"] in ASSISTANT_ONLY:
+                raise InvalidMessageError(
+                    f"content[{position}] ({block['type']}) is a server tool block, which "
+                    "the API returns in the assistant message; store it in that assistant "
+                    "message."
+                )
     _refuse_repeated_ids(blocks)
+    if role == "assistant":
+        check_server_pairs(blocks)
     return NormalizedMessage(role, blocks, False, json_copy(meta))
 
 
+_CALLS = frozenset({"tool_use", SERVER_TOOL_USE})
+"""Block types that make a call, each with an ``id`` its result names."""
+
+
 def _refuse_repeated_ids(blocks: Sequence[dict[str, Any]]) -> None:
-    """Refuse two calls with one id in a message: no provider can pair their results
-    (Anthropic refuses the request, OpenAI's ids collide).
+    """Refuse two calls with one id in a message, a tool's (``tool_use``) or a server
+    tool's (``server_tool_use``) alike: no provider can pair their results (Anthropic
+    refuses the request, OpenAI's ids collide).
 
     Raises:
         InvalidMessageError: naming the repeated id and the two blocks.
     """
     seen: dict[str, int] = {}
     for position, block in enumerate(blocks):
-        key = block.get("id") if block["type"] == "tool_use" else None
+        key = block.get("id") if block["type"] in _CALLS else None
         if not isinstance(key, str):
             continue
         if key in seen:

@@ -31,6 +31,7 @@ from typing import Any, Final, NamedTuple
 from contextstore.core.content import NormalizedMessage
 from contextstore.core.errors import NodeInvariantError
 from contextstore.core.notices import SUMMARY_HEADING, TRUNCATION_NOTICE
+from contextstore.core.server_tools import SERVER_BLOCK_TYPES
 from contextstore.core.system_prompt import system_text
 from contextstore.core.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter, block_tokens
 from contextstore.core.validate import MAX_INT32, canonical_json
@@ -45,6 +46,10 @@ FILE_CONTENT: Final = "file_content"
 IMAGE: Final = "image"
 DOCUMENT: Final = "document"
 MEMORY_SUMMARY: Final = "memory_summary"
+SERVER_TOOL: Final = "server_tool"
+"""An Anthropic server tool block (a ``server_tool_use``, its result, a
+``container_upload``): what the API ran and returned, sent back verbatim; no processor
+rewrites it (its results hold encrypted data the API reads back)."""
 TOOL_DEFINITIONS: Final = "tool_definitions"
 """A request's tool declarations (a prompt-side node, not a block)."""
 
@@ -58,6 +63,7 @@ BLOCK_NODE_TYPES: Final = (
     IMAGE,
     DOCUMENT,
     MEMORY_SUMMARY,
+    SERVER_TOOL,
 )
 """The types a stored block can have."""
 
@@ -276,6 +282,7 @@ _FIXED: Final = {
     "redacted_thinking": NodeKind(THINKING),
     "image": NodeKind(IMAGE),
     "document": NodeKind(DOCUMENT),
+    **dict.fromkeys(SERVER_BLOCK_TYPES, NodeKind(SERVER_TOOL)),
 }
 
 

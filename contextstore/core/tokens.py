@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from contextstore.core.errors import ContextStoreError
+from contextstore.core.server_tools import OPAQUE_FIELDS, SERVER_BLOCK_TYPES
 
 IMAGE_TOKENS_MAX = 1_600
 PDF_TOKENS_PER_PAGE = 1_500
@@ -235,7 +236,42 @@ def block_tokens(block: Any, count: Callable[[str], int]) -> int:
         return count(str(block.get("thinking", "")))
     if kind == "redacted_thinking":
         return math.ceil(len(str(block.get("data", ""))) / 4)
+    if kind in SERVER_BLOCK_TYPES:
+        return server_block_tokens(block, count)
     return 0
+
+
+def server_block_tokens(block: dict[str, Any], count: Callable[[str], int]) -> int:
+    """Tokens of a server tool block: a call as a tool call (its name and the JSON of its
+    input); a result or an upload as the JSON of its fields (keys, URLs, titles, outputs,
+    error codes), each opaque value (:data:`OPAQUE_FIELDS`) estimated as one token per 4
+    characters, as redacted thinking is.
+
+    The API sends the encrypted pages and outputs back to the model, and bills them as
+    input tokens in every later request, but counts what they decrypt to, which the store
+    cannot see: the estimate stands for it, and the JSON's punctuation makes the whole an
+    overestimate (the safe side for a context budget)."""
+    if block.get("type") == "server_tool_use":
+        arguments = json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True)
+        return count(str(block.get("name", ""))) + count(arguments)
+    opaque: list[int] = []
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, dict):
+            kept = {}
+            for key, item in value.items():
+                if key in OPAQUE_FIELDS and isinstance(item, str):
+                    opaque.append(math.ceil(len(item) / 4))
+                else:
+                    kept[key] = plain(item)
+            return kept
+        if isinstance(value, list):
+            return [plain(item) for item in value]
+        return value
+
+    fields = {key: value for key, value in block.items() if key != "type"}
+    shown = json.dumps(plain(fields), ensure_ascii=False, sort_keys=True)
+    return count(shown) + sum(opaque)
 
 
 def message_tokens(blocks: Iterable[Any], counter: TokenCounter) -> int:

@@ -22,6 +22,7 @@ from typing import Any, Final
 from contextstore.core.hardening import DEFAULT_FINAL_USER_TEXT
 from contextstore.core.os_errors import check_regular_targets, os_errors
 from contextstore.core.records import Conversation, RequestRecord
+from contextstore.core.server_tools import SERVER_BLOCK_TYPES
 from contextstore.core.store_files import check_not_store_files
 from contextstore.core.validate import check_flags, check_id
 from contextstore.core.view import build_view
@@ -422,12 +423,17 @@ def _tokens(request: RequestRecord) -> dict[str, int]:
     }
 
 
+_RECORD_TYPES = frozenset({"text", "image", "document", *SERVER_BLOCK_TYPES})
+"""Block types a generated record's ``content`` shows."""
+
+
 def _record_parts(blocks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A record's ``content``: its text, images and documents as Gemini parts (calls and
-    results go in ``toolCalls``; thinking is not part of what a record says)."""
+    """A record's ``content``: its text, images and documents as Gemini parts, and
+    Anthropic's server tool blocks as the text parts the Gemini renderer sends for them
+    (calls and results go in ``toolCalls``; thinking is not part of what a record says)."""
     parts = []
     for block in blocks:
-        if block.get("type") in ("text", "image", "document"):
+        if block.get("type") in _RECORD_TYPES:
             part = content_part(block)
             if part is not None and part.get("text") != "":
                 parts.append({k: v for k, v in part.items() if k != "thoughtSignature"})

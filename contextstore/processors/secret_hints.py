@@ -16,6 +16,7 @@ from typing import Any
 from ahocorasick_rs import AhoCorasick, BytesAhoCorasick, MatchKind
 
 from contextstore.core.overlays import block_text, text_document_data
+from contextstore.core.server_tools import OPAQUE_FIELDS
 from contextstore.processors.secret_patterns import (
     KEY_IN_CONTEXT,
     PASSWORD_KEY_NAME,
@@ -133,13 +134,22 @@ def _source_strings(source: dict[str, Any], kind: str, found: list[str]) -> None
             json_strings(value, found)
 
 
+KEPT_VALUE_KEYS: frozenset[str] = OPAQUE_FIELDS | {"file_id"}
+"""Keys whose values are never scanned or masked, wherever they are: encrypted data the API
+decrypts when it is sent back (a web search result's page, a citation's
+``encrypted_index``, a code execution's output; changing one breaks the request), and the
+ids of uploaded files."""
+
+
 def json_strings(value: Any, found: list[str]) -> None:
-    """Append every string held in the JSON value ``value`` to ``found``."""
+    """Append every string held in the JSON value ``value`` to ``found``, but those under
+    :data:`KEPT_VALUE_KEYS`."""
     if isinstance(value, str):
         found.append(value)
     elif isinstance(value, dict):
-        for item in value.values():
-            json_strings(item, found)
+        for key, item in value.items():
+            if key not in KEPT_VALUE_KEYS:
+                json_strings(item, found)
     elif isinstance(value, list):
         for item in value:
             json_strings(item, found)

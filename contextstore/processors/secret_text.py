@@ -16,7 +16,7 @@ from typing import Any
 
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.validate import shown
-from contextstore.processors.secret_hints import enabled_patterns
+from contextstore.processors.secret_hints import KEPT_VALUE_KEYS, enabled_patterns
 from contextstore.processors.secret_patterns import (
     CONFIDENCE_LEVELS,
     HIGH,
@@ -184,7 +184,9 @@ def mask_value(
     """Return a masked copy of a JSON-like value (tool inputs): strings are masked.
 
     A string held under a password-like key (or, at medium confidence, a secret-like key)
-    is replaced whole, since such a value has no surrounding text to recognise it by.
+    is replaced whole, since such a value has no surrounding text to recognise it by. Values
+    under :data:`~contextstore.processors.secret_hints.KEPT_VALUE_KEYS` (encrypted data the
+    provider reads back, file ids) are kept as they are.
     ``findings``, when given, collects findings (spans relative to each string).
     """
     levels = confidence_levels(confidence)
@@ -202,7 +204,10 @@ def mask_value(
             sink.extend(found)
             return masked
         if isinstance(item, dict):
-            return {k: walk(v, k if isinstance(k, str) else None) for k, v in item.items()}
+            return {
+                k: v if k in KEPT_VALUE_KEYS else walk(v, k if isinstance(k, str) else None)
+                for k, v in item.items()
+            }
         if isinstance(item, list):
             walked = []
             for position, member in enumerate(item):

@@ -17,7 +17,11 @@ The mapping from Anthropic blocks to Gemini parts:
   message) -> text (:func:`~contextstore.core.overlays.search_result_text`), in the
   response's text or as a ``{"text"}`` part;
 * ``thinking`` -> a ``thought`` text part, which hardening strips; ``redacted_thinking``
-  is dropped.
+  is dropped;
+* Anthropic's server tool blocks -> text parts in their place
+  (:func:`~contextstore.renderers.server_text.server_block_text`), encrypted values left
+  out, after the broken pairs are dropped as for Anthropic
+  (:func:`~contextstore.core.server_tools.paired_server_blocks`).
 
 The contents are then passed through :func:`~contextstore.core.hardening.harden_history`,
 so the result always alternates roles, starts and ends with a user turn and pairs every
@@ -41,6 +45,7 @@ from contextstore.core.hardening import (
 )
 from contextstore.core.media import image_type, left_out, unreadable, unreadable_image
 from contextstore.core.overlays import Block
+from contextstore.core.server_tools import SERVER_BLOCK_TYPES, paired_server_blocks
 from contextstore.core.validate import json_copy
 from contextstore.core.view import VIEW_RULES
 from contextstore.renderers.anthropic import (
@@ -52,6 +57,7 @@ from contextstore.renderers.anthropic import (
     search_result_text,
     system_text,
 )
+from contextstore.renderers.server_text import server_block_text
 
 UNKNOWN_TOOL_NAME = "unknown_tool"
 """The name given to a response whose ``tool_use_id`` matches no ``tool_use``."""
@@ -194,6 +200,8 @@ def content_part(block: Block, rules: int = VIEW_RULES) -> Part | None:
         return {"text": str(block.get("thinking", "")), "thought": True}
     if kind == "search_result" and rules >= 5:
         return {"text": search_result_text(block)}
+    if kind in SERVER_BLOCK_TYPES:
+        return {"text": server_block_text(block)}
     return None
 
 
@@ -251,7 +259,7 @@ def render_contents(
     names = _tool_names(messages)
     contents = [
         {"role": _ROLES[message["role"]], "parts": _parts(content_blocks(message), names, rules)}
-        for message in messages
+        for message in paired_server_blocks(messages)  # type: ignore[arg-type]  # checked
     ]
     return harden_history(
         contents,

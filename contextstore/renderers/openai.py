@@ -14,6 +14,11 @@ The mapping from Anthropic blocks:
 * a ``search_result`` block (Anthropic's format for search results, in a tool result or
   a user message) becomes text (:func:`~contextstore.core.overlays.search_result_text`);
 * thinking blocks are dropped (Chat Completions has no field to send them back in);
+* Anthropic's server tool blocks (calls the API ran itself, their results, container
+  uploads) become text in their place
+  (:func:`~contextstore.renderers.server_text.server_block_text`), encrypted values left
+  out, after the broken pairs are dropped as for Anthropic
+  (:func:`~contextstore.core.server_tools.paired_server_blocks`);
 * a tool call id longer than the API accepts (:data:`MAX_CALL_ID_LENGTH`) is sent in
   :func:`call_id`'s short form, in the call and its result alike;
 * a base64 image is sent with the type its data is; one of a type the API refuses (not
@@ -32,6 +37,7 @@ from typing import Any
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.media import image_type, left_out, unreadable, unreadable_image
 from contextstore.core.overlays import Block
+from contextstore.core.server_tools import SERVER_BLOCK_TYPES, paired_server_blocks
 from contextstore.core.view import VIEW_RULES
 from contextstore.renderers.anthropic import (
     SystemPrompt,
@@ -42,6 +48,7 @@ from contextstore.renderers.anthropic import (
     search_result_text,
     system_text,
 )
+from contextstore.renderers.server_text import server_block_text
 
 ChatMessage = dict[str, Any]
 """One Chat Completions message (``system``, ``user``, ``assistant`` or ``tool``)."""
@@ -183,6 +190,8 @@ def _user_parts(blocks: Sequence[Block], rules: int) -> list[ContentPart]:
             parts.extend(_document_parts(block, rules))
         elif kind == "search_result" and rules >= 5:
             parts.append({"type": "text", "text": search_result_text(block)})
+        elif kind == "container_upload":
+            parts.append({"type": "text", "text": server_block_text(block)})
     return parts
 
 
@@ -246,7 +255,11 @@ def _tool_call(block: Block, rules: int) -> dict[str, Any]:
 
 
 def _render_assistant(blocks: Sequence[Block], rules: int) -> list[ChatMessage]:
-    texts = [str(b.get("text", "")) for b in blocks if b.get("type") == "text"]
+    texts = [
+        str(b.get("text", "")) if b.get("type") == "text" else server_block_text(b)
+        for b in blocks
+        if b.get("type") == "text" or b.get("type") in SERVER_BLOCK_TYPES
+    ]
     calls = [_tool_call(b, rules) for b in blocks if b.get("type") == "tool_use"]
     content = TEXT_SEPARATOR.join(texts)
     if not content and not calls:
@@ -287,7 +300,7 @@ def render_messages(
     rendered: list[ChatMessage] = []
     if system is not None:
         rendered.append({"role": "system", "content": system_text(system)})
-    for message in messages:
+    for message in paired_server_blocks(messages):  # type: ignore[arg-type]  # checked above
         blocks = content_blocks(message)
         if message["role"] == "assistant":
             rendered.extend(_render_assistant(blocks, rules))

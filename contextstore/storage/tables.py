@@ -90,13 +90,17 @@ strictly increase with ``idx`` (the clock's rule, checked by the ``message_ts`` 
 by every read of the history), so the messages after a cutoff are a tail of the key, found by
 reading back from the newest message (:func:`contextstore.storage.timeline.first_after`)."""
 
+BLOCK_TYPE_LENGTH = 64
+"""The longest block type ``blocks.type`` holds (revision 0016; Anthropic's
+``text_editor_code_execution_tool_result`` has 38 characters, 32 were allowed before)."""
+
 blocks = Table(
     "blocks",
     metadata,
     Column("conversation_id", String(64), primary_key=True),
     Column("message_idx", Integer, primary_key=True),
     Column("block_idx", Integer, primary_key=True),
-    Column("type", String(32), nullable=False),
+    Column("type", String(BLOCK_TYPE_LENGTH), nullable=False),
     Column("text", Text),
     Column("tool_use_id", String(MAX_NAME_LENGTH)),
     Column("tool_name", String(MAX_NAME_LENGTH)),

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextstore.core import block_models, content
+from contextstore.core import block_kinds, content
 from contextstore.core.content import BLOCK_TYPES, model_needed, validate_block
 from contextstore.core.errors import InvalidInputError
 
@@ -138,7 +138,7 @@ def test_skipping_the_model_changes_no_outcome(block: dict[str, Any]) -> None:
 @settings(max_examples=1_000, deadline=None)
 def test_a_block_that_skips_the_model_is_one_the_model_accepts(block: dict[str, Any]) -> None:
     if not model_needed(block, block["type"]):
-        block_models.BLOCK_ADAPTER.validate_python(block)
+        block_kinds.BLOCK_ADAPTER.validate_python(block)
 
 
 IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA"}}
@@ -163,7 +163,7 @@ UNUSUAL = [
 def model_calls(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Every block (or inner block) the content model validates, in order."""
     seen: list[Any] = []
-    model = block_models.BLOCK_ADAPTER
+    model = block_kinds.BLOCK_ADAPTER
 
     class Counted:
         def validate_python(self, value: Any) -> Any:

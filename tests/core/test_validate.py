@@ -389,8 +389,11 @@ def test_an_unknown_block_type_is_refused_naming_every_type() -> None:
     with pytest.raises(InvalidMessageError) as raised:
         validate_block({"type": "nope"}, "content[1]")
     assert str(raised.value) == (
-        "content[1] has unknown type 'nope'; use one of document, image, redacted_thinking, "
-        "text, thinking, tool_result, tool_use."
+        "content[1] has unknown type 'nope'; use one of bash_code_execution_tool_result, "
+        "code_execution_tool_result, container_upload, document, image, redacted_thinking, "
+        "server_tool_use, text, text_editor_code_execution_tool_result, thinking, "
+        "tool_result, tool_search_tool_result, tool_use, web_fetch_tool_result, "
+        "web_search_tool_result."
     )
 
 

@@ -481,8 +481,8 @@ def _refused(kind: str, message: dict[str, Any], limit: int) -> str:
     """Edit ``message`` (a copy's) the way ``kind`` says; returns what the note says."""
     content = message["content"]
     if kind == "unknown block type":
-        content.append({"type": "server_tool_use", "id": "srvtoolu_1", "input": {}})
-        return "unknown type 'server_tool_use'"
+        content.append({"type": "mcp_tool_use", "id": "mcptoolu_1", "input": {}})
+        return "unknown type 'mcp_tool_use'"
     if kind == "tool input not an object":  # Cline 3.5x, when the arguments parse to an array
         next(b for b in content if b["type"] == "tool_use")["input"] = ["a", "b"]
         return "input must be an object"

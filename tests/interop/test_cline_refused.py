@@ -47,7 +47,7 @@ def native(task: Task) -> Task:
 
 def unknown_block(message: dict[str, Any]) -> None:
     """A block type the store does not know (a server tool's call, say)."""
-    message["content"].append({"type": "server_tool_use", "id": "srvtoolu_1", "input": {}})
+    message["content"].append({"type": "mcp_tool_use", "id": "mcptoolu_1", "input": {}})
 
 
 def input_not_an_object(message: dict[str, Any]) -> None:
@@ -77,14 +77,14 @@ def refused_and_oversized(message: dict[str, Any]) -> None:
 TOO_LARGE = (oversized, refused_and_oversized)
 CASES = {
     # an assistant message: its call's result, in the next message, loses its call
-    "unknown block type, assistant": (3, unknown_block, "unknown type 'server_tool_use'"),
+    "unknown block type, assistant": (3, unknown_block, "unknown type 'mcp_tool_use'"),
     "bad field type, assistant": (3, input_not_an_object, "input must be an object"),
     # a user message: the call before it loses its result
-    "unknown block type, user": (4, unknown_block, "unknown type 'server_tool_use'"),
+    "unknown block type, user": (4, unknown_block, "unknown type 'mcp_tool_use'"),
     "bad field type, user": (4, image_without_data, "has no source.data"),
     "oversized, user": (4, oversized, f"over the store's limit of {LIMIT:,}"),
     "oversized, assistant": (5, oversized, f"over the store's limit of {LIMIT:,}"),
-    "refused and oversized": (4, refused_and_oversized, "unknown type 'server_tool_use'"),
+    "refused and oversized": (4, refused_and_oversized, "unknown type 'mcp_tool_use'"),
 }
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 GEMINI_BODY_KEYS = frozenset(
     {"model", "contents", "systemInstruction", "tools", "generationConfig"}
@@ -27,8 +27,12 @@ def _plain(value: Any) -> Any:
     """``value`` with pydantic's lazily validated iterables consumed into lists.
 
     Consuming them is what validates their items: ``Iterable[...]`` fields are checked
-    item by item as they are read.
+    item by item as they are read. A message's content may also validate as a response
+    block (``MessageContentParam`` lists ``ContentBlock`` beside the params): it is read
+    back as the fields that were given.
     """
+    if isinstance(value, BaseModel):
+        return _plain(value.model_dump(exclude_unset=True, by_alias=True))
     if isinstance(value, Mapping):
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, list | tuple | Iterator):

@@ -75,10 +75,10 @@ def test_message_emptied_by_dropping_is_removed_and_neighbours_merged() -> None:
 
 
 def test_unknown_block_type_passes_through_without_agent_fields() -> None:
-    block = {"type": "server_tool_use", "id": "s", "name": "web_search", "call_id": "c"}
+    block = {"type": "mcp_tool_use", "id": "s", "name": "web_search", "call_id": "c"}
     messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": [block]}]
     assert render_messages(messages)[1]["content"] == [
-        {"type": "server_tool_use", "id": "s", "name": "web_search"}
+        {"type": "mcp_tool_use", "id": "s", "name": "web_search"}
     ]
 
 
