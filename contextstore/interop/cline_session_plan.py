@@ -34,7 +34,6 @@ from contextstore.interop.cline_session import (
 )
 from contextstore.interop.errors import ClineSessionError
 from contextstore.interop.files import Note, is_name, path_text
-from contextstore.interop.gemini_plan import parse_timestamp
 from contextstore.interop.plan import (
     ImportPlan,
     MetadataPart,
@@ -42,6 +41,7 @@ from contextstore.interop.plan import (
     clock_start,
     fit_metadata,
     fitting_details,
+    parse_timestamp,
     stamp,
     usable_ts,
 )

@@ -51,8 +51,8 @@ from contextstore.interop.plan import (
     clock_start,
     fit_metadata,
     fitting_details,
+    parse_timestamp,
     stamp,
-    usable_ts,
 )
 from contextstore.interop.stand_in import REFUSED_KEY, fitted_stand_in, left_out_text
 
@@ -61,19 +61,6 @@ ORIGIN: Final = "gemini"
 _TITLE_CHARS: Final = 120
 RECORD_LIMIT: Final = MAX_MESSAGE_BYTES
 """The most a ``source_records`` row holds of one record (its JSON, in UTF-8 bytes)."""
-
-
-def parse_timestamp(value: Any) -> int | None:
-    """An ISO 8601 timestamp (``2025-11-19T20:45:42.123Z``) in milliseconds, or None."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return None
-    return usable_ts(round(moment.timestamp() * 1000))
 
 
 def format_timestamp(ts: int) -> str:

@@ -15,6 +15,7 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final
 
 from contextstore.core.rows import TimelineRow
@@ -50,6 +51,20 @@ def usable_ts(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= LAST_DATE_MS:
         return value
     return None
+
+
+def parse_timestamp(value: Any) -> int | None:
+    """An ISO 8601 timestamp with its offset (``2025-11-19T20:45:42.123Z``, as Gemini CLI
+    and Cline's SDK write them) in milliseconds, or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return usable_ts(round(moment.timestamp() * 1000))
 
 
 def stamp(start: int, slots: Sequence[Slot]) -> list[TimelineRow]:

@@ -28,7 +28,8 @@ from contextstore.interop import (
 )
 from contextstore.interop.files import Folder
 from contextstore.interop.gemini import read_chat
-from contextstore.interop.gemini_plan import parse_timestamp, plan_chat
+from contextstore.interop.gemini_plan import plan_chat
+from contextstore.interop.plan import parse_timestamp
 from contextstore.renderers.registry import validate_provider_payload
 
 DATA = Path(__file__).parent / "data" / "gemini"

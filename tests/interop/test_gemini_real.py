@@ -9,7 +9,7 @@ import pytest
 
 from contextstore import ContextStore
 from contextstore.interop import ImportConflictError, export_gemini, import_gemini
-from contextstore.interop.gemini_plan import parse_timestamp
+from contextstore.interop.plan import parse_timestamp
 from tests.interop.real import (
     GEMINI,
     archived_rows,
