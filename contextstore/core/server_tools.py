@@ -55,11 +55,6 @@ OPAQUE_FIELDS: frozenset[str] = frozenset(
 page, a citation's index, a code execution's output): opaque, never to be changed."""
 
 
-def is_server_result(block: Any) -> bool:
-    """True when ``block`` is a dict holding a server tool's result."""
-    return isinstance(block, dict) and block.get("type") in SERVER_RESULT_TYPES
-
-
 def check_server_pairs(blocks: Sequence[Mapping[str, Any]]) -> None:
     """Refuse server tool results that pair with no call of their own kind in an assistant
     message's validated ``blocks``.

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from contextstore import ContextStore
+from contextstore.core.server_tools import paired_server_blocks
 from contextstore.renderers import anthropic, gemini, openai
 from contextstore.renderers.anthropic import conforming, render_message, render_messages
 from contextstore.renderers.registry import build_request, validate_provider_payload
@@ -75,6 +76,24 @@ def test_the_continuation_of_a_paused_turn_pairs_across_the_merged_messages() ->
     (_, turn) = render_messages(history)
     assert turn["content"] == [text("Searching."), search_use(), search_result(), text("Found it.")]
     assert anthropic.violations([user("q"), turn]) == []
+
+
+def test_only_the_final_message_s_unanswered_calls_are_a_paused_turn() -> None:
+    """In a final turn of two assistant messages, a call nothing answers in the first is
+    broken even though only a call follows it: the pause is the last message's alone."""
+    first, last = assistant(search_use("srvtoolu_01")), assistant(search_use("srvtoolu_02"))
+    kept = paired_server_blocks([user("q"), first, last])
+    assert kept == [user("q"), last]
+
+
+def test_messages_a_pairing_leaves_alone_are_the_same_objects() -> None:
+    """Only a message that loses a block is replaced; the rest of its turn is returned as
+    given (``paired_server_blocks`` promises this, and the renderers rely on it to skip
+    copies)."""
+    history = [user("q"), assistant("Looking."), assistant(search_result(), "Found it.")]
+    out = paired_server_blocks(history)
+    assert out[1] is history[1] and out[0] is history[0]
+    assert out[2] is not history[2] and out[2]["content"] == [text("Found it.")]
 
 
 def test_a_result_whose_call_is_gone_is_dropped_and_an_empty_message_with_it() -> None:
