@@ -134,6 +134,13 @@ def _pair_turn(out: list[Message], turn: range, *, final: bool) -> set[int]:
     """Take the broken pairs out of the assistant messages at positions ``turn`` of
     ``out``, replacing each message that changes by a new one; return the positions of the
     messages left with no block."""
+    if not any(
+        isinstance(block, dict) and block.get("type") in PAIRED_TYPES
+        for position in turn
+        if isinstance(content := out[position].get("content"), list)
+        for block in content
+    ):
+        return set()  # no server tool in the turn: the common case, on every render
     places = [
         (position, index)
         for position in turn
