@@ -79,6 +79,19 @@ class NumberRange(click.FloatRange):
     name = "float"
 
 
+def at_most(limit: int) -> Any:
+    """A callback refusing an option's text when empty or longer than the store keeps."""
+
+    def check(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+        if value is not None and not 0 < len(value) <= limit:
+            raise click.BadParameter(
+                f"give 1 to {limit} characters ({len(value):,} given), or leave it out."
+            )
+        return value
+
+    return check
+
+
 def report_library_error(exc: ContextStoreError) -> int:
     """Print a library error as one line in CLI terms; return its exit code."""
     terminal.error(cli_wording(str(exc)))

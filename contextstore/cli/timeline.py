@@ -11,6 +11,7 @@ import click
 from contextstore.cli import terminal
 from contextstore.cli.common import (
     IntegerRange,
+    at_most,
     confirm_or_refuse,
     json_option,
     open_store,
@@ -35,32 +36,19 @@ def checkpoint_json(cp: Checkpoint) -> dict[str, Any]:
     }
 
 
-def _at_most(limit: int) -> Any:
-    """A callback refusing an option's text when empty or longer than the store keeps."""
-
-    def check(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-        if value is not None and not 0 < len(value) <= limit:
-            raise click.BadParameter(
-                f"give 1 to {limit} characters ({len(value):,} given), or leave it out."
-            )
-        return value
-
-    return check
-
-
 @click.command()
 @click.argument("conversation_id", metavar="CID")
 @click.option(
     "--label",
     default=None,
-    callback=_at_most(MAX_LABEL_LENGTH),
+    callback=at_most(MAX_LABEL_LENGTH),
     help="A name to roll back or fork to later.",
 )
 @click.option("--note", default=None, help="Free text kept with the checkpoint.")
 @click.option(
     "--git-hash",
     default=None,
-    callback=_at_most(MAX_HASH_LENGTH),
+    callback=at_most(MAX_HASH_LENGTH),
     help="The git commit the workspace was at.",
 )
 @json_option
