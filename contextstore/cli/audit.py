@@ -15,6 +15,7 @@ from contextstore.cli import terminal
 from contextstore.cli.common import IntegerRange, json_option, open_store
 from contextstore.cli.history import conversation_json
 from contextstore.cli.output import clipped, has_usage, ordered_counts
+from contextstore.cli.settings import window_text
 from contextstore.cli.timeline import checkpoint_json
 from contextstore.cli.times import format_ts
 from contextstore.core.audit_records import AuditReport
@@ -70,11 +71,7 @@ def _print_audit(report: AuditReport) -> None:
             ("conversation", conv.id),
             ("title", conv.title),
             ("model", conv.model_id),
-            (
-                "context window",
-                f"{report.context_window:,} tokens, maximum allowed size "
-                f"{report.max_allowed_size:,.0f}",
-            ),
+            ("context window", window_text(conv)),
             (
                 "requests",
                 f"{len(report.requests)}, cost {report.total_cost:.4f}, peak "

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.decorators import FC
 
 from contextstore.cli import terminal
 from contextstore.cli.common import (
@@ -24,6 +25,7 @@ from contextstore.cli.common import (
 )
 from contextstore.cli.wording import cli_wording
 from contextstore.core.errors import InvalidInputError
+from contextstore.core.validate import MAX_INT32
 from contextstore.interop.cline_import import cline_tasks, export_cline, import_cline
 from contextstore.interop.files import MAX_FILE_BYTES
 from contextstore.interop.gemini_import import export_gemini, gemini_chats, import_gemini
@@ -128,6 +130,19 @@ _max_file = click.option(
 )
 
 
+def _window(default_help: str) -> Callable[[FC], FC]:
+    """``--context-window TOKENS``: the window set on every conversation the import
+    writes."""
+    return click.option(
+        "--context-window",
+        type=IntegerRange(1, MAX_INT32),
+        default=None,
+        metavar="TOKENS",
+        help="The context window of the model the histories ran on, set on every "
+        f"conversation imported (those imported before included). {default_help}",
+    )
+
+
 @click.command("cline")
 @_paths
 @click.option(
@@ -140,6 +155,10 @@ _max_file = click.option(
 )
 @_replace
 @_max_file
+@_window(
+    "Cline's files do not record it: without this option an imported task has none and "
+    "is audited against the 128,000 default."
+)
 @_as_json
 @click.pass_context
 @handle_errors
@@ -149,6 +168,7 @@ def import_cline_command(
     history_path: Path | None,
     replace: bool,
     max_file_bytes: int,
+    context_window: int | None,
     as_json: bool,
 ) -> None:
     """Import Cline tasks and Cline 4 sessions: PATH is a tasks/<id>/ or sessions/<id>/
@@ -164,6 +184,7 @@ def import_cline_command(
         max_file_bytes,
         history_path=history_path,
         replace=replace,
+        context_window=context_window,
     )
 
 
@@ -171,11 +192,19 @@ def import_cline_command(
 @_paths
 @_replace
 @_max_file
+@_window(
+    "Default: the window Gemini CLI sized the chat against, 1,048,576 tokens (256,000 for Gemma 4)."
+)
 @_as_json
 @click.pass_context
 @handle_errors
 def import_gemini_command(
-    ctx: click.Context, paths: tuple[Path, ...], replace: bool, max_file_bytes: int, as_json: bool
+    ctx: click.Context,
+    paths: tuple[Path, ...],
+    replace: bool,
+    max_file_bytes: int,
+    context_window: int | None,
+    as_json: bool,
 ) -> None:
     """Import Gemini CLI chats: PATH is a session recording, a /chat save checkpoint, a
     /chat share file, or a folder holding them (chats/, ~/.gemini/tmp)."""
@@ -188,6 +217,7 @@ def import_gemini_command(
         "Gemini CLI chats",
         max_file_bytes,
         replace=replace,
+        context_window=context_window,
     )
 
 

@@ -17,6 +17,7 @@ from contextstore.cli import (
     report,
     requests,
     serve,
+    settings,
     terminal,
     timeline,
 )
@@ -51,6 +52,7 @@ for _command in (
     timeline.rollback,
     timeline.restore,
     timeline.fork,
+    settings.set_model,
     requests.list_requests,
     requests.show_request,
     audit.audit,

@@ -335,8 +335,9 @@ def build(
     moment = f"at request {last.request_id} ({format_ts(last.ts)})" if last else "now (no requests)"
     meta = (
         f"conversation {_isolated(conv.id)} · model {_isolated(conv.model_id or 'unknown')} · "
-        f"window {report.context_window:,} tokens (maximum allowed size "
-        f"{report.max_allowed_size:,.0f}) · generated {escape(generated_at)}"
+        f"window {report.context_window:,} tokens{'' if conv.context_window else ', none set'} "
+        f"(maximum allowed size {report.max_allowed_size:,.0f}) · generated "
+        f"{escape(generated_at)}"
     )
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from contextstore.core.errors import InvalidInputError
-from contextstore.core.validate import check_flags, shown
+from contextstore.core.validate import check_flags, check_int, shown
 
 
 def path_argument(name: str, value: Any) -> Path:
@@ -36,15 +36,21 @@ def optional_path_argument(name: str, value: Any) -> Path | None:
 
 
 def check_import_options(
-    *, replace: Any, max_file_bytes: Any, progress: Callable[..., Any] | None
+    *,
+    replace: Any,
+    max_file_bytes: Any,
+    progress: Callable[..., Any] | None,
+    context_window: Any = None,
 ) -> None:
     """The options every importer takes: ``replace`` a flag, ``max_file_bytes`` a positive
-    integer, ``progress`` None or something to call.
+    integer, ``progress`` None or something to call, ``context_window`` None or a window in
+    tokens (as :meth:`~contextstore.ContextStore.create_conversation` takes it).
 
     Raises:
         InvalidInputError: one of them is of another kind.
     """
     check_flags(replace=replace)
+    check_int("context_window", context_window, minimum=1)
     if (
         isinstance(max_file_bytes, bool)
         or not isinstance(max_file_bytes, int)

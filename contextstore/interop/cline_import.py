@@ -84,6 +84,7 @@ def import_cline(
     replace: bool = False,
     max_file_bytes: int = MAX_FILE_BYTES,
     progress: Progress | None = None,
+    context_window: int | None = None,
 ) -> ImportReport:
     """Import a Cline task or session folder, or every task and session of Cline's storage.
 
@@ -103,10 +104,16 @@ def import_cline(
         replace: start conversations that no longer match their files over from them.
         max_file_bytes: the largest file read (default :data:`MAX_FILE_BYTES`).
         progress: called after each task or session.
+        context_window: the window, in tokens, of the model the tasks ran on. Cline's
+            files do not record it (Cline reads it from its provider's model table), so
+            without it an imported task has none and is judged against the 128,000
+            default; given, it is set on every conversation this import writes, those
+            imported before included.
 
     Raises:
         InvalidInputError: ``path`` or ``history_path`` is no path, ``replace`` no flag,
-            ``max_file_bytes`` no positive integer, ``progress`` nothing to call.
+            ``max_file_bytes`` no positive integer, ``progress`` nothing to call,
+            ``context_window`` no positive integer.
         ClineTaskError: ``path`` holds no task or session, or a single one holds nothing
             readable (:class:`ClineSessionError` for a session, also when it is of a
             version this contextstore does not read).
@@ -115,7 +122,12 @@ def import_cline(
     """
     root = path_argument("path", path)
     history = optional_path_argument("history_path", history_path)
-    check_import_options(replace=replace, max_file_bytes=max_file_bytes, progress=progress)
+    check_import_options(
+        replace=replace,
+        max_file_bytes=max_file_bytes,
+        progress=progress,
+        context_window=context_window,
+    )
     folder, items = cline_tasks(root, max_file_bytes=max_file_bytes)
     history_folder = Folder(history.parent, max_file_bytes=max_file_bytes) if history else folder
 
@@ -143,6 +155,7 @@ def import_cline(
         replace=replace,
         progress=progress,
         exported=exported,
+        context_window=context_window,
     )
 
 

@@ -59,6 +59,7 @@ def import_gemini(
     replace: bool = False,
     max_file_bytes: int = MAX_FILE_BYTES,
     progress: Progress | None = None,
+    context_window: int | None = None,
 ) -> ImportReport:
     """Import a Gemini CLI chat file, or every chat under a folder.
 
@@ -69,16 +70,27 @@ def import_gemini(
     Gemini CLI continued in a ``.jsonl`` beside it is an older copy of that file: it is
     skipped (with a note) in a folder, and refused when named.
 
+    A conversation's context window is the one Gemini CLI sized the chat against
+    (:func:`~contextstore.interop.gemini_plan.token_limit` of its model: 1,048,576, or
+    256,000 for Gemma 4), set when the conversation is created or has none;
+    ``context_window`` (tokens) overrides it on every conversation this import writes.
+
     Raises:
         InvalidInputError: ``path`` is no path, ``replace`` no flag, ``max_file_bytes`` no
-            positive integer, ``progress`` nothing to call.
+            positive integer, ``progress`` nothing to call, ``context_window`` no positive
+            integer.
         GeminiChatError: ``path`` holds no chat, a single file holds nothing readable, or
             it is a ``.json`` session continued in the ``.jsonl`` beside it.
         UnsafeInputError: a link leads out of ``path``, or a file is too large or too deep.
         ImportConflictError: a single file no longer matches its conversation.
     """
     root = path_argument("path", path)
-    check_import_options(replace=replace, max_file_bytes=max_file_bytes, progress=progress)
+    check_import_options(
+        replace=replace,
+        max_file_bytes=max_file_bytes,
+        progress=progress,
+        context_window=context_window,
+    )
     folder, files = gemini_chats(root, max_file_bytes=max_file_bytes)
     single = root.is_file()
 
@@ -102,6 +114,7 @@ def import_gemini(
         replace=replace,
         progress=progress,
         exported=exported,
+        context_window=context_window,
     )
 
 

@@ -59,6 +59,12 @@ from contextstore.interop.stand_in import REFUSED_KEY, fitted_stand_in, left_out
 ORIGIN: Final = "gemini"
 """``source_records.origin`` of Gemini CLI records."""
 _TITLE_CHARS: Final = 120
+GEMINI_TOKEN_LIMIT: Final = 1_048_576
+"""The window Gemini CLI sizes a chat against (its ``tokenLimit``) for every model but
+Gemma 4's, the unknown and the absent included."""
+GEMMA_4_TOKEN_LIMIT: Final = 256_000
+"""Gemini CLI's ``tokenLimit`` for the Gemma 4 models it names (:data:`GEMMA_4_MODELS`)."""
+GEMMA_4_MODELS: Final = frozenset({"gemma-4-31b-it", "gemma-4-26b-a4b-it"})
 RECORD_LIMIT: Final = MAX_MESSAGE_BYTES
 """The most a ``source_records`` row holds of one record (its JSON, in UTF-8 bytes)."""
 
@@ -131,6 +137,7 @@ def plan_chat(
     if not chat.is_session and file_ms is not None:
         start = max(file_ms - len(slots) - 1, 0)
     created = clock_start([start], slots)
+    model = _model_id(chat)
     return ImportPlan(
         source=ORIGIN,
         path=path_text(chat.path),
@@ -138,7 +145,8 @@ def plan_chat(
         created_ts=created,
         rows=stamp(created, slots),
         title=_title(chat, messages),
-        model_id=_model_id(chat),
+        model_id=model,
+        context_window=token_limit(model),
         metadata=_metadata(chat, notes),
         notes=notes,
     )
@@ -388,6 +396,13 @@ def _title(chat: GeminiChat, messages: Sequence[Mapping[str, Any]]) -> str | Non
             if lines:
                 return str(without_nul(lines[0][:_TITLE_CHARS])[0])
     return None
+
+
+def token_limit(model_id: str | None) -> int:
+    """The context window Gemini CLI gave a chat with ``model_id`` (its ``tokenLimit``, by
+    exact name as it matches): what its compression and overflow checks measured against,
+    so that an imported chat's audit and truncation do too."""
+    return GEMMA_4_TOKEN_LIMIT if model_id in GEMMA_4_MODELS else GEMINI_TOKEN_LIMIT
 
 
 def _model_id(chat: GeminiChat) -> str | None:

@@ -212,6 +212,8 @@ class ImportPlan:
         rows: the rows in timeline order, stamped.
         title: the conversation's title.
         model_id: the model last used.
+        context_window: the model's window as the agent sized it, when its files or its own
+            rule give it (Gemini CLI's); None when they do not (Cline's files never say).
         metadata: the conversation's metadata (what the files hold that is no timeline).
         notes: what was left out or repaired.
     """
@@ -223,5 +225,6 @@ class ImportPlan:
     rows: list[TimelineRow]
     title: str | None = None
     model_id: str | None = None
+    context_window: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     notes: list[Note] = field(default_factory=list)

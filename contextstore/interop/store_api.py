@@ -53,6 +53,14 @@ class InteropStore(Protocol):
 
     def delete_conversation(self, conversation_id: str) -> dict[str, int]: ...
 
+    def set_conversation_model(
+        self,
+        conversation_id: str,
+        *,
+        model_id: str | None = ...,
+        context_window: int | None = ...,
+    ) -> Conversation: ...
+
     def set_conversation_metadata(
         self, conversation_id: str, metadata: Mapping[str, Any]
     ) -> None: ...

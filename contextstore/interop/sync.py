@@ -95,14 +95,16 @@ def run_import(
     replace: bool,
     progress: Progress | None,
     exported: Exported | None = None,
+    context_window: int | None = None,
 ) -> ImportReport:
     """Plan every item (reading its files), then write all plans in one transaction.
 
     An item whose files hold nothing readable is ``skipped``, one that no longer continues
     its conversation a ``conflict``, each with a note; with ``single`` (one item named
     directly) their error is raised instead. An unsafe file raises for any item, before
-    anything is written. ``exported`` plans what exporting a conversation now would write
-    (see :func:`apply_plan`).
+    anything is written. ``exported`` plans what exporting a conversation now would write,
+    and ``context_window`` is the window the user gives every conversation written (see
+    :func:`apply_plan`).
     """
     started = time.perf_counter()
     steps = 2 * len(items)
@@ -122,7 +124,7 @@ def run_import(
             report = (
                 entry
                 if isinstance(entry, ItemReport)
-                else _apply(store, entry, replace, single, exported)
+                else _apply(store, entry, replace, single, exported, context_window)
             )
             reports.append(report)
             if progress is not None:
@@ -136,9 +138,12 @@ def _apply(
     replace: bool,
     single: bool,
     exported: Exported | None,
+    context_window: int | None,
 ) -> ItemReport:
     try:
-        return apply_plan(store, plan, replace=replace, exported=exported)
+        return apply_plan(
+            store, plan, replace=replace, exported=exported, context_window=context_window
+        )
     except ImportConflictError as exc:
         if single:
             raise
@@ -204,6 +209,7 @@ def apply_plan(
     *,
     replace: bool = False,
     exported: Exported | None = None,
+    context_window: int | None = None,
 ) -> ItemReport:
     """Write a plan (inside the caller's transaction); see the module docstring.
 
@@ -212,6 +218,11 @@ def apply_plan(
     plans that): the export was put back, perhaps continued by the agent, so the rows
     written here since the import are archived and taken again from the files, with what
     follows them.
+
+    The conversation's context window is ``context_window`` when the user gives one (an
+    existing conversation's is changed to it); otherwise the plan's (the window the
+    agent's own rule gave the chat), for a new conversation or one whose window nobody
+    set. A window is a setting, not a row: it changes nothing an import compares.
 
     Raises:
         ImportConflictError: the conversation holds a history the plan does not continue.
@@ -231,11 +242,18 @@ def apply_plan(
             created_ts=plan.created_ts,
             title=plan.title,
             model_id=plan.model_id,
+            context_window=plan.context_window if context_window is None else context_window,
             metadata={**plan.metadata, IMPORT_KEY: _state(plan, prints)},
         )
         added = store.import_timeline(plan.conversation_id, plan.rows) if plan.rows else {}
         return _report(plan, status, added)
-    return _continue(store, plan, prints, existing, exported)
+    report = _continue(store, plan, prints, existing, exported)
+    window = context_window
+    if window is None and existing.context_window is None:
+        window = plan.context_window
+    if window is not None and window != existing.context_window:
+        store.set_conversation_model(plan.conversation_id, context_window=window)
+    return report
 
 
 def _continue(
