@@ -7,8 +7,11 @@ model's turn with ``metrics`` is preceded by its request row (``tokens_in`` = th
 after the user message that started its run (the ``runCount``-th: Cline's restore keeps
 the messages up to that one), at its ``createdAt`` when that fits. The compaction state,
 Cline's latest only (it writes over it each time), closes the timeline: a source record
-holding it whole and, when it hides messages past the first two, a deleted range
-``[2, source_message_count - 1]`` with the summary it sends in their place.
+holding it whole and, when it hides messages past the first two, a deleted range from 2 to
+the last message it replaces (``source_message_count - 1``, less the newest messages it
+keeps as they were), with the text it sends in their place as the range's summary and in
+the truncation notice on message 1, as :meth:`~contextstore.ContextStore.truncate` shows a
+summary.
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from contextstore.core.notices import truncation_notice_update
 from contextstore.core.rows import (
     CheckpointRow,
     MessageRow,
     RangeRow,
     RequestRow,
     SourceRecordRow,
+    UpdateRow,
 )
 from contextstore.core.validate import MAX_HASH_LENGTH, MAX_ID_LENGTH, MAX_INT32
 from contextstore.interop.cline import is_int
@@ -32,6 +37,7 @@ from contextstore.interop.cline_session import (
     compaction_file,
     manifest_file,
 )
+from contextstore.interop.cline_session_blocks import store_message
 from contextstore.interop.errors import ClineSessionError
 from contextstore.interop.files import Note, is_name, path_text
 from contextstore.interop.plan import (
@@ -52,6 +58,8 @@ SOURCE: Final = "cline_session"
 (beside no row): ``$.cline_session``."""
 ORIGIN: Final = "cline_session"
 """``source_records.origin`` of what a session keeps beside its messages."""
+COMPACTION_SOURCE: Final = "cline_session:compaction"
+"""``context_updates.source`` of the notice that shows a compaction's summary."""
 ID_PREFIX: Final = "cline-session-"
 """A session's conversation id is this and its session id, apart from Cline's task ids."""
 _TITLE_CHARS: Final = 120
@@ -309,23 +317,26 @@ def _request_slot(
 
 def _compaction_slots(session: ClineSession, messages: Sequence[Mapping[str, Any]]) -> list[Slot]:
     """The compaction state's record and, when it hides messages past the first two, its
-    range (see the module docstring)."""
+    range and the notice that shows its summary (see the module docstring)."""
     state = session.compaction
     if state is None:
         return []
     own = parse_timestamp(state.get("updated_at"))
     count: int = state["source_message_count"]
     slots = [Slot(own, lambda ts: SourceRecordRow(ts, ORIGIN, "compaction", state, own))]
-    end = count - 1
-    if end < 2 or end >= len(messages):
+    if count > len(messages):
         return slots
     compacted = state["messages"]
+    kept = _preserved(compacted, messages, count)
+    end = count - 1 - kept
+    if end < 2:
+        return slots
     reason = (
         f"Cline compacted the context ({compaction_file(session.session_id)}): the model "
         f"is sent {len(compacted)} compacted message(s) in place of the transcript's first "
-        f"{count}"
+        f"{count}" + (f", the last {kept} of them as they were" if kept else "")
     )
-    summary = _summary(compacted)
+    summary = _summary(compacted[: len(compacted) - kept])
     tokens = _tokens_before(compacted)
     slots.append(
         Slot(
@@ -333,29 +344,80 @@ def _compaction_slots(session: ClineSession, messages: Sequence[Mapping[str, Any
             lambda ts: RangeRow(ts, end, reason=reason, tokens_total=tokens, summary=summary),
         )
     )
+    notice = truncation_notice_update([dict(m) for m in messages[:2]], {}, summary)
+    if notice is not None:
+        slots.append(
+            Slot(
+                None,
+                lambda ts: UpdateRow(
+                    ts,
+                    notice.message_idx,
+                    notice.block_idx,
+                    notice.text,
+                    kind=notice.kind,
+                    source=COMPACTION_SOURCE,
+                ),
+            )
+        )
     return slots
 
 
+def _preserved(compacted: Sequence[Any], messages: Sequence[Mapping[str, Any]], count: int) -> int:
+    """How many of the compacted messages, from the last, are the transcript's messages
+    just before ``count``: the recent ones a compaction keeps as they were (Cline's
+    agentic compaction keeps the newest turns after its summary; the basic one the last
+    run). Known by their ``id``, which Cline keeps; without one, by role and content."""
+    kept = 0
+    while kept < min(len(compacted), count - 2):
+        theirs = compacted[len(compacted) - 1 - kept]
+        if not isinstance(theirs, Mapping) or not _same(theirs, messages[count - 1 - kept]):
+            break
+        kept += 1
+    return kept
+
+
+def _same(theirs: Mapping[str, Any], ours: Mapping[str, Any]) -> bool:
+    """Whether a compacted message is this transcript message (both read from Cline's
+    files; ``ours`` in the store's shape)."""
+    ident = theirs.get("id")
+    if isinstance(ident, str) and ident and isinstance(ours.get("id"), str):
+        return ident == ours.get("id")
+    if theirs.get("role") != ours.get("role"):
+        return False
+    try:
+        return store_message(theirs).get("content") == ours.get("content")
+    except ValueError:
+        return False
+
+
 def _summary(compacted: Sequence[Any]) -> str | None:
-    """The text of the compacted messages Cline wrote for the compaction."""
-    texts = []
+    """The text a compaction sends in place of what it hides: each compacted message's
+    text blocks (its summary, or for Cline's basic compaction each run's request with
+    the notice of what was done and the run's last answer), a message to a paragraph,
+    led by its role when the assistant speaks among them."""
+    said: list[tuple[str, str]] = []
     for message in compacted:
         if not isinstance(message, Mapping):
             continue
-        metadata = message.get("metadata")
-        kind = metadata.get("kind") if isinstance(metadata, Mapping) else None
-        if kind not in ("compaction", "compaction_summary"):
-            continue
         content = message.get("content")
         if isinstance(content, str):
-            texts.append(content)
+            texts = [content]
         elif isinstance(content, list):
-            texts.extend(
+            texts = [
                 str(b["text"])
                 for b in content
                 if isinstance(b, Mapping) and b.get("type") == "text" and "text" in b
-            )
-    return "\n\n".join(texts) or None
+            ]
+        else:
+            texts = []
+        text = "\n\n".join(t for t in texts if t.strip())
+        if text:
+            said.append((str(message.get("role")), text))
+    if not said:
+        return None
+    if all(role == "user" for role, _ in said):
+        return "\n\n".join(text for _, text in said)
+    return "\n\n".join(f"{role.capitalize()}: {text}" for role, text in said)
 
 
 def _tokens_before(compacted: Sequence[Any]) -> int | None:

@@ -7,6 +7,7 @@ keeps, the compacted view) was read off Cline's own code run on the same convers
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 from pathlib import Path
@@ -17,6 +18,7 @@ from click.testing import CliRunner
 
 from contextstore import ContextStore
 from contextstore.cli import cli
+from contextstore.core.notices import TRUNCATION_NOTICE
 from contextstore.interop import ClineSessionError, ClineTaskError, export_cline, import_cline
 from contextstore.interop.cline_session_blocks import file_text
 from contextstore.renderers.registry import validate_provider_payload
@@ -34,6 +36,11 @@ from tests.interop.cline_session_factory import (
 )
 
 CID = f"cline-session-{SESSION_ID}"
+NOTICE_BLOCK = {
+    "type": "text",
+    "text": "<SYSTEM_NOTICE>\nEarlier context was compacted. Summary of your actions after "
+    "the request above:\nFiles edited:\n/p/calc.py:1-2\n</SYSTEM_NOTICE>",
+}
 
 
 @pytest.fixture
@@ -216,15 +223,80 @@ def test_the_compaction_hides_what_cline_no_longer_sends(
     Session(compaction=compaction(messages)).write(tmp_path)
     (item,) = import_cline(store, tmp_path).items
     assert item.added["deleted_ranges"] == 1 and item.added["source_records"] == 1
-    assert store.deleted_range(CID) == (2, 10)
-    # Cline sends the compacted messages then u7, a6; the store keeps messages 0 and 1
-    assert [m.get("id") for m in store.render(CID)] == ["u1", "a1", "u7", "a6"]
+    # Cline sends its summary, then the two newest messages it compacted as they were, then
+    # u7, a6: the store hides what the summary stands for and keeps messages 0 and 1, the
+    # first assistant text showing the summary in the truncation notice
+    assert store.deleted_range(CID) == (2, 8)
+    view = store.render(CID)
+    kept = [messages[9]["id"], messages[10]["id"]]
+    assert [m.get("id") for m in view] == ["u1", "a1", *kept, "u7", "a6"]
+    notice = next(b["text"] for b in view[1]["content"] if b["type"] == "text")
+    assert notice.startswith(TRUNCATION_NOTICE) and notice.endswith(
+        "\nContext summary:\n\nFixed add."
+    )
+    (update,) = store.context_updates(CID)
+    assert (update["message_idx"], update["source"]) == (1, "cline_session:compaction")
     (record,) = store.source_records(CID)
     assert record.origin == "cline_session" and record.kind == "compaction"
     assert record.data == compaction(messages)
     (truncation,) = store.audit(CID).truncations
     assert truncation.summary == "Context summary:\n\nFixed add."
     assert truncation.tokens_total == 4_200
+
+
+def test_a_basic_compaction_is_summed_up_run_by_run_and_its_last_run_kept(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    """Cline's basic compaction keeps each run's request with a notice of what was done and
+    the run's last answer, and the newest run whole (the shape of Cline's own fixture
+    ``basic.compaction.json``): the runs it sums up are hidden and shown as text."""
+    messages = conversation()
+    state = compaction(messages)
+    state["messages"] = [
+        {**messages[0], "content": [{"type": "text", "text": "Fix add."}, NOTICE_BLOCK]},
+        copy.deepcopy(messages[5]),
+        *copy.deepcopy(messages[9:11]),
+    ]
+    Session(compaction=state).write(tmp_path)
+    import_cline(memory_store, tmp_path)
+    assert memory_store.deleted_range(CID) == (2, 8)
+    (truncation,) = memory_store.audit(CID).truncations
+    assert truncation.summary == (
+        f"User: Fix add.\n\n{NOTICE_BLOCK['text']}\n\n"
+        f"Assistant: {messages[5]['content'][0]['text']}"
+    )
+
+
+def test_compacted_messages_without_ids_are_known_by_their_content(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    messages = conversation()
+    state = compaction(messages)
+    for message in state["messages"]:
+        message.pop("id")
+    state["messages"][-1]["content"] = "not what the transcript holds"
+    Session(compaction=state).write(tmp_path)
+    import_cline(memory_store, tmp_path)
+    # the last compacted message differs from the transcript's: nothing was kept as it was
+    assert memory_store.deleted_range(CID) == (2, 10)
+    state["messages"] = [*state["messages"][:-1], copy.deepcopy(messages[10])]
+    state["messages"][-1].pop("id")
+    Session(compaction=state).write(tmp_path)
+    with ContextStore.open(":memory:") as fresh:
+        import_cline(fresh, tmp_path)
+        assert fresh.deleted_range(CID) == (2, 8)
+
+
+def test_a_compaction_keeping_all_but_the_first_two_hides_nothing(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    messages = conversation()
+    state = compaction(messages)
+    state["messages"] = [state["messages"][0], *copy.deepcopy(messages[2:11])]
+    Session(compaction=state).write(tmp_path)
+    (item,) = import_cline(memory_store, tmp_path).items
+    assert memory_store.deleted_range(CID) is None
+    assert item.added["source_records"] == 1 and "context_updates" not in item.added
 
 
 @pytest.mark.parametrize(
@@ -272,21 +344,23 @@ def test_a_new_compaction_after_the_session_grew_replaces_only_the_old_one(
     session = Session(messages=messages[:11], compaction=compaction(messages, 9))
     folder = session.write(tmp_path)
     import_cline(file_store, folder)
-    assert file_store.deleted_range(CID) == (2, 8)
+    assert file_store.deleted_range(CID) == (2, 6)
     session.messages = messages
     session.compaction = compaction(messages, 11)
     session.write(tmp_path)
     item = import_cline(file_store, folder).items[0]
-    # the checkpoint of run 3 closed the timeline with the old record and range; they are
-    # replaced (archived), the rows before them kept
+    # the checkpoint of run 3 closed the timeline with the old record, range and notice;
+    # they are replaced (archived), the rows before them kept
     assert item.status == "updated" and item.replaced_rollback is not None
     assert item.added == {
         "messages": 2,
         "checkpoints": 1,
         "source_records": 1,
         "deleted_ranges": 1,
+        "context_updates": 1,
     }
-    assert file_store.deleted_range(CID) == (2, 10)
+    assert file_store.deleted_range(CID) == (2, 8)
+    assert len(file_store.context_updates(CID)) == 1
     (record,) = file_store.source_records(CID)
     assert record.data["source_message_count"] == 11
 
@@ -491,5 +565,5 @@ def test_export_cline_writes_a_session_as_a_task_of_the_older_format(
     assert [m.get("id") for m in api] == [m["id"] for m in messages]
     assert api[0]["content"][2]["source"]["data"] == PNG  # the image Cline 4 converts back
     (item,) = json.loads((tmp_path / "task" / "taskHistory.json").read_text())
-    assert item["conversationHistoryDeletedRange"] == [2, 10]  # Cline 4 applies it on resume
+    assert item["conversationHistoryDeletedRange"] == [2, 8]  # Cline 4 applies it on resume
     assert item["tokensOut"] == 120 + 60 + 40 + 300 + 20
