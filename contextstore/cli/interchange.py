@@ -156,8 +156,8 @@ def _window(default_help: str) -> Callable[[FC], FC]:
 @_replace
 @_max_file
 @_window(
-    "Cline's files do not record it: without this option an imported task has none and "
-    "is audited against the 128,000 default."
+    "Default: the window Cline stated to the model in the task's environment details "
+    "('# Context Window Usage'), if it did; else none (audited against the 128,000 default)."
 )
 @_as_json
 @click.pass_context

@@ -104,11 +104,11 @@ def import_cline(
         replace: start conversations that no longer match their files over from them.
         max_file_bytes: the largest file read (default :data:`MAX_FILE_BYTES`).
         progress: called after each task or session.
-        context_window: the window, in tokens, of the model the tasks ran on. Cline's
-            files do not record it (Cline reads it from its provider's model table), so
-            without it an imported task has none and is judged against the 128,000
-            default; given, it is set on every conversation this import writes, those
-            imported before included.
+        context_window: the window, in tokens, of the model the tasks ran on, set on
+            every conversation this import writes, those imported before included.
+            Without it a task gets the window Cline stated to the model in its
+            environment details, if it did (:mod:`~contextstore.interop.cline_window`),
+            else none (the 128,000 default applies).
 
     Raises:
         InvalidInputError: ``path`` or ``history_path`` is no path, ``replace`` no flag,

@@ -53,6 +53,7 @@ from contextstore.interop.cline import (
 )
 from contextstore.interop.cline_messages import EMPTY_CONTENT_KEY, as_written, is_stand_in
 from contextstore.interop.cline_ui_rows import ORIGIN, ui_slots
+from contextstore.interop.cline_window import stated_window
 from contextstore.interop.errors import ClineTaskError
 from contextstore.interop.files import (
     Note,
@@ -118,6 +119,7 @@ def plan_task(task: ClineTask, *, max_message_bytes: int) -> ImportPlan:
         rows=stamp(created, slots),
         title=_title(task),
         model_id=_model_id(task),
+        context_window=stated_window(task.messages, task.ui_messages),
         metadata=_metadata(task, notes),
         notes=notes,
     )

@@ -3,9 +3,12 @@
 Gemini CLI sizes every chat against its ``tokenLimit(model)`` (1,048,576 tokens, 256,000 for
 the two Gemma 4 models it names, matched by exact name); an imported chat gets that window,
 so that its audit and the next prepare measure against what Gemini CLI measured against.
-Cline's files do not record the window (Cline reads it from its provider's model table):
-an imported task has none unless the user gives one (``context_window=``), which then holds
-for every conversation the import writes.
+Cline's files do not record the window (Cline reads it from its provider's model table),
+but Cline tells the model in its environment details (``# Context Window Usage`` /
+``129,352 / 200K tokens used (65%)``) in older versions' every turn and, for Claude 4 and
+GPT-5 models, in the turns near the window: an imported task gets the newest such figure,
+and none without one. A window the user gives (``context_window=``) holds for every
+conversation the import writes.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ import pytest
 from contextstore import ContextStore
 from contextstore.core.errors import InvalidInputError
 from contextstore.interop import gemini_plan, import_cline, import_gemini
+from contextstore.interop.cline_window import stated_window
 from tests.interop.cline_factory import story
+from tests.interop.real import CLINE, need
 
 SESSION = Path(__file__).parent / "data" / "gemini" / "session-2026-08-04T10-00-a1b2c3d4.jsonl"
 SESSION_ID = "a1b2c3d4-0000-4000-8000-000000000001"
@@ -184,3 +189,98 @@ def test_a_conflict_leaves_the_window_as_it_was(memory_store: ContextStore, tmp_
     item = import_gemini(memory_store, tmp_path, context_window=64_000).items[0]
     assert item.status == "conflict"
     assert memory_store.get_conversation(SESSION_ID).context_window == 1_048_576
+
+
+def _usage(window: str, used: str = "129,352", percent: int = 65) -> str:
+    """Environment details as Cline ends them (``window`` as ``(cw / 1000).toLocaleString()``)."""
+    return (
+        "<environment_details>\n# Current Time\n1/22/2026\n\n# Context Window Usage\n"
+        f"{used} / {window}K tokens used ({percent}%)\n\n# Current Mode\nACT MODE\n"
+        "</environment_details>"
+    )
+
+
+def _user(*texts: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": t} for t in texts]}
+
+
+@pytest.mark.parametrize(
+    ("written", "window"),
+    [
+        ("200", 200_000),
+        ("128", 128_000),
+        ("1,000", 1_000_000),
+        ("1,048.576", 1_048_576),
+        ("131.072", 131_072),
+        ("8.192", 8_192),
+        ("0.001", 1),
+        ("2,147,483.647", 2**31 - 1),
+        ("2,147,483.648", None),  # over what the store keeps: left alone
+        ("0", None),
+        ("1.048,576", None),  # another locale's digits: not read
+        ("1048576", None),  # toLocaleString groups thousands
+    ],
+)
+def test_the_window_cline_stated_is_read_in_its_en_us_form(
+    written: str, window: int | None
+) -> None:
+    assert stated_window([_user("<task>x</task>", _usage(written))], []) == window
+
+
+def test_the_newest_statement_of_a_user_turn_counts() -> None:
+    messages = [
+        _user("<task>x</task>", _usage("128")),
+        {"role": "assistant", "content": [{"type": "text", "text": _usage("64")}]},
+        _user("[read_file] Result:", _usage("200")),
+        {"role": "assistant", "content": "Reading it."},
+        _user("[read_file] Result:", "<environment_details>\n# Time\n</environment_details>"),
+    ]
+    assert stated_window(messages, []) == 200_000
+    assert stated_window(messages[:2], []) == 128_000  # the assistant's words are not Cline's
+    assert stated_window(messages[4:], []) is None
+    # Cline ends the turn with its details: a line the user pasted above them is older
+    pasted = f"The log said:\n{_usage('64')}\nwhy?\n\n{_usage('200')}"
+    assert stated_window([_user(pasted)], []) == 200_000
+
+
+def test_without_the_api_history_the_ui_requests_say_it() -> None:
+    def started(request: str) -> dict[str, Any]:
+        text = json.dumps({"request": request, "tokensIn": 10})
+        return {"ts": 1, "type": "say", "say": "api_req_started", "text": text}
+
+    ui = [started(_usage("200")), started(_usage("256")), {"type": "say", "say": "text"}]
+    assert stated_window([], ui) == 256_000
+    assert stated_window([_user(_usage("64"))], ui) == 64_000  # the API history first
+    assert stated_window([], [{"type": "say", "say": "api_req_started", "text": "{"}]) is None
+
+
+def test_an_imported_task_gets_the_window_cline_stated(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    task = story(3)
+    task.api[-1]["content"][-1]["text"] = _usage("200")
+    folder = task.write(tmp_path / "tasks" / "1750000000000")
+    (item,) = import_cline(memory_store, folder).items
+    assert item.conversation_id is not None
+    assert memory_store.get_conversation(item.conversation_id).context_window == 200_000
+    assert memory_store.audit(item.conversation_id).max_allowed_size == 160_000
+    with ContextStore.open(":memory:") as fresh:
+        import_cline(fresh, folder, context_window=1_000_000)
+        assert fresh.get_conversation(item.conversation_id).context_window == 1_000_000
+
+
+@pytest.mark.parametrize(
+    ("task", "window"),
+    [
+        ("jeehunter-mcp-vscode-server", 128_000),  # an older Cline: every turn says it
+        ("haram333-fineye", 256_000),  # grok-code-fast-1 through Cline's own provider
+        ("coregems-task-sample", 200_000),  # claude-opus-4-6, said past 60 % of the window
+        ("gmfstu-task-1769053680585", None),  # claude-sonnet-4-5, never past 34 %: unsaid
+    ],
+)
+def test_real_tasks_get_the_window_cline_stated_for_them(
+    memory_store: ContextStore, task: str, window: int | None
+) -> None:
+    (item,) = import_cline(memory_store, need(CLINE / task)).items
+    assert item.conversation_id is not None
+    assert memory_store.get_conversation(item.conversation_id).context_window == window
