@@ -364,9 +364,8 @@ def _compaction_slots(session: ClineSession, messages: Sequence[Mapping[str, Any
 
 def _preserved(compacted: Sequence[Any], messages: Sequence[Mapping[str, Any]], count: int) -> int:
     """How many of the compacted messages, from the last, are the transcript's messages
-    just before ``count``: the recent ones a compaction keeps as they were (Cline's
-    agentic compaction keeps the newest turns after its summary; the basic one the last
-    run). Known by their ``id``, which Cline keeps; without one, by role and content."""
+    just before ``count`` as they were (Cline's agentic compaction keeps the newest turns
+    after its summary; the basic one the last run, unless it added a notice to it)."""
     kept = 0
     while kept < min(len(compacted), count - 2):
         theirs = compacted[len(compacted) - 1 - kept]
@@ -377,11 +376,11 @@ def _preserved(compacted: Sequence[Any], messages: Sequence[Mapping[str, Any]], 
 
 
 def _same(theirs: Mapping[str, Any], ours: Mapping[str, Any]) -> bool:
-    """Whether a compacted message is this transcript message (both read from Cline's
-    files; ``ours`` in the store's shape)."""
-    ident = theirs.get("id")
-    if isinstance(ident, str) and ident and isinstance(ours.get("id"), str):
-        return ident == ours.get("id")
+    """Whether a compacted message is this transcript message unchanged (both read from
+    Cline's files; ``ours`` in the store's shape): the same role and content. Not by
+    ``id``: Cline's basic compaction keeps a user message's id when it adds its notice of
+    what was done, and Cline mints new ids for the same message on some round trips (its
+    own compaction fingerprint leaves ids out for that reason)."""
     if theirs.get("role") != ours.get("role"):
         return False
     try:

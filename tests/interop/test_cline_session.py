@@ -267,13 +267,13 @@ def test_a_basic_compaction_is_summed_up_run_by_run_and_its_last_run_kept(
     )
 
 
-def test_compacted_messages_without_ids_are_known_by_their_content(
+def test_compacted_messages_are_known_by_their_content_whatever_their_ids(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:
     messages = conversation()
     state = compaction(messages)
-    for message in state["messages"]:
-        message.pop("id")
+    state["messages"][-2]["id"] = "msg_minted_again"  # Cline re-mints ids on some round trips
+    state["messages"][-1].pop("id")
     state["messages"][-1]["content"] = "not what the transcript holds"
     Session(compaction=state).write(tmp_path)
     import_cline(memory_store, tmp_path)
@@ -285,6 +285,24 @@ def test_compacted_messages_without_ids_are_known_by_their_content(
     with ContextStore.open(":memory:") as fresh:
         import_cline(fresh, tmp_path)
         assert fresh.deleted_range(CID) == (2, 8)
+
+
+def test_a_compacted_message_changed_under_its_id_is_not_kept_as_it_was(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    """Cline's basic compaction adds its notice of what was done to a run's request and
+    keeps the request's id: that message is summed up, not shown as the transcript's."""
+    messages = conversation()
+    state = compaction(messages)
+    state["messages"][-2]["content"] = [
+        {"type": "text", "text": str(messages[9]["content"])},
+        NOTICE_BLOCK,
+    ]
+    Session(compaction=state).write(tmp_path)
+    import_cline(memory_store, tmp_path)
+    assert memory_store.deleted_range(CID) == (2, 9)  # only the last, a5, as it was
+    (truncation,) = memory_store.audit(CID).truncations
+    assert truncation.summary is not None and NOTICE_BLOCK["text"] in truncation.summary
 
 
 def test_a_compaction_keeping_all_but_the_first_two_hides_nothing(
