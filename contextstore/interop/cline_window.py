@@ -7,9 +7,9 @@ table), but its environment details, which it adds to a user turn, end with
     129,352 / 200K tokens used (65%)
 
 where ``200K`` is the window divided by 1,000 and written with JavaScript's
-``toLocaleString()``: in every user turn of older versions, and since Cline 3.2x for
-Claude 4 and GPT-5 models only in the turns sent at 60 % of the window or more (when the
-window matters). The newest such line gives the window; the turns are in the API history
+``toLocaleString()``: in every user turn of older versions, and in later ones, for Claude 4
+and GPT-5 models, only in the turns sent at 60 % of the window or more (when the window
+matters). The newest such line gives the window; the turns are in the API history
 and in the ``request`` of each ``api_req_started`` UI message (a task whose API history is
 gone still has those). Only the en-US form of the number is read (``1,048.576K``); a line
 written in another locale is left alone.

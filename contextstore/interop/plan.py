@@ -212,8 +212,9 @@ class ImportPlan:
         rows: the rows in timeline order, stamped.
         title: the conversation's title.
         model_id: the model last used.
-        context_window: the model's window as the agent sized it, when its files or its own
-            rule give it (Gemini CLI's); None when they do not (Cline's files never say).
+        context_window: the model's window as the agent sized it, when its files state it
+            (Cline's environment details) or its own rule gives it (Gemini CLI's
+            ``tokenLimit``); None otherwise.
         metadata: the conversation's metadata (what the files hold that is no timeline).
         notes: what was left out or repaired.
     """
