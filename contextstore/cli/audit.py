@@ -64,14 +64,14 @@ def _section(title: str, headers: tuple[str, ...], rows: list[tuple[Any, ...]], 
         terminal.out(f"{title}: none")
 
 
-def _print_audit(report: AuditReport) -> None:
+def _print_audit(ctx: click.Context, report: AuditReport) -> None:
     conv = report.conversation
     terminal.fields(
         [
             ("conversation", conv.id),
             ("title", conv.title),
             ("model", conv.model_id),
-            ("context window", window_text(conv)),
+            ("context window", window_text(conv, ctx)),
             (
                 "requests",
                 f"{len(report.requests)}, cost {report.total_cost:.4f}, peak "
@@ -203,7 +203,7 @@ def audit(ctx: click.Context, conversation_id: str, as_json: bool) -> None:
     if as_json:
         terminal.print_json(audit_json(report))
     else:
-        _print_audit(report)
+        _print_audit(ctx, report)
 
 
 def distinct_keys(columns: Sequence[str]) -> list[str]:

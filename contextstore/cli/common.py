@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import shlex
 import signal
 import tempfile
 import time
@@ -435,6 +436,17 @@ def _shown_location(location: str | None) -> str:
     if "://" not in location:
         return location
     return shown_url(location)
+
+
+def command_line(ctx: click.Context, *words: str) -> str:
+    """The command line that runs ``contextstore WORDS`` on the store this run opened: with
+    its ``--db`` when one was given (a URL's password masked), so that a command a message
+    suggests can be run as printed, in the same environment (a store named by
+    ``$CONTEXTSTORE_DB`` needs no ``--db``). Each word is quoted for a POSIX shell."""
+    location = (ctx.find_root().obj or {}).get("db")
+    named = location is not None and location != os.environ.get("CONTEXTSTORE_DB")
+    db = ["--db", _shown_location(location)] if named else []
+    return shlex.join(["contextstore", *db, *words])
 
 
 def confirm_or_refuse(ctx: click.Context, question: str, *, yes: bool, flag_hint: str) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from contextstore.cli import terminal
-from contextstore.cli.common import IntegerRange, open_store
+from contextstore.cli.common import IntegerRange, command_line, open_store
 from contextstore.cli.output import conversation_rows, ordered_counts
 from contextstore.core.records import PreparedRequest
 from contextstore.devtools import demo_data
@@ -244,15 +244,12 @@ def _demo_crash(kills: int) -> None:
 def _look_further(
     ctx: click.Context, store: ContextStore, conv_id: str, other: str, request_id: int
 ) -> None:
-    root = ctx.find_root().obj or {}
-    db = root.get("db")
-    prefix = f"contextstore --db {shlex.quote(str(db))}" if db else "contextstore"
     _heading("look further")
     for command in (
-        f"{prefix} show {conv_id}",
-        f"{prefix} audit {conv_id}",
-        f"{prefix} report {other} -o report.html",
-        f"{prefix} request {other} {request_id} --payload",
+        command_line(ctx, "show", conv_id),
+        command_line(ctx, "audit", conv_id),
+        command_line(ctx, "report", other, "-o", "report.html"),
+        command_line(ctx, "request", other, str(request_id), "--payload"),
     ):
         terminal.out(f"  {command}")
     if store.path is not None:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import shlex
-
 import click
 
 from contextstore.cli import terminal
-from contextstore.cli.common import IntegerRange, at_most, json_option, open_store
+from contextstore.cli.common import (
+    IntegerRange,
+    at_most,
+    command_line,
+    json_option,
+    open_store,
+)
 from contextstore.cli.history import conversation_json
 from contextstore.core.records import Conversation
 from contextstore.core.validate import MAX_INT32, MAX_NAME_LENGTH
@@ -57,19 +61,17 @@ def set_model(
         [
             ("conversation", conv.id),
             ("model", conv.model_id),
-            ("context window", window_text(conv)),
+            ("context window", window_text(conv, ctx)),
         ]
     )
 
 
-def window_text(conv: Conversation) -> str:
+def window_text(conv: Conversation, ctx: click.Context) -> str:
     """The conversation's window and its maximum allowed size; when nobody set the window,
-    says that it is the default and how to set it."""
+    says that it is the default and the command that sets it."""
     info = context_window_info(conv.context_window)
     text = f"{info.context_window:,} tokens, maximum allowed size {info.max_allowed_size:,.0f}"
     if conv.context_window:
         return text
-    return (
-        f"{text} (none set, so the default; set the model's with: contextstore set-model "
-        f"{shlex.quote(conv.id)} --context-window TOKENS)"
-    )
+    command = command_line(ctx, "set-model", conv.id, "--context-window", "TOKENS")
+    return f"{text} (none set, so the default; set the model's with: {command})"

@@ -6,7 +6,11 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+import click
+
 from contextstore import ContextStore
+from contextstore.cli.common import command_line
+from contextstore.cli.main import cli
 from tests.cli.conftest import Seeded, run
 from tests.interop.cline_factory import story
 
@@ -102,9 +106,17 @@ def test_audit_says_when_the_window_is_the_default_and_its_command_sets_it(
     audit = run("--db", db, "audit", task.name)
     assert "128,000 tokens, maximum allowed size 98,000 (none set" in audit.out
     command = audit.out.split("set the model's with: ", 1)[1].split(")", 1)[0]
-    assert command == f"contextstore set-model {task.name} --context-window TOKENS"
+    assert shlex.split(command) == [
+        "contextstore",
+        "--db",
+        db,
+        "set-model",
+        task.name,
+        "--context-window",
+        "TOKENS",
+    ]
     argv = shlex.split(command.replace("TOKENS", "200000"))[1:]
-    assert run("--db", db, *argv).code == 0
+    assert run(*argv).code == 0
     audit = run("--db", db, "audit", task.name)
     assert "200,000 tokens, maximum allowed size 160,000" in audit.out
     assert "none set" not in audit.out
@@ -120,3 +132,28 @@ def test_the_report_says_when_the_window_is_the_default(tmp_path: Path) -> None:
         store.set_conversation_model(task.name, context_window=128_000)
     assert run("--db", db, "report", task.name, "-o", str(page)).code == 0
     assert "window 128,000 tokens (maximum allowed size 98,000)" in page.read_text()
+
+
+def test_audit_run_on_the_environments_store_prints_a_command_without_db(
+    tmp_path: Path,
+) -> None:
+    db, task = str(tmp_path / "s.db"), _task(tmp_path)
+    run("--db", db, "import", "cline", str(task))
+    audit = run("audit", task.name, env={"CONTEXTSTORE_DB": db})
+    command = audit.out.split("set the model's with: ", 1)[1].split(")", 1)[0]
+    assert command == f"contextstore set-model {task.name} --context-window TOKENS"
+
+
+def test_a_suggested_command_never_shows_the_databases_password() -> None:
+    with click.Context(cli, obj={"db": "postgresql+psycopg://ann:s3cret@db.example/agents"}) as ctx:
+        line = command_line(ctx, "set-model", "c 1", "--context-window", "TOKENS")
+    assert "s3cret" not in line
+    assert shlex.split(line) == [
+        "contextstore",
+        "--db",
+        "postgresql+psycopg://ann:***@db.example/agents",
+        "set-model",
+        "c 1",
+        "--context-window",
+        "TOKENS",
+    ]
