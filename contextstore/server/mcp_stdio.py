@@ -16,6 +16,12 @@ When the input ends (a client that wrote its requests and closed stdin, as a scr
 them in does), the SDK stops serving at once and the requests still being handled went
 unanswered; :class:`AnsweringReader` holds the end back until every request read has been
 answered (or cancelled by the client), which :class:`AnswerLedger` keeps count of.
+
+The SDK answers a request whose params its model refuses (``tools/call`` without a tool's
+``name``, ``arguments`` that are not an object), or any request before the session is
+initialized, with a bare "Invalid request parameters" and no detail. :class:`AnswerLedger`
+keeps each request until it is answered, and gives such an answer the reason, read off
+the SDK's own request models (:func:`params_problems`).
 """
 
 from __future__ import annotations
@@ -23,23 +29,25 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
+from functools import cache
 from types import TracebackType
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar, get_args
 
 import anyio
 from mcp.shared.message import SessionMessage
 from mcp.types import (
+    ClientRequest,
     ErrorData,
     JSONRPCError,
     JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
 )
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.validate import check_json_value
-from contextstore.server.jsonrpc import clipped
+from contextstore.server.jsonrpc import MAX_ECHOED_NAME, clipped
 
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
@@ -198,6 +206,67 @@ def refused_request_errors(exc: Exception) -> list[JSONRPCError]:
     return [unreadable] if unreadable is not None else malformed_request_errors(exc)
 
 
+SDK_BARE_REFUSAL = "Invalid request parameters"
+"""The SDK's whole answer to a request whose params its model refuses, or that came before
+the session was initialized."""
+INITIALIZE = "initialize"
+
+_ERROR_WORDS = {
+    "missing": "is required",
+    "string_type": "must be a string",
+    "dict_type": "must be an object",
+    "list_type": "must be an array",
+    "int_type": "must be an integer",
+    "bool_type": "must be true or false",
+}
+
+
+@cache
+def _request_models() -> dict[str, type[BaseModel]]:
+    """The SDK's model of each request a client may send, by its method name."""
+    models: dict[str, type[BaseModel]] = {}
+    for model in get_args(ClientRequest):
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            field = model.model_fields.get("method")
+            for method in get_args(field.annotation) if field is not None else ():
+                if isinstance(method, str):
+                    models[method] = model
+    return models
+
+
+def params_problems(method: str, params: Any) -> list[str]:
+    """What the SDK's model of ``method`` finds wrong with ``params``, a phrase each
+    (``params.name is required``); empty when it takes them, or knows no such method."""
+    model = _request_models().get(method)
+    if model is None:
+        return []
+    try:
+        # Left-out params are read as {}, as the SDK reads them.
+        given = {} if params is None else params
+        model.model_validate({"method": method, "params": given}, by_name=False)
+    except ValidationError as refused:
+        problems = []
+        for error in refused.errors(include_url=False):
+            where = ".".join(str(part) for part in error["loc"])[:MAX_ECHOED_NAME]
+            words = _ERROR_WORDS.get(error["type"], str(error["msg"]).lower())
+            problems.append(f"{where} {words}")
+        return problems
+    return []
+
+
+def explained_refusal(method: str, params: Any, *, initialized: bool) -> str:
+    """The message for the SDK's bare refusal of a ``method`` request with ``params``."""
+    problems = params_problems(method, params)
+    if problems:
+        return f"invalid params for {clipped(method)}: {'; '.join(problems[:5])}."
+    if not initialized and method != INITIALIZE:
+        return (
+            f"{clipped(method)} came before the session was initialized: send initialize "
+            "first (then notifications/initialized)."
+        )
+    return f"invalid params for {clipped(method)}: the MCP SDK refused them."
+
+
 class Sent(Replies, Protocol):
     """The SDK's write stream, as the server uses it."""
 
@@ -235,19 +304,26 @@ class _Wrapped(Generic[S]):
 
 
 class AnswerLedger(_Wrapped[Sent]):
-    """The server's write stream, counting the requests read and not yet answered."""
+    """The server's write stream, counting the requests read and not yet answered, and
+    giving the SDK's bare refusals of them their reason (:func:`explained_refusal`)."""
 
     def __init__(self, inner: Sent) -> None:
         self.inner = inner
         self._open: Counter[int | str] = Counter()
+        self._requests: dict[int | str, tuple[str, Any]] = {}
+        self._initializing: set[int | str] = set()
+        self.initialized = False
         self._idle = anyio.Event()
         self._idle.set()
 
-    def opened(self, request_id: int | str) -> None:
+    def opened(self, request_id: int | str, method: str = "", params: Any = None) -> None:
         """A request with this id was read; its answer is due."""
         if self._idle.is_set():
             self._idle = anyio.Event()
         self._open[request_id] += 1
+        self._requests[request_id] = (method, params)
+        if method == INITIALIZE:
+            self._initializing.add(request_id)
 
     def settled(self, request_id: Any) -> None:
         """The request with this id was answered, or the client cancelled it (the server
@@ -257,6 +333,7 @@ class AnswerLedger(_Wrapped[Sent]):
         self._open[request_id] -= 1
         if self._open[request_id] == 0:
             del self._open[request_id]
+            self._requests.pop(request_id, None)
         if not self._open:
             self._idle.set()
 
@@ -266,10 +343,35 @@ class AnswerLedger(_Wrapped[Sent]):
 
     async def send(self, item: SessionMessage, /) -> None:
         """Write ``item``; an answer settles its request."""
-        await self.inner.send(item)
         message = item.message
+        if isinstance(message, JSONRPCError) and _bare(message.error):
+            item = SessionMessage(self._explained(message), metadata=item.metadata)
+            message = item.message
+        await self.inner.send(item)
+        if isinstance(message, JSONRPCResponse) and message.id in self._initializing:
+            self.initialized = True
         if isinstance(message, JSONRPCResponse | JSONRPCError):
+            self._initializing.discard(message.id)
             self.settled(message.id)
+
+    def _explained(self, answer: JSONRPCError) -> JSONRPCError:
+        """``answer`` (the SDK's bare refusal) with the reason it refused the request."""
+        request = None if answer.id is None else self._requests.get(answer.id)
+        if request is None:
+            return answer
+        method, params = request
+        text = explained_refusal(method, params, initialized=self.initialized)
+        error = ErrorData(code=answer.error.code, message=text, data=answer.error.data)
+        return JSONRPCError(jsonrpc="2.0", id=answer.id, error=error)
+
+
+def _bare(error: ErrorData) -> bool:
+    """Whether ``error`` is the SDK's refusal without a reason."""
+    return (
+        error.code == INVALID_PARAMS
+        and error.message == SDK_BARE_REFUSAL
+        and error.data in (None, "")
+    )
 
 
 class AnsweringReader(_Wrapped[Received]):
@@ -318,7 +420,7 @@ class AnsweringReader(_Wrapped[Received]):
             return
         message = item.message
         if isinstance(message, JSONRPCRequest):
-            self.ledger.opened(message.id)
+            self.ledger.opened(message.id, message.method, message.params)
         elif isinstance(message, JSONRPCNotification) and message.method == CANCELLED:
             params = message.params or {}
             self.ledger.settled(params.get("requestId"))

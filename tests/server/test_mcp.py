@@ -653,3 +653,81 @@ def test_a_cancelled_request_is_not_waited_for_at_the_end_of_the_input() -> None
             await reader.receive()
 
     anyio.run(body)
+
+
+def test_requests_the_sdk_refuses_for_their_params_are_told_why(tmp_path: Path) -> None:
+    """The SDK answered a request its model refused (a tools/call without a tool's name,
+    arguments that are not an object), and any request before the handshake, with a bare
+    "Invalid request parameters". The answer now names the param and what it must be, or
+    the missing handshake, with the SDK's code; the next call is served."""
+    db = tmp_path / "mcp.db"
+    state = _history(db)
+    server = ServerProcess(["--db", str(db), "mcp"], tmp_path / "data", stdin=True)
+    client = StdioClient(server)
+    lines = [
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}}',
+        b'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": 7}}',
+        _raw_request(3, "list_checkpoints", "5"),
+        b'{"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {"cursor": 5}}',
+        b'{"jsonrpc": "2.0", "id": 5, "method": "resources/read"}',
+    ]
+    try:
+        client.write(b'{"jsonrpc": "2.0", "id": 0, "method": "tools/list"}')
+        early = client.read()
+        _handshake(client)
+        for line in lines:
+            client.write(line)
+        answers = {answer["id"]: answer["error"] for answer in (client.read() for _ in lines)}
+        client.write(
+            _raw_request(6, "list_checkpoints", json.dumps({"conversation_id": state["cid"]}))
+        )
+        served = client.read()
+    finally:
+        server.stop()
+    assert early["id"] == 0 and early["error"]["code"] == -32602
+    assert early["error"]["message"] == (
+        "'tools/list' came before the session was initialized: send initialize first (then "
+        "notifications/initialized)."
+    )
+    assert {error["code"] for error in answers.values()} == {-32602}
+    messages = {request_id: error["message"] for request_id, error in answers.items()}
+    assert messages == {
+        1: "invalid params for 'tools/call': params.name is required.",
+        2: "invalid params for 'tools/call': params.name must be a string.",
+        3: "invalid params for 'tools/call': params.arguments must be an object.",
+        4: "invalid params for 'tools/list': params.cursor must be a string.",
+        5: "invalid params for 'resources/read': params.uri is required.",
+    }
+    assert served["id"] == 6 and not served["result"]["isError"]
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("tools/call", {"name": "render", "arguments": {}}),
+        ("tools/list", None),
+        ("tools/list", {}),
+        ("ping", None),
+        ("no/such/method", {"name": 7}),
+    ],
+)
+def test_params_the_sdk_takes_or_of_a_method_it_does_not_know_have_no_problem(
+    method: str, params: object
+) -> None:
+    from contextstore.server.mcp_stdio import params_problems
+
+    assert params_problems(method, params) == []
+
+
+def test_a_bare_refusal_of_params_the_sdk_model_takes_after_the_handshake_says_so() -> None:
+    from contextstore.server.mcp_stdio import explained_refusal
+
+    assert explained_refusal("tools/list", {}, initialized=True) == (
+        "invalid params for 'tools/list': the MCP SDK refused them."
+    )
+    assert "before the session was initialized" in explained_refusal(
+        "tools/list", {}, initialized=False
+    )
+    assert explained_refusal("initialize", {}, initialized=False).startswith(
+        "invalid params for 'initialize': params.protocolVersion is required"
+    )
