@@ -27,7 +27,7 @@ import click
 from sqlalchemy.exc import DBAPIError
 
 from contextstore.cli import terminal
-from contextstore.cli.wording import cli_wording
+from contextstore.cli.wording import PROGRAM, cli_wording
 from contextstore.core.errors import (
     ContextStoreError,
     DatabaseUnavailableError,
@@ -93,9 +93,11 @@ def at_most(limit: int) -> Any:
     return check
 
 
-def report_library_error(exc: ContextStoreError) -> int:
-    """Print a library error as one line in CLI terms; return its exit code."""
-    terminal.error(cli_wording(str(exc)))
+def report_library_error(exc: ContextStoreError, ctx: click.Context | None = None) -> int:
+    """Print a library error as one line in CLI terms (a command it suggests names the
+    store ``ctx`` ran on); return its exit code."""
+    program = PROGRAM if ctx is None else program_words(ctx)
+    terminal.error(cli_wording(str(exc), program))
     return exc.exit_code
 
 
@@ -125,7 +127,7 @@ def run_reporting_errors(ctx: click.Context, work: Callable[[], Any]) -> Any:
     except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
         raise
     except ContextStoreError as exc:
-        ctx.exit(report_library_error(exc))
+        ctx.exit(report_library_error(exc, ctx))
     except BrokenPipeError:
         # The reader of the output went away: what is left to print goes nowhere.
         terminal.discard_output()
@@ -137,7 +139,7 @@ def run_reporting_errors(ctx: click.Context, work: Callable[[], Any]) -> Any:
         # output's (stdout redirected to a file on a full disk).
         terminal.discard_output()
         doing = "write the output" if exc.filename is None else "write"
-        ctx.exit(report_library_error(os_error(exc, doing)))
+        ctx.exit(report_library_error(os_error(exc, doing), ctx))
     except Exception as exc:
         ctx.exit(report_internal_error(exc))
 
@@ -438,15 +440,20 @@ def _shown_location(location: str | None) -> str:
     return shown_url(location)
 
 
-def command_line(ctx: click.Context, *words: str) -> str:
-    """The command line that runs ``contextstore WORDS`` on the store this run opened: with
-    its ``--db`` when one was given (a URL's password masked), so that a command a message
-    suggests can be run as printed, in the same environment (a store named by
-    ``$CONTEXTSTORE_DB`` needs no ``--db``). Each word is quoted for a POSIX shell."""
+def program_words(ctx: click.Context) -> list[str]:
+    """``contextstore`` and the ``--db`` of the store this run opened, when one was given (a
+    URL's password masked): what starts a command a message suggests, so that it can be run
+    as printed, in the same environment (a store named by ``$CONTEXTSTORE_DB`` needs no
+    ``--db``)."""
     location = (ctx.find_root().obj or {}).get("db")
     named = location is not None and location != os.environ.get("CONTEXTSTORE_DB")
-    db = ["--db", _shown_location(location)] if named else []
-    return shlex.join(["contextstore", *db, *words])
+    return [*PROGRAM, "--db", _shown_location(location)] if named else [*PROGRAM]
+
+
+def command_line(ctx: click.Context, *words: str) -> str:
+    """The command line that runs ``contextstore WORDS`` on the store this run opened (see
+    :func:`program_words`), each word quoted for a POSIX shell."""
+    return shlex.join([*program_words(ctx), *words])
 
 
 def confirm_or_refuse(ctx: click.Context, question: str, *, yes: bool, flag_hint: str) -> None:

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+
+PROGRAM = ("contextstore",)
+"""The words that run the command line, when no store was named (see
+:func:`~contextstore.cli.common.program_words`)."""
 
 
-def _roll_back_first(match: re.Match[str]) -> str:
-    command = f"contextstore rollback {shlex.quote(match['cid'])} --to {match['ts']} --yes"
+def _roll_back_first(match: re.Match[str], program: Sequence[str]) -> str:
+    command = shlex.join([*program, "rollback", match["cid"], "--to", match["ts"], "--yes"])
     return f"{match[1]} Roll back to that ts first ('{command}'), then run this restore again."
 
 
-RULES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
+RULES: tuple[tuple[str, str | Callable[[re.Match[str], Sequence[str]], str]], ...] = (
     (
         r"list them with ContextStore\.list_conversations\(\) or 'contextstore conversations'",
         "list them with 'contextstore conversations'",
@@ -45,8 +49,19 @@ RULES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
 """``(library phrase as a regular expression, CLI phrase)`` pairs, applied in order."""
 
 
-def cli_wording(message: str) -> str:
-    """``message`` with library phrases replaced by their command-line equivalents."""
+def cli_wording(message: str, program: Sequence[str] = PROGRAM) -> str:
+    """``message`` with library phrases replaced by their command-line equivalents; a
+    command it suggests starts with ``program`` (``contextstore``, and the ``--db`` of the
+    store the command ran on)."""
     for pattern, replacement in RULES:
-        message = re.sub(pattern, replacement, message)
+        message = re.sub(pattern, _bound(replacement, program), message)
     return message
+
+
+def _bound(
+    replacement: str | Callable[[re.Match[str], Sequence[str]], str], program: Sequence[str]
+) -> str | Callable[[re.Match[str]], str]:
+    """A rule's replacement as :func:`re.sub` takes it."""
+    if isinstance(replacement, str):
+        return replacement
+    return lambda match: replacement(match, program)

@@ -305,9 +305,11 @@ def test_library_messages_reach_the_user_in_cli_terms(
         assert rolled.code == 0
         assert run("--db", seeded.db, "checkpoint", seeded.cid).code == 0
         got = run("--db", seeded.db, "restore", seeded.cid, "1")
-        to = f"--to {seeded.checkpoint_ts} --yes"
-        hint = f"('contextstore rollback {seeded.cid} {to}'), then run this restore again."
-        assert hint in got.err
+        command = shlex.join(
+            ["contextstore", "--db", seeded.db, "rollback", seeded.cid]
+            + ["--to", str(seeded.checkpoint_ts), "--yes"]
+        )
+        assert f"('{command}'), then run this restore again." in got.err
     else:
         out = tmp_path / "task"
         out.mkdir()
@@ -331,11 +333,11 @@ def test_the_restore_hint_is_a_command_that_runs_for_the_conversation_named(
         store.append(cid, "user", "written after the rollback")
     got = run("--db", db, "restore", cid, "1")
     assert got.code == 2
-    hint = re.search(r"\('(contextstore rollback .*)'\), then run this restore again\.", got.err)
+    hint = re.search(r"\('(contextstore .*)'\), then run this restore again\.", got.err)
     assert hint is not None, got.err
     argv = shlex.split(hint[1])
-    assert argv[:3] == ["contextstore", "rollback", cid]
-    assert run("--db", db, *argv[1:]).code == 0
+    assert argv[:5] == ["contextstore", "--db", db, "rollback", cid]
+    assert run(*argv[1:]).code == 0
     assert run("--db", db, "restore", cid, "1").code == 0
     with ContextStore.open(db) as store:
         assert [m["content"] for m in store.messages(cid)] == ["first", "second"]
