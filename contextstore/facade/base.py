@@ -28,7 +28,7 @@ from contextstore.processors.runner import RunContext
 from contextstore.processors.secret_text import mask_value
 from contextstore.processors.secrets import SecretMasker
 from contextstore.storage import conversations, history, processor_runs, ranges, requests, updates
-from contextstore.storage.clock import NO_LIMIT, tick_if_unchanged
+from contextstore.storage.clock import NO_LIMIT, last_ts, tick_if_unchanged
 from contextstore.storage.database import Connection, Database
 
 P = TypeVar("P")
@@ -210,6 +210,8 @@ class StoreBase:
         ticks: Callable[[P], int],
         write: Callable[[Connection, P, list[int]], T],
         load: Callable[[Connection, Conversation], ConversationState] | None = None,
+        *,
+        local: bool = False,
     ) -> tuple[P, T | None]:
         """Read, decide outside any transaction, then write if nothing changed meanwhile.
 
@@ -221,20 +223,20 @@ class StoreBase:
         hooks. With no tick to reserve, nothing is written (``write`` is not called).
         ``load`` reads the state in the snapshot (default: the whole state, read anew).
 
+        With ``local`` (``decide`` runs the store's own code only: no summarizer, no
+        processor with a hook), the last attempt reads, decides and writes in one write
+        transaction holding the conversation's clock, so that writers appending to the
+        conversation all the while cannot make it fail: they wait for that one decision.
+
         Raises:
             ConcurrentChangeError: the conversation changed during every attempt.
         """
         self._db.check_writable()
         for attempt in range(PLAN_ATTEMPTS):
+            if local and attempt == PLAN_ATTEMPTS - 1:
+                return self._planned_under_lock(conversation_id, decide, ticks, write, load)
             with self._db.read() as connection:
-                conversation = self._conversation(connection, conversation_id)
-                if load is None:
-                    state = history.load_state(
-                        connection, conversation_id, last_ts=conversation.last_ts
-                    )
-                else:
-                    state = load(connection, conversation)
-                total = requests.last_request_total(connection, conversation_id)
+                conversation, state, total = self._snapshot(connection, conversation_id, load)
             decided = decide(Snapshot(conversation, state, total))
             count = ticks(decided)
             if count == 0:
@@ -255,6 +257,45 @@ class StoreBase:
                 if attempt == PLAN_ATTEMPTS - 1:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _snapshot(
+        self,
+        connection: Connection,
+        conversation_id: str,
+        load: Callable[[Connection, Conversation], ConversationState] | None,
+    ) -> tuple[Conversation, ConversationState, int | None]:
+        """What a decision is planned from: the conversation, its state (``load``'s, or
+        the whole state read anew) and its newest request's token total."""
+        conversation = self._conversation(connection, conversation_id)
+        if load is None:
+            state = history.load_state(connection, conversation_id, last_ts=conversation.last_ts)
+        else:
+            state = load(connection, conversation)
+        return conversation, state, requests.last_request_total(connection, conversation_id)
+
+    def _planned_under_lock(
+        self,
+        conversation_id: str,
+        decide: Callable[[Snapshot], P],
+        ticks: Callable[[P], int],
+        write: Callable[[Connection, P, list[int]], T],
+        load: Callable[[Connection, Conversation], ConversationState] | None,
+    ) -> tuple[P, T | None]:
+        """:meth:`_planned_write`'s last attempt for a decision without hooks: the read, the
+        decision and the write in one transaction, the conversation's clock held from the
+        start (PostgreSQL locks its row; a SQLite write transaction holds the file)."""
+
+        def work(connection: Connection) -> tuple[P, T | None]:
+            seen = last_ts(connection, conversation_id, lock=True)
+            conversation, state, total = self._snapshot(connection, conversation_id, load)
+            decided = decide(Snapshot(conversation, state, total))
+            count = ticks(decided)
+            if count == 0:
+                return decided, None
+            stamps = tick_if_unchanged(connection, conversation_id, seen, count)
+            return decided, write(connection, decided, stamps)
+
+        return self._db.write(work)
 
     def _run_context(
         self,

@@ -430,7 +430,11 @@ class HistoryMixin(NodesMixin):
             self._write_plan(connection, conversation_id, plan, stamps[0])
 
         plan, _ = self._planned_write(
-            conversation_id, decide, lambda plan: 1 if plan.writes else 0, write
+            conversation_id,
+            decide,
+            lambda plan: 1 if plan.writes else 0,
+            write,
+            local=summarizer is None,
         )
         return plan.decision
 

@@ -147,7 +147,13 @@ class ProcessorsMixin(StoreBase):
             processor_runs.insert_runs(connection, conversation_id, stamps[0], rows)
             return stamps[0]
 
-        decided, stamp = self._planned_write(conversation_id, decide, lambda d: d.ticks, write)
+        decided, stamp = self._planned_write(
+            conversation_id,
+            decide,
+            lambda d: d.ticks,
+            write,
+            local=active is None or active.local,
+        )
         if decided.error is not None:
             raise decided.error
         if stamp is None:

@@ -246,7 +246,12 @@ class RequestsMixin(StoreBase):
 
         with collector_paused():
             prepared, written = self._planned_write(
-                conversation_id, decide, lambda p: p.ticks, write, load if memoize else None
+                conversation_id,
+                decide,
+                lambda p: p.ticks,
+                write,
+                load if memoize else None,
+                local=summarizer is None and (active is None or active.local),
             )
         assert written is not None
         request_id, stamp = written

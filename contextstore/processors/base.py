@@ -45,6 +45,9 @@ class Processor(Protocol):
     through it (the secret masker masks it), before it is stored and sent (a prompt given
     as text blocks, block by block: the text of each); and
     ``rewrite_tools(tools: list[dict]) -> list[dict]``, the same for its tool definitions.
+    ``local = True`` promises that it runs only local code, no hook of the caller's and
+    nothing that waits on a network, so that a prepare may run it while holding the
+    conversation's write lock (see :attr:`~contextstore.processors.pipeline.Pipeline.local`).
     """
 
     name: str

@@ -353,6 +353,15 @@ class Pipeline:
         self._memo = _Memo()
 
     @property
+    def local(self) -> bool:
+        """True when every processor declares ``local = True``: it runs the store's own code
+        only, no hook of the caller's (an LLM call). A prepare with such a pipeline, whose
+        conversation other writers keep changing while it plans, makes its last attempt
+        holding the conversation's write lock, which only local work may hold; a processor
+        that does not say so is taken to call out."""
+        return all(getattr(p, "local", False) is True for p in self.processors)
+
+    @property
     def needs_tokens(self) -> bool:
         """True when a trigger reads the messages' token counts."""
         return any(trigger_of(p).needs_tokens for p in self.processors)

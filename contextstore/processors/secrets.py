@@ -299,6 +299,10 @@ class SecretMasker:
     """
 
     independent = True
+    local = True
+    """Runs the store's own code only (no hook of the caller's): a prepare may run it while
+    holding the conversation's write lock (see :attr:`Pipeline.local
+    <contextstore.processors.pipeline.Pipeline.local>`)."""
     memoize = False
     """Scanning a message costs about what the pipeline's hash of it would: no memo."""
     trigger: Trigger = Trigger.new_message()

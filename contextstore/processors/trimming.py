@@ -101,6 +101,10 @@ class OutputTrimmer:
     """
 
     independent = True
+    local = True
+    """Runs the store's own code only (no hook of the caller's): a prepare may run it while
+    holding the conversation's write lock (see :attr:`Pipeline.local
+    <contextstore.processors.pipeline.Pipeline.local>`)."""
     trigger: Trigger = Trigger.new_message()
     """Runs on each new message, given only the new messages (set another
     :class:`~contextstore.processors.triggers.Trigger` on the instance to change it)."""

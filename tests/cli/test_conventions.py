@@ -305,10 +305,8 @@ def test_library_messages_reach_the_user_in_cli_terms(
         assert rolled.code == 0
         assert run("--db", seeded.db, "checkpoint", seeded.cid).code == 0
         got = run("--db", seeded.db, "restore", seeded.cid, "1")
-        command = shlex.join(
-            ["contextstore", "--db", seeded.db, "rollback", seeded.cid]
-            + ["--to", str(seeded.checkpoint_ts), "--yes"]
-        )
+        to = ["--to", str(seeded.checkpoint_ts), "--yes"]
+        command = shlex.join(["contextstore", "--db", seeded.db, "rollback", seeded.cid, *to])
         assert f"('{command}'), then run this restore again." in got.err
     else:
         out = tmp_path / "task"
