@@ -10,16 +10,23 @@ from __future__ import annotations
 import importlib.resources
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Final
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import DBAPIError
 
 from contextstore.core.errors import MigrationError, SchemaOutdatedError
 from contextstore.storage.driver_errors import classify_database_error
 from contextstore.storage.engine import make_engine, resolve_target
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+HEAD_REVISION: Final = "0016"
+"""The newest revision of the packaged migrations (a test checks that it is Alembic's head):
+a store opened on a database already there is checked against it with one ``SELECT``, and
+Alembic, whose import and reading of the migration scripts took about a tenth of a short
+CLI command, is loaded only when a database needs migrating or checking further."""
 
 _ADVISORY_LOCK_KEY = 0x636F6E7478  # "contx": serialises concurrent migrations on PostgreSQL
 
@@ -44,6 +51,8 @@ def migrations_location() -> Path:
 
 def alembic_config(connection: Connection | None = None) -> Config:
     """An Alembic config pointing at the packaged migrations, optionally on ``connection``."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(migrations_location()))
     config.set_main_option("path_separator", "os")
@@ -53,7 +62,10 @@ def alembic_config(connection: Connection | None = None) -> Config:
 
 
 def head_revision() -> str:
-    """The newest revision this version of contextstore knows."""
+    """The newest revision this version of contextstore knows, read from the migration
+    scripts (:data:`HEAD_REVISION` says it without reading them)."""
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert head is not None
     return head
@@ -61,7 +73,23 @@ def head_revision() -> str:
 
 def current_revision(connection: Connection) -> str | None:
     """The revision the database is at (None for an empty database)."""
+    from alembic.runtime.migration import MigrationContext
+
     return MigrationContext.configure(connection).get_current_revision()
+
+
+def _at_head(engine: Engine) -> bool:
+    """Whether the database's revision is :data:`HEAD_REVISION`, read with one ``SELECT``;
+    False when it cannot be read so (no such table, several rows, another error), which
+    :func:`ensure_schema` then settles with Alembic."""
+    with engine.connect() as probe:
+        try:
+            rows = probe.execute(text("SELECT version_num FROM alembic_version")).fetchall()
+        except DBAPIError:
+            return False
+        finally:
+            probe.rollback()
+    return [tuple(row) for row in rows] == [(HEAD_REVISION,)]
 
 
 def _lock_for_migration(connection: Connection) -> None:
@@ -80,6 +108,8 @@ def ensure_schema(engine: Engine, *, auto_migrate: bool, is_sqlite: bool) -> Non
         SchemaOutdatedError: the database is behind and ``auto_migrate`` is False.
         MigrationError: the database is newer than this version, or a migration failed.
     """
+    if _at_head(engine):
+        return
     head = head_revision()
     with engine.connect() as probe:
         current = current_revision(probe)
@@ -105,6 +135,8 @@ def refuse_unknown_revision(current: str | None, where: str = "the database") ->
     """
     if current is None:
         return
+    from alembic.script import ScriptDirectory
+
     script = ScriptDirectory.from_config(alembic_config())
     try:
         script.get_revision(current)
@@ -133,6 +165,8 @@ def _migrate(engine: Engine, *, is_sqlite: bool, action: str, revision: str) -> 
             enforced = _foreign_keys(connection, None)
         try:
             with connection.begin():
+                from alembic import command
+
                 _lock_for_migration(connection)
                 config = alembic_config(connection)
                 {"upgrade": command.upgrade, "downgrade": command.downgrade}[action](

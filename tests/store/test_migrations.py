@@ -16,7 +16,13 @@ from alembic import command
 from sqlalchemy import Engine, create_engine, inspect, text
 
 from contextstore import ContextStore, SchemaOutdatedError
-from contextstore.storage.migrate import alembic_config, downgrade, head_revision, upgrade
+from contextstore.storage.migrate import (
+    HEAD_REVISION,
+    alembic_config,
+    downgrade,
+    head_revision,
+    upgrade,
+)
 from tests.conftest import POSTGRES_URL, new_postgres_schema
 from tests.pg_schemas import connect_args
 
@@ -68,6 +74,39 @@ def test_a_stale_database_is_refused_without_auto_migrate(tmp_path: Path) -> Non
         ContextStore.open(path, auto_migrate=False)
     with ContextStore.open(path, auto_migrate=True) as store:
         assert store.list_conversations() == []
+
+
+def test_the_head_the_store_checks_without_alembic_is_the_migrations_head() -> None:
+    assert head_revision() == HEAD_REVISION
+
+
+def test_opening_a_current_database_does_not_load_alembic(tmp_path: Path) -> None:
+    """Loading Alembic and reading the migration scripts took about a tenth of a short CLI
+    command; a database at the head needs neither. One a revision behind still migrates."""
+    path = tmp_path / "current.db"
+    with ContextStore.open(path) as store:
+        store.create_conversation(id="kept")
+    probe = (
+        "import sys; from contextstore import ContextStore\n"
+        f"store = ContextStore.open({str(path)!r})\n"
+        "print([c.id for c in store.list_conversations()], 'alembic' in sys.modules)"
+    )
+    opened = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert opened.stdout.split() == ["['kept']", "False"]
+    engine = create_engine(f"sqlite:///{path}")
+    downgrade(engine, is_sqlite=True, revision="-1")
+    engine.dispose()
+    with pytest.raises(SchemaOutdatedError, match="contextstore migrate"):
+        ContextStore.open(path, auto_migrate=False)
+    opened = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert opened.stdout.split() == ["['kept']", "True"]
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        (revision,) = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+    assert revision == HEAD_REVISION
 
 
 def test_models_and_migrations_do_not_drift(tmp_path: Path) -> None:
