@@ -9,6 +9,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
+from contextstore.core.audit_records import AuditReport
 from contextstore.core.records import (
     Checkpoint,
     Conversation,
@@ -100,6 +101,8 @@ class InteropStore(Protocol):
     ) -> list[SourceRecord]: ...
 
     def message_timestamps(self, conversation_id: str) -> list[int]: ...
+
+    def audit(self, conversation_id: str) -> AuditReport: ...
 
     def removed_source_records(self, conversation_id: str) -> list[RemovedSourceRecords]: ...
 

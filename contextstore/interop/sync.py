@@ -368,15 +368,53 @@ def _rolled_back(
     if kept >= imported:
         return None
     missing = imported - kept
+    them = "them" if missing != 1 else "it"
+    archived, purged = _rollbacks_since(store, plan.conversation_id, last)
+    replace = "import again with replace=True to start the conversation over from the file"
+    if purged and archived:
+        done = (
+            f"rollbacks in contextstore removed {them} after the import: "
+            f"{_numbered(archived)} archived what it removed, {_numbered(purged)} kept no "
+            "archive"
+        )
+        ways = f"restore {_numbered(archived)} to put back what it archived, or {replace}"
+    elif purged:
+        done = f"{_numbered(purged)} removed {them} after the import and kept no archive"
+        ways = f"{replace}, the only way to take {them} again"
+    else:
+        done = f"a rollback in contextstore removed {them} after the import"
+        ways = (
+            f"restore {_numbered(archived)} to put the rows back, or {replace}"
+            if archived
+            else f"restore that rollback (the conversation's audit lists it), or {replace}"
+        )
     return Note(
         plan.path,
         None,
         f"holds {missing} message{'s' if missing != 1 else ''} that conversation "
-        f"{plan.conversation_id!r} no longer has: a rollback in contextstore removed "
-        f"{'them' if missing != 1 else 'it'} after the import. Nothing was written; restore "
-        "that rollback (the conversation's audit lists it) to put the rows back, or import "
-        "again with replace=True to start the conversation over from the file.",
+        f"{plan.conversation_id!r} no longer has: {done}. Nothing was written; {ways}.",
     )
+
+
+def _rollbacks_since(
+    store: InteropStore, conversation_id: str, last: int
+) -> tuple[list[int], list[int]]:
+    """The rollbacks, not restored, that removed messages an import wrote up to ``last``:
+    those that archived what they removed, and those that purged it."""
+    archived: list[int] = []
+    purged: list[int] = []
+    for event in store.audit(conversation_id).rollbacks:
+        removed = event.removed.get("messages", 0) > 0
+        if removed and event.cutoff_ts < last < event.ran_at and event.restored_ts is None:
+            (purged if event.purged else archived).append(event.rollback_id)
+    return archived, purged
+
+
+def _numbered(rollback_ids: Sequence[int]) -> str:
+    """``rollback 4``, ``rollbacks 4 and 7``."""
+    if len(rollback_ids) == 1:
+        return f"rollback {rollback_ids[0]}"
+    return f"rollbacks {', '.join(map(str, rollback_ids[:-1]))} and {rollback_ids[-1]}"
 
 
 def _state_problem(state: dict[str, Any], *, only: Sequence[str] | None = None) -> str | None:

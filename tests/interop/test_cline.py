@@ -502,6 +502,18 @@ def test_an_unchanged_task_after_a_rollback_here_is_unchanged_with_a_note_saying
     missing = len(task.api) - kept
     (note,) = [n for n in item.skipped if "rollback" in n.reason]
     assert note.reason.startswith(f"holds {missing} messages that conversation {cid!r}")
+    replace = "import again with replace=True to start the conversation over from the file"
+    if purge:  # no archive: restoring is no way back, and the note used to advise it
+        assert note.reason.endswith(
+            f": rollback {rolled.rollback_id} removed them after the import and kept no "
+            f"archive. Nothing was written; {replace}, the only way to take them again."
+        )
+    else:
+        assert note.reason.endswith(
+            ": a rollback in contextstore removed them after the import. Nothing was "
+            f"written; restore rollback {rolled.rollback_id} to put the rows back, or "
+            f"{replace}."
+        )
     assert memory_store.row_counts() == before
     assert len(memory_store.messages(cid)) == kept
     if not purge:
@@ -509,6 +521,26 @@ def test_an_unchanged_task_after_a_rollback_here_is_unchanged_with_a_note_saying
         (again,) = import_cline(memory_store, folder).items
         assert again.status == "unchanged"
         assert not any("rollback" in n.reason for n in again.skipped)
+
+
+def test_the_note_after_rollbacks_that_purged_and_archived_names_each(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    folder = story(6).write(tmp_path / "tasks" / "1760000000000")
+    cid = import_cline(memory_store, folder).conversation_id
+    assert cid is not None
+    stamps = memory_store.message_timestamps(cid)
+    purged = memory_store.rollback(cid, to=stamps[4], purge=True)
+    archived = memory_store.rollback(cid, to=stamps[1])
+    (item,) = import_cline(memory_store, folder).items
+    (note,) = [n for n in item.skipped if "rollback" in n.reason]
+    assert note.reason.endswith(
+        f"no longer has: rollbacks in contextstore removed them after the import: rollback "
+        f"{archived.rollback_id} archived what it removed, rollback {purged.rollback_id} kept "
+        f"no archive. Nothing was written; restore rollback {archived.rollback_id} to put back "
+        "what it archived, or import again with replace=True to start the conversation over "
+        "from the file."
+    )
 
 
 def test_an_unchanged_task_after_an_append_here_is_unchanged_without_a_note(
