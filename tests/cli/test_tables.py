@@ -1,0 +1,135 @@
+"""The CLI's tables: drawn directly when they fit, exactly as rich draws them.
+
+rich laid out every table cell by cell, about a quarter of a millisecond a row: an audit of a
+conversation with thousands of requests or files read spent seconds printing. A table that
+fits its console is now drawn directly; rich itself is the oracle it is checked against.
+"""
+
+from __future__ import annotations
+
+from io import StringIO
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextstore.cli import terminal
+
+TEXT = st.text(
+    alphabet=st.characters(
+        codec="utf-8", categories=("L", "M", "N", "P", "S", "Zs"), exclude_characters="\x85"
+    ),
+    max_size=12,
+)
+CELL = st.one_of(
+    st.none(),
+    TEXT,
+    st.integers(-(10**12), 10**12),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from(["漢字", "e\u0301", "😀", "✓", "\u200b", ""]),
+)
+
+
+@st.composite
+def tables(draw: Any) -> tuple[list[str], list[list[Any]], str | None]:
+    columns = draw(st.integers(1, 5))
+    headers = draw(st.lists(TEXT.filter(bool), min_size=columns, max_size=columns))
+    rows = draw(st.lists(st.lists(CELL, min_size=columns, max_size=columns), max_size=6))
+    title = draw(st.one_of(st.none(), TEXT.filter(bool)))
+    return headers, rows, title
+
+
+def _both(
+    console: Any, headers: list[str], rows: list[list[Any]], title: str | None
+) -> tuple[str, str]:
+    """What :func:`terminal.table` prints, and what rich's own layout prints."""
+    screen = console.file
+    terminal.table(headers, rows, title=title)
+    drawn = screen.getvalue()
+    screen.seek(0)
+    screen.truncate()
+    shown = [[console.text("" if c is None else str(c)) for c in row] for row in rows]
+    widths = [
+        max([terminal.cell_len(h), *(terminal.cell_len(line[i].plain) for line in shown)])
+        for i, h in enumerate(headers)
+    ]
+    numeric = [
+        bool(rows) and all(terminal._is_number(r[i]) for r in rows) for i in range(len(headers))
+    ]
+    terminal._print_grid(
+        console, headers, shown, widths, numeric, title=title, wrap=(), narrow=False
+    )
+    return drawn, screen.getvalue()
+
+
+@settings(max_examples=300, deadline=None)
+@given(tables())
+def test_a_piped_table_is_drawn_as_rich_draws_it(
+    table: tuple[list[str], list[list[Any]], str | None],
+) -> None:
+    headers, rows, title = table
+    console = terminal._console(StringIO())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(terminal, "stdout", lambda: console)
+        drawn, rich = _both(console, headers, rows, title)
+    assert drawn == rich
+
+
+@settings(max_examples=300, deadline=None)
+@given(tables())
+def test_a_table_on_a_terminal_is_drawn_as_rich_draws_it(
+    table: tuple[list[str], list[list[Any]], str | None],
+) -> None:
+    headers, rows, title = table
+    console = terminal._Console(
+        file=StringIO(), force_terminal=True, width=200, color_system=None, markup=False
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(terminal, "stdout", lambda: console)
+        drawn, rich = _both(console, headers, rows, title)
+    assert drawn == rich
+
+
+def test_a_table_whose_cells_rich_must_lay_out_is_left_to_rich() -> None:
+    assert terminal._drawn(["a"], [["two\nlines"]], [5], [False]) is None
+    assert terminal._drawn(["a"], [["tab\there"]], [8], [False]) is None
+    assert terminal._drawn(["a"], [["c1 \x9b"]], [4], [False]) is None
+    assert terminal._drawn(["a", "b"], [["x", "yy"]], [1, 2], [False, False]) == [
+        "a   b ",
+        "─" * 6,
+        "x   yy",
+    ]
+
+
+@pytest.mark.parametrize("text", ["x" * 1_500, "first line\n" + "y" * 1_500])
+def test_a_piped_table_keeps_a_cell_longer_than_a_thousand_characters_whole(
+    monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    """Off a terminal rich drew tables 1,000 columns wide and cut longer rows with "…":
+    a long text in 'sql' output lost its end."""
+    console = terminal._console(StringIO())
+    monkeypatch.setattr(terminal, "stdout", lambda: console)
+    terminal.table(["id", "text"], [[1, text]])
+    shown = console.file.getvalue()
+    assert "…" not in shown
+    assert text.split("\n")[-1] in shown
+
+
+def test_a_table_of_thousands_of_rows_that_fits_is_not_laid_out_by_rich(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The audit of a 10,000-message conversation spent 3.5 of its 3.8 seconds in rich's
+    table layout; a table that fits is drawn without it."""
+    console = terminal._console(StringIO())
+    monkeypatch.setattr(terminal, "stdout", lambda: console)
+
+    def laid_out_by_rich(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("rich laid out a table that fits")
+
+    monkeypatch.setattr(terminal, "_print_grid", laid_out_by_rich)
+    rows = [[n, f"src/file_{n}.py", n * 3] for n in range(5_000)]
+    terminal.table(["#", "path", "reads"], rows, title="files read")
+    lines = console.file.getvalue().splitlines()
+    assert len(lines) == 5_003 and lines[0] == "files read"
+    assert lines[-1] == "4999   src/file_4999.py   14997"
