@@ -7,7 +7,7 @@ fits its console is now drawn directly; rich itself is the oracle it is checked 
 
 from __future__ import annotations
 
-from io import StringIO
+from io import BytesIO, StringIO, TextIOWrapper
 from typing import Any
 
 import pytest
@@ -133,3 +133,19 @@ def test_a_table_of_thousands_of_rows_that_fits_is_not_laid_out_by_rich(
     lines = console.file.getvalue().splitlines()
     assert len(lines) == 5_003 and lines[0] == "files read"
     assert lines[-1] == "4999   src/file_4999.py   14997"
+
+
+@pytest.mark.parametrize("encoding", ["latin-1", "ascii"])
+def test_a_stream_that_cannot_encode_the_rule_gets_richs_ascii_table(encoding: str) -> None:
+    stream = TextIOWrapper(BytesIO(), encoding=encoding, errors="backslashreplace")
+    console = terminal._console(stream)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(terminal, "stdout", lambda: console)
+        terminal.table(["id", "label"], [[1, "a"], [22, "bb"]])
+    stream.flush()
+    assert stream.buffer.getvalue().decode(encoding).splitlines() == [  # type: ignore[attr-defined]
+        "id | label",
+        "---+------",
+        " 1 | a    ",
+        "22 | bb   ",
+    ]
