@@ -44,7 +44,8 @@ PLAN_ATTEMPTS = 3
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A conversation read in one snapshot, for planning a write outside any transaction."""
+    """A conversation read in one snapshot, for planning a write outside any transaction
+    (inside the write's, on the last attempt of a decision without hooks)."""
 
     conversation: Conversation
     state: ConversationState
