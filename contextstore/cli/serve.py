@@ -13,6 +13,7 @@ import click
 
 from contextstore.cli.common import IntegerRange, handle_errors, open_store
 from contextstore.core.errors import ReadOnlyLocationError
+from contextstore.server.limits import DEFAULT_MAX_REQUEST_BYTES, MAX_REQUEST_BYTES_LIMIT
 
 EXTRAS = {"starlette": "server", "uvicorn": "server", "mcp": "mcp"}
 
@@ -63,9 +64,9 @@ def _log_to_stderr(level: str) -> None:
 )
 @click.option(
     "--max-request-bytes",
-    type=IntegerRange(min=1024),
+    type=IntegerRange(min=1024, max=MAX_REQUEST_BYTES_LIMIT),
     default=None,
-    help="Largest HTTP request body, or --stdio line (default: 34 MiB).",
+    help="Largest HTTP request body, or --stdio line (default: 34 MiB; at most 1 GiB).",
 )
 @click.option(
     "--log-level",
@@ -108,7 +109,7 @@ def serve(
 
 
 def _serve_stdio(ctx: click.Context, max_request_bytes: int | None) -> None:
-    from contextstore.server.jsonrpc import DEFAULT_MAX_REQUEST_BYTES, Dispatcher
+    from contextstore.server.jsonrpc import Dispatcher
     from contextstore.server.stdio import claim_stdout, serve_stdio
 
     protocol = claim_stdout()
@@ -149,7 +150,7 @@ def _serve_http(
         sock,
         token=token,
         hosts=http.allowed_host_names(host, allow_hosts),
-        max_request_bytes=max_request_bytes or http.DEFAULT_MAX_REQUEST_BYTES,
+        max_request_bytes=max_request_bytes or DEFAULT_MAX_REQUEST_BYTES,
         on_ready=ready,
     )
     click.echo("contextstore: stopped", err=True)

@@ -36,8 +36,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from contextstore.core.errors import InvalidInputError
-from contextstore.server.jsonrpc import DEFAULT_MAX_REQUEST_BYTES as DEFAULT_MAX_REQUEST_BYTES
 from contextstore.server.jsonrpc import Dispatcher, logger
+from contextstore.server.limits import DEFAULT_MAX_REQUEST_BYTES
 
 GRACEFUL_SHUTDOWN_SECONDS = 30
 """How long a stopping server waits for the requests in flight."""

@@ -41,10 +41,6 @@ STORE_ERROR_BASE = -32000
 
 logger = logging.getLogger("contextstore.server")
 
-DEFAULT_MAX_REQUEST_BYTES = 34 * 2**20
-"""The largest message either transport reads (an HTTP body, a ``--stdio`` line): a message
-at the store's 32 MiB limit plus its envelope."""
-
 MAX_ECHOED_NAME = 100
 """The most characters of an unknown method's name an error repeats."""
 
@@ -96,16 +92,24 @@ def _reject_constant(name: str) -> Any:
 class UnreadableNumberError(ValueError):
     """A JSON integer with more digits than Python converts (``sys.get_int_max_str_digits``)."""
 
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+        super().__init__(
+            f"the message holds an integer of {digits:,} digits, more than the server reads "
+            f"({sys.get_int_max_str_digits():,}); send such a number as a string"
+        )
 
-def _parse_int(text: str) -> int:
+
+def parse_int(text: str) -> int:
+    """A JSON integer as Python's ``int``, for ``json.loads(parse_int=...)``.
+
+    Raises:
+        UnreadableNumberError: it has more digits than ``int`` converts.
+    """
     try:
         return int(text)
     except ValueError:  # the digit limit: the scanner hands over only well-formed integers
-        digits = len(text.lstrip("-"))
-        raise UnreadableNumberError(
-            f"the message holds an integer of {digits:,} digits, more than the server reads "
-            f"({sys.get_int_max_str_digits():,}); send such a number as a string"
-        ) from None
+        raise UnreadableNumberError(len(text.lstrip("-"))) from None
 
 
 def _not_utf8(exc: UnicodeDecodeError) -> str:
@@ -152,7 +156,7 @@ class Dispatcher:
                 # UTF-8 only, as JSON between systems must be (json.loads would also guess
                 # UTF-16 and UTF-32); a byte order mark is tolerated.
                 data = data.decode("utf-8-sig")
-            message = json.loads(data, parse_constant=_reject_constant, parse_int=_parse_int)
+            message = json.loads(data, parse_constant=_reject_constant, parse_int=parse_int)
         except RecursionError:
             return encode(
                 error_response(

@@ -270,7 +270,7 @@ class HistoryServer(MCPServer[Any]):
     ) -> CallToolResult | InputRequiredResult:
         schema = self._tool_input_schema(name)
         if schema is None:  # the SDK's own error repeats the name whole, a 1 MB one too
-            raise ToolError(f"Unknown tool: {clipped(name)}; list_tools lists the tools.")
+            raise ToolError(f"Unknown tool: {clipped(name)}; tools/list lists the tools.")
         accepted = list(schema.get("properties", {}))
         unknown = [key for key in arguments or {} if key not in accepted]
         if unknown:

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections import Counter
+from dataclasses import dataclass
 from functools import cache
 from types import TracebackType
 from typing import Any, Generic, Protocol, Self, TypeVar, get_args
@@ -46,8 +48,13 @@ from mcp.types import (
 from pydantic import BaseModel, ValidationError
 
 from contextstore.core.errors import InvalidInputError
-from contextstore.core.validate import check_json_value
-from contextstore.server.jsonrpc import MAX_ECHOED_NAME, clipped
+from contextstore.core.validate import MAX_JSON_DEPTH, MAX_JSON_INT_DIGITS, check_json_value
+from contextstore.server.jsonrpc import (
+    MAX_ECHOED_NAME,
+    UnreadableNumberError,
+    clipped,
+    parse_int,
+)
 
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
@@ -112,19 +119,130 @@ def unreadable_request_error(exc: Exception) -> JSONRPCError | None:
     if refused is None:
         return None
     line, reason = refused
-    try:
-        message = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+    message = _members(line)
+    if message is None or not isinstance(message.get("method"), str):
         return None
     request_id = message.get("id")
     if isinstance(request_id, bool) or not isinstance(request_id, int | str):
         return None
     if not _sendable(request_id):
         return None
-    code, text = _problem(message, reason)
+    unread = [(name, value) for name, value in message.items() if isinstance(value, _Unread)]
+    if unread:
+        name, value = min(unread, key=lambda item: item[0] != "params")
+        if name == "params":
+            code, text = INVALID_PARAMS, f"invalid params: params {value.problem}."
+        else:
+            code, text = INVALID_REQUEST, f"invalid request: {clipped(name)} {value.problem}."
+    else:
+        code, text = _problem(message, reason)
     return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=text))
+
+
+@dataclass(frozen=True)
+class _Unread:
+    """A member of a refused request that Python's JSON parser cannot read either."""
+
+    problem: str
+    """What is wrong with it, as a phrase that follows the member's name."""
+
+
+_SCALAR_END = json.JSONDecoder(parse_int=str, parse_float=str, parse_constant=str)
+_BRACKET_OR_QUOTE = re.compile(r'["\[\]{}]')
+
+
+def _members(line: str) -> dict[str, Any] | None:
+    """The members of the JSON object ``line``, each read on its own, or None when ``line``
+    is not a JSON object. A member Python cannot read either (nested past its recursion
+    limit, an integer of more digits than ``int`` takes) is an :class:`_Unread`, so that
+    the request's id and method are still known. Walks the object's top level without
+    recursion; only runs for a line the SDK refused."""
+    spans = _top_level_spans(line)
+    if spans is None:
+        return None
+    members: dict[str, Any] = {}
+    for name, span in spans:
+        try:
+            members[name] = json.loads(span, parse_int=parse_int)
+        except RecursionError:
+            members[name] = _Unread(
+                f"nests arrays and objects more than {MAX_JSON_DEPTH} levels deep; "
+                "flatten the value"
+            )
+        except UnreadableNumberError as exc:
+            members[name] = _Unread(
+                f"holds an integer of {exc.digits:,} digits, over the {MAX_JSON_INT_DIGITS} a "
+                "value may have; send such a number as a string"
+            )
+        except ValueError:
+            return None
+    return members
+
+
+def _top_level_spans(line: str) -> list[tuple[str, str]] | None:
+    """Each top-level member of the JSON object ``line`` as (name, the text of its value),
+    found without parsing the values; None when ``line`` is not one JSON object."""
+    position = _after_space(line, 0)
+    if not line.startswith("{", position):
+        return None
+    spans: list[tuple[str, str]] = []
+    position = _after_space(line, position + 1)
+    closed = line.startswith("}", position)
+    try:
+        while not closed:
+            if not line.startswith('"', position):
+                return None
+            name, position = _SCALAR_END.raw_decode(line, position)
+            position = _after_space(line, position)
+            if not line.startswith(":", position):
+                return None
+            start = _after_space(line, position + 1)
+            end = _value_end(line, start)
+            if end is None:
+                return None
+            spans.append((name, line[start:end]))
+            position = _after_space(line, end)
+            closed = line.startswith("}", position)
+            if not closed and not line.startswith(",", position):
+                return None
+            position = position if closed else _after_space(line, position + 1)
+    except ValueError:  # a string that does not end, or holds a bad escape
+        return None
+    return spans if _after_space(line, position + 1) == len(line) else None
+
+
+def _after_space(line: str, position: int) -> int:
+    """Where the JSON whitespace that starts at ``position`` ends."""
+    while position < len(line) and line[position] in " \t\n\r":
+        position += 1
+    return position
+
+
+def _value_end(line: str, start: int) -> int | None:
+    """Where the JSON value that begins at ``start`` ends: after its closing bracket for an
+    array or object (strings inside skipped whole), or after a scalar; None if it does not
+    end in ``line``.
+
+    Raises:
+        ValueError: a string in it does not end, or holds a bad escape.
+    """
+    if not line.startswith(("[", "{"), start):
+        try:
+            return _SCALAR_END.raw_decode(line, start)[1]
+        except ValueError:
+            return None
+    depth = 0
+    position = start
+    while (found := _BRACKET_OR_QUOTE.search(line, position)) is not None:
+        mark = found.group()
+        if mark == '"':
+            position = _SCALAR_END.raw_decode(line, found.start())[1]
+            continue
+        depth += 1 if mark in "[{" else -1
+        position = found.end()
+        if depth == 0:
+            return position
+    return None
 
 
 def _refused_value(exc: Exception) -> Any:

@@ -20,13 +20,13 @@ import sys
 from typing import Any, BinaryIO
 
 from contextstore.server.jsonrpc import (
-    DEFAULT_MAX_REQUEST_BYTES,
     INVALID_REQUEST,
     Dispatcher,
     encode,
     error_response,
     logger,
 )
+from contextstore.server.limits import DEFAULT_MAX_REQUEST_BYTES
 
 SKIP_CHUNK = 2**20
 """How much of an over-long line is read (and dropped) at a time."""

@@ -22,6 +22,26 @@ def test_serve_takes_exactly_one_mode(args: list[str]) -> None:
     assert "exactly one of --stdio, --http HOST:PORT or --describe" in result.stderr
 
 
+@pytest.mark.parametrize("mode", [["--stdio"], ["--http", "127.0.0.1:1"]])
+@pytest.mark.parametrize("size", ["1023", "1073741825", "99999999999999999999"])
+def test_max_request_bytes_out_of_range_is_a_usage_error(
+    tmp_path: Path, mode: list[str], size: str
+) -> None:
+    """Below 1 KiB or over 1 GiB the limit is refused before anything starts; a number
+    past the machine's index size crashed the stdio reader ("internal error
+    (OverflowError...)", exit 70)."""
+    db = tmp_path / "store.db"
+    result = CliRunner().invoke(
+        cli, ["--db", str(db), "serve", *mode, "--max-request-bytes", size], obj={}, input=""
+    )
+    assert result.exit_code == 2, result.output
+    assert (
+        f"Invalid value for '--max-request-bytes': {size} is not in the range "
+        "1024<=x<=1073741824." in result.stderr
+    )
+    assert not db.exists()
+
+
 @pytest.mark.parametrize(
     "args", [["mcp", "--allow-writes", "--read-only"], ["--read-only", "mcp", "--allow-writes"]]
 )

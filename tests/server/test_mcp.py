@@ -376,7 +376,7 @@ def test_an_unknown_tool_s_name_is_repeated_clipped(tmp_path: Path) -> None:
     async def body(session: Session) -> None:
         refused = await _fails(session, "t" * 2**20)
         assert refused == (
-            f"Unknown tool: {'t' * 100!r}... (1,048,576 characters); list_tools lists the tools."
+            f"Unknown tool: {'t' * 100!r}... (1,048,576 characters); tools/list lists the tools."
         )
         assert (await _fails(session, "nope")).startswith("Unknown tool: 'nope';")
 
@@ -478,6 +478,82 @@ def test_a_request_the_sdk_cannot_read_is_answered_and_serving_goes_on(tmp_path:
     assert too_deep["id"] == 2 and too_deep["error"]["code"] == -32602
     assert "more than 100 levels deep" in too_deep["error"]["message"]
     assert served["id"] == 3 and not served["result"]["isError"]
+
+
+def test_a_request_python_cannot_read_either_is_answered_with_its_id(tmp_path: Path) -> None:
+    """Nesting past Python's own recursion limit, and an integer of more digits than
+    ``int`` converts, failed the second reading too, so the request got no answer and the
+    client waited forever. Each member is now read on its own: the id and method are
+    known, and the error names the member that cannot be read."""
+    db = tmp_path / "mcp.db"
+    _history(db)
+    server = ServerProcess(["--db", str(db), "mcp"], tmp_path / "data", stdin=True)
+    client = StdioClient(server)
+    nested = "[" * 5000 + "]" * 5000
+    try:
+        _handshake(client)
+        client.write(_raw_request(1, "search_conversations", f'{{"text": "a", "x": {nested}}}'))
+        deep = client.read()
+        client.write(_raw_request(2, "list_conversations", '{"limit": ' + "9" * 4301 + "}"))
+        long_number = client.read()
+        client.write(
+            b'{"jsonrpc": "2.0", "id": 3, "method": "ping", "extra": ' + nested.encode() + b"}"
+        )
+        deep_member = client.read()
+        client.write(b'{"jsonrpc": "2.0", "id": 4, "method": "ping"}')
+        served = client.read()
+    finally:
+        server.stop()
+    assert deep == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {
+            "code": -32602,
+            "message": "invalid params: params nests arrays and objects more than 100 levels "
+            "deep; flatten the value.",
+        },
+    }
+    assert long_number["id"] == 2 and long_number["error"] == {
+        "code": -32602,
+        "message": "invalid params: params holds an integer of 4,301 digits, over the 300 a "
+        "value may have; send such a number as a string.",
+    }
+    assert deep_member["id"] == 3 and deep_member["error"] == {
+        "code": -32600,
+        "message": "invalid request: 'extra' nests arrays and objects more than 100 levels "
+        "deep; flatten the value.",
+    }
+    assert served == {"jsonrpc": "2.0", "id": 4, "result": {}}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"jsonrpc": "2.0", "id": ' + "9" * 4301 + ', "method": "tools/list", "params": {"a": 1}}',
+        '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"a": '
+        + "[" * 2000
+        + "]" * 2000
+        + "}} trailing",
+        '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"a": '
+        + "[" * 2000
+        + "]" * 1999
+        + "}}",
+        '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"a": "\\ud800} ',
+        '{"jsonrpc": "2.0", "id": 1 "method": "tools/call", "params": {"a": "\\ud800"}}',
+    ],
+)
+def test_a_line_read_member_by_member_still_needs_to_be_one_json_object(line: str) -> None:
+    """An id that is itself unreadable has nothing to answer with, and text that is not
+    one whole JSON object (trailing text, an unclosed array, an unclosed string, a missing
+    comma) is not a request, however deep or odd its parts."""
+    from mcp.types import jsonrpc_message_adapter
+    from pydantic import ValidationError
+
+    from contextstore.server.mcp_stdio import unreadable_request_error
+
+    with pytest.raises(ValidationError) as refused:
+        jsonrpc_message_adapter.validate_json(line, by_name=False)
+    assert unreadable_request_error(refused.value) is None
 
 
 @pytest.mark.parametrize(
