@@ -32,6 +32,22 @@ DeletedRange = tuple[int, int]
 """An inclusive ``(start, end)`` range of hidden message indices; start is always 2."""
 
 
+def past_last_but_one(end: int, count: int, where: str = "") -> str:
+    """Why a deleted range cannot end at ``end`` in a conversation of ``count`` messages
+    (``where`` says at which point, for a range of an imported timeline): the newest
+    message always stays visible, so a range ends before the last message but one."""
+    if count < 2:
+        held = "no messages" if count == 0 else "one message"
+        return (
+            f"end {end} is beyond the last message but one: the conversation has {held}"
+            f"{where}, and the newest message always stays visible; append messages first."
+        )
+    return (
+        f"end {end} is beyond the last message but one (index {count - 2}){where}; the "
+        "newest message always stays visible."
+    )
+
+
 def normalize_keep(keep: str) -> KeepStrategy:
     """Return the canonical spelling of a keep strategy.
 

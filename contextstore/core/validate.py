@@ -376,7 +376,7 @@ def check_json_value(
             if depth >= MAX_JSON_DEPTH:
                 raise error(
                     f"{name} nests arrays and objects more than {MAX_JSON_DEPTH} levels "
-                    "deep (MAX_JSON_DEPTH); flatten the value."
+                    "deep; flatten the value."
                 )
             if isinstance(item, dict):
                 for key, child in item.items():
@@ -493,9 +493,15 @@ def check_tool_input_json(text: str) -> None:
 
     try:
         value = json.loads(text, parse_constant=refuse)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError as exc:
         raise InvalidInputError(
-            f"a tool_input update's text must be the JSON of the call's new input object ({exc})."
+            "a tool_input update's text must be the JSON of the call's new input object (it "
+            f"nests arrays and objects more than {MAX_JSON_DEPTH} levels deep)."
+        ) from exc
+    except ValueError as exc:
+        raise InvalidInputError(
+            "a tool_input update's text must be the JSON of the call's new input object (it "
+            f"is not JSON: {exc})."
         ) from exc
     if not isinstance(value, dict):
         raise InvalidInputError(

@@ -171,12 +171,12 @@ class AuditMixin(HistoryMixin, TimelineMixin):
         """
         if not isinstance(text, str) or not text.strip():
             raise InvalidInputError("the search text is empty; pass the words to look for.")
-        check_free_text("the search text", text)
         if len(text) > MAX_SEARCH_LENGTH:
             raise InvalidInputError(
                 f"the search text is {len(text):,} characters, over the "
                 f"{MAX_SEARCH_LENGTH:,} a search takes; search for a shorter part of it."
             )
+        check_free_text("the search text", text)
         check_int("limit", limit, minimum=1, optional=False)
         if conversation_id is not None:
             check_id(conversation_id)

@@ -25,7 +25,7 @@ from contextstore.core.overlays import BlockUpdate, UpdateKind, UpdateMode, bloc
 from contextstore.core.planning import Plan, TruncationSummarizer, plan_truncation
 from contextstore.core.records import AppendedMessage, TruncationDecision
 from contextstore.core.state import ConversationState
-from contextstore.core.truncation import normalize_keep
+from contextstore.core.truncation import normalize_keep, past_last_but_one
 from contextstore.core.validate import (
     MAX_HASH_LENGTH,
     MAX_KEEP_LENGTH,
@@ -366,10 +366,7 @@ class HistoryMixin(NodesMixin):
             count = conversations.message_count(connection, conversation_id)
             current = ranges.load_deleted_range(connection, conversation_id)
             if end >= count - 1:
-                raise InvalidInputError(
-                    f"end {end} is beyond the last message but one (index {count - 2}); the "
-                    "newest message always stays visible."
-                )
+                raise InvalidInputError(past_last_but_one(end, count))
             if current is not None and end < current[1]:
                 raise InvalidInputError(
                     f"end {end} would shrink the current range (2, {current[1]}); ranges only "

@@ -22,6 +22,7 @@ from contextstore.core.rows import (
     TimelineRow,
     UpdateRow,
 )
+from contextstore.core.truncation import past_last_but_one
 from contextstore.core.validate import (
     MAX_HASH_LENGTH,
     MAX_INT32,
@@ -411,10 +412,7 @@ def _range_values(row: RangeRow, count: int, current_end: int | None) -> dict[st
     check_free_text("reason", row.reason, optional=False)
     check_free_text("summary", row.summary)
     if count and row.end >= count - 1:
-        raise InvalidInputError(
-            f"end {row.end} is beyond the last message but one (index {count - 2}) at this "
-            "point of the timeline; the newest message always stays visible."
-        )
+        raise InvalidInputError(past_last_but_one(row.end, count, " at this point of the timeline"))
     if current_end is not None and row.end < current_end:
         raise InvalidInputError(
             f"end {row.end} would shrink the range (2, {current_end}) set before it; ranges "

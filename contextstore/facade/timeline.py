@@ -32,6 +32,10 @@ from contextstore.storage import checkpoints, conversations, timeline
 from contextstore.storage.clock import not_found, now_ms, set_message_count, tick
 from contextstore.storage.database import Connection
 
+ROLLBACK_TARGET = "the rollback target (to)"
+"""How errors name :meth:`~TimelineMixin.rollback`'s ``to``, its parameter in every
+interface (the Python API, JSON-RPC and MCP)."""
+
 
 class TimelineMixin(StoreBase):
     """Checkpoints, rollbacks with their archive, and forks."""
@@ -87,11 +91,11 @@ class TimelineMixin(StoreBase):
         parameter, named in errors (a rollback's target by default)."""
         if isinstance(to, bool) or not isinstance(to, str | int):
             raise InvalidInputError(
-                f"{name or 'rollback target'} must be a checkpoint label or a ts in "
+                f"{name or ROLLBACK_TARGET} must be a checkpoint label or a ts in "
                 f"milliseconds, got {shown(to)}."
             )
         if isinstance(to, int):
-            check_ts(name or "rollback ts", to, optional=False)
+            check_ts(name or ROLLBACK_TARGET, to, optional=False)
             return to
         check_text("checkpoint label", to, MAX_LABEL_LENGTH, optional=False)
         if labelled is None:

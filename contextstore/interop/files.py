@@ -392,6 +392,6 @@ def check_depth(text: str, path: Path, where: str | None = None) -> None:
             path,
             where,
             f"nests arrays and objects {depth} levels deep, over the limit of "
-            f"{MAX_JSON_DEPTH} (MAX_JSON_DEPTH); no agent writes such a file. Nothing was "
+            f"{MAX_JSON_DEPTH}; no agent writes such a file. Nothing was "
             "imported.",
         )

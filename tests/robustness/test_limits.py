@@ -165,7 +165,9 @@ def test_the_depth_limit_at_n_and_n_plus_one(store: ContextStore, backend_case: 
         store.set_conversation_metadata(CID, value)
     else:
         before = store.row_counts()
-        with pytest.raises(InvalidInputError, match="MAX_JSON_DEPTH"):
+        with pytest.raises(
+            InvalidInputError, match=f"more than {MAX_JSON_DEPTH} levels deep; flatten"
+        ):
             store.create_conversation(metadata={"x": value})
         assert store.row_counts() == before
 

@@ -513,6 +513,10 @@ def test_search_text_is_bounded_alike_on_every_backend(store: ContextStore) -> N
     assert [h.conversation_id for h in store.search(longest)] == [cid]
     with pytest.raises(InvalidInputError, match=r"^the search text is 4,097 characters"):
         store.search(longest + "x")
+    # Past the byte limit of any stored text as well, it is still the search's limit that
+    # is named (the text's limit advised storing the text outside the conversation).
+    with pytest.raises(InvalidInputError, match=r"^the search text is 1,048,577 characters, "):
+        store.search("x" * (2**20 + 1))
 
 
 def test_viewed_messages_mark_the_hidden_range_and_rewrites(store: ContextStore) -> None:

@@ -127,6 +127,24 @@ def test_rollback_keeps_overlays_written_before_the_checkpoint(store: ContextSto
     assert store.render(conv.id)[2]["content"][0]["content"] == "early rewrite"
 
 
+@pytest.mark.parametrize(("count", "held"), [(0, "no messages"), (1, "one message")])
+def test_a_range_in_a_conversation_too_short_for_one_says_so(
+    store: ContextStore, count: int, held: str
+) -> None:
+    """With no message, or one, there is no "last message but one" to name (it said
+    "index -2")."""
+    conv = store.create_conversation()
+    if count:
+        store.append(conv.id, "user", "hello")
+    with pytest.raises(InvalidInputError) as refused:
+        store.set_deleted_range(conv.id, 1)
+    assert str(refused.value) == (
+        f"end 1 is beyond the last message but one: the conversation has {held}, and the "
+        "newest message always stays visible; append messages first."
+    )
+    assert store.deleted_range(conv.id) is None
+
+
 def test_deleted_range_and_set_deleted_range_rules(store: ContextStore) -> None:
     conv = store.create_conversation()
     store.append(conv.id, session(3))
@@ -136,7 +154,9 @@ def test_deleted_range_and_set_deleted_range_rules(store: ContextStore) -> None:
     assert store.deleted_range(conv.id, as_of=first - 1) is None
     with pytest.raises(InvalidInputError, match="shrink"):
         store.set_deleted_range(conv.id, 3)
-    with pytest.raises(InvalidInputError, match="beyond the last message but one"):
+    with pytest.raises(
+        InvalidInputError, match=r"^end 6 is beyond the last message but one \(index 5\); "
+    ):
         store.set_deleted_range(conv.id, 6)
     view = store.render(conv.id)
     # the range ends on a user message, so message 1's call would be followed by an
