@@ -53,7 +53,7 @@ def demo(ctx: click.Context, crash_kills: int) -> None:
     run = _run_number(store)
     terminal.out(f"database: {store.location}")
     terminal.out(f"demo run {run}: its conversations are titled 'demo {run}: ...'")
-    conv_id = _demo_rollback(store, run)
+    conv_id = _demo_rollback(ctx, store, run)
     overflow_id, request_id = _demo_overflow(store, run)
     _demo_secrets_and_audit(store, conv_id)
     _demo_formats(store, conv_id)
@@ -67,7 +67,7 @@ def _heading(text: str) -> None:
     terminal.out(f"== {text} ==")
 
 
-def _demo_rollback(store: ContextStore, run: int) -> str:
+def _demo_rollback(ctx: click.Context, store: ContextStore, run: int) -> str:
     conv = store.create_conversation(
         model_id="claude-sonnet-4-5", context_window=200_000, title=f"demo {run}: {TASK_TITLE}"
     )
@@ -113,8 +113,9 @@ def _demo_rollback(store: ContextStore, run: int) -> str:
     )
     terminal.out(
         f"{report.total_removed} rows were removed in one transaction and kept in "
-        f"the archive tables (rollback {report.rollback_id}: 'contextstore restore {conv.id} "
-        f"{report.rollback_id}' would put them back)."
+        f"the archive tables (rollback {report.rollback_id}: "
+        f"'{command_line(ctx, 'restore', conv.id, str(report.rollback_id))}' would put them "
+        "back)."
     )
     return conv.id
 

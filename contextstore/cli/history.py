@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import shlex
 from typing import Any
 
 import click
 
 from contextstore.cli import terminal
-from contextstore.cli.common import json_option, open_store
+from contextstore.cli.common import command_line, json_option, open_store
 from contextstore.cli.output import clipped, conversation_rows
 from contextstore.cli.times import MOMENT, Moment, format_ts, resolve
 from contextstore.core.nodes import Node
@@ -114,29 +113,25 @@ def _show_nodes(
 _PREVIEW = 120
 
 
-def _note_later_rollbacks(store: Any, conversation_id: str, ts: int) -> None:
+def _note_later_rollbacks(ctx: click.Context, store: Any, conversation_id: str, ts: int) -> None:
     """Say when a rollback that ran after ``ts`` removed rows written before it: the view
     of ``ts`` is then the history as it stands, without them, not what was seen then."""
-    quoted = shlex.quote(conversation_id)
     for event in store.audit(conversation_id).rollbacks:
         if not (event.cutoff_ts < ts < event.ran_at) or event.restored_ts is not None:
             continue
         if not event.total_removed:
             continue
+        restore = command_line(ctx, "restore", conversation_id, str(event.rollback_id))
         if event.target is None:  # an import replaced rows the agent had rewritten
+            back_to = command_line(ctx, "rollback", conversation_id, "--to", str(event.cutoff_ts))
             terminal.note(
                 f"an import (rollback {event.rollback_id}, {format_ts(event.ran_at)}) "
                 f"replaced what was written after {format_ts(event.cutoff_ts)} by the "
                 "agent's rewrite of it: this is the rewritten history. The replaced rows are "
-                f"archived: 'contextstore rollback {quoted} --to {event.cutoff_ts}', then "
-                f"'contextstore restore {quoted} {event.rollback_id}' puts them back."
+                f"archived: '{back_to}', then '{restore}' puts them back."
             )
             continue
-        back = (
-            "they were purged"
-            if event.purged
-            else f"'contextstore restore {quoted} {event.rollback_id}' puts them back"
-        )
+        back = "they were purged" if event.purged else f"'{restore}' puts them back"
         terminal.note(
             f"rollback {event.rollback_id} ran later ({format_ts(event.ran_at)}) and removed "
             f"what was written after {format_ts(event.cutoff_ts)}: this is the history "
@@ -163,7 +158,7 @@ def _show(
     store.get_conversation(conversation_id)
     ts = None if as_of is None else resolve(store, conversation_id, as_of, "--as-of")
     if ts is not None:
-        _note_later_rollbacks(store, conversation_id, ts)
+        _note_later_rollbacks(ctx, store, conversation_id, ts)
     if nodes:
         _show_nodes(store, conversation_id, ts, pristine, as_json)
         return

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from contextstore.cli import terminal
-from contextstore.cli.common import IntegerRange, json_option, open_store
+from contextstore.cli.common import IntegerRange, command_line, json_option, open_store
 from contextstore.cli.output import has_usage
 from contextstore.cli.times import format_ts
 from contextstore.core.errors import RequestNotFoundError
@@ -130,5 +130,5 @@ def show_request(
         ]
     )
     if record.payload_sha256:
-        quoted = shlex.quote(conversation_id)
-        terminal.note(f"the exact body: contextstore request {quoted} {record.id} --payload")
+        body = command_line(ctx, "request", conversation_id, str(record.id), "--payload")
+        terminal.note(f"the exact body: {body}")

@@ -404,8 +404,13 @@ def interactive() -> bool:
 
 
 def confirm(question: str) -> bool:
-    """Ask a yes/no question on the terminal; the default is no."""
-    return Confirm.ask(Text(question), console=stderr(), default=False)
+    """Ask a yes/no question on the terminal; the default is no, and so is the end of the
+    input (Ctrl-D), which ended the command in an internal error."""
+    try:
+        return Confirm.ask(Text(question), console=stderr(), default=False)
+    except EOFError:
+        stderr().print()
+        return False
 
 
 @contextmanager

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import shlex
 from typing import Any
 
 import click
@@ -12,6 +11,7 @@ from contextstore.cli import terminal
 from contextstore.cli.common import (
     IntegerRange,
     at_most,
+    command_line,
     confirm_or_refuse,
     json_option,
     open_store,
@@ -187,7 +187,7 @@ def rollback(
     )
     if report.archived:
         terminal.note(
-            f"undo with: contextstore restore {shlex.quote(conversation_id)} {report.rollback_id}"
+            f"undo with: {command_line(ctx, 'restore', conversation_id, str(report.rollback_id))}"
         )
 
 

@@ -55,7 +55,14 @@ def cli_wording(message: str, program: Sequence[str] = PROGRAM) -> str:
     store the command ran on)."""
     for pattern, replacement in RULES:
         message = re.sub(pattern, _bound(replacement, program), message)
+    if tuple(program) != PROGRAM:
+        message = SUGGESTED_COMMAND.sub(f"'{shlex.join(program)} ", message)
     return message
+
+
+SUGGESTED_COMMAND = re.compile(r"'contextstore (?!--db |recover )")
+"""The start of a command a library message suggests (``'contextstore migrate'``), which
+runs on the store the failed command named; ``recover`` takes its files as arguments."""
 
 
 def _bound(

@@ -85,7 +85,8 @@ def test_a_stale_database_tells_which_command_upgrades_it(tmp_path: Path) -> Non
     with contextlib.closing(sqlite3.connect(db)) as connection:  # a database, no schema yet
         connection.execute("PRAGMA user_version = 1")
     code, _, err = _run("--db", str(db), "conversations")
-    assert code == 4 and "contextstore migrate" in err
+    # The command runs as printed: without --db it migrated the default store instead.
+    assert code == 4 and f"run 'contextstore --db {db} migrate' to upgrade it." in err
     assert _run("--db", str(db), "migrate")[0] == 0
 
 

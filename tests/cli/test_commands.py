@@ -288,10 +288,27 @@ def test_rollback_asks_on_a_terminal(seeded: Seeded, monkeypatch: pytest.MonkeyP
     assert accepted.code == 0 and counts(seeded)["messages"] == 5
 
 
+@pytest.mark.parametrize("command", ["rollback", "delete"])
+def test_the_end_of_the_input_at_a_question_is_a_no(
+    seeded: Seeded, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """Ctrl-D at the confirmation (no line at all) ended in an internal error (EOFError,
+    exit 70); it declines, as "n" does."""
+    monkeypatch.setattr(terminal, "interactive", lambda: True)
+    before = counts(seeded)
+    target = ["--to", seeded.label] if command == "rollback" else []
+    declined = run("--db", seeded.db, command, seeded.cid, *target, input="")
+    assert declined.code == 1, declined.err
+    assert declined.err.rstrip().endswith("cancelled; nothing was changed.")
+    assert counts(seeded) == before
+
+
 def test_rollback_with_yes_removes_reports_and_names_the_undo(seeded: Seeded) -> None:
     done = run("--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label, "--yes")
     assert done.code == 0 and re.search(r"rows removed", done.out)
-    assert re.search(rf"undo with: contextstore restore {seeded.cid} \d+", done.err)
+    assert re.search(
+        rf"undo with: contextstore --db {seeded.db} restore {seeded.cid} \d+", done.err
+    )
     assert counts(seeded)["messages"] == 5
     again = run("--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label, "--yes")
     assert again.code == 0 and "no rollback ran" in again.err
@@ -367,7 +384,7 @@ def test_restore_puts_the_rows_back_once(seeded: Seeded) -> None:
     assert twice.code == 2 and "already restored" in twice.err
     missing = run("--db", seeded.db, "restore", seeded.cid, "999")
     assert missing.code == 3 and "no rollback 999" in missing.err
-    assert f"'contextstore audit {seeded.cid}'" in missing.err
+    assert f"'contextstore --db {seeded.db} audit {seeded.cid}'" in missing.err
 
 
 def test_fork_prints_only_the_new_id(seeded: Seeded) -> None:
@@ -390,7 +407,8 @@ def test_delete_refuses_off_a_terminal_then_deletes_with_yes(seeded: Seeded) -> 
     assert done.code == 0 and set(done.json()) == {"conversation_id", "removed"}
     assert done.json()["removed"]["messages"] == 8
     gone = run("--db", seeded.db, "delete", seeded.cid, "--yes")
-    assert gone.code == 3 and "list them with 'contextstore conversations'" in gone.err
+    assert gone.code == 3
+    assert f"list them with 'contextstore --db {seeded.db} conversations'" in gone.err
 
 
 # -- requests ---------------------------------------------------------------------------
@@ -419,12 +437,17 @@ def test_request_fields_json_and_the_verified_payload(seeded: Seeded) -> None:
 @pytest.mark.parametrize(
     ("which", "flags", "code", "message"),
     [
-        ("999", (), 3, "has no request 999; list them with 'contextstore requests {cid}'"),
+        (
+            "999",
+            (),
+            3,
+            "has no request 999; list them with 'contextstore --db {db} requests {cid}'",
+        ),
         (
             "999",
             ("--payload",),
             3,
-            "has no request 999; list them with 'contextstore requests {cid}'",
+            "has no request 999; list them with 'contextstore --db {db} requests {cid}'",
         ),
         ("recorded", ("--payload",), 3, "only requests prepared through contextstore"),
     ],
@@ -434,7 +457,7 @@ def test_request_mistakes(
 ) -> None:
     number = str(seeded.recorded_id) if which == "recorded" else which
     got = run("--db", seeded.db, "request", seeded.cid, number, *flags)
-    assert got.code == code and message.format(cid=seeded.cid) in got.err
+    assert got.code == code and message.format(cid=seeded.cid, db=seeded.db) in got.err
     assert "prepare_request" not in got.err
 
 
@@ -761,7 +784,7 @@ def test_commands_that_change_a_conversation_never_migrate_the_database(
     with contextlib.closing(sqlite3.connect(db)) as connection:
         connection.execute("PRAGMA user_version = 1")  # a database without the schema
     got = run("--db", str(db), *command)
-    assert got.code == 4 and "contextstore migrate" in got.err
+    assert got.code == 4 and f"'contextstore --db {db} migrate'" in got.err
     with contextlib.closing(sqlite3.connect(db)) as connection:
         assert connection.execute("SELECT count(*) FROM sqlite_master").fetchone() == (0,)
 
@@ -777,10 +800,11 @@ def test_hints_quote_an_id_for_the_shell(tmp_path: Path) -> None:
         store.checkpoint(odd, "cp")
         store.append(odd, "assistant", "hi")
     missing = run("--db", db, "show", odd, "--as-of", "nolabel")
-    assert missing.code == 3 and f"'contextstore checkpoints {shlex.quote(odd)}'" in missing.err
+    assert missing.code == 3
+    assert f"'contextstore --db {db} checkpoints {shlex.quote(odd)}'" in missing.err
     done = run("--db", db, "rollback", odd, "--to", "cp", "--yes")
     hint = re.search(r"undo with: (.*)$", done.err, re.M)
-    assert hint and shlex.split(hint.group(1)) == ["contextstore", "restore", odd, "1"]
+    assert hint and shlex.split(hint.group(1)) == ["contextstore", "--db", db, "restore", odd, "1"]
 
 
 def test_a_request_of_a_conversation_that_is_not_there_says_so(seeded: Seeded) -> None:
@@ -832,7 +856,7 @@ def test_show_as_of_a_moment_a_later_rollback_removed_says_so(tmp_path: Path) ->
     at_the_moment = run("--db", db, "show", cid, "--as-of", str(seen), "--format", "stored")
     assert at_the_moment.code == 0 and "removed later" not in at_the_moment.out
     assert f"rollback {rollback} ran later" in at_the_moment.err
-    assert f"contextstore restore {cid} {rollback}' puts them back" in at_the_moment.err
+    assert f"'contextstore --db {db} restore {cid} {rollback}' puts them back" in at_the_moment.err
     before_the_cutoff = run("--db", db, "show", cid, "--as-of", "cp")
     assert before_the_cutoff.code == 0 and "ran later" not in before_the_cutoff.err
 

@@ -196,7 +196,8 @@ def test_a_library_error_is_one_line_with_its_exit_code(seeded: Seeded) -> None:
     got = run("--db", seeded.db, "show", "nope")
     assert got.code == 3 and got.out == ""
     assert got.err == (
-        "error: no conversation has id 'nope'; list them with 'contextstore conversations'.\n"
+        "error: no conversation has id 'nope'; list them with 'contextstore --db "
+        f"{seeded.db} conversations'.\n"
     )
 
 
@@ -289,7 +290,7 @@ def test_library_messages_reach_the_user_in_cli_terms(
         with contextlib.closing(sqlite3.connect(tmp_path / "stale.db")) as connection:
             connection.execute("PRAGMA user_version = 1")  # a database without the schema
         got = run("--db", str(tmp_path / "stale.db"), "conversations")
-        assert "contextstore migrate" in got.err
+        assert f"'contextstore --db {tmp_path / 'stale.db'} migrate'" in got.err
     elif mistake == "request":
         got = run("--db", seeded.db, "request", seeded.cid, "999", "--payload")
     elif mistake == "unprepared":
@@ -622,7 +623,8 @@ def test_a_command_on_a_database_that_is_not_there_creates_nothing(
     assert got.code == 3, got.err
     assert got.err == (
         f"error: there is no database at {db} (--db or $CONTEXTSTORE_DB); check the path, or "
-        "create one by writing to it ('contextstore import ...', 'contextstore demo').\n"
+        f"create one by writing to it ('contextstore --db {db} import ...', 'contextstore --db "
+        f"{db} demo').\n"
     )
     assert not db.parent.exists()
 
