@@ -209,5 +209,6 @@ def test_mcp_on_a_database_not_there_says_where_it_looked_and_creates_nothing(
     result = CliRunner().invoke(cli, ["--db", str(missing), "mcp", *flags])
     assert result.exit_code == 3, result.output
     assert f"there is no database at {missing}" in result.output
-    assert "contextstore import" in result.output and "Traceback" not in result.output
+    assert f"'contextstore --db {missing} import ...'" in result.output
+    assert "Traceback" not in result.output
     assert not missing.parent.exists()
