@@ -93,6 +93,11 @@ _POSTGRES_FULL = ("53100",)
 _POSTGRES_READ_ONLY = ("25006",)
 
 
+_SQLITE_BAD_JSON = "malformed JSON"
+"""SQLite's whole message when a JSON function (``json_extract``, ``json_each``, ``->>``) reads
+text that is not JSON (generic ``SQLITE_ERROR``)."""
+
+
 def first_line(exc: BaseException) -> str:
     """The first line of an error's text (drivers append context lines), or its class name
     when it has no text: what a message quotes of the database's own words."""
@@ -122,6 +127,13 @@ def classify_database_error(exc: BaseException) -> ContextStoreError | None:
     if code.startswith(_SQLITE_CORRUPT) or state in _POSTGRES_CORRUPT:
         return CorruptDatabaseError(
             f"the database is damaged ({reason}); 'contextstore check' shows where; {RECOVER_HINT}."
+        )
+    if code == "SQLITE_ERROR" and reason == _SQLITE_BAD_JSON:
+        # Only contextstore writes these columns, and always valid JSON (PostgreSQL's jsonb
+        # cannot hold anything else): a value SQLite's JSON functions cannot read is damage.
+        return CorruptDatabaseError(
+            f"the database holds a value that is not valid JSON ({reason}); 'contextstore "
+            f"check' shows where; {RECOVER_HINT}."
         )
     if code.startswith("SQLITE_FULL") or state in _POSTGRES_FULL:
         return StorageFullError(

@@ -179,6 +179,29 @@ def test_reads_that_reach_a_damaged_page_raise_corrupt_database_error(tmp_path: 
         store.create_conversation()  # the store goes on working where it can
 
 
+def test_an_audit_that_reaches_a_value_that_is_not_json_names_the_damage(
+    tmp_path: Path,
+) -> None:
+    """The audit's views read block data with SQLite's JSON functions, whose "malformed
+    JSON" ended `audit` and `report` in an internal error (exit 70) where `show` names the
+    damaged row (exit 5)."""
+    seeded = seeded_file(tmp_path / "store.db", conversations=1, messages=4)
+    cid = seeded.conversations[0]
+    _break(seeded.path, BREAKS["render"], cid)
+    with ContextStore.open(seeded.path) as store, pytest.raises(CorruptDatabaseError) as damaged:
+        store.audit(cid)
+    assert str(damaged.value).startswith(
+        "the database holds a value that is not valid JSON (malformed JSON); 'contextstore "
+        "check' shows where; "
+    )
+    for command in (["audit", cid], ["report", cid, "-o", str(tmp_path / "r.html")]):
+        got = run("--db", str(seeded.path), *command)
+        assert got.code == 5, got.err
+        assert got.err.startswith("error: the database holds a value that is not valid JSON")
+    query = run("--db", str(seeded.path), "sql", "SELECT json_extract('{bad', '$')")
+    assert query.code == 2 and query.err == "error: the query failed: malformed JSON.\n"
+
+
 # -- check: the store's invariants ---------------------------------------------------------
 
 BREAKS: dict[str, str] = {
