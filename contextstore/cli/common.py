@@ -313,12 +313,13 @@ READING_COMMANDS = "conversations, show, audit, search, export"
 
 
 def command_name(ctx: click.Context) -> str:
-    """``'contextstore import cline'``: the command being run, as the user types it."""
+    """``import cline``: the command being run, as the user types it after the program and
+    its options (a message names it, where a command it suggests is quoted whole)."""
     names = []
     while ctx.parent is not None:
         names.append(ctx.info_name or "")
         ctx = ctx.parent
-    return "'" + " ".join(["contextstore", *reversed(names)]) + "'"
+    return " ".join(reversed(names))
 
 
 def refuse_read_only_location(ctx: click.Context) -> None:
@@ -352,7 +353,8 @@ def cannot_write_there(ctx: click.Context, situation: str) -> str:
     file_there = path is not None and path.exists()
     copy = " (a copy of this one in a writable directory, for example)" if file_there else ""
     message = (
-        f"{situation}; {command_name(ctx)} writes to the database, so it cannot run on a "
+        f"{situation}; the {command_name(ctx)} command writes to the database, so it cannot "
+        "run on a "
         f"read-only location; to run it, point --db at a database that can be written{copy}."
     )
     if path is None or file_there:

@@ -135,6 +135,12 @@ def classify_database_error(exc: BaseException) -> ContextStoreError | None:
             f"the database holds a value that is not valid JSON ({reason}); 'contextstore "
             f"check' shows where; {RECOVER_HINT}."
         )
+    if code == "SQLITE_IOERR_SHMSIZE":
+        return StorageFullError(
+            f"the disk or quota is full: SQLite could not grow the shared-memory index it "
+            f"keeps beside the database (the -shm file; {reason}), so it cannot read or "
+            "write the store; nothing was changed. Free space and retry."
+        )
     if code.startswith("SQLITE_FULL") or state in _POSTGRES_FULL:
         return StorageFullError(
             f"the disk or quota is full ({reason}); the write was rolled back, so the store is "

@@ -22,6 +22,7 @@ from contextstore.core.errors import (
     InvalidInputError,
     NotFoundError,
     ReadOnlyLocationError,
+    StorageFullError,
 )
 from contextstore.core.os_errors import os_error
 
@@ -298,6 +299,15 @@ def read_only_uri(path: Path) -> str:
     return f"file:{quoted}?mode=ro"
 
 
+def _first_page_refused(path: Path, reason: str) -> StorageFullError:
+    """The error for a new database whose first page the disk would not take."""
+    return StorageFullError(
+        f"cannot create a database at {path}: SQLite could not write its first page "
+        f"({reason}); nothing was created. Free space (or lift the file size limit, "
+        "ulimit -f) and retry."
+    )
+
+
 def create_database_file(path: Path, page_size: int) -> None:
     """Create a new SQLite database at ``path`` if nothing is there, atomically.
 
@@ -309,6 +319,8 @@ def create_database_file(path: Path, page_size: int) -> None:
 
     Raises:
         ReadOnlyLocationError: the directory cannot be written.
+        StorageFullError: the disk (or the process's file size limit) would not take the
+            file's first page; nothing is left behind.
     """
     if path.exists():
         return
@@ -326,12 +338,19 @@ def create_database_file(path: Path, page_size: int) -> None:
             ) from exc
         raise os_error(exc, f"create a database at {path}") from exc
     try:
-        connection = sqlite3.connect(temporary)
         try:
-            connection.execute(f"PRAGMA page_size = {int(page_size)}")
-            connection.execute("PRAGMA journal_mode = WAL")
-        finally:
-            connection.close()
+            connection = sqlite3.connect(temporary)
+            try:
+                connection.execute(f"PRAGMA page_size = {int(page_size)}")
+                # The change is made, and fails on a full disk, when its row is read:
+                # unread, a file of no bytes was linked into place (then refused as damage).
+                (mode,) = connection.execute("PRAGMA journal_mode = WAL").fetchone()
+            finally:
+                connection.close()
+        except sqlite3.Error as exc:
+            raise _first_page_refused(path, str(exc)) from exc
+        if mode != "wal" or temporary.stat().st_size == 0:
+            raise _first_page_refused(path, f"journal mode {mode}")
         try:
             os.link(temporary, path)
         except FileExistsError:

@@ -4,11 +4,14 @@ resume when space returns (README "Guarantees")."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +129,93 @@ def test_postgresql_disk_full_is_storage_full_error() -> None:
     read_only = classify_database_error(psycopg.errors.ReadOnlySqlTransaction("standby"))
     assert read_only is not None and read_only.exit_code == 9
     assert classify_database_error(psycopg.errors.UndefinedTable("x")) is None
+
+
+def test_a_new_store_on_a_full_tmpfs_leaves_nothing_and_a_retry_works(tmp_path: Path) -> None:
+    """On a full tmpfs the new file's first page was refused unseen (the pragma's row was
+    never read), so a file of no bytes was linked into place, and every later command
+    refused it as a lost database (exit 5), the retry after freeing space included."""
+    with _small_tmpfs(tmp_path / "disk", "1m") as disk:
+        ballast = disk / "ballast"
+        with contextlib.suppress(OSError), ballast.open("wb") as filling:
+            while True:
+                filling.write(b"\0" * 4096)
+                filling.flush()
+        os.truncate(ballast, ballast.stat().st_size - 8192)  # room for one page, no more
+        refused = _contextstore("--db", str(disk / "new.db"), "conversations", "--json")
+        assert refused.returncode == 3  # reading never creates; writing commands do:
+        refused = _contextstore("--db", str(disk / "new.db"), "migrate")
+        assert refused.returncode == 8, refused.stderr
+        assert sorted(p.name for p in disk.iterdir()) == ["ballast"]
+        ballast.unlink()
+        assert _contextstore("--db", str(disk / "new.db"), "migrate").returncode == 0
+        assert _contextstore("--db", str(disk / "new.db"), "conversations").returncode == 0
+
+
+resource = pytest.importorskip("resource")  # POSIX only
+
+TIMEOUT_SECONDS = 120
+
+
+def _limited(size: int) -> Callable[[], None]:
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past it fails, not the process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+    return limit
+
+
+def _contextstore(
+    *args: str, file_size_limit: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "contextstore", *args],
+        preexec_fn=None if file_size_limit is None else _limited(file_size_limit),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_SECONDS,
+        check=False,
+    )
+
+
+def test_a_new_store_whose_first_page_does_not_fit_leaves_nothing(tmp_path: Path) -> None:
+    """The first page of a new database did not fit: a file of no bytes was linked into
+    place (on a full tmpfs), which every later command refused as a lost database, or the
+    failure was an internal error (exit 70). Now nothing is created and a retry works."""
+    folder = tmp_path / "stores"
+    folder.mkdir()
+    db = folder / "new.db"
+    refused = _contextstore("--db", str(db), "demo", file_size_limit=4096)
+    assert refused.returncode == 8, refused.stderr
+    assert refused.stderr == (
+        f"error: cannot create a database at {db}: SQLite could not write its first page "
+        "(disk I/O error); nothing was created. Free space (or lift the file size limit, "
+        "ulimit -f) and retry.\n"
+    )
+    assert list(folder.iterdir()) == []
+    retried = _contextstore("--db", str(db), "demo", "--crash-kills", "0")
+    assert retried.returncode == 0, retried.stderr
+
+
+def test_a_store_whose_shared_memory_index_cannot_grow_is_full_not_an_io_error(
+    tmp_path: Path,
+) -> None:
+    """SQLite grows the -shm file beside a WAL database to 32 KiB when it opens it; on a
+    full disk that failed as "disk I/O error" (exit 1, "check --db"), reads included."""
+    db = tmp_path / "store.db"
+    with ContextStore.open(db) as store:
+        store.append(store.create_conversation().id, "user", "kept")
+    for leftover in (Path(f"{db}-shm"), Path(f"{db}-wal")):
+        leftover.unlink(missing_ok=True)
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    refused = _contextstore("--db", str(db), "conversations", file_size_limit=16 * 1024)
+    assert refused.returncode == 8, refused.stderr
+    assert refused.stderr.startswith(
+        "error: the disk or quota is full: SQLite could not grow the shared-memory index it "
+        "keeps beside the database (the -shm file; disk I/O error)"
+    )
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    copy = tmp_path / "copy.db"
+    shutil.copy(db, copy)
+    assert _contextstore("--db", str(copy), "conversations").returncode == 0
+    assert os.path.getsize(db) == os.path.getsize(copy)

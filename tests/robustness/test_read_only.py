@@ -96,7 +96,7 @@ def test_the_cli_says_to_pass_read_only_and_obeys_it(tmp_path: Path) -> None:
         assert run("--db", db, "check").code == 0  # check opens read-only by itself
         got = run("--read-only", "--db", db, "checkpoint", ids[0], "--label", "x")
         assert got.code == 9 and "drop --read-only" not in got.err
-        assert "'contextstore checkpoint' writes to the database, so it cannot run" in got.err
+        assert "the checkpoint command writes to the database, so it cannot run" in got.err
 
 
 def _cline_task(tmp_path: Path) -> Path:
@@ -131,7 +131,7 @@ def test_a_command_that_writes_says_it_cannot_run_there_and_reads_can(tmp_path: 
             assert got.code == 9 and got.err.count("\n") == 1, (name, flags, got.err)
             assert got.err == (
                 f"error: {db} is in a location that cannot be written (a read-only file, "
-                f"directory or medium); 'contextstore {name}' writes to the database, so it "
+                f"directory or medium); the {name} command writes to the database, so it "
                 "cannot run on a read-only location; to run it, point --db at a database that "
                 "can be written (a copy of this one in a writable directory, for example). "
                 "Commands that only read (conversations, show, audit, search, export) work "
@@ -154,7 +154,7 @@ def test_a_command_that_writes_says_it_cannot_run_there_and_reads_can(tmp_path: 
         got = run("--db", new, "import", "cline", str(task))
         assert got.code == 9 and got.err == (
             f"error: {new} is in a location that cannot be written (a read-only file, "
-            "directory or medium); 'contextstore import cline' writes to the database, so it "
+            "directory or medium); the import cline command writes to the database, so it "
             "cannot run on a read-only location; to run it, point --db at a database that can "
             "be written.\n"
         )  # no store there: nothing to read either
