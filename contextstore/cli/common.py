@@ -11,6 +11,7 @@ line, and the full traceback written to a file).
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import shlex
 import signal
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 from sqlalchemy.exc import DBAPIError
 
 from contextstore.cli import terminal
@@ -75,9 +77,16 @@ class IntegerRange(click.IntRange):
 
 class NumberRange(click.FloatRange):
     """``click.FloatRange`` that names what it takes (click said "is not a valid float
-    range")."""
+    range"), and takes only finite numbers (``nan`` passed every bound, ``inf`` an open
+    one)."""
 
     name = "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 def at_most(limit: int) -> Any:
@@ -211,14 +220,24 @@ MAKES_ITS_OWN_DATABASES = frozenset({"bench", "crash-test"})
 names, so the store's ``--db`` and ``--read-only`` options are not theirs."""
 
 
-def refuse_read_only_flag(ctx: click.Context) -> None:
-    """Refuse ``--read-only`` (given before the command name) for a command that only
-    writes databases of its own: it would be ignored, and the user would think that
-    nothing was written."""
+def refuse_store_options(ctx: click.Context, *, own_file: str = "") -> None:
+    """Refuse the store's ``--read-only`` and ``--db`` (given before the command name) for
+    a command that only writes databases of its own: they would be ignored, and the user
+    would think that nothing was written, or that the store named was the one used
+    (``own_file``: how the command names a file of its own instead). ``$CONTEXTSTORE_DB``
+    stays allowed: it names the store for every command, not for this one."""
     if (ctx.obj or {}).get("read_only"):
         raise click.UsageError(
             f"--read-only does not apply to {ctx.info_name}: it writes new databases of its "
             "own and never opens the store; run it without --read-only.",
+            ctx,
+        )
+    root = ctx.find_root()
+    if root.get_parameter_source("db") == ParameterSource.COMMANDLINE:
+        raise click.UsageError(
+            f"--db before the command does not apply to {ctx.info_name}: it writes new "
+            f"databases of its own and never opens the store; run it without that --db"
+            f"{own_file}.",
             ctx,
         )
 

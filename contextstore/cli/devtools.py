@@ -13,7 +13,7 @@ from contextstore.cli.common import (
     IntegerRange,
     NumberRange,
     handle_errors,
-    refuse_read_only_flag,
+    refuse_store_options,
 )
 
 
@@ -47,7 +47,9 @@ def crash_test(kills: int, seed: int, db_path: str | None, max_delay: float) -> 
 
     from contextstore.devtools.crash import run_campaign
 
-    refuse_read_only_flag(click.get_current_context())
+    refuse_store_options(
+        click.get_current_context(), own_file=" (crash-test --db NEW_FILE names a file of its own)"
+    )
 
     with (
         tempfile.TemporaryDirectory(prefix="contextstore-crash-") as scratch,
@@ -68,6 +70,12 @@ def crash_test(kills: int, seed: int, db_path: str | None, max_delay: float) -> 
 def _new_file(value: str | None) -> str | None:
     """``--db`` of ``crash-test``: a file that is not there yet (the campaign builds its own
     conversation in it, and would report another store's rows as lost)."""
+    if value is not None and "://" in value:
+        raise click.BadParameter(
+            f"{value} is a URL; crash-test kills writers of a SQLite file: name a new file, "
+            "or leave --db out to use a temporary one.",
+            param_hint="'--db'",
+        )
     if value is not None and Path(value).exists():
         raise click.BadParameter(
             f"{value} exists; crash-test builds its own store: name a new file, or leave --db "
@@ -217,7 +225,7 @@ def bench(
     from contextstore.devtools import bench as benchmarks
     from contextstore.devtools.bench_runner import Settings
 
-    refuse_read_only_flag(click.get_current_context())
+    refuse_store_options(click.get_current_context())
 
     if large and 100_000 not in sizes:
         sizes = (*sizes, 100_000)

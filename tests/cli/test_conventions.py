@@ -81,6 +81,51 @@ def test_read_only_is_refused_where_a_command_makes_its_own_databases(
     assert "killing" not in got.err and got.out == ""
 
 
+@pytest.mark.parametrize("name", ["bench", "crash-test"])
+def test_the_stores_db_is_refused_where_a_command_makes_its_own_databases(
+    tmp_path: Path, name: str
+) -> None:
+    """``contextstore --db x.db crash-test`` ran on a temporary file and said nothing of
+    x.db; the variable that names the store for every command stays allowed."""
+    small = ["--kills", "1"] if name == "crash-test" else ["--sizes", "4", "--no-peers"]
+    store = tmp_path / "x.db"
+    got = run("--db", str(store), name, *small)
+    assert got.code == 2 and got.out == ""
+    assert f"--db before the command does not apply to {name}: it writes new databases" in (got.err)
+    assert not store.exists()
+    if name == "crash-test":
+        assert "(crash-test --db NEW_FILE names a file of its own)" in got.err
+        assert run(name, *small, env={"CONTEXTSTORE_DB": str(store)}).code == 0
+        assert not store.exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("postgresql+psycopg://postgres@127.0.0.1:1/none", "is a URL; crash-test kills writers"),
+        ("sqlite:///x.db", "is a URL; crash-test kills writers"),
+    ],
+)
+def test_crash_test_takes_a_file_not_a_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str, said: str
+) -> None:
+    """A URL was taken as a path: folders named after it were made in the current one."""
+    monkeypatch.chdir(tmp_path)
+    got = run("crash-test", "--kills", "1", "--db", value)
+    assert got.code == 2 and said in got.err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN"])
+def test_a_number_option_takes_only_finite_numbers(value: str) -> None:
+    """``nan`` passed every bound of a number range (and ``inf`` an open one)."""
+    got = run("crash-test", "--kills", "1", "--max-delay", value)
+    assert got.code == 2
+    assert f"Invalid value for '--max-delay': {value!r} is not a finite number." in got.err or (
+        "is not in the range" in got.err
+    )
+
+
 @pytest.mark.parametrize("name", sorted(READ_COMMANDS))
 def test_db_works_before_or_after_the_command_and_from_the_environment(
     seeded: Seeded, tmp_path: Path, name: str
