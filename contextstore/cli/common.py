@@ -174,6 +174,22 @@ class ContextStoreGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         return run_reporting_errors(ctx, lambda: super(ContextStoreGroup, self).invoke(ctx))
 
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        """As click does; the root's ``--help`` and ``--version``, printed while the
+        arguments are parsed, end with SIGPIPE's code when their reader went away, as every
+        command's output does (click's own handling exited 1)."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except BrokenPipeError:
+            terminal.discard_output()
+            raise click.exceptions.Exit(CLOSED_OUTPUT_EXIT) from None
+
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         add_db_option(cmd)
         super().add_command(cmd, name)

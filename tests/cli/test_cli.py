@@ -114,3 +114,53 @@ def test_demo_runs_are_numbered_and_show_every_part(tmp_path: Path) -> None:
     for command in ("show", "audit", "report", "request"):
         assert re.search(rf"contextstore --db \S+ {command} [0-9a-f]{{32}}", first)
     assert f"sqlite3 {db} " in first
+
+
+_INTERRUPTED_WHILE_LOADING = """
+import builtins
+import contextstore.cli
+
+real_import = builtins.__import__
+
+
+def interrupted(name, *args, **kwargs):
+    if name == "contextstore.cli.main":
+        raise KeyboardInterrupt  # Ctrl-C while the command line's modules load
+    return real_import(name, *args, **kwargs)
+
+
+builtins.__import__ = interrupted
+contextstore.cli.main()
+"""
+
+
+def test_ctrl_c_while_the_command_line_loads_ends_as_ctrl_c_does_later() -> None:
+    """Loading the command line takes about half a second, in which Ctrl-C printed a
+    Python traceback; it now ends the command as click does once it runs."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_WHILE_LOADING],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", "Aborted!\n")
+
+
+def test_the_package_loads_the_command_line_only_when_asked() -> None:
+    """``import contextstore.cli`` alone loads none of the commands (the console script
+    imports it before it can handle Ctrl-C); ``cli`` is there on first use."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, contextstore.cli as c; loaded = 'contextstore.cli.main' in sys.modules; "
+        "c.cli; print(loaded, 'contextstore.cli.main' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split() == ["False", "True"]

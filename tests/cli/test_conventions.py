@@ -877,15 +877,17 @@ def test_a_closed_standard_stream_is_no_internal_error(
     assert not list(tmp_path.glob("contextstore-error-*"))
 
 
-@pytest.mark.parametrize("command", ["audit", "requests", "checkpoints", "show"])
+@pytest.mark.parametrize("command", ["audit", "requests", "checkpoints", "show", "--help"])
 def test_a_table_cut_short_by_its_reader_ends_with_sigpipes_code(
     seeded: Seeded, tmp_path: Path, command: str
 ) -> None:
     """``contextstore audit CID | head``: the tables rich draws ended with status 1 (rich's
-    own handling of a closed pipe), not the 141 the README documents."""
+    own handling of a closed pipe), not the 141 the README documents; so did the root's
+    ``--help`` (click's handling)."""
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     child = subprocess.Popen(
-        [sys.executable, "-m", "contextstore", "--db", seeded.db, command, seeded.cid],
+        [sys.executable, "-m", "contextstore", "--db", seeded.db, command]
+        + ([seeded.cid] if command != "--help" else []),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
