@@ -12,6 +12,8 @@ wire. A JSON-RPC message also names the type of a refused value as the JSON it w
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 
 RPC_RULES: tuple[tuple[str, str], ...] = (
@@ -50,6 +52,7 @@ RPC_RULES: tuple[tuple[str, str], ...] = (
         'like {"name": ..., "description": ..., "input_schema": {...}}',
     ),
     (r"system is an empty list", "system is an empty array"),
+    (r"must be an object \(a dict with string keys\)", "must be an object"),
     (r"\{'type': 'text', 'text': '\.\.\.'\}", '{"type": "text", "text": "..."}'),
 )
 """``(library phrase as a regular expression, JSON-RPC phrase)`` pairs, applied in order."""
@@ -94,11 +97,72 @@ def _reworded(message: str, rules: tuple[tuple[str, str], ...]) -> str:
 
 
 def rpc_wording(message: str) -> str:
-    """``message`` with library phrases replaced by their JSON-RPC equivalents, and the
-    Python type of a refused value by the JSON it was sent as (``got null``)."""
-    return PYTHON_TYPE.sub(
-        lambda match: f"got {JSON_TYPE_NAMES[match[1]]}", _reworded(message, RPC_RULES)
-    )
+    """``message`` with library phrases replaced by their JSON-RPC equivalents, the Python
+    type of a refused value by the JSON it was sent as (``got null``), and values the
+    library shows as Python (``got None``, ``{'type': 'ephemeral'}``, ``['T2']``) as JSON."""
+    message = _reworded(message, RPC_RULES)
+    message = PYTHON_TYPE.sub(lambda match: f"got {JSON_TYPE_NAMES[match[1]]}", message)
+    message = PYTHON_CONSTANT.sub(lambda match: f"{match[1]} {JSON_CONSTANTS[match[2]]}", message)
+    return _json_containers(message)
+
+
+JSON_CONSTANTS = {"None": "null", "True": "true", "False": "false"}
+"""The JSON a client reads for each Python constant a library message shows."""
+
+PYTHON_CONSTANT = re.compile(r"\b(got|or|is|be|type|role) (None|True|False)(?=[.;,) ]|$)")
+"""A Python constant the library shows as a value (``got None.``, ``or None,``, ``role
+None is``), not one inside a quoted text."""
+
+
+def _json_containers(message: str) -> str:
+    """``message`` with each list or dict the library shows as Python (single quotes,
+    ``None``) written as JSON; text that does not read as a Python literal is kept."""
+    parts = []
+    position = 0
+    while (start := _next_container(message, position)) is not None:
+        end = _container_end(message, start)
+        if end is None:
+            break
+        try:
+            value = ast.literal_eval(message[start:end])
+            shown = json.dumps(value, ensure_ascii=False)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            parts.append(message[position : start + 1])
+            position = start + 1
+            continue
+        parts.append(message[position:start] + shown)
+        position = end
+    return "".join(parts) + message[position:]
+
+
+def _next_container(message: str, position: int) -> int | None:
+    found = re.compile(r"[\[{]").search(message, position)
+    return None if found is None else found.start()
+
+
+def _container_end(message: str, start: int) -> int | None:
+    """Where the bracketed text that opens at ``start`` closes (quoted text skipped), or
+    None when it does not."""
+    depth = 0
+    quote = ""
+    index = start
+    while index < len(message):
+        char = message[index]
+        if quote:
+            if char == "\\":
+                index += 1
+            elif char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+        index += 1
+    return None
 
 
 def mcp_wording(message: str) -> str:

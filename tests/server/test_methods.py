@@ -624,7 +624,53 @@ def test_store_errors_name_methods_not_python_calls(rpc: RpcClient) -> None:
         assert "ContextStore." not in error["message"] and "(system=" not in error["message"]
         assert "None" not in error["message"]
     # The others: test_a_read_only_location_names_the_server_flag and the tests below it.
-    assert len(RPC_RULES) == 12
+    assert len(RPC_RULES) == 13
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "said"),
+    [
+        (
+            "append",
+            {"content": [{"type": "text", "text": None}]},
+            "text must be a string, got null.",
+        ),
+        (
+            "append",
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "a", "name": "b", "input": None}],
+            },
+            "content[0] (tool_use): input must be an object, got null.",
+        ),
+        (
+            "append",
+            {"content": [{"type": "text", "text": "x", "cache_control": 5}]},
+            'content[0] (text): cache_control must be {"type": "ephemeral"} (with an optional '
+            "'ttl' of '5m' or '1h'), or null, got 5.",
+        ),
+        ("append", {"content": [{}]}, "content[0] has unknown type null; use one of "),
+        ("run_processors", {"demand": ["nope"]}, 'got ["nope"].'),
+        (
+            "prepare_request",
+            {"tools": [{"name": "a"}]},
+            'such as {"type": "object", "properties": {}}.',
+        ),
+    ],
+)
+def test_values_in_an_error_are_shown_as_the_json_a_client_sent(
+    rpc: RpcClient, method: str, params: dict[str, Any], said: str
+) -> None:
+    """The library shows a refused value as Python (``got None``, ``['nope']``,
+    ``{'type': 'ephemeral'}``); a JSON-RPC client reads it as JSON."""
+    cid = rpc.result("create_conversation")["id"]
+    rpc.result("append", conversation_id=cid, role="user", content="hi")
+    if method == "append":
+        params = {"role": "user", **params}
+    error = rpc.error(method, conversation_id=cid, **params)
+    assert error["code"] == -32602, error
+    assert said in error["message"], error["message"]
+    assert "None" not in error["message"] and "dict" not in error["message"]
 
 
 @pytest.mark.parametrize(
