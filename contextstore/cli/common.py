@@ -340,6 +340,10 @@ def open_store(
             f"cannot open {where}: {first_line(driver)}; check --db (or $CONTEXTSTORE_DB)."
         ) from exc
     ctx.call_on_close(store.close)
+    if writes:
+        # Refused before the command prints anything (demo printed its first lines, then
+        # failed at its first write).
+        store.database.check_writable()
     return store
 
 

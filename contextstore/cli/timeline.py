@@ -21,7 +21,12 @@ from contextstore.cli.history import conversation_json
 from contextstore.cli.output import ordered_counts
 from contextstore.cli.times import MOMENT, Moment, checked_moment, format_ts
 from contextstore.core.records import Checkpoint, RollbackReport
-from contextstore.core.validate import MAX_HASH_LENGTH, MAX_INT32, MAX_LABEL_LENGTH
+from contextstore.core.validate import (
+    MAX_HASH_LENGTH,
+    MAX_INT32,
+    MAX_LABEL_LENGTH,
+    MAX_TITLE_LENGTH,
+)
 
 
 def checkpoint_json(cp: Checkpoint) -> dict[str, Any]:
@@ -226,7 +231,12 @@ def restore(ctx: click.Context, conversation_id: str, rollback_id: int, as_json:
     default=None,
     help="Copy the history up to this moment (default: now): a label, an ISO date or ms.",
 )
-@click.option("--title", default=None, help="Title of the new conversation (default: the same).")
+@click.option(
+    "--title",
+    default=None,
+    callback=at_most(MAX_TITLE_LENGTH),
+    help="Title of the new conversation (default: the same).",
+)
 @json_option
 @click.pass_context
 def fork(

@@ -24,7 +24,9 @@ from contextstore.core.validate import MAX_TS
 from contextstore.store import ContextStore
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}(:\d{2}(:\d{2}(\.\d+)?)?)?)?(Z|[+-]\d{2}:?\d{2})?$")
+_ISO = re.compile(
+    r"^\d{4}-\d{2}-\d{2}([T ]\d{2}(:\d{2}(:\d{2}(\.\d+)?)?)?)?(Z|[+-]\d{2}:?\d{2})?$", re.ASCII
+)
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ def parse_moment(text: str) -> Moment:
     value = text.strip()
     if not value:
         raise ValueError("the moment is empty")
-    if re.fullmatch(r"-?\d+( ?ms)?", value):
+    if re.fullmatch(r"-?[0-9]+( ?ms)?", value):  # ASCII: int() reads full-width digits too
         ts = int(value.removesuffix("ms").strip())
         if not 0 <= ts <= MAX_TS:
             raise ValueError(f"{value} is outside 0..2**53 milliseconds")

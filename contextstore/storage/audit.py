@@ -250,7 +250,7 @@ def run_read_only(
         InvalidInputError: the SQL is empty, holds several statements, or failed.
     """
     database.check_open()
-    if not isinstance(sql, str) or not sql.strip():
+    if not isinstance(sql, str) or not sql.replace(";", " ").strip():
         raise InvalidInputError("the query is empty; pass one SQL statement such as SELECT 1.")
     try:
         if target.is_sqlite and not target.in_memory:

@@ -215,6 +215,9 @@ def test_show_counts_only_the_stored_messages_a_range_hides(tmp_path: Path) -> N
         ("2026-12-01T10:15+99:00", 2, "its UTC offset is not within a day"),
         ("0001-01-01", 2, "is before 1970 or too far in the future"),
         ("", 2, "the moment is empty; pass a checkpoint label"),
+        # Full-width digits are not milliseconds (int() read "\uff12\uff10" as 20): a label.
+        ("\uff12\uff10\uff12\uff16", 3, "has no checkpoint labelled '\uff12\uff10\uff12\uff16'"),
+        ("\uff12\uff10\uff12\uff16-01-01", 3, "has no checkpoint labelled"),
     ],
 )
 def test_show_as_of_mistakes(seeded: Seeded, moment: str, code: int, message: str) -> None:
@@ -520,6 +523,7 @@ def test_sql_prints_a_table_json_and_csv(seeded: Seeded) -> None:
         ("SELECT 1; DELETE FROM messages", 2, "one statement"),
         ("SELECT nope FROM messages", 2, "no such column"),
         ("", 2, "the query is empty"),
+        ("  ; ;\n", 2, "the query is empty"),  # it ran nothing and exited 0
     ],
 )
 def test_sql_refusals(seeded: Seeded, query: str, code: int, message: str) -> None:
@@ -898,3 +902,21 @@ def test_audit_and_report_judge_each_request_against_its_own_window(tmp_path: Pa
         (3.5, 128_000),
     ]
     assert steps([7.0]) == [(0.5, 7.0), (1.5, 7.0)]
+
+
+def test_a_command_that_writes_is_refused_read_only_before_it_prints(tmp_path: Path) -> None:
+    """``--read-only demo`` printed the store and its run number, then failed at its first
+    write."""
+    db = str(tmp_path / "d.db")
+    assert run("--db", db, "migrate").code == 0
+    got = run("--read-only", "--db", db, "demo", "--crash-kills", "0")
+    assert (got.code, got.out) == (6, "")
+    assert got.err == "error: this store was opened read-only; drop --read-only to write.\n"
+
+
+def test_fork_title_is_checked_as_the_flag(seeded: Seeded) -> None:
+    """An empty --title was refused in the library's words (``title must be a non-empty
+    string ... got ''``)."""
+    got = run("--db", seeded.db, "fork", seeded.cid, "--title", "")
+    assert got.code == 2
+    assert "Invalid value for '--title': give 1 to 1000 characters (0 given)" in got.err

@@ -513,7 +513,7 @@ def test_rows_an_import_replaced_are_archived_listed_and_restored(tmp_path: Path
     cutoff = event.cutoff_ts
     code, out, err = _run(db, "show", "1760000000000", "--as-of", str(cutoff + 1))
     assert code == 0 and "an import (rollback 1" in err
-    assert f"'contextstore rollback 1760000000000 --to {cutoff}', then" in err
+    assert f"'contextstore --db {db} rollback 1760000000000 --to {cutoff}', then" in err
     code, out, err = _run(db, "rollback", "1760000000000", "--to", str(cutoff), "--yes")
     assert code == 0, err
     code, out, err = _run(db, "restore", "1760000000000", "1")
