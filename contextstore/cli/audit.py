@@ -240,16 +240,7 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool) -> None:
         terminal.print_csv(result.columns, result.rows)
     elif result.columns:
         terminal.table(
-            result.columns,
-            [
-                tuple(
-                    json.dumps(c, default=terminal.json_default)
-                    if isinstance(c, dict | list)
-                    else c
-                    for c in row
-                )
-                for row in result.rows
-            ],
+            result.columns, [tuple(terminal.text_cell(c) for c in row) for row in result.rows]
         )
         terminal.note(f"{len(result.rows)} row{'s' if len(result.rows) != 1 else ''}")
 

@@ -382,11 +382,13 @@ def print_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
-        writer.writerow([_csv_cell(cell) for cell in row])
+        writer.writerow([text_cell(cell) for cell in row])
 
 
-def _csv_cell(cell: Any) -> Any:
-    """One value as :func:`print_csv` writes it."""
+def text_cell(cell: Any) -> Any:
+    """One value of a query's row as :func:`print_csv` writes it, and as the ``sql``
+    command's table shows it (where bytes showed as ``b'...'`` and an infinite number as
+    ``inf``)."""
     if isinstance(cell, dict | list):
         return json.dumps(_finite(cell), default=json_default)
     if isinstance(cell, bytes | bytearray | memoryview):

@@ -107,7 +107,15 @@ def plan_chat(
     converted = turns_to_messages(turns, chat.path)
     notes.extend(Note(str(chat.path), None, n) for n in converted.notes)
     if not chat.records:
-        raise GeminiChatError(chat.path, None, "holds no records; there is nothing to import.")
+        # What the reader skipped says why (a line that is not JSON), where "no records"
+        # alone read as an empty file.
+        skipped = "; ".join(
+            f"{n.position}: {n.reason.rstrip('.')}" if n.position else n.reason.rstrip(".")
+            for n in chat.notes[:3]
+        )
+        why = f" that could be read ({skipped})" if skipped else ""
+        message = f"holds no records{why}; there is nothing to import."
+        raise GeminiChatError(chat.path, None, message)
     owners = [turn_records[first] if first >= 0 else -1 for first in converted.first_turns]
     too_large = {index for index, found in enumerate(chat.records) if _over(found)}
     positions = [turns[first].position if first >= 0 else None for first in converted.first_turns]

@@ -104,12 +104,12 @@ def backup_sqlite(engine: Engine, dest: Path, *, force: bool) -> BackupResult:
         ReadOnlyLocationError: its directory cannot be written.
         CorruptDatabaseError: the copy fails SQLite's check (the source is damaged).
     """
+    check_regular_targets([dest])  # first: --force would not help with /dev/null
     if dest.exists() and not force:
         raise InvalidInputError(
             f"{dest} already exists; name a new file or a directory, or pass force=True "
             "(--force) to replace it."
         )
-    check_regular_targets([dest])
     if not dest.parent.is_dir():
         raise InvalidInputError(f"the directory {dest.parent} does not exist; create it first.")
     with os_errors("write the backup", dest):

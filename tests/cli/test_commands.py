@@ -533,6 +533,18 @@ def test_sql_refusals(seeded: Seeded, query: str, code: int, message: str) -> No
     assert dump(Path(seeded.db)) == before
 
 
+def test_sql_table_spells_values_as_csv_and_json_do(seeded: Seeded) -> None:
+    """The table showed Python's spellings, ``b'\\x00\\xff'`` and ``inf``, which --csv and
+    --json had already left."""
+    query = "SELECT x'00ff' AS b, 1e999 AS big, -1e999 AS small"
+    table = run("--db", seeded.db, "sql", query)
+    assert table.code == 0, table.err
+    cells = table.out.splitlines()[2].split("   ")
+    assert cells == ['{"$base64": true, "encoded": "AP8="}', "Infinity", "-Infinity"]
+    csv_row = run("--db", seeded.db, "sql", query, "--csv").out.splitlines()[1]
+    assert csv_row == '"{""$base64"": true, ""encoded"": ""AP8=""}",Infinity,-Infinity'
+
+
 def test_sql_json_output_is_strict_json_even_for_infinite_numbers(seeded: Seeded) -> None:
     got = run("--db", seeded.db, "sql", "SELECT 1e999 AS big, -1e999 AS small, 1.5 AS x", "--json")
     assert got.code == 0, got.err

@@ -993,8 +993,19 @@ def test_nothing_readable_is_refused(memory_store: ContextStore, tmp_path: Path)
     with pytest.raises(GeminiChatError, match="is not a Gemini CLI chat"):
         import_gemini(memory_store, path)
     _write(path, {"history": []})
-    with pytest.raises(GeminiChatError, match="holds no records"):
+    with pytest.raises(GeminiChatError, match=r"holds no records; there is nothing to import"):
         import_gemini(memory_store, path)
+    # A recording whose only line is not JSON says so; "holds no records" alone read as an
+    # empty file.
+    session = tmp_path / "session-2026-01-01T10-00-0123abcd.jsonl"
+    session.write_text("{not json\n")
+    with pytest.raises(GeminiChatError) as refused:
+        import_gemini(memory_store, session)
+    assert str(refused.value).endswith(
+        "holds no records that could be read (line 1: is not JSON (Expecting property name "
+        "enclosed in double quotes, column 2); the line was left out (a write cut short?), "
+        "the rest was read); there is nothing to import."
+    )
     (tmp_path / "empty").mkdir()
     with pytest.raises(GeminiChatError, match="holds no Gemini CLI chats"):
         import_gemini(memory_store, tmp_path / "empty")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -414,6 +415,13 @@ def test_backup_to_a_directory_names_a_new_file_and_never_overwrites(tmp_path: P
     assert got.code == 2 and "--force" in got.err
     got = run("--db", str(seeded.path), "backup", str(folder), "--json")
     assert got.code == 0 and Path(got.json()["path"]).exists()
+    # A device is said to be no file at once: it was "already exists ... pass --force",
+    # and with --force, "not a regular file".
+    got = run("--db", str(seeded.path), "backup", os.devnull)
+    assert got.code == 2 and got.err == (
+        f"error: {os.devnull} is not a regular file (a folder, a device, a pipe or a socket); "
+        "name a file to write. Nothing was written.\n"
+    )
 
 
 @pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal", "-writer"])
