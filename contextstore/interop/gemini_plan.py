@@ -114,8 +114,8 @@ def plan_chat(
             for n in chat.notes[:3]
         )
         why = f" that could be read ({skipped})" if skipped else ""
-        message = f"holds no records{why}; there is nothing to import."
-        raise GeminiChatError(chat.path, None, message)
+        refusal = f"holds no records{why}; there is nothing to import."
+        raise GeminiChatError(chat.path, None, refusal)
     owners = [turn_records[first] if first >= 0 else -1 for first in converted.first_turns]
     too_large = {index for index, found in enumerate(chat.records) if _over(found)}
     positions = [turns[first].position if first >= 0 else None for first in converted.first_turns]
