@@ -212,8 +212,9 @@ def check_number(name: str, value: Any, *, optional: bool = True) -> None:
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
-        or not math.isfinite(value)
+        # Compared before any float conversion: math.isfinite(10**400) raises OverflowError.
         or not 0 <= value <= MAX_NUMBER
+        or (isinstance(value, float) and not math.isfinite(value))
     ):
         raise InvalidInputError(
             f"{name} must be a number from 0 to {MAX_NUMBER:.0e}, got {shown(value)}."

@@ -36,8 +36,8 @@ from contextstore.interop.gemini import (
     find_chats,
     read_chat,
 )
-from contextstore.interop.gemini_plan import ORIGIN, format_timestamp, plan_chat
-from contextstore.interop.plan import ImportPlan
+from contextstore.interop.gemini_plan import ORIGIN, plan_chat
+from contextstore.interop.plan import ImportPlan, format_timestamp
 from contextstore.interop.report import ExportReport, ImportReport
 from contextstore.interop.stand_in import REFUSED_KEY, left_out_text, refused_reason
 from contextstore.interop.store_api import InteropStore, in_one_snapshot

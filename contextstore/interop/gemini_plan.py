@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 from collections.abc import Collection, Mapping, Sequence
-from datetime import datetime
 from typing import Any, Final
 
 from contextstore.core.content import normalize_message_dict
@@ -67,14 +66,6 @@ GEMMA_4_TOKEN_LIMIT: Final = 256_000
 GEMMA_4_MODELS: Final = frozenset({"gemma-4-31b-it", "gemma-4-26b-a4b-it"})
 RECORD_LIMIT: Final = MAX_MESSAGE_BYTES
 """The most a ``source_records`` row holds of one record (its JSON, in UTF-8 bytes)."""
-
-
-def format_timestamp(ts: int) -> str:
-    """Milliseconds as Gemini CLI writes timestamps (``2025-11-19T20:45:42.123Z``)."""
-    from datetime import timezone
-
-    moment = datetime.fromtimestamp(ts / 1000, tz=timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts % 1000:03d}Z"
 
 
 def record_kind(record: Mapping[str, Any]) -> str:

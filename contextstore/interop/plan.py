@@ -13,11 +13,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any, Final
 
+from contextstore.core.errors import InvalidInputError
 from contextstore.core.rows import TimelineRow
 from contextstore.core.validate import MAX_JSON_BYTES
 from contextstore.interop.files import Note
@@ -43,6 +45,7 @@ LAST_DATE_MS: Final = 8_640_000_000_000_000
 """The latest moment a JavaScript ``Date`` can hold (year 275760), in milliseconds: a larger
 stamp was not written by an agent's clock. Below the store's :data:`MAX_TS`, so the rows
 stamped one millisecond apart after the latest usable stamp still fit."""
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def usable_ts(value: Any) -> int | None:
@@ -53,18 +56,53 @@ def usable_ts(value: Any) -> int | None:
     return None
 
 
+_CYCLE_MS: Final = 146_097 * 86_400_000
+"""Four hundred Gregorian years, in milliseconds: the calendar repeats after them, which
+lets a date past Python's year 9999 be written and read as one 400 years earlier."""
+_LATEST_NATIVE_MS: Final = 253_402_300_800_000
+"""The first millisecond of the year 10000, which Python's ``datetime`` cannot hold."""
+_EXTENDED_YEAR = re.compile(r"\+(\d{6})(-.*)")
+
+
 def parse_timestamp(value: Any) -> int | None:
     """An ISO 8601 timestamp with its offset (``2025-11-19T20:45:42.123Z``, as Gemini CLI
-    and Cline's SDK write them) in milliseconds, or None."""
+    and Cline's SDK write them, ``+010000-01-01T00:00:00.000Z`` past the year 9999, as
+    JavaScript's ``toISOString`` writes it) in milliseconds, or None."""
     if not isinstance(value, str) or not value:
         return None
+    cycles = 0
+    extended = _EXTENDED_YEAR.fullmatch(value)
+    if extended is not None:
+        year = int(extended[1])
+        cycles = max(0, (year - 9000) // 400 + 1)
+        value = f"{year - 400 * cycles:04d}{extended[2]}"
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
     if moment.tzinfo is None:
         return None
-    return usable_ts(round(moment.timestamp() * 1000))
+    return usable_ts(round(moment.timestamp() * 1000) + cycles * _CYCLE_MS)
+
+
+def format_timestamp(ts: int) -> str:
+    """Milliseconds as Gemini CLI writes timestamps: JavaScript's ``toISOString``
+    (``2025-11-19T20:45:42.123Z``; a year past 9999 as ``+010000-01-01T00:00:00.000Z``).
+
+    Raises:
+        InvalidInputError: ``ts`` is later than any JavaScript date (:data:`LAST_DATE_MS`).
+    """
+    if ts > LAST_DATE_MS:
+        raise InvalidInputError(
+            f"ts {ts:,} is later than any date JavaScript, and so Gemini CLI, can hold "
+            f"({LAST_DATE_MS:,} ms, in the year 275760); a conversation with such a ts cannot "
+            "be written for Gemini CLI. Nothing was written."
+        )
+    cycles = 0 if ts < _LATEST_NATIVE_MS else (ts - _LATEST_NATIVE_MS) // _CYCLE_MS + 1
+    moment = _EPOCH + timedelta(milliseconds=ts - cycles * _CYCLE_MS)
+    year = moment.year + 400 * cycles
+    shown_year = f"{year:04d}" if year <= 9999 else f"+{year:06d}"
+    return f"{shown_year}{moment.strftime('-%m-%dT%H:%M:%S.')}{ts % 1000:03d}Z"
 
 
 def stamp(start: int, slots: Sequence[Slot]) -> list[TimelineRow]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -366,6 +367,55 @@ def test_a_stamp_past_any_javascript_date_is_no_timestamp(
     stamps = [r.ts for r in records]
     assert stamps == sorted(stamps) and stamps[-1] < 2**53 // 2
     assert memory_store.check().ok
+
+
+_JS_STAMPS = [
+    1,
+    1_764_000_000_123,
+    253_402_300_799_999,  # the last millisecond of 9999
+    253_402_300_800_000,  # the first of 10000: "+010000-..."
+    253_402_300_800_000 + 146_097 * 86_400_000 - 1,
+    5_000_000_000_000_001,
+    8_640_000_000_000_000,  # JavaScript's last date
+]
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
+def test_timestamps_are_written_and_read_as_javascript_writes_them() -> None:
+    """Gemini CLI writes ``new Date(ms).toISOString()``: past the year 9999 that is
+    ``+010000-01-01T00:00:00.000Z``, which Python's datetime cannot hold, and exporting a
+    conversation stamped there ended in ValueError ("year 10000 is out of range")."""
+    from contextstore.interop.plan import format_timestamp, parse_timestamp
+
+    script = "for (const ms of JSON.parse(process.argv[1])) console.log(new Date(ms).toISOString())"
+    node = shutil.which("node")
+    assert node is not None
+    written = subprocess.run(
+        [node, "-e", script, json.dumps(_JS_STAMPS)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.split()
+    assert [format_timestamp(ts) for ts in _JS_STAMPS] == written
+    assert [parse_timestamp(text) for text in written] == _JS_STAMPS
+
+
+def test_a_conversation_past_any_javascript_date_is_refused_by_the_gemini_export(
+    tmp_path: Path,
+) -> None:
+    """The store takes stamps up to 2**53; JavaScript's dates end at 8.64e15, so no Gemini
+    CLI file can hold such a conversation: refused by name, nothing written (it was an
+    internal error, exit 70)."""
+    db = tmp_path / "s.db"
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "late", ts=2**53)
+    out = tmp_path / "late.json"
+    got = CliRunner().invoke(cli, ["--db", str(db), "export", "gemini", cid, str(out)], obj={})
+    assert got.exit_code == 2, got.output
+    assert "is later than any date JavaScript, and so Gemini CLI, can hold" in got.output
+    assert not out.exists()
 
 
 # -- parts too large for the row they would go in ---------------------------------------------

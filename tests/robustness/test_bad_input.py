@@ -748,6 +748,8 @@ NAMED_IN_ERRORS: list[tuple[str, Callable[[ContextStore], Any]]] = [
         "cost must be a number from 0 to 1e+15, got 1e+308",
         lambda s: s.record_request(CID, cost=1e308),
     ),
+    # An integer no float can hold: math.isfinite raised OverflowError before the range test.
+    ("cost must be a number from 0 to 1e+15, got 1", lambda s: s.record_request(CID, cost=10**400)),
     ("the rollback target (to) must be an integer from 0", lambda s: s.rollback(CID, -1)),
 ]
 
