@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from functools import wraps
@@ -40,6 +41,11 @@ MAX_ID_LENGTH = 64
 MAX_LABEL_LENGTH = 200
 MAX_TITLE_LENGTH = 1_000
 MAX_NAME_LENGTH = 200
+TOOL_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+"""A tool name every provider accepts (Anthropic's and OpenAI's rule; Gemini's admits
+more). OpenAI holds a message's ``tool_calls`` to it too ("string does not match pattern
+'^[a-zA-Z0-9_-]+$'"), not only the tool definitions."""
+
 MAX_SEARCH_LENGTH: Final = 4_096
 """Longest search text, in characters: SQLite refuses a ``LIKE`` pattern over 50,000 bytes,
 and this one, escaped and in UTF-8, stays under it on every backend alike."""

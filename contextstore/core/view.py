@@ -22,7 +22,7 @@ IndexedView = Sequence[tuple[int, Message]]
 RESULT_MISSING = "result missing"
 """Content of the placeholder result inserted for a tool call whose result was lost."""
 
-VIEW_RULES = 9
+VIEW_RULES = 10
 """The version of the view rules this code applies. A prepared request records the version
 it was built with, so that :meth:`ContextStore.request_payload` rebuilds it by the same
 rules after they change: 1 is the original set; 2 adds :func:`adopt_text_results`; 3 keeps
@@ -41,7 +41,8 @@ base64 image whose data the provider cannot read: not base64, empty, or, for Ant
 OpenAI, beginning as none of the four image types they take
 (:func:`contextstore.core.media.unreadable_image`); 9 gives an Anthropic tool call id that
 an earlier message of the request already used another form
-(:func:`contextstore.renderers.anthropic.repeated_call_id`)."""
+(:func:`contextstore.renderers.anthropic.repeated_call_id`); 10 sends an OpenAI tool call's
+name in a form the API takes (:func:`contextstore.renderers.openai.tool_name`)."""
 
 ORPHANS_DROPPED = "[Tool results of calls in the removed part of the conversation were dropped.]"
 """Text left in a user message whose only blocks were orphan tool results."""

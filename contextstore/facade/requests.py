@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +33,7 @@ from contextstore.core.validate import (
     MAX_JSON_BYTES,
     MAX_NAME_LENGTH,
     MAX_TEXT_BYTES,
+    TOOL_NAME,
     canonical_json,
     check_id,
     check_int,
@@ -512,10 +512,6 @@ class RequestsMixin(StoreBase):
                 "when it was sent; rows it depends on were changed outside contextstore."
             )
         return payload
-
-
-TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-"""A tool name every provider accepts (Anthropic's and OpenAI's rule; Gemini's admits more)."""
 
 
 def _check_tool_definitions(tools: list[dict[str, Any]], format: str) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,6 +39,7 @@ from contextstore.core.errors import InvalidInputError
 from contextstore.core.media import image_type, left_out, unreadable, unreadable_image
 from contextstore.core.overlays import Block
 from contextstore.core.server_tools import SERVER_BLOCK_TYPES, paired_server_blocks
+from contextstore.core.validate import TOOL_NAME
 from contextstore.core.view import VIEW_RULES
 from contextstore.renderers.anthropic import (
     SystemPrompt,
@@ -97,6 +99,25 @@ def call_id(value: str) -> str:
         return value
     digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST_LENGTH]
     return f"{value[: MAX_CALL_ID_LENGTH - _DIGEST_LENGTH - 1]}_{digest}"
+
+
+_NAME_DIGEST_LENGTH = 8
+
+
+def tool_name(value: str) -> str:
+    """Return a stored tool call's name in a form Chat Completions accepts.
+
+    A name the API takes is returned unchanged. Another (an MCP server's
+    ``github.search_code``, a name over 64 characters) becomes its first 55 characters
+    with each character the API refuses as ``_``, then ``_`` and 8 hex digits of its
+    SHA-256: readable by its start, and apart from any name the API takes as it is and
+    from the other names so rewritten. The stored rows keep the original.
+    """
+    if TOOL_NAME.fullmatch(value):
+        return value
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+    kept = re.sub(r"[^a-zA-Z0-9_-]", "_", value[: 64 - _NAME_DIGEST_LENGTH - 1])
+    return f"{kept}_{digest[:_NAME_DIGEST_LENGTH]}"
 
 
 def _sent_id(value: Any, rules: int) -> str:
@@ -244,11 +265,12 @@ def _render_user(blocks: Sequence[Block], rules: int) -> list[ChatMessage]:
 
 
 def _tool_call(block: Block, rules: int) -> dict[str, Any]:
+    name = str(block.get("name", ""))
     return {
         "id": _sent_id(block.get("id", ""), rules),
         "type": "function",
         "function": {
-            "name": str(block.get("name", "")),
+            "name": tool_name(name) if rules >= 10 else name,
             "arguments": tool_arguments(block.get("input")),
         },
     }
@@ -375,9 +397,10 @@ def violations(messages: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]
     messages right after an assistant message with ``tool_calls`` are ``tool`` messages
     answering each call id exactly once; no ``tool`` message appears anywhere else; and,
     for a payload built by version 6 of the view rules or later (``rules``; older ones
-    sent ids as stored), no tool call id is longer than :data:`MAX_CALL_ID_LENGTH`; and,
-    from version 7, every ``image_url`` part holding a data URL names a type in
-    :data:`IMAGE_TYPES`.
+    sent ids as stored), no tool call id is longer than :data:`MAX_CALL_ID_LENGTH`; from
+    version 7, every ``image_url`` part holding a data URL names a type in
+    :data:`IMAGE_TYPES`; and, from version 10, every tool call's name matches
+    :data:`TOOL_NAME`.
     """
     problems: list[str] = []
     pending: list[str] = []
@@ -388,6 +411,8 @@ def violations(messages: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]
         role = message.get("role")
         if rules >= 6:
             problems.extend(_id_length_problems(position, message))
+        if rules >= 10:
+            problems.extend(_name_problems(position, message))
         if rules >= 7:
             problems.extend(_image_type_problems(position, message, rules))
         if role == "tool":
@@ -405,6 +430,22 @@ def violations(messages: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]
     if pending:
         problems.append(f"end of messages: tool calls {pending} are not answered")
     return problems
+
+
+def _name_problems(position: int, message: Mapping[str, Any]) -> list[str]:
+    """The tool call names of one message that the API refuses."""
+    names = [
+        call["function"].get("name")
+        for call in message.get("tool_calls") or []
+        if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping)
+    ]
+    refused = [name for name in names if not (isinstance(name, str) and TOOL_NAME.fullmatch(name))]
+    if not refused:
+        return []
+    return [
+        f"messages[{position}] has tool call names the API refuses (letters, digits, _ and - "
+        f"only, at most 64): {refused}"
+    ]
 
 
 def _id_length_problems(position: int, message: Mapping[str, Any]) -> list[str]:

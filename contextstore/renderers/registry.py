@@ -90,7 +90,9 @@ def validate_provider_payload(format: str, payload: Any, *, rules: int = VIEW_RU
     """Return every way ``payload`` breaks the provider's role and tool-pairing rules.
 
     An empty list means the provider will accept the conversation's shape. Used by
-    tests, and by the store as an invariant check before a payload is sent.
+    tests, and by the store as an invariant check before a payload is sent. A history
+    with no message breaks no shape rule (a new conversation renders as one), though a
+    provider refuses a request that holds none.
 
     Args:
         format: One of :data:`FORMATS`.

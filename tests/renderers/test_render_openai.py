@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from contextstore.renderers.openai import (
     call_id,
     render_messages,
     tool_arguments,
+    tool_name,
     violations,
 )
 from contextstore.renderers.registry import validate_provider_payload
@@ -317,3 +319,54 @@ def test_requests_built_by_older_view_rules_keep_long_ids_and_pass_their_check()
     assert all(f"longer than {MAX_CALL_ID_LENGTH} characters" in p for p in problems)
     assert validate_provider_payload("openai", {"messages": old}, rules=5) == []
     assert validate_provider_payload("openai", {"messages": old}) == problems
+
+
+def _named_exchange(*names: str) -> list[dict[str, object]]:
+    """A task, an assistant message calling a tool of each name, and their results."""
+    return [
+        {"role": "user", "content": "q"},
+        _assistant_calls(*(tool_use(f"call_{n}", name, {}) for n, name in enumerate(names))),
+        {"role": "user", "content": [tool_result(f"call_{n}", "out") for n in range(len(names))]},
+    ]
+
+
+def _sent_names(rendered: list[dict[str, Any]]) -> list[str]:
+    return [call["function"]["name"] for m in rendered for call in m.get("tool_calls") or []]
+
+
+API_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+"""The pattern OpenAI's error quotes for a name in a message's tool_calls: "Invalid
+'messages[9].tool_calls[0].function.name': string does not match pattern
+'^[a-zA-Z0-9_-]+$'" (mcp-use/mcp-use#90), at most 64 characters."""
+
+
+def test_tool_names_the_api_refuses_are_sent_in_a_form_it_takes() -> None:
+    """An MCP server's dotted name, or a name over 64 characters, was sent as stored and
+    the whole request refused; names it takes are sent as they are."""
+    names = ["github.search_code", "github:search_code", "n" * 65, "n" * 64, "ls", "read_file"]
+    messages = _named_exchange(*names)
+    before = copy.deepcopy(messages)
+    rendered = render_messages(messages)
+    assert messages == before  # the stored names are kept
+    sent = _sent_names(rendered)
+    assert all(API_NAME.match(name) for name in sent), sent
+    assert sent[3:] == names[3:]
+    assert sent[0].startswith("github_search_code_") and sent[1].startswith("github_search_code_")
+    assert len(set(sent)) == len(names)  # names differing only in a refused character stay apart
+    assert sent == [tool_name(name) for name in names]  # the same every time it is built
+    assert violations(rendered) == [] and sdk_problems("openai", rendered) == []
+
+
+@pytest.mark.parametrize("name", ["x" * 65, "a.b", "", "ünïcode", "a b"])
+def test_every_rewritten_tool_name_is_one_the_api_takes(name: str) -> None:
+    assert API_NAME.match(tool_name(name))
+    assert tool_name(tool_name(name)) == tool_name(name)
+
+
+def test_requests_built_before_rules_10_keep_names_and_pass_their_check() -> None:
+    messages = _named_exchange("github.search_code")
+    old = render_messages(messages, rules=9)
+    assert _sent_names(old) == ["github.search_code"]
+    assert violations(old, rules=9) == []
+    (problem,) = violations(old)
+    assert "tool call names the API refuses" in problem and "github.search_code" in problem

@@ -13,6 +13,7 @@ from contextstore import ContextStore, CorruptRowError
 from contextstore.core import view as view_rules
 from contextstore.facade import requests as requests_facade
 from contextstore.processors import runner
+from contextstore.renderers.openai import tool_name
 from tests.conftest import assistant, tool_result, tool_use, user
 
 
@@ -358,3 +359,37 @@ def test_a_request_prepared_by_rules_8_rebuilds_as_sent_after_rules_9(
     again = store.prepare_request(conv.id, format="anthropic")
     assert calls(again.payload) == calls(current.payload)
     assert store.request_payload(conv.id, again.request_id) == again.payload
+
+
+def test_a_request_prepared_by_rules_9_rebuilds_as_sent_after_rules_10(
+    store: ContextStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 10 sends an OpenAI tool call's name in a form the API takes; a version 9
+    request sent it as stored, and rebuilds so."""
+    conv = store.create_conversation()
+    store.append(
+        conv.id,
+        [
+            user("go"),
+            assistant(tool_use("call_1", name="github.search_code", q="x")),
+            user(tool_result("call_1", "found")),
+        ],
+    )
+    with monkeypatch.context() as patched:
+        patched.setattr(requests_facade, "VIEW_RULES", 9)
+        old = store.prepare_request(conv.id, format="openai")
+    store.prepare_cache.clear()
+    current = store.prepare_request(conv.id, format="openai")
+
+    def names(payload: dict[str, Any]) -> list[str]:
+        return [
+            call["function"]["name"]
+            for message in payload["messages"]
+            for call in message.get("tool_calls") or []
+        ]
+
+    assert names(old.payload) == ["github.search_code"]
+    assert names(current.payload) == [tool_name("github.search_code")]
+    assert store.request_payload(conv.id, old.request_id) == old.payload
+    assert store.request_payload(conv.id, current.request_id) == current.payload
+    assert store.messages(conv.id)[1]["content"][0]["name"] == "github.search_code"
