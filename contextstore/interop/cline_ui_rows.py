@@ -193,12 +193,13 @@ def _range_slot(
         )
         return
     end = int(value[1])
+    written = f"[{int(value[0])}, {end}]"  # as the file has it: notes quote the file
     if end < 1 or (state.written is not None and end < state.written):
         notes.append(
             Note(
                 path,
                 where,
-                f"the deleted range [2, {end}] would shrink the range "
+                f"the deleted range {written} would shrink the range "
                 f"[2, {state.written}] set before it; left out.",
             )
         )
@@ -210,7 +211,7 @@ def _range_slot(
             Note(
                 path,
                 where,
-                f"the deleted range [2, {end}] does not fit the {count} messages "
+                f"the deleted range {written} does not fit the {count} messages "
                 "of the history at this point (Cline crashed between writes?); left out.",
             )
         )

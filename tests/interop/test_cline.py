@@ -1136,6 +1136,19 @@ def test_a_request_number_json_cannot_hold_is_recorded_as_null_with_a_note(
     assert _load(tmp_path / "out" / "ui_messages.json")[at - 1 : at + 1] == [started[1], retry]
 
 
+def test_a_deleted_range_that_does_not_fit_is_quoted_as_the_file_has_it(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    """The note named "[2, 2]", a range the file does not hold, for its [5, 2]."""
+    task = story(1)
+    task.ui[-1]["conversationHistoryDeletedRange"] = [5, 2]
+    folder = task.write(tmp_path / "tasks" / "1760000000000")
+    report = import_cline(memory_store, folder)
+    (note,) = report.items[0].skipped
+    assert note.reason.startswith("the deleted range [5, 2] does not fit the 3 messages ")
+    assert memory_store.deleted_range(report.conversation_id) is None
+
+
 def test_a_deleted_range_not_starting_at_2_is_imported_from_2_with_a_note(
     memory_store: ContextStore, tmp_path: Path
 ) -> None:
