@@ -17,12 +17,12 @@ PROGRAM = ("contextstore",)
 :func:`~contextstore.cli.common.program_words`)."""
 
 
-def _roll_back_first(match: re.Match[str], program: Sequence[str]) -> str:
-    command = shlex.join([*program, "rollback", match["cid"], "--to", match["ts"], "--yes"])
+def _roll_back_first(match: re.Match[str]) -> str:
+    command = shlex.join([*PROGRAM, "rollback", match["cid"], "--to", match["ts"], "--yes"])
     return f"{match[1]} Roll back to that ts first ('{command}'), then run this restore again."
 
 
-RULES: tuple[tuple[str, str | Callable[[re.Match[str], Sequence[str]], str]], ...] = (
+RULES: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (
         r"list them with ContextStore\.list_conversations\(\) or 'contextstore conversations'",
         "list them with 'contextstore conversations'",
@@ -54,21 +54,12 @@ def cli_wording(message: str, program: Sequence[str] = PROGRAM) -> str:
     command it suggests starts with ``program`` (``contextstore``, and the ``--db`` of the
     store the command ran on)."""
     for pattern, replacement in RULES:
-        message = re.sub(pattern, _bound(replacement, program), message)
+        message = re.sub(pattern, replacement, message)
     if tuple(program) != PROGRAM:
         message = SUGGESTED_COMMAND.sub(f"'{shlex.join(program)} ", message)
     return message
 
 
-SUGGESTED_COMMAND = re.compile(r"'contextstore (?!--db |recover )")
+SUGGESTED_COMMAND = re.compile(r"'contextstore (?!recover )")
 """The start of a command a library message suggests (``'contextstore migrate'``), which
 runs on the store the failed command named; ``recover`` takes its files as arguments."""
-
-
-def _bound(
-    replacement: str | Callable[[re.Match[str], Sequence[str]], str], program: Sequence[str]
-) -> str | Callable[[re.Match[str]], str]:
-    """A rule's replacement as :func:`re.sub` takes it."""
-    if isinstance(replacement, str):
-        return replacement
-    return lambda match: replacement(match, program)

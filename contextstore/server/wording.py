@@ -135,8 +135,11 @@ def _json_containers(message: str) -> str:
     return "".join(parts) + message[position:]
 
 
+_CONTAINER_START = re.compile(r"[\[{]")
+
+
 def _next_container(message: str, position: int) -> int | None:
-    found = re.compile(r"[\[{]").search(message, position)
+    found = _CONTAINER_START.search(message, position)
     return None if found is None else found.start()
 
 
