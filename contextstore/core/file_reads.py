@@ -15,7 +15,8 @@ with a text item; mention rewrites replace the first occurrence literally (JavaS
 ``String.replace`` interpreted ``$&`` and friends in paths); every update gets its own
 metadata lists (Cline shared them between updates, so rollback saw rewritten history); an
 occurrence whose target block has no text slot is counted but gets no (invisible) update;
-and malformed mention metadata raises instead of being trusted.
+malformed mention metadata raises instead of being trusted; and a block rewritten by a
+processor or by hand is read as shown, where only Cline's own rewrites ever existed.
 """
 
 from __future__ import annotations
@@ -61,6 +62,15 @@ _FINAL_CONTENT_RE: Final = re.compile(
 _MENTION_RE: Final = re.compile(r'<file_content path="([^"]*)">([\s\S]*?)</file_content>')
 _WRITE_TOOLS: Final = frozenset({"write_to_file", "replace_in_file"})
 _MENTION_BLOCKS: Final = 3
+_OWN_REWRITES: Final = frozenset(
+    {
+        UpdateKind.READ_FILE,
+        UpdateKind.ALTER_FILE,
+        UpdateKind.TRUNCATION_NOTICE,
+        UpdateKind.FIRST_USER_REPLACEMENT,
+    }
+)
+"""Kinds of the context manager's rewrites that end a message's de-duplication."""
 
 
 @dataclass(frozen=True)
@@ -178,13 +188,18 @@ def _updates_by_message(overlays: OverlayMap) -> dict[int, list[BlockUpdate]]:
 
 
 def _mention_state(updates: Sequence[BlockUpdate]) -> tuple[bool, list[str]]:
-    """Return (skip this message, paths already replaced in it) from its updates."""
-    if not updates:
-        return False, []
-    if any(update.kind != UpdateKind.FILE_MENTION for update in updates):
+    """Return (skip this message, paths already replaced in it) from its updates.
+
+    Only the context manager's own rewrites stop a scan, as in Cline, whose overlay held
+    nothing else; a block rewritten by a processor or by hand is read as it is shown.
+    """
+    if any(update.kind in _OWN_REWRITES for update in updates):
         return True, []
-    replaced = _path_list(updates[0], REPLACED_PATHS)
-    if len(replaced) == len(_path_list(updates[0], ALL_PATHS)):
+    mentions = [update for update in updates if update.kind == UpdateKind.FILE_MENTION]
+    if not mentions:
+        return False, []
+    replaced = _path_list(mentions[0], REPLACED_PATHS)
+    if len(replaced) == len(_path_list(mentions[0], ALL_PATHS)):
         return True, []
     return False, replaced
 
@@ -238,8 +253,8 @@ def _scan_mentions(idx: int, content: list[Any], already: list[str], scan: _Scan
         for match in matches:
             path = match.group(1)
             paths.append(path)
-            if path not in already:
-                notice = f'<file_content path="{path}">{DUPLICATE_FILE_READ_NOTICE}</file_content>'
+            notice = f'<file_content path="{path}">{DUPLICATE_FILE_READ_NOTICE}</file_content>'
+            if path not in already and match.group(0) != notice:
                 occurrence = _Occurrence(
                     idx, block_idx, UpdateKind.FILE_MENTION, match.group(0), notice
                 )
@@ -264,9 +279,11 @@ def _scan(messages: Sequence[Message], start: int, overlays: OverlayMap) -> _Sca
     scan = _Scan()
     for idx in range(start, len(messages)):
         _content(messages, idx)
-        skip, already = _mention_state(by_message.get(idx, []))
+        updates = by_message.get(idx, [])
+        skip, already = _mention_state(updates)
         if not skip:
-            _scan_message(idx, messages[idx], already, scan)
+            shown = apply_overlays(messages[idx], idx, overlays) if updates else messages[idx]
+            _scan_message(idx, shown, already, scan)
     return scan
 
 
@@ -297,7 +314,7 @@ def _build_updates(
                 draft.replaced.append(path)
                 continue
             base = _effective_text(messages, overlays, occ.message_idx, occ.block_idx)
-            if base is None:
+            if base is None or base == occ.replacement:
                 continue
             updates.append(
                 BlockUpdate(
@@ -389,11 +406,13 @@ def plan_file_read_dedupe(
 ) -> DedupePlan:
     """Plan one de-duplication round over the visible messages from ``start``.
 
-    Only user messages with list content from ``start`` on are scanned; a message with
-    any effective update other than a file mention is never rescanned, and a mention
-    message whose paths are all replaced is skipped. Per path, every occurrence of this
-    round but the newest is replaced. A mention update is built on the block's current
-    text and records ``replaced_paths`` (cumulative) and ``all_paths`` as new lists.
+    Only user messages with list content from ``start`` on are scanned, as they are shown
+    (with their effective updates); a message the context manager already rewrote (a read
+    or write replaced, a notice) is never rescanned, a mention message whose paths are all
+    replaced is skipped, and a block that already shows the notice gets no update. Per
+    path, every occurrence of this round but the newest is replaced. A mention update is
+    built on the block's current text and records ``replaced_paths`` (cumulative) and
+    ``all_paths`` as new lists.
 
     The savings metric is Cline's: characters over messages 0, 1 and ``start`` onwards;
     rewritten blocks count their current text and save the difference to the new text,

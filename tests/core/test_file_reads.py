@@ -280,6 +280,41 @@ def test_a_message_with_any_other_update_is_never_rescanned() -> None:
     assert plan_file_read_dedupe(messages, 2, {(2, 0): masked}).updates == ()
 
 
+@pytest.mark.parametrize("kind", [UpdateKind.PROCESSOR, UpdateKind.MANUAL])
+def test_a_read_rewritten_by_a_processor_or_by_hand_is_read_as_it_is_shown(kind: str) -> None:
+    messages = history(xml_read("a.py", "v1   "), xml_read("a.py", "v2"))
+    distilled = f"{header('read_file', 'a.py')}\nv1"
+    rewrite = BlockUpdate(2, 0, kind, distilled, source="distill")
+    plan = plan_file_read_dedupe(messages, 2, {(2, 0): rewrite})
+    assert [update.address for update in plan.updates] == [(2, 0)]
+    assert plan.updates[0].kind == UpdateKind.READ_FILE
+    assert plan.updates[0].base_hash == text_hash(distilled)
+
+
+@pytest.mark.parametrize("kind", [UpdateKind.TRUNCATION_NOTICE, UpdateKind.FIRST_USER_REPLACEMENT])
+def test_a_message_the_context_manager_rewrote_is_never_rescanned(kind: str) -> None:
+    messages = history(xml_read("a.py", "v1"), xml_read("a.py", "v2"))
+    notice = BlockUpdate(2, 0, kind, f"{header('read_file', 'a.py')}\nv1", source="cm")
+    assert plan_file_read_dedupe(messages, 2, {(2, 0): notice}).updates == ()
+
+
+def test_a_read_that_already_shows_the_notice_gets_no_new_update() -> None:
+    messages = history(*(xml_read("a.py", f"v{n}") for n in range(3)))
+    round_1 = plan_file_read_dedupe(messages, 2, {})
+    over = {
+        address: BlockUpdate(*address, UpdateKind.PROCESSOR, update.text, source="distill")
+        for address, update in overlay_of(round_1).items()
+    }
+    assert plan_file_read_dedupe(messages, 2, over).updates == ()
+
+
+def test_a_mention_that_already_shows_the_notice_is_not_replaced_again() -> None:
+    notice = f'<file_content path="a.py">{NOTICE}</file_content>'
+    messages = history([text(f"see {notice}")], [text(f"see {mention('a.py', 'v2')}")])
+    rewrite = BlockUpdate(2, 0, UpdateKind.PROCESSOR, f"see {notice}", source="distill")
+    assert plan_file_read_dedupe(messages, 2, {(2, 0): rewrite}).updates == ()
+
+
 def test_hidden_messages_never_count_as_occurrences() -> None:
     messages = history(*(xml_read("a.py", f"v{n}") for n in range(3)))
     assert plan_file_read_dedupe(messages, 5, {}).touched == ()

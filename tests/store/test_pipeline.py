@@ -173,3 +173,21 @@ def test_a_parallel_pipeline_writes_what_a_sequential_one_writes(
     sequential = store.render(conv.id, pipeline=Pipeline(processors))
     parallel = store.render(conv.id, pipeline=Pipeline(processors, parallel=True))
     assert parallel == sequential and TOKEN not in json.dumps(parallel)
+
+
+def test_reads_a_pipeline_rewrote_are_still_de_duplicated(store: ContextStore) -> None:
+    # Distilled (trailing spaces) and masked (a key) reads: the context manager reads them
+    # as shown, so repeated reads are replaced instead of half the history being hidden.
+    body = "".join(f"x{n} = 1   \n" for n in range(1500)) + f"key = {TOKEN}\n"
+    conv = store.create_conversation(context_window=64_000)
+    store.append(conv.id, [user("<task>t</task>"), assistant("ok")])
+    for n in range(4):
+        store.append(conv.id, [user(f"[read_file for 'a.py'] Result:\n{body}"), assistant(f"{n}")])
+    store.append(conv.id, "user", "go")
+    pipeline = Pipeline([SecretMasker(), Distiller()])
+    store.prepare_request(conv.id, pipeline=pipeline)
+    store.record_request(conv.id, tokens_in=50_000)
+    ctx = store.prepare_request(conv.id, pipeline=pipeline)
+    assert (ctx.decision.action, ctx.decision.deleted_range) == ("dedupe", None)
+    assert ctx.decision.deduplicated == (2, 4, 6)
+    assert TOKEN not in json.dumps(ctx.payload)
