@@ -41,7 +41,7 @@ from contextstore.core.overlays import (
 )
 from contextstore.core.truncation import FIRST_HIDABLE, visible_start
 from contextstore.core.validate import plain_lists_only
-from contextstore.core.view import repair_indexed
+from contextstore.core.view import calls_hidden_before, repair_indexed
 
 SAVINGS_THRESHOLD: Final = 0.3
 """Fraction of characters a de-duplication must save for truncation to be skipped."""
@@ -470,7 +470,8 @@ def optimize_file_reads(
         [
             (idx, copy.deepcopy(apply_overlays(messages[idx], idx, overlay)))
             for idx in _kept_indices(len(messages), start)
-        ]
+        ],
+        hidden_calls=calls_hidden_before(messages, deleted_range),
     )
     return FileReadOptimization(
         changed=bool(plan.updates),

@@ -97,6 +97,16 @@ def visible_start(deleted_range: Sequence[int] | None) -> int:
     return FIRST_HIDABLE if end is None else end + 1
 
 
+def unread_through(deleted_range: Sequence[int] | None) -> int | None:
+    """The last index of the messages a view need not read (``2..unread_through``), or None.
+
+    The range hides ``2..end``; the last of them is read all the same, since the results
+    in the first message after the cut answer its calls
+    (:func:`contextstore.core.view.calls_hidden_before`).
+    """
+    return None if deleted_range is None else visible_start(deleted_range) - 2
+
+
 def _to_remove(rest: int, keep: KeepStrategy) -> int:
     """Number of messages to hide out of ``rest`` (Cline's arithmetic, floor division)."""
     if keep == "none":

@@ -9,7 +9,7 @@ dicts wherever something changes and never modifies what it was given.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from contextstore.core.overlays import BlockUpdate, Message, OverlayMap, apply_overlays
@@ -22,7 +22,7 @@ IndexedView = Sequence[tuple[int, Message]]
 RESULT_MISSING = "result missing"
 """Content of the placeholder result inserted for a tool call whose result was lost."""
 
-VIEW_RULES = 10
+VIEW_RULES = 11
 """The version of the view rules this code applies. A prepared request records the version
 it was built with, so that :meth:`ContextStore.request_payload` rebuilds it by the same
 rules after they change: 1 is the original set; 2 adds :func:`adopt_text_results`; 3 keeps
@@ -42,7 +42,10 @@ OpenAI, beginning as none of the four image types they take
 (:func:`contextstore.core.media.unreadable_image`); 9 gives an Anthropic tool call id that
 an earlier message of the request already used another form
 (:func:`contextstore.renderers.anthropic.repeated_call_id`); 10 sends an OpenAI tool call's
-name in a form the API takes (:func:`contextstore.renderers.openai.tool_name`)."""
+name in a form the API takes (:func:`contextstore.renderers.openai.tool_name`); 11 drops,
+after a cut, a result whose id message 1 issued when the hidden message just before it
+issued the id too (:func:`calls_hidden_before`): an agent that reuses ids answered
+message 1's call with the hidden call's result."""
 
 ORPHANS_DROPPED = "[Tool results of calls in the removed part of the conversation were dropped.]"
 """Text left in a user message whose only blocks were orphan tool results."""
@@ -134,13 +137,32 @@ def pending_calls(messages: Sequence[Message]) -> list[str]:
     return _tool_use_ids(messages[-1]) if messages else []
 
 
-def drop_orphan_results(view: IndexedView) -> IndexedView:
+def calls_hidden_before(
+    messages: Sequence[Message], deleted_range: Sequence[int] | None
+) -> frozenset[str]:
+    """Ids of the tool calls of the hidden message just before the first one after the cut.
+
+    The results in that first message answer these calls, even when message 1 issued the
+    same ids (agents such as Kimi's number ids per tool, ``functions.read_file:0``, and so
+    reuse them): :func:`drop_orphan_results` drops them. Empty without a cut, or with
+    nothing after it.
+    """
+    start = visible_start(deleted_range)
+    if start <= 2 or start >= len(messages):
+        return frozenset()
+    before = messages[start - 1]
+    return frozenset(_tool_use_ids(before)) if isinstance(before, dict) else frozenset()
+
+
+def drop_orphan_results(view: IndexedView, hidden_calls: Collection[str] = ()) -> IndexedView:
     """Remove, from the first message after a cut, results whose call is not visible.
 
     Cline removes every tool result of that message, including ones that still pair (and
     a summary delivered as a result); only results whose ``tool_use_id`` the visible
-    assistant message before it did not issue are dropped here. A message left with no
-    block keeps an empty list, as in Cline (see :func:`provider_safe` for the store's view).
+    assistant message before it did not issue, or the hidden message just before it did
+    (``hidden_calls``, see :func:`calls_hidden_before`), are dropped here. A message left
+    with no block keeps an empty list, as in Cline (see :func:`provider_safe` for the
+    store's view).
     """
     if len(view) < 3 or view[2][0] <= 2:
         return view
@@ -148,7 +170,7 @@ def drop_orphan_results(view: IndexedView) -> IndexedView:
     content = first.get("content")
     if first.get("role") != "user" or not isinstance(content, list):
         return view
-    issued = set(_tool_use_ids(view[1][1]))
+    issued = set(_tool_use_ids(view[1][1])).difference(hidden_calls)
     kept = [
         block
         for block in content
@@ -451,7 +473,9 @@ def truncated_messages(
     Messages 0 and 1 are always kept, then everything after ``deleted_range[1]``. A range
     whose end is below 2 hides nothing (it never shows message 1 twice).
     """
-    view = drop_orphan_results(cut(messages, deleted_range))
+    view = drop_orphan_results(
+        cut(messages, deleted_range), calls_hidden_before(messages, deleted_range)
+    )
     return ensure_tool_results_follow_tool_use([message for _, message in view])
 
 
@@ -464,12 +488,16 @@ def build_view(
 ) -> list[Message]:
     """The store's view: cut, rewrites, orphan filter, pairing repair, provider safety
     (by the view rules of version ``rules``)."""
-    return finish_view(cut(messages, deleted_range, overlays), rules=rules)
+    hidden = calls_hidden_before(messages, deleted_range)
+    return finish_view(cut(messages, deleted_range, overlays), rules=rules, hidden_calls=hidden)
 
 
-def finish_view(view: IndexedView, *, rules: int = VIEW_RULES) -> list[Message]:
+def finish_view(
+    view: IndexedView, *, rules: int = VIEW_RULES, hidden_calls: Collection[str] = ()
+) -> list[Message]:
     """``provider_safe(repair_indexed(view, rules=rules), rules=rules)``: the last view
-    steps on a cut and rewritten view.
+    steps on a cut and rewritten view; ``hidden_calls`` as :func:`calls_hidden_before`
+    gives them (from version 11 of the rules).
 
     A stored conversation is nearly always well formed (every call answered first thing in
     the next user message, no stray result), and then the repair steps change at most the
@@ -477,7 +505,7 @@ def finish_view(view: IndexedView, *, rules: int = VIEW_RULES) -> list[Message]:
     message only what those steps ask (each tool call list is read once); only a view that
     needs a repair goes through the steps one by one. The result is the same either way.
     """
-    filtered = drop_orphan_results(view)
+    filtered = drop_orphan_results(view, hidden_calls if rules >= 11 else ())
     finished = _finished_in_one_scan(filtered, rules)
     if finished is None:
         return provider_safe(repair_indexed(filtered, rules=rules), rules=rules)
@@ -531,10 +559,13 @@ def _finished_in_one_scan(view: IndexedView, rules: int) -> list[Message] | None
     return out
 
 
-def repair_indexed(view: IndexedView, *, rules: int = VIEW_RULES) -> list[Message]:
-    """Finish an already cut and rewritten view: orphan filter, text results adopted as
-    tool results (from version 2 of the rules), then the pairing repair."""
-    filtered = drop_orphan_results(view)
+def repair_indexed(
+    view: IndexedView, *, rules: int = VIEW_RULES, hidden_calls: Collection[str] = ()
+) -> list[Message]:
+    """Finish an already cut and rewritten view: orphan filter (``hidden_calls`` from
+    version 11 of the rules), text results adopted as tool results (from version 2), then
+    the pairing repair."""
+    filtered = drop_orphan_results(view, hidden_calls if rules >= 11 else ())
     if rules >= 2:
         filtered = adopt_text_results(filtered)
     return ensure_tool_results_follow_tool_use([message for _, message in filtered])

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from contextstore.core.overlays import Message
 from contextstore.core.records import Conversation
 from contextstore.core.state import ConversationState
-from contextstore.core.truncation import visible_start
+from contextstore.core.truncation import unread_through
 from contextstore.core.view import CutMemo
 from contextstore.renderers.anthropic import RenderedMessage
 from contextstore.storage import history, ranges, requests, updates
@@ -70,8 +70,8 @@ class PrepareMemo:
 def held_at_least(state: ConversationState) -> int:
     """The bytes a memo of ``state`` holds before its rendered JSON is counted: a state
     above the cache's budget by this much alone will not be kept."""
-    hidden = 0 if state.deleted_range is None else visible_start(state.deleted_range) - 2
-    visible = max(0, len(state.messages) - hidden)
+    unread = unread_through(state.deleted_range) or 0
+    visible = len(state.messages) - max(0, unread - 1)
     return state.stored_bytes + OBJECT_BYTES * visible
 
 
@@ -89,7 +89,7 @@ def read_state(
         deleted_range = ranges.load_deleted_range(connection, cid)
         old = previous.state
         if early == previous.fingerprint and deleted_range == old.deleted_range:
-            hidden = None if deleted_range is None else visible_start(deleted_range) - 1
+            hidden = unread_through(deleted_range)
             new, _stamps, size = history.load_messages_after(
                 connection, cid, since, len(old.messages)
             )

@@ -21,7 +21,14 @@ from contextstore.core.overlays import (
     apply_overlays,
 )
 from contextstore.core.state import ConversationState
-from contextstore.core.view import CutMemo, IndexedView, cut, cut_reusing, finish_view
+from contextstore.core.view import (
+    CutMemo,
+    IndexedView,
+    calls_hidden_before,
+    cut,
+    cut_reusing,
+    finish_view,
+)
 from contextstore.processors.pipeline import Pipeline, ProcessorStep, drop_stale
 from contextstore.processors.triggers import plan_firings
 
@@ -160,7 +167,8 @@ def run(
             (i, apply_overlays(state.messages[i], i, merged) if i in touched else message)
             for i, message in indexed
         ]
-    return RunResult(proposals, finish_view(indexed), steps, memo)
+    hidden = calls_hidden_before(state.messages, state.deleted_range)
+    return RunResult(proposals, finish_view(indexed, hidden_calls=hidden), steps, memo)
 
 
 def view_with(state: ConversationState, proposals: Sequence[BlockUpdate]) -> list[dict[str, Any]]:
@@ -170,4 +178,5 @@ def view_with(state: ConversationState, proposals: Sequence[BlockUpdate]) -> lis
         merged = dict(state.overlays)
         merged.update({u.address: u for u in proposals})
         overlays = merged
-    return finish_view(cut(state.messages, state.deleted_range, overlays))
+    hidden = calls_hidden_before(state.messages, state.deleted_range)
+    return finish_view(cut(state.messages, state.deleted_range, overlays), hidden_calls=hidden)

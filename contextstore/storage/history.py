@@ -31,7 +31,7 @@ from sqlalchemy import (
 from contextstore.core.errors import IntegrityViolationError
 from contextstore.core.overlays import Message
 from contextstore.core.state import HIDDEN, ConversationState
-from contextstore.core.truncation import visible_start
+from contextstore.core.truncation import unread_through
 from contextstore.storage.clock import (
     NO_LIMIT,
 )
@@ -290,7 +290,7 @@ def load_state(
     state carries a hash of the rows it was read from (see ``ConversationState.digest``).
     """
     deleted_range = load_deleted_range(connection, conversation_id, as_of)
-    hidden = None if every_message or deleted_range is None else visible_start(deleted_range) - 1
+    hidden = None if every_message else unread_through(deleted_range)
     rows, read_hidden = _history_rows(connection, conversation_id, as_of, hidden)
     # Python's own hashing, in C over the rows as read (text, JSON as text, keys, ts).
     rows_hash = hash(tuple(rows)) if digest else None

@@ -16,6 +16,7 @@ from contextstore.core.view import (
     ORPHANS_DROPPED,
     RESULT_MISSING,
     build_view,
+    calls_hidden_before,
     cut,
     provider_safe,
 )
@@ -151,6 +152,34 @@ class TestCut:
         ]
         out = truncated_messages(messages, (2, 3))
         assert out[2]["content"][0]["content"] == "the summary"
+
+    def test_a_reused_id_answers_the_hidden_call_before_it_not_message_one(self) -> None:
+        """Kimi numbers ids per tool: message 5 answers message 4's read of b.py, hidden by
+        the cut, not message 1's read of a.py, whose id it shares."""
+        same = "functions.read_file:0"
+        messages = [
+            user("task"),
+            assistant(tool_use(same, path="a.py")),
+            user(tool_result(same, "a.py's text")),
+            assistant("next"),
+            assistant(tool_use(same, path="b.py")),
+            user(tool_result(same, "b.py's text"), "and a remark"),
+        ]
+        assert calls_hidden_before(messages, (2, 4)) == {same}
+        for out in (truncated_messages(messages, (2, 4)), build_view(messages, (2, 4), None)):
+            assert out[2]["content"] == [tool_result(same, RESULT_MISSING), text("and a remark")]
+        # by the rules of version 10 the hidden call's result answered message 1
+        older = build_view(messages, (2, 4), None, rules=10)
+        assert older[2]["content"][0] == tool_result(same, "b.py's text")
+
+    def test_no_call_is_hidden_before_the_view_without_a_cut(self) -> None:
+        messages = session(3)
+        for no_cut in (None, (2, 1), (2, 0)):
+            assert calls_hidden_before(messages, no_cut) == frozenset()
+        assert calls_hidden_before(messages, (2, 2)) == frozenset()  # message 2 is a user's
+        assert calls_hidden_before(messages, (2, 3)) == {"t1"}
+        assert calls_hidden_before(messages, (2, 5)) == {"t2"}
+        assert calls_hidden_before(messages[:6], (2, 5)) == frozenset()  # nothing after it
 
 
 class TestRewrites:

@@ -393,3 +393,36 @@ def test_a_request_prepared_by_rules_9_rebuilds_as_sent_after_rules_10(
     assert store.request_payload(conv.id, old.request_id) == old.payload
     assert store.request_payload(conv.id, current.request_id) == current.payload
     assert store.messages(conv.id)[1]["content"][0]["name"] == "github.search_code"
+
+
+def test_a_request_prepared_before_reused_ids_were_told_apart_rebuilds_as_sent(
+    store: ContextStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 11 drops a result after the cut that answers the hidden call just before it,
+    though message 1 issued the same id; a version 10 request sent it as message 1's."""
+    same = "functions.read_file:0"
+    conv = store.create_conversation()
+    store.append(
+        conv.id,
+        [
+            user("task"),
+            assistant(tool_use(same, path="a.py")),
+            user(tool_result(same, "a.py's text")),
+            assistant("next"),
+            assistant(tool_use(same, path="b.py")),
+            user(tool_result(same, "b.py's text")),
+            assistant("done"),
+        ],
+    )
+    store.set_deleted_range(conv.id, 4)
+    with monkeypatch.context() as patched:
+        patched.setattr(requests_facade, "VIEW_RULES", 10)
+        patched.setattr(runner, "finish_view", partial(view_rules.finish_view, rules=10))
+        old = store.prepare_request(conv.id)
+    store.prepare_cache.clear()
+    current = store.prepare_request(conv.id)
+    assert old.request_id is not None and current.request_id is not None
+    assert [r["content"] for r in _result_blocks(old.payload)] == ["b.py's text"]
+    assert [r["content"] for r in _result_blocks(current.payload)] == ["result missing"]
+    assert store.request_payload(conv.id, old.request_id) == old.payload
+    assert store.request_payload(conv.id, current.request_id) == current.payload
