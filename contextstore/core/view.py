@@ -45,7 +45,9 @@ an earlier message of the request already used another form
 name in a form the API takes (:func:`contextstore.renderers.openai.tool_name`); 11 drops,
 after a cut, a result whose id message 1 issued when the hidden message just before it
 issued the id too (:func:`calls_hidden_before`): an agent that reuses ids answered
-message 1's call with the hidden call's result."""
+message 1's call with the hidden call's result; and Gemini names a tool result after the
+call its id answered last before it (the last call of the id in the whole request named
+every result, and hardening then invented a call)."""
 
 ORPHANS_DROPPED = "[Tool results of calls in the removed part of the conversation were dropped.]"
 """Text left in a user message whose only blocks were orphan tool results."""

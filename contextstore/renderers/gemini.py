@@ -218,9 +218,9 @@ def _parts(blocks: Sequence[Block], names: Mapping[str, str], rules: int) -> lis
     return parts
 
 
-def _tool_names(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """Map every ``tool_use`` id to its tool name."""
-    names: dict[str, str] = {}
+def _tool_names(messages: Sequence[Mapping[str, Any]], names: dict[str, str]) -> dict[str, str]:
+    """``names`` with every ``tool_use`` id of ``messages`` mapped to its tool name (a
+    later call of an id wins)."""
     for message in messages:
         for block in content_blocks(message):
             if block.get("type") == "tool_use" and block.get("id"):
@@ -246,8 +246,9 @@ def render_contents(
         rules: The version of the view rules to render by
             (:data:`~contextstore.core.view.VIEW_RULES`): a stored request is rebuilt by
             the version it was prepared with; before 5, ``search_result`` blocks are
-            dropped, and before 7, base64 images are sent with their stored media type,
-            whatever it is.
+            dropped, before 7, base64 images are sent with their stored media type,
+            whatever it is, and before 11 every result is named after the last call of
+            its id in the request.
 
     Returns:
         New ``Content`` dicts that satisfy Gemini's role and pairing rules.
@@ -256,11 +257,15 @@ def render_contents(
         InvalidMessageError: The input is not a list of Anthropic-style messages.
     """
     check_messages(messages)
-    names = _tool_names(messages)
-    contents = [
-        {"role": _ROLES[message["role"]], "parts": _parts(content_blocks(message), names, rules)}
-        for message in paired_server_blocks(messages)  # type: ignore[arg-type]  # checked
-    ]
+    # A result is named after the call its id answered last, so far (from version 11: an
+    # agent that reuses ids made a result of one tool answer as another one).
+    names = {} if rules >= 11 else _tool_names(messages, {})
+    contents = []
+    for message in paired_server_blocks(messages):  # type: ignore[arg-type]  # checked
+        if rules >= 11:
+            _tool_names([message], names)
+        parts = _parts(content_blocks(message), names, rules)
+        contents.append({"role": _ROLES[message["role"]], "parts": parts})
     return harden_history(
         contents,
         lost_response=lost_response,

@@ -118,6 +118,32 @@ def test_result_for_an_unknown_call_gets_a_placeholder_name_and_call() -> None:
     assert violations(contents) == []
 
 
+def test_a_reused_id_names_each_result_after_the_call_it_answers() -> None:
+    """Kimi numbers ids per tool, so one id is issued by calls of two tools; each response
+    takes the name of the call just before it, and nothing is invented."""
+    same = "functions.read_file:0"
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [tool_use(same, "read_file", {"path": "a.py"})]},
+        {"role": "user", "content": [tool_result(same, "A")]},
+        {"role": "assistant", "content": [tool_use(same, "list_files", {"path": "."})]},
+        {"role": "user", "content": [tool_result(same, "B")]},
+    ]
+    contents = render_contents(messages)
+    calls = [[p["functionCall"]["name"] for p in c["parts"]] for c in contents[1::2]]
+    responses = [[p["functionResponse"] for p in c["parts"]] for c in contents[2::2]]
+    assert calls == [["read_file"], ["list_files"]]
+    assert [[(r["name"], r["response"]) for r in turn] for turn in responses] == [
+        [("read_file", {"output": "A"})],
+        [("list_files", {"output": "B"})],
+    ]
+    assert violations(contents) == []
+    # by the rules of version 10 the last call's name named both results, so the first
+    # model turn got an invented list_files call and read_file a "lost" response
+    older = render_contents(messages, rules=10)
+    assert [p["functionCall"]["name"] for p in older[1]["parts"]] == ["read_file", "list_files"]
+
+
 def test_thinking_is_stripped_and_gemini_signatures_are_sent_back() -> None:
     messages = [
         {"role": "user", "content": "q"},
