@@ -45,9 +45,14 @@ NOTICE_SOURCE: Final = "context_manager"
 
 
 def _has_update_of_kind(overlays: OverlayMap, message_idx: int, kind: str) -> bool:
-    return any(
-        update.message_idx == message_idx and update.kind == kind for update in overlays.values()
-    )
+    return _update_of_kind(overlays, message_idx, kind) is not None
+
+
+def _update_of_kind(overlays: OverlayMap, message_idx: int, kind: str) -> BlockUpdate | None:
+    for update in overlays.values():
+        if update.message_idx == message_idx and update.kind == kind:
+            return update
+    return None
 
 
 def _visible_text(message: Message, idx: int, block_idx: int, overlays: OverlayMap) -> str:
@@ -142,6 +147,11 @@ def first_user_replacement_update(
     original stays in the store, so a rollback restores the task text. Deliberate
     difference: a string content counts as block 0 (Cline skipped it).
 
+    With a ``notice`` (message 1 cannot show one), the cue must carry it, so it is
+    proposed whenever message 0 can show it at all: over an earlier cue (whose notice and
+    summary it replaces), else in block 0, else in the first block of message 0 that has
+    a text slot (a task that opens with an image).
+
     Args:
         messages: The original, unmodified history.
         overlays: The effective update per block.
@@ -151,16 +161,39 @@ def first_user_replacement_update(
     Returns:
         The proposed update, or None.
     """
-    if not messages or _has_update_of_kind(overlays, 0, UpdateKind.FIRST_USER_REPLACEMENT):
+    if not messages:
         return None
-    if not _first_block_is_nonempty_text(messages[0]):
+    earlier = _update_of_kind(overlays, 0, UpdateKind.FIRST_USER_REPLACEMENT)
+    if notice is None:
+        if earlier is not None or not _first_block_is_nonempty_text(messages[0]):
+            return None
+        block_idx: int | None = 0
+    elif earlier is not None:
+        block_idx = earlier.block_idx
+    elif _first_block_is_nonempty_text(messages[0]):
+        block_idx = 0
+    else:
+        block_idx = _first_text_slot(messages[0])
+    if block_idx is None:
         return None
     return BlockUpdate(
         message_idx=0,
-        block_idx=0,
+        block_idx=block_idx,
         kind=UpdateKind.FIRST_USER_REPLACEMENT,
         text=FIRST_USER_REPLACEMENT if notice is None else f"{FIRST_USER_REPLACEMENT}\n\n{notice}",
         source=NOTICE_SOURCE,
         metadata={},
-        base_hash=text_hash(_visible_text(messages[0], 0, 0, overlays)),
+        base_hash=text_hash(_visible_text(messages[0], 0, block_idx, overlays)),
     )
+
+
+def can_show_a_summary(messages: Sequence[Message]) -> bool:
+    """Whether a truncation's summary has a place the model reads: a text slot in message
+    1 (the assistant's, for the notice) or in message 0 (after the cue)."""
+    if (
+        len(messages) >= 2
+        and messages[1].get("role") == "assistant"
+        and _first_text_slot(messages[1]) is not None
+    ):
+        return True
+    return bool(messages) and _first_text_slot(messages[0]) is not None

@@ -19,6 +19,7 @@ from contextstore.core.errors import ContextStoreError, InvalidInputError
 from contextstore.core.file_reads import plan_file_read_dedupe
 from contextstore.core.notices import (
     SUMMARY_HEADING,
+    can_show_a_summary,
     first_user_replacement_update,
     notice_text,
     truncation_notice_update,
@@ -126,15 +127,22 @@ def _summarise(
         apply_overlays(state.messages[i], i, state.overlays)
         for i in range(visible_start(state.deleted_range), new_range[1] + 1)
     ]
-    if any(
-        update.kind == UpdateKind.TRUNCATION_NOTICE and SUMMARY_HEADING in update.text
-        for (message_idx, _), update in state.overlays.items()
-        if message_idx == 1
+    for message_idx, kind in (
+        (1, UpdateKind.TRUNCATION_NOTICE),
+        (0, UpdateKind.FIRST_USER_REPLACEMENT),
     ):
-        # The new notice replaces the one that holds the earlier summary: the summarizer
-        # reads that one first, so that what it writes can keep it (as Cline summarises the
-        # whole visible conversation).
-        hidden.insert(0, apply_overlays(state.messages[1], 1, state.overlays))
+        if any(
+            update.kind == kind and SUMMARY_HEADING in update.text
+            for (idx, _), update in state.overlays.items()
+            if idx == message_idx
+        ):
+            # The new notice replaces the one that holds the earlier summary (on message 1,
+            # or after the cue on message 0): the summarizer reads that message first, so
+            # that what it writes can keep it (as Cline summarises the whole visible
+            # conversation).
+            message = state.messages[message_idx]
+            hidden.insert(0, apply_overlays(message, message_idx, state.overlays))
+            break
     try:
         result = summarizer(hidden)
     except ContextStoreError:
@@ -301,6 +309,8 @@ def _auto_condense(
     summarizer: TruncationSummarizer | None,
 ) -> Plan:
     assert policy.auto_condense is not None
+    if not can_show_a_summary(state.messages):
+        summarizer = None  # no place to show it: the truncation goes on without asking
     if not should_compact(total, policy.context_window, policy.auto_condense):
         return _nothing(base)
     if state.deleted_range is not None and len(state.messages) - state.deleted_range[1] - 1 <= 2:
@@ -368,6 +378,11 @@ def plan_truncation(
                 total,
                 reason=f"{reason}; nothing more can be hidden",
             )
+        )
+    if (summary or summarizer is not None) and not can_show_a_summary(state.messages):
+        raise InvalidInputError(
+            "the summary would have no place the model reads: neither message 1 nor message "
+            "0 holds a block that can show text; truncate without a summary or summarizer."
         )
     summary = _summarise(summarizer, summary, state, new_range)
     updates = _notice_updates(state, summary, first_user=first_user_replacement)

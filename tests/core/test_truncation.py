@@ -16,6 +16,7 @@ from contextstore.core.notices import (
     DUPLICATE_FILE_READ_NOTICE,
     FIRST_USER_REPLACEMENT,
     TRUNCATION_NOTICE,
+    can_show_a_summary,
     first_user_replacement_update,
     truncation_notice_update,
 )
@@ -432,6 +433,21 @@ def test_first_user_replacement_treats_string_content_as_block_zero() -> None:
     update = first_user_replacement_update(messages, {})
     assert update is not None
     assert update.address == (0, 0)
+
+
+def test_a_summary_can_be_shown_where_message_1_or_message_0_shows_text() -> None:
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    call = {"type": "tool_use", "id": "t", "name": "ls", "input": {}}
+    reply = {"role": "assistant", "content": [call]}
+    assert can_show_a_summary(block_history(TEXT))
+    assert can_show_a_summary(
+        [{"role": "user", "content": [image, {"type": "text", "text": ""}]}, reply]
+    )
+    assert not can_show_a_summary([{"role": "user", "content": [image]}, reply])
+    assert not can_show_a_summary(
+        [{"role": "user", "content": [image]}, {"role": "user", "content": "x"}]
+    )
+    assert not can_show_a_summary([])
 
 
 def test_notice_helpers_do_not_mutate_their_arguments() -> None:

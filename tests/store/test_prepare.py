@@ -155,6 +155,77 @@ def test_a_summary_reaches_the_model_when_message_1_shows_no_text(store: Context
     assert first.startswith(FIRST_USER_REPLACEMENT) and "SUMMARY-OF-HIDDEN" in first
 
 
+def test_a_later_summary_replaces_the_one_carried_by_the_cue(store: ContextStore) -> None:
+    """Message 1 shows no text, so each summary goes with the cue: the second replaces the
+    first there, and its summarizer reads the task message holding the first one."""
+    conv = store.create_conversation()
+    store.append(
+        conv.id,
+        [
+            user("<task>fix the bug</task>"),
+            assistant(tool_use("a0", name="ls")),
+            user(tool_result("a0", "files")),
+            *[m for i in range(4) for m in (assistant(f"step {i}"), user(f"ok {i}"))],
+        ],
+    )
+    store.truncate(conv.id, keep="half", summary="FIRST-SUMMARY")
+    store.append(conv.id, [m for i in range(6) for m in (assistant(f"more {i}"), user(f"k {i}"))])
+    seen: list[list[dict[str, Any]]] = []
+
+    def summarize(hidden: list[dict[str, Any]]) -> str:
+        seen.append(hidden)
+        return "SECOND-SUMMARY"
+
+    store.truncate(conv.id, keep="half", summarizer=summarize)
+    first = store.render(conv.id)[0]["content"][0]["text"]
+    assert first.startswith(FIRST_USER_REPLACEMENT)
+    assert "SECOND-SUMMARY" in first and "FIRST-SUMMARY" not in first
+    assert seen[0][0]["role"] == "user" and "FIRST-SUMMARY" in json.dumps(seen[0][0])
+
+
+def test_a_summary_follows_the_cue_when_the_task_opens_with_an_image(
+    store: ContextStore,
+) -> None:
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/s.png"}}
+    conv = store.create_conversation()
+    store.append(
+        conv.id,
+        [
+            user(image, "<task>make it look like this</task>"),
+            assistant(tool_use("a0", name="ls")),
+            user(tool_result("a0", "files")),
+            *[m for i in range(4) for m in (assistant(f"step {i}"), user(f"ok {i}"))],
+        ],
+    )
+    store.truncate(conv.id, keep="half", summary="SUMMARY-OF-HIDDEN")
+    first = store.render(conv.id)[0]["content"]
+    assert first[0] == image
+    assert first[1]["text"].startswith(FIRST_USER_REPLACEMENT)
+    assert "SUMMARY-OF-HIDDEN" in first[1]["text"]
+
+
+def test_a_summary_with_no_place_to_be_shown_is_refused(store: ContextStore) -> None:
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/s.png"}}
+    conv = store.create_conversation()
+    store.append(
+        conv.id,
+        [
+            user(image),
+            assistant(tool_use("a0", name="ls")),
+            user(tool_result("a0", "files")),
+            *[m for i in range(4) for m in (assistant(f"step {i}"), user(f"ok {i}"))],
+        ],
+    )
+    before = store.row_counts()
+    called: list[int] = []
+    with pytest.raises(InvalidInputError, match="no place the model reads"):
+        store.truncate(conv.id, keep="half", summarizer=lambda m: called.append(1) or "S")
+    with pytest.raises(InvalidInputError, match="truncate without a summary"):
+        store.truncate(conv.id, keep="half", summary="S")
+    assert called == [] and store.row_counts() == before
+    assert store.truncate(conv.id, keep="half").action == "truncate"
+
+
 def test_an_explicit_truncation_reports_the_range_before_it_and_the_last_total(
     store: ContextStore,
 ) -> None:
@@ -299,6 +370,25 @@ def test_a_condensed_summary_reaches_the_model_when_message_1_shows_no_text(
     assert ctx.decision.action == "truncate"
     for format in ("anthropic", "openai", "gemini"):
         assert "THE-SUMMARY" in json.dumps(store.render(conv.id, format=format)), format
+
+
+def test_auto_condense_asks_no_summary_that_could_not_be_shown(store: ContextStore) -> None:
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/s.png"}}
+    conv = store.create_conversation(context_window=200_000)
+    store.set_auto_condense(conv.id, 0.5)
+    store.append(
+        conv.id,
+        [
+            user(image),
+            assistant(tool_use("a0", name="ls")),
+            user(tool_result("a0", "files")),
+            *[m for i in range(8) for m in (assistant(f"step {i}"), user(f"ok {i}"))],
+        ],
+    )
+    _overflow(store, conv.id, 100_000)
+    called: list[int] = []
+    ctx = store.prepare_request(conv.id, summarizer=lambda hidden: called.append(1) or "S")
+    assert ctx.decision.action == "truncate" and called == []
 
 
 def test_subagents_compact_at_three_quarters_with_quarter_and_stop_without_progress(
