@@ -296,7 +296,7 @@ class HistoryMixin(NodesMixin):
         """
         if pipeline is None or not pipeline.processors:
             return view_with(state, ())
-        key = (*moment, state.digest, pipeline.config_key())
+        key = (*moment, state.digest, *pipeline.render_key())
         cacheable = not self._db.in_transaction
         cached = self.render_cache.get(key) if cacheable else None
         if cached is not None:

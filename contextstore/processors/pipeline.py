@@ -97,6 +97,21 @@ class ProcessorStep:
         return "dropped_stale" if self.dropped else "no_change"
 
 
+class _Identity:
+    """A key part that stands for one object, by identity (it may be unhashable)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.value is self.value
+
+
 @dataclass(frozen=True)
 class PipelineReport:
     """The outcome of :meth:`Pipeline.run_report`.
@@ -454,6 +469,15 @@ class Pipeline:
     def config_key(self) -> str:
         """Return a SHA-256 of :meth:`config`, for a render-cache key."""
         return hashlib.sha256(canonical_json(self.config()).encode("utf-8")).hexdigest()
+
+    def render_key(self) -> tuple[Any, ...]:
+        """The render-cache key of this pipeline: :meth:`config_key` and the hooks of the
+        caller's its processors hold (a
+        :class:`~contextstore.processors.summarize.Summarizer`'s ``hook``), by identity. A
+        config names a hook by its qualified name, which two lambdas or two closures of one
+        factory share: their renders must not answer for each other."""
+        hooks = (getattr(p, "hook", None) for p in self.processors)
+        return (self.config_key(), *(_Identity(hook) for hook in hooks if callable(hook)))
 
     def forget(self) -> None:
         """Drop the per-message results remembered for incremental processors."""

@@ -121,3 +121,28 @@ def test_settings_of_the_wrong_type_are_refused(options: dict[str, Any], name: s
 def test_a_hook_that_cannot_be_called_is_refused() -> None:
     with pytest.raises(InvalidInputError, match="hook"):
         Summarizer("summarise it")  # type: ignore[arg-type]
+
+
+def _two_lambdas() -> list[Any]:
+    """Two hooks of one qualified name, as a factory or two lambdas in one function make."""
+    return [lambda text, request: "ONE", lambda text, request: "TWO"]
+
+
+def test_renders_with_hooks_of_one_name_do_not_answer_for_each_other() -> None:
+    from contextstore import ContextStore
+    from contextstore.processors import Pipeline
+
+    one, two = _two_lambdas()
+    store = ContextStore.open(":memory:")
+    conv = store.create_conversation()
+    store.append(conv.id, [{"role": "user", "content": "task"}])
+    store.append(conv.id, "assistant", "x" * 500)
+    first = Summarizer(one, min_chars=10)
+    assert first.config() == Summarizer(two, min_chars=10).config()
+    assert store.render(conv.id, pipeline=Pipeline([first]))[1]["content"].endswith("ONE")
+    other = Pipeline([Summarizer(two, min_chars=10)])
+    assert store.render(conv.id, pipeline=other)[1]["content"].endswith("TWO")
+    # the same hook in a new pipeline is still served from the render cache
+    assert Pipeline([first]).render_key() == Pipeline([Summarizer(one, min_chars=10)]).render_key()
+    assert Pipeline([first]).render_key() != other.render_key()
+    store.close()
