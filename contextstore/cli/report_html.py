@@ -2,7 +2,8 @@
 
 Sections: the key numbers; the chart (:mod:`contextstore.cli.report_chart`); a timeline of
 events; the conversation as the model saw it at the last request, hidden ranges folded
-(``<details>``) and each rewrite beside its original; the audit tables.
+(``<details>``), the tool results the view left out folded too, the placeholders it sent in
+their place marked, and each rewrite beside its original; the audit tables.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from contextstore.cli.output import has_usage, ordered_counts
 from contextstore.cli.times import format_ts
 from contextstore.core.audit_records import AuditReport, TimelineEvent, ViewedBlock, ViewedMessage
+from contextstore.core.overlays import block_text
 
 CSS = """
 :root { --ink: #1d2330; --muted: #5b6475; --line: #d9dee7; --soft: #f4f6fa;
@@ -46,6 +48,10 @@ pre { white-space: pre-wrap; word-break: break-word; margin: 4px 0; font: 12px/1
 details.hidden-range { background: var(--hidden); border: 1px dashed #d9a441;
                        border-radius: 6px; padding: 6px 10px; margin: 8px 0; }
 details.hidden-range > summary { cursor: pointer; font-weight: 600; }
+details.dropped { background: var(--hidden); border: 1px dashed #d9a441; border-radius: 4px;
+                  padding: 2px 8px; margin: 4px 0; }
+details.dropped > summary { cursor: pointer; color: var(--muted); font-size: 12px; }
+.block.added { border-left: 3px solid #d9a441; padding-left: 6px; }
 .rewrite { display: grid; grid-template-columns: 1fr 1fr; gap: 8px; }
 .rewrite > div { background: white; border: 1px solid var(--line); border-radius: 4px;
                  padding: 4px 8px; }
@@ -201,16 +207,47 @@ def _block(block: ViewedBlock) -> str:
             )
         else:
             body = f"{prefix}<pre>{_text(block.original_text)}</pre>"
+    if block.dropped:
+        return (
+            f'<details class="dropped block {escape(block.type)}"><summary>{escape(block.type)} '
+            "not sent: the view's tool pairing left it out (no visible call it answers, or "
+            "a second result for one call)</summary>"
+            f"{body}</details>"
+        )
     return f'<div class="block {escape(block.type)}">{body}</div>'
+
+
+def _added(block: dict[str, Any]) -> str:
+    """A block the view sent that no stored row holds (a ``result missing`` placeholder)."""
+    kind = str(block.get("type"))
+    what = escape(kind)
+    if kind == "tool_result":
+        what = f"tool result for {_isolated(block.get('tool_use_id'))}"
+    return (
+        f'<div class="block added {escape(kind)}"><div class="tool">{what}, added by the '
+        f"view (not stored)</div><pre>{_text(block_text(block))}</pre></div>"
+    )
 
 
 def _message(message: ViewedMessage) -> str:
     rewritten = sum(1 for b in message.blocks if b.rewritten)
+    dropped = sum(1 for b in message.blocks if b.dropped)
     note = f", {rewritten} block{'s' if rewritten != 1 else ''} rewritten" if rewritten else ""
-    blocks = "".join(_block(b) for b in message.blocks)
-    return (
+    if dropped:
+        note += f", {dropped} block{'s' if dropped != 1 else ''} not sent"
+    if message.added:
+        note += f", {len(message.added)} added by the view"
+    blocks = "".join(_added(b) for b in message.added) + "".join(_block(b) for b in message.blocks)
+    article = (
         f'<article class="message {escape(message.role)}" id="m{message.index}">'
         f"<header>#{message.index} {escape(message.role)}{note}</header>{blocks}</article>"
+    )
+    if not message.followed_by:
+        return article
+    return (
+        f'{article}<article class="message user added" id="m{message.index}-added">'
+        f"<header>user, added by the view after #{message.index} (not stored)</header>"
+        f"{''.join(_added(b) for b in message.followed_by)}</article>"
     )
 
 

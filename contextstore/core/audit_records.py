@@ -220,6 +220,10 @@ class ViewedBlock:
     effective_text: str | None
     rewrite_kind: str | None = None
     rewrite_source: str | None = None
+    dropped: bool = False
+    """True when the view left this block out of what the model was sent: a tool result
+    whose call is not visible (the first message after a cut), answering no call, or a
+    second result for one call. Hidden messages' blocks are not marked: the message is."""
 
     @property
     def rewritten(self) -> bool:
@@ -229,9 +233,18 @@ class ViewedBlock:
 
 @dataclass(frozen=True)
 class ViewedMessage:
-    """A stored message, whether the deleted range hid it, and its blocks."""
+    """A stored message, whether the deleted range hid it, and its blocks; for a visible
+    message, what the view sent beside them."""
 
     index: int
     role: str
     hidden: bool
     blocks: list[ViewedBlock] = field(default_factory=list)
+    added: list[dict[str, Any]] = field(default_factory=list)
+    """Blocks the model was sent in this message that no stored block holds, in the order
+    sent: a ``result missing`` placeholder for a call whose result is lost, the note left in
+    a message whose blocks were all dropped."""
+    followed_by: list[dict[str, Any]] = field(default_factory=list)
+    """The blocks of a user message the view sent right after this one that is not stored
+    (``result missing`` placeholders for calls that no user message answers); empty when
+    none."""

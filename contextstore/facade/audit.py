@@ -24,6 +24,7 @@ from contextstore.core.audit_records import (
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.overlays import block_text
 from contextstore.core.records import Checkpoint
+from contextstore.core.shown import ShownMessage, shown_by_view
 from contextstore.core.validate import (
     MAX_LABEL_LENGTH,
     MAX_SEARCH_LENGTH,
@@ -40,6 +41,9 @@ from contextstore.storage import history, ranges, updates
 from contextstore.storage.codec import decode_object
 from contextstore.storage.engine import resolve_target
 from contextstore.storage.paths import default_database_path
+
+UNCHANGED = ShownMessage()
+"""What the view changes of a message it sends as stored (or hides)."""
 
 SNIPPET_CONTEXT = 40
 """Characters kept either side of a search match."""
@@ -202,7 +206,12 @@ class AuditMixin(HistoryMixin, TimelineMixin):
         range covers it, each block with its original text and what the model was shown.
 
         This is the audit's view of a moment, read in one snapshot: the originals and the
-        effective rewrites side by side. (The model's exact message list is :meth:`render`.)
+        effective rewrites side by side, and what the view's repair did to the visible
+        messages: a block it left out is ``dropped`` (an orphan tool result after a cut), the
+        blocks it sent that no row holds are the message's ``added`` (``result missing``
+        placeholders), a message it inserted is the previous message's ``followed_by``.
+        Stored rewrites only: the pipeline's are counted once ``prepare_request`` stored
+        them. (The model's exact message list is :meth:`render`.)
         """
         check_id(conversation_id)
         limit = self._as_of(as_of)
@@ -211,8 +220,10 @@ class AuditMixin(HistoryMixin, TimelineMixin):
             stored, _, _ = history.load_messages(connection, conversation_id, limit)
             hidden = ranges.load_deleted_range(connection, conversation_id, limit)
             rewrites = updates.load_overlays(connection, conversation_id, limit)
+        changes = shown_by_view(stored, hidden, rewrites)
         viewed = []
         for index, message in enumerate(stored):
+            change = changes.get(index, UNCHANGED)
             content = message.get("content")
             parts = (
                 [{"type": "text", "text": content}] if isinstance(content, str) else content or []
@@ -230,6 +241,7 @@ class AuditMixin(HistoryMixin, TimelineMixin):
                         effective_text=rewrite.text if rewrite else original,
                         rewrite_kind=rewrite.kind if rewrite else None,
                         rewrite_source=rewrite.source if rewrite else None,
+                        dropped=block_idx in change.dropped,
                     )
                 )
             viewed.append(
@@ -238,6 +250,8 @@ class AuditMixin(HistoryMixin, TimelineMixin):
                     role=str(message.get("role")),
                     hidden=hidden is not None and hidden[0] <= index <= hidden[1],
                     blocks=blocks,
+                    added=list(change.added),
+                    followed_by=list(change.followed_by),
                 )
             )
         return viewed

@@ -644,6 +644,44 @@ def test_report_writes_one_self_contained_file(seeded: Seeded, tmp_path: Path) -
     assert "cli test" in page and "as the model saw it at request" in page
 
 
+def test_report_shows_what_the_view_sent_after_a_cut(tmp_path: Path) -> None:
+    """After a cut, the first visible message showed the result of a hidden call as sent,
+    and the ``result missing`` placeholder the model got in its place appeared nowhere."""
+    db = str(tmp_path / "cut.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append_many(
+            cid,
+            [
+                {"role": "user", "content": "task"},
+                {"role": "assistant", "content": [_call("toolu_0")]},
+                {"role": "user", "content": [_result("toolu_0", "first read")]},
+                {"role": "assistant", "content": [_call("toolu_7")]},
+                {"role": "user", "content": [_result("toolu_7", "HIDDEN CALL'S RESULT")]},
+                {"role": "assistant", "content": "done"},
+            ],
+        )
+        store.set_deleted_range(cid, 3)
+        store.record_request(cid, tokens_in=10, tokens_out=1)
+    out = tmp_path / "r.html"
+    assert run("--db", db, "report", cid, "-o", str(out)).code == 0
+    page = out.read_text(encoding="utf-8")
+    article = page[page.index('id="m4"') : page.index('id="m5"')]
+    assert "1 block not sent, 1 added by the view" in article
+    placeholder = article.index("result missing")
+    dropped = article.index('<details class="dropped')
+    assert placeholder < dropped < article.index("HIDDEN CALL&#x27;S RESULT")
+    assert "tool result for <bdi>toolu_0</bdi>, added by the view" in article
+
+
+def _call(tool_id: str) -> dict[str, object]:
+    return {"type": "tool_use", "id": tool_id, "name": "read_file", "input": {"path": "a.py"}}
+
+
+def _result(tool_id: str, content: str) -> dict[str, object]:
+    return {"type": "tool_result", "tool_use_id": tool_id, "content": content}
+
+
 def test_report_to_a_dash_writes_the_page_to_stdout(
     seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -199,3 +199,55 @@ def test_a_request_over_its_window_is_drawn_inside_the_chart(
     assert run("--db", str(db), "report", cid, "-o", str(out)).code == 0
     measured = browser.load(out.as_uri(), MEASURE).value
     assert measured["dots"] == measured["drawn"] == measured["inside"] == 3
+
+
+DROPPED = """(() => {
+  const visible = (el) => {
+    const b = el.getBoundingClientRect();
+    return b.width > 0 && b.height > 0;
+  };
+  const m4 = document.getElementById('m4');
+  const dropped = [...m4.querySelectorAll('details.dropped')];
+  return {
+    dropped: dropped.length,
+    closed: dropped.filter((d) => !d.open).length,
+    bodyShown: m4.innerText.includes('never sent'),
+    added: [...m4.querySelectorAll('.block.added')].filter(visible)
+      .map((b) => b.textContent),
+  };
+})()"""
+
+
+def test_a_result_the_view_dropped_is_folded_and_its_placeholder_shown(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """The first message after a cut showed the hidden call's result as sent; the
+    placeholder the model got instead was not on the page."""
+    db = tmp_path / "cut.db"
+    call = {"type": "tool_use", "name": "read_file", "input": {"path": "a.py"}}
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append_many(
+            cid,
+            [
+                {"role": "user", "content": "task"},
+                {"role": "assistant", "content": [{**call, "id": "toolu_0"}]},
+                {"role": "user", "content": [_result("toolu_0", "read")]},
+                {"role": "assistant", "content": [{**call, "id": "toolu_7"}]},
+                {"role": "user", "content": [_result("toolu_7", "never sent")]},
+            ],
+        )
+        store.set_deleted_range(cid, 3)
+        store.record_request(cid, tokens_in=10, tokens_out=1)
+    out = tmp_path / "cut.html"
+    assert run("--db", str(db), "report", cid, "-o", str(out)).code == 0
+    page = browser.load(out.as_uri(), DROPPED)
+    assert page.errors == []
+    assert page.value["dropped"] == page.value["closed"] == 1
+    assert not page.value["bodyShown"]
+    (added,) = page.value["added"]
+    assert "toolu_0" in added and "result missing" in added
+
+
+def _result(tool_id: str, content: str) -> dict[str, object]:
+    return {"type": "tool_result", "tool_use_id": tool_id, "content": content}

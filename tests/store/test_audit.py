@@ -742,3 +742,61 @@ def test_masked_secrets_are_the_markers_of_the_request_the_next_prepare_sends(
         counted = {(s.kind, s.masked_by): s.count for s in store.audit(cid).masked_secrets}
     masked_by = "stored" if on_write else "rewrite"
     assert counted == {(k, masked_by): n for k, n in shown_markers(ctx.payload).items()}
+
+
+def _cut_after_reused_ids(store: ContextStore) -> str:
+    """Messages 2-5 hidden; message 6 answers the hidden message 5's calls ``t0`` (an id
+    message 1 issued too) and ``t2``: the view drops both results and answers message 1's
+    ``t0`` with a ``result missing`` placeholder."""
+    cid = store.create_conversation().id
+    store.append_many(
+        cid,
+        [
+            user("task"),
+            assistant(tool_use("t0", "run", cmd="ls")),
+            user(result("t0", "a.py")),
+            assistant(tool_use("t1", "run", cmd="ls")),
+            user(result("t1", "a.py")),
+            assistant(tool_use("t0", "read_file", path="a.py"), tool_use("t2", "run")),
+            user(result("t0", "contents of a.py"), result("t2", "ok"), "go on"),
+            assistant("done"),
+        ],
+    )
+    store.set_deleted_range(cid, 5)
+    return cid
+
+
+def test_viewed_messages_mark_what_the_view_drops_and_adds(store: ContextStore) -> None:
+    """The blocks of the first message after a cut that the model never got were shown as
+    sent, and the placeholder it got in their place was nowhere."""
+    cid = _cut_after_reused_ids(store)
+    viewed = store.viewed_messages(cid)
+    after = viewed[6]
+    assert not after.hidden and [b.dropped for b in after.blocks] == [True, True, False]
+    placeholder = {"type": "tool_result", "tool_use_id": "t0", "content": "result missing"}
+    assert after.added == [placeholder] and after.followed_by == []
+    assert not any(b.dropped or m.added or m.followed_by for m in viewed[:6] for b in m.blocks)
+    # What it lists as sent is what the view sends.
+    sent = store.render(cid)[2]["content"]
+    assert sent == after.added + [b.block for b in after.blocks if not b.dropped]
+
+
+def test_viewed_messages_name_a_message_the_view_inserts(store: ContextStore) -> None:
+    """A range ending on a user message leaves message 1's call followed by an assistant
+    message: the view sends a user message of placeholders between them."""
+    cid = store.create_conversation().id
+    store.append_many(
+        cid,
+        [
+            user("task"),
+            assistant(tool_use("t0", "run")),
+            user(result("t0", "ok")),
+            assistant("next"),
+        ],
+    )
+    store.set_deleted_range(cid, 2)
+    viewed = store.viewed_messages(cid)
+    assert [m.hidden for m in viewed] == [False, False, True, False]
+    inserted = store.render(cid)[2]
+    assert inserted["role"] == "user" and viewed[1].followed_by == inserted["content"]
+    assert all(not m.added and not m.followed_by for m in viewed if m.index != 1)
