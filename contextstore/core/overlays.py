@@ -122,6 +122,35 @@ def block_text(block: Any) -> str | None:
     return None
 
 
+def result_items_text(content: list[Any]) -> str:
+    """The texts of a tool result held as a list, a line break between them: what its
+    ``text`` column holds (and so its node's text and ``effective_blocks.original_text``)."""
+    return "\n".join(
+        str(item.get("text", ""))
+        for item in content
+        if isinstance(item, dict) and item.get("type") == "text"
+    )
+
+
+def shown_text(block: Any, update: BlockUpdate) -> str:
+    """The text ``block`` shows with ``update`` applied, spelled as its stored text is.
+
+    The update's text, except for a ``text`` rewrite of a tool result held as a list: the
+    rewrite replaces the first text item only, and the model is still sent the others, so
+    the text is the rewrite followed by them (:func:`result_items_text`).
+    """
+    if (
+        update.mode == UpdateMode.TEXT
+        and isinstance(block, dict)
+        and block.get("type") == "tool_result"
+        and isinstance(block.get("content"), list)
+    ):
+        rewritten = with_block_text(block, update.text, update.mode)
+        if rewritten is not None:
+            return result_items_text(rewritten["content"])
+    return update.text
+
+
 def text_document_data(block: Any) -> str | None:
     """The text of a ``document`` block whose source is plain text (``{"type": "text",
     "data": ...}``), or None for any other block."""

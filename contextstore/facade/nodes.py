@@ -17,7 +17,8 @@ from contextstore.core.nodes import (
     NodeRow,
     typed_nodes,
 )
-from contextstore.core.overlays import UpdateKind
+from contextstore.core.overlays import Message, UpdateKind, shown_text
+from contextstore.core.shown import shown_by_view
 from contextstore.core.truncation import visible_start
 from contextstore.core.validate import check_id, shown
 from contextstore.facade.base import StoreBase
@@ -166,23 +167,36 @@ class NodesMixin(StoreBase):
         start = visible_start(state.deleted_range)
         updates = dict(state.overlays)
         updates.update({u.address: u for u in propose(self.pipeline, state)})
+        changes = shown_by_view(state.messages, state.deleted_range, updates)
         active = []
         for node in pristine:
             if 2 <= node.message_idx < start:
                 continue
+            change = changes.get(node.message_idx)
+            if change is not None and node.block_idx in change.dropped:
+                continue  # an orphan tool result the view drops
             update = updates.get((node.message_idx, node.block_idx))
             if update is None:
                 active.append(node)
                 continue
             kind = MEMORY_SUMMARY if update.kind == UpdateKind.TRUNCATION_NOTICE else node.node_type
+            text = shown_text(_stored_block(state.messages, node), update)
             active.append(
                 replace(
                     node,
                     node_type=kind,
-                    token_count=self.token_counter.count(update.text),
-                    text=update.text,
+                    token_count=self.token_counter.count(text),
+                    text=text,
                     rewritten_by=update.kind,
                     rewrite_source=update.source,
                 )
             )
         return active
+
+
+def _stored_block(messages: Sequence[Message], node: Node) -> object:
+    """The stored block a node is (None when the message holds no list of blocks)."""
+    content = messages[node.message_idx].get("content")
+    if isinstance(content, list) and node.block_idx < len(content):
+        return content[node.block_idx]
+    return None

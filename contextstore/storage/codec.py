@@ -21,6 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 from contextstore.core.errors import CorruptRowError
+from contextstore.core.overlays import result_items_text
 
 NUL = "\x00"
 EXACT_KEY = "_exact"
@@ -214,11 +215,7 @@ def _result_text(rest: dict[str, Any]) -> str | None:
         if NUL not in text:
             rest["content"] = [inner]
         return text
-    return "\n".join(
-        str(item.get("text", ""))
-        for item in content
-        if isinstance(item, dict) and item.get("type") == "text"
-    )
+    return result_items_text(content)
 
 
 def _keep_inner_exact(rest: dict[str, Any]) -> None:

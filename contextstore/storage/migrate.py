@@ -22,7 +22,7 @@ from contextstore.storage.engine import make_engine, resolve_target
 if TYPE_CHECKING:
     from alembic.config import Config
 
-HEAD_REVISION: Final = "0016"
+HEAD_REVISION: Final = "0017"
 """The newest revision of the packaged migrations (a test checks that it is Alembic's head):
 a store opened on a database already there is checked against it with one ``SELECT``, and
 Alembic, whose import and reading of the migration scripts took about a tenth of a short

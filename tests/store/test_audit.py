@@ -800,3 +800,23 @@ def test_viewed_messages_name_a_message_the_view_inserts(store: ContextStore) ->
     inserted = store.render(cid)[2]
     assert inserted["role"] == "user" and viewed[1].followed_by == inserted["content"]
     assert all(not m.added and not m.followed_by for m in viewed if m.index != 1)
+
+
+def test_audit_rollbacks_purged_is_0_or_1_on_every_backend(store: ContextStore) -> None:
+    """PostgreSQL's view gave a boolean: ``purged = 1`` failed there ("operator does not
+    exist: boolean = integer"), and JSON held true/false where SQLite's held 0/1."""
+    purged_id = store.create_conversation().id
+    kept_id = store.create_conversation().id
+    for cid in (purged_id, kept_id):
+        store.append(cid, "user", "a")
+        store.checkpoint(cid, "cp")
+        store.append(cid, "assistant", "b")
+    store.rollback(purged_id, to="cp", purge=True)
+    store.rollback(kept_id, to="cp")
+    rows = store.query(
+        "SELECT conversation_id, purged FROM audit_rollbacks WHERE purged = 1 OR purged = 0"
+    ).rows
+    by_conversation = {cid: purged for cid, purged in rows}
+    assert by_conversation == {purged_id: 1, kept_id: 0}
+    assert all(type(p) is int for p in by_conversation.values())
+    assert [r.purged for r in store.audit(purged_id).rollbacks] == [True]

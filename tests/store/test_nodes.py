@@ -101,7 +101,11 @@ def test_both_views_side_by_side(store: ContextStore) -> None:
     assert len(pristine) == sum(len(m["content"]) for m in store.messages(cid))
     shown = {n.message_idx for n in active}
     assert shown.isdisjoint(range(hidden[0], hidden[1] + 1))
-    assert shown == {0, 1, *range(hidden[1] + 1, len(messages))}
+    # The first message after the cut holds only the result of a hidden call: the view
+    # drops it (a result missing placeholder answers message 1), so it has no node.
+    first = messages[hidden[1] + 1]["content"]
+    assert [b["tool_use_id"] for b in first] == [messages[hidden[1]]["content"][0]["id"]]
+    assert shown == {0, 1, *range(hidden[1] + 2, len(messages))}
     notice = next(n for n in active if n.rewritten_by == "truncation_notice")
     assert notice.id == "m1.b0" and notice.node_type == "memory_summary"
     assert notice.text is not None and notice.text.startswith(TRUNCATION_NOTICE[:40])
@@ -153,6 +157,69 @@ def test_sql_views_match_the_python_views(store: ContextStore) -> None:
         f"WHERE conversation_id = '{cid}' AND node_id = 'm4.b0'"
     ).rows[0]
     assert token_count is None and pristine_count > 0 and kind == "manual"
+
+
+def _orphans_and_a_list_rewrite(store: ContextStore) -> str:
+    """Messages 2-5 hidden; message 6 answers the hidden message 5's calls (``t0``, an id
+    message 1 issued too, and ``t2``): the view drops both results. Message 8 holds a tool
+    result as a list of two texts, its first rewritten."""
+    cid = store.create_conversation().id
+    store.append_many(
+        cid,
+        [
+            user("task"),
+            assistant(tool_use("t0", "run", cmd="ls")),
+            user(tool_result("t0", "a.py")),
+            assistant(tool_use("t1", "run", cmd="ls")),
+            user(tool_result("t1", "a.py")),
+            assistant(tool_use("t0", "run", cmd="env"), tool_use("t2", "run")),
+            user(
+                tool_result("t0", "TOKEN=[REDACTED:github_token]"),
+                tool_result("t2", "[REDACTED:github_token]"),
+                "go on",
+            ),
+            assistant(tool_use("t3", "write_file", path="b.py")),
+            user(tool_result("t3", [text("first item"), text("second item")])),
+        ],
+    )
+    store.set_deleted_range(cid, 5)
+    store.add_context_update(cid, 8, 0, "rewritten result")
+    return cid
+
+
+def test_active_nodes_leave_out_the_orphan_results_the_view_drops(store: ContextStore) -> None:
+    """``show --nodes``, ``nodes(view="active")`` and ``active_nodes`` listed the results in
+    the first message after the cut that the model never receives (and counted them)."""
+    cid = _orphans_and_a_list_rewrite(store)
+    active = store.nodes(cid, view="active")
+    assert [n.id for n in active] == ["m0.b0", "m1.b0", "m6.b2", "m7.b0", "m8.b0"]
+    rows = store.query(
+        "SELECT node_id, node_type, text FROM active_nodes "
+        f"WHERE conversation_id = '{cid}' ORDER BY message_idx, block_idx"
+    ).rows
+    assert [tuple(r) for r in rows] == [(n.id, n.node_type, n.text) for n in active]
+    # masked_secrets counts the blocks active_nodes lists: the dropped results' markers not.
+    assert store.audit(cid).masked_secrets == []
+
+
+def test_a_text_rewrite_of_a_list_result_keeps_its_other_items(store: ContextStore) -> None:
+    """The rewrite replaces the first text item; the model is still sent the second, which
+    ``effective_blocks``, ``active_nodes`` and the active nodes left out."""
+    cid = _orphans_and_a_list_rewrite(store)
+    sent = store.render(cid)[-1]["content"][0]["content"]
+    assert [item["text"] for item in sent] == ["rewritten result", "second item"]
+    node = next(n for n in store.nodes(cid, view="active") if n.id == "m8.b0")
+    assert node.text == "rewritten result\nsecond item"
+    assert node.token_count == store.token_counter.count(node.text)
+    ((original, effective),) = store.query(
+        "SELECT original_text, effective_text FROM effective_blocks "
+        f"WHERE conversation_id = '{cid}' AND message_idx = 8"
+    ).rows
+    assert (original, effective) == ("first item\nsecond item", node.text)
+    ((shown,),) = store.query(
+        f"SELECT text FROM active_nodes WHERE conversation_id = '{cid}' AND node_id = 'm8.b0'"
+    ).rows
+    assert shown == node.text
 
 
 def test_view_must_be_pristine_or_active(memory_store: ContextStore) -> None:
