@@ -4,7 +4,9 @@ The audit functions read the views of revision 0003 (documented in the README, "
 views"); each returns plain dicts keyed by the view's column names, so the facade's records
 and the views cannot drift apart silently. The read-only runner makes the database engine
 itself refuse writes (SQLite ``mode=ro`` and ``PRAGMA query_only``; PostgreSQL
-``SET TRANSACTION READ ONLY``), rather than trusting a parse of the caller's SQL.
+``SET TRANSACTION READ ONLY``, run as the role ``pg_read_all_data`` so that a superuser's
+rights to server files and programs are gone), rather than trusting a parse of the caller's
+SQL.
 """
 
 from __future__ import annotations
@@ -177,19 +179,37 @@ def _refusal(exc: BaseException) -> Exception:
     """The error to raise for a failed caller query: a refused write, or bad SQL."""
     orig = getattr(exc, "orig", exc)
     message = first_line(orig)
+    reason = _write_refused(orig, message)
+    if reason is not None:
+        return ReadOnlyError(
+            f"the database refused the statement because queries are read-only ({reason}); "
+            "write through contextstore's commands instead."
+        )
+    if message.lower().startswith(_SEVERAL_STATEMENTS):
+        return InvalidInputError("the query holds more than one statement; run them one at a time.")
+    return InvalidInputError(f"the query failed: {message.rstrip('.')}.")
+
+
+def _write_refused(orig: BaseException, message: str) -> str | None:
+    """Why the database refused the query as a write, for the message (the driver's words
+    where they say it); None when the query failed for another reason."""
     lowered = message.lower()
+    state = getattr(orig, "sqlstate", None)
+    if "vacuum" in lowered and ("cannot vacuum" in lowered or "cannot run inside" in lowered):
+        # SQLite's "cannot VACUUM from within a transaction", PostgreSQL's "VACUUM cannot run
+        # inside a transaction block": the query's own transaction stops it, as it should.
+        return "VACUUM rewrites the database"
+    if state == "42501":  # PostgreSQL's insufficient_privilege
+        # The query runs as a role that only reads (see _postgres): a function that writes a
+        # server file or a large object, COPY to a program, a sequence's nextval.
+        return f"{message.rstrip('.')}: the query runs with privileges that only read"
     if (
-        getattr(orig, "sqlstate", None) == "25006"
+        state == "25006"
         or "readonly" in lowered.replace(" ", "").replace("-", "")
         or "not authorized" in lowered
     ):
-        return ReadOnlyError(
-            f"the database refused the statement because queries are read-only ({message}); "
-            "write through contextstore's commands instead."
-        )
-    if lowered.startswith(_SEVERAL_STATEMENTS):
-        return InvalidInputError("the query holds more than one statement; run them one at a time.")
-    return InvalidInputError(f"the query failed: {message.rstrip('.')}.")
+        return message
+    return None
 
 
 _SEVERAL_STATEMENTS = (
@@ -242,11 +262,14 @@ def run_read_only(
     SQLite files are opened again with ``mode=ro`` and ``PRAGMA query_only`` (and ATTACH
     denied); an in-memory database runs the statement under ``PRAGMA query_only``;
     PostgreSQL runs it in a ``READ ONLY`` transaction through the extended protocol (so a
-    string holding several statements is refused), on a connection discarded afterwards so
-    no session setting outlives it. Returns the column names and the rows.
+    string holding several statements is refused), as :data:`READING_ROLE` where the user
+    may assume it (a user who may write server files and cannot is refused), on a connection
+    discarded afterwards so no session setting outlives it. Returns the column names and the
+    rows.
 
     Raises:
-        ReadOnlyError: the statement tried to write (the database refused it).
+        ReadOnlyError: the statement tried to write (the database refused it), or the
+            PostgreSQL user could write server files and cannot take the reading role.
         InvalidInputError: the SQL is empty, holds several statements, or failed.
     """
     database.check_open()
@@ -294,6 +317,33 @@ _LEADING_KEYWORD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*([A-Za-z]+
 """The first word of a statement, past whitespace, comments and opening parentheses."""
 
 
+READING_ROLE = "pg_read_all_data"
+"""The role a PostgreSQL query runs as (PostgreSQL 14 and later): it may read every table,
+view and schema, and holds none of a superuser's rights to server files, programs and
+large objects."""
+
+_SESSION_RIGHTS = text(
+    "SELECT CASE WHEN to_regrole(:reading) IS NULL THEN false "
+    "ELSE pg_has_role(session_user, :reading, 'MEMBER') END, "
+    "r.rolsuper OR pg_has_role(session_user, 'pg_write_server_files', 'USAGE') "
+    "OR pg_has_role(session_user, 'pg_execute_server_program', 'USAGE') "
+    "FROM pg_roles r WHERE r.rolname = session_user"
+)
+
+
+def session_rights(connection: Connection) -> tuple[bool, bool]:
+    """Whether the session's user may assume :data:`READING_ROLE`, and whether it holds
+    rights that write outside the database (a superuser's, or those of the predefined roles
+    that write server files or run programs there)."""
+    row = connection.execute(_SESSION_RIGHTS, {"reading": READING_ROLE}).one()
+    return bool(row[0]), bool(row[1])
+
+
+def assume_reading_role(connection: Connection) -> None:
+    """Run the rest of the transaction as :data:`READING_ROLE` (``SET LOCAL ROLE``)."""
+    connection.exec_driver_sql(f"SET LOCAL ROLE {READING_ROLE}")
+
+
 def _postgres(database: Database, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
     leading = _LEADING_KEYWORD.match(sql)
     if leading is not None and leading.group(1).lower() == "copy":
@@ -305,6 +355,13 @@ def _postgres(database: Database, sql: str) -> tuple[list[str], list[tuple[Any, 
     with database.engine.connect() as connection:
         try:
             connection.exec_driver_sql("SET TRANSACTION READ ONLY")
+            # A READ ONLY transaction still lets a superuser's query write server files
+            # (lo_export, COPY TO PROGRAM inside DO) and large objects (lo_import).
+            may_assume, writes_outside = session_rights(connection)
+            if may_assume:
+                assume_reading_role(connection)
+            elif writes_outside:
+                raise ReadOnlyError(_NO_READING_ROLE)
             raw: Any = connection.connection.driver_connection
             with raw.cursor() as cursor:
                 cursor.execute(sql, prepare=True)
@@ -319,3 +376,11 @@ def _postgres(database: Database, sql: str) -> tuple[list[str], list[tuple[Any, 
         finally:
             connection.rollback()
             connection.invalidate()
+
+
+_NO_READING_ROLE = (
+    f"queries are refused for this user: it may write files on the database server "
+    f"(a superuser, or a member of pg_write_server_files or pg_execute_server_program), and "
+    f"the server has no {READING_ROLE} role it could run them as (PostgreSQL 14 or later); "
+    f"connect as a user without those rights, or upgrade the server."
+)

@@ -14,6 +14,7 @@ from contextstore import ContextStore
 from contextstore.cli import terminal
 from contextstore.cli.times import format_ts
 from tests.cli.conftest import Seeded, run
+from tests.conftest import POSTGRES_URL, new_postgres_schema
 from tests.store.test_audit import dump
 
 CONVERSATION_FIELDS = {
@@ -970,3 +971,32 @@ def test_fork_title_is_checked_as_the_flag(seeded: Seeded) -> None:
     got = run("--db", seeded.db, "fork", seeded.cid, "--title", "")
     assert got.code == 2
     assert "Invalid value for '--title': give 1 to 1000 characters (0 given)" in got.err
+
+
+@pytest.mark.parametrize("query", ["VACUUM", "VACUUM INTO 'copy.db'", "ANALYZE"])
+def test_sql_refuses_vacuum_as_a_write(
+    seeded: Seeded, query: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VACUUM ended with exit 2 ("cannot VACUUM from within a transaction"), other writes 6."""
+    monkeypatch.chdir(tmp_path)
+    before = dump(Path(seeded.db))
+    got = run("--db", seeded.db, "sql", query)
+    assert got.code == 6 and "queries are read-only" in got.err and got.err.count("\n") == 1
+    assert dump(Path(seeded.db)) == before and not (tmp_path / "copy.db").exists()
+
+
+def test_sql_on_postgresql_runs_no_program_on_the_server(tmp_path: Path) -> None:
+    probe = Path(f"/tmp/contextstore-probe-{tmp_path.name}")
+    query = f"DO $$BEGIN EXECUTE 'COPY (SELECT 1) TO PROGRAM ''touch {probe}'''; END$$"
+    with new_postgres_schema() as schema:
+        url = f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
+        assert run("--db", url, "migrate").code == 0
+        try:
+            got = run("--db", url, "sql", query)
+        finally:
+            probe_existed = probe.exists()
+            probe.unlink(missing_ok=True)
+        assert got.code == 6 and "privileges that only read" in got.err, got.err
+        assert got.err.count("\n") == 1 and not probe_existed
+        views = run("--db", url, "sql", "SELECT COUNT(*) AS n FROM audit_requests", "--json")
+        assert views.code == 0 and views.json() == [{"n": 0}]

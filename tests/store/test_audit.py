@@ -20,6 +20,7 @@ from contextstore.core.rows import SourceRecordRow
 from contextstore.facade.audit import snippet
 from contextstore.processors import OutputTrimmer, Pipeline
 from contextstore.processors.secret_text import find_secrets
+from contextstore.storage import audit as audit_sql
 from contextstore.storage import migrate
 from tests.conftest import BACKENDS, assistant, open_backend, session, text, tool_use, user
 
@@ -617,6 +618,85 @@ def test_query_refuses_copy_on_postgresql(tmp_path: Path, statement: str) -> Non
         with pytest.raises(ReadOnlyError, match="COPY is refused"):
             store.query(statement)
         assert store.query("SELECT COUNT(*) FROM conversations").rows == [(0,)]
+    finally:
+        cleanup()
+
+
+SERVER_SIDE_WRITES = [
+    # A shell command run by the server, from inside a DO block (COPY is not its first word).
+    "DO $$BEGIN EXECUTE 'COPY (SELECT 1) TO PROGRAM ''touch {probe}'''; END$$",
+    # A file written by the server, from a large object.
+    "SELECT lo_export(lo_from_bytea(0, 'x'), '{probe}')",
+    # A large object made from a server file.
+    "SELECT lo_import('/etc/hostname')",
+    "SELECT pg_read_file('/etc/hostname')",
+    "SELECT nextval('api_requests_id_seq')",
+]
+
+
+@pytest.mark.parametrize("template", SERVER_SIDE_WRITES)
+def test_a_postgresql_query_cannot_write_outside_the_database(
+    tmp_path: Path, template: str
+) -> None:
+    """The query runs as pg_read_all_data: a superuser's rights to server files, programs
+    and large objects are gone (in a READ ONLY transaction alone these ran, exit 0)."""
+    probe = Path(f"/tmp/contextstore-probe-{tmp_path.name}")
+    store, cleanup = open_backend("postgres", tmp_path)
+    try:
+        with pytest.raises(ReadOnlyError, match="privileges that only read"):
+            store.query(template.format(probe=probe))
+        assert not probe.exists()
+    finally:
+        probe.unlink(missing_ok=True)
+        cleanup()
+
+
+def test_every_table_and_view_reads_under_the_reading_role(tmp_path: Path) -> None:
+    store, cleanup = open_backend("postgres", tmp_path)
+    try:
+        cid = store.create_conversation(title="read").id
+        store.append(cid, [user("a"), assistant("b")])
+        assert store.query("SELECT current_user").rows == [("pg_read_all_data",)]
+        names = store.query(
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = current_schema() ORDER BY table_name"
+        ).rows
+        assert {"audit_requests", "masked_secrets", "messages"} <= {n for (n,) in names}
+        for (name,) in names:
+            store.query(f'SELECT * FROM "{name}"')
+        assert store.query("SELECT COUNT(*) FROM visible_messages").rows == [(2,)]
+    finally:
+        cleanup()
+
+
+def test_a_user_who_may_write_server_files_without_the_reading_role_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server older than PostgreSQL 14 has no pg_read_all_data: a superuser's query is
+    refused rather than run with rights to the server's files and programs."""
+    store, cleanup = open_backend("postgres", tmp_path)
+    try:
+        monkeypatch.setattr(audit_sql, "session_rights", lambda connection: (False, True))
+        with pytest.raises(ReadOnlyError, match="queries are refused for this user"):
+            store.query("SELECT 1")
+        monkeypatch.setattr(audit_sql, "session_rights", lambda connection: (False, False))
+        assert store.query("SELECT current_user = session_user").rows == [(True,)]
+    finally:
+        cleanup()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("statement", ["VACUUM", "vacuum /* all */", "VACUUM INTO '{path}'"])
+def test_vacuum_is_refused_as_a_write(tmp_path: Path, backend: str, statement: str) -> None:
+    """SQLite said "the query failed: cannot VACUUM from within a transaction" (exit 2)."""
+    if backend == "postgres" and "INTO" in statement:
+        pytest.skip("PostgreSQL has no VACUUM INTO")
+    copy = tmp_path / "vacuumed.db"
+    store, cleanup = open_backend(backend, tmp_path)
+    try:
+        with pytest.raises(ReadOnlyError, match=r"read-only \(VACUUM rewrites the database\)"):
+            store.query(statement.format(path=copy))
+        assert not copy.exists()
     finally:
         cleanup()
 
