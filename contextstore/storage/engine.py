@@ -149,13 +149,33 @@ def sqlite_file_target(path: Path) -> DatabaseTarget:
 _PASSWORD = re.compile(r"^([^:/?#]+://[^:/?#@]*:)[^@]*@")
 
 
+_QUERY_PARAMETER = re.compile(r"([?&])([^=&#]*)=([^&#]*)")
+"""One ``key=value`` of a URL's query string."""
+
+_SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+"""The libpq connection parameters that hold a secret (a URL may give them as query
+parameters: ``postgresql://u@host/db?password=...``)."""
+
+
+def _masked_parameter(match: re.Match[str]) -> str:
+    key = urllib.parse.unquote_plus(match.group(2)).strip().lower()
+    if key in _SECRET_PARAMETERS:
+        return f"{match.group(1)}{match.group(2)}=***"
+    return match.group(0)
+
+
 def shown_url(text: str) -> str:
-    """A database URL for a message: its password masked, even in a URL that does not
+    """A database URL for a message: its password masked, the one before the host and those
+    given as query parameters (``password``, ``sslpassword``), even in a URL that does not
     parse."""
     try:
-        return make_url(text).render_as_string(hide_password=True)
+        shown = make_url(text).render_as_string(hide_password=True)
     except (ArgumentError, ValueError):
-        return _PASSWORD.sub(r"\1***@", text)
+        shown = _PASSWORD.sub(r"\1***@", text)
+    base, mark, query = shown.partition("?")
+    if not mark:
+        return shown
+    return base + _QUERY_PARAMETER.sub(_masked_parameter, mark + query)
 
 
 SQLITE_URL_OPTIONS = frozenset(

@@ -27,7 +27,9 @@ from hypothesis import strategies as st
 from contextstore import ContextStore
 from contextstore.cli import cli, wording
 from contextstore.cli.times import format_ts, parse_moment
+from contextstore.storage.engine import shown_url
 from tests.cli.conftest import Seeded, run
+from tests.conftest import POSTGRES_URL, new_postgres_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI_DIR = ROOT / "contextstore" / "cli"
@@ -599,6 +601,51 @@ def test_a_url_that_does_not_parse_is_a_bad_value_with_its_password_masked(
     assert got.code == 2, got.err
     assert got.err.startswith(f"error: {shown} is not a valid database URL: ")
     assert "hunter2" not in got.err and got.err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "password=hunter2",
+        "sslmode=prefer&sslpassword=hunter2",
+        "PassWord=hunter2",
+        "pass%77ord=hunter2",
+    ],
+)
+def test_a_password_given_as_a_query_parameter_is_masked(query: str) -> None:
+    """libpq reads ``?password=`` and ``?sslpassword=``: both were printed in clear."""
+    got = run("--db", f"postgresql://someone@127.0.0.1:1/x?{query}", "conversations")
+    assert got.code == 1 and "hunter2" not in got.err and "=***" in got.err, got.err
+    unparsed = run("--db", f"postgresql://someone@127.0.0.1:port/x?{query}", "conversations")
+    assert unparsed.code == 2 and "hunter2" not in unparsed.err and "=***" in unparsed.err
+
+
+def test_a_suggested_command_masks_a_password_given_as_a_query_parameter() -> None:
+    with new_postgres_schema() as schema:
+        url = f"{POSTGRES_URL}?options=-csearch_path%3D{schema}&password=hunter2"
+        assert run("--db", url, "migrate").code == 0
+        got = run("--db", url, "show", "nope")
+    assert got.code == 3 and "hunter2" not in got.err
+    assert "&password=***' conversations'" in got.err, got.err
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            "postgresql://u:pw@h/db?password=a&sslpassword=b",
+            "postgresql://u:***@h/db?password=***&sslpassword=***",
+        ),
+        (
+            "postgresql://u@h/db?sslmode=require&SSLPASSWORD=b&x=1",
+            "postgresql://u@h/db?SSLPASSWORD=***&sslmode=require&x=1",
+        ),
+        ("postgresql://u@h:port/db?password=a#x", "postgresql://u@h:port/db?password=***#x"),
+        ("postgresql://u@h/db?passwords=a", "postgresql://u@h/db?passwords=a"),
+    ],
+)
+def test_shown_url_masks_every_password_a_url_may_hold(url: str, shown: str) -> None:
+    assert shown_url(url) == shown
 
 
 def _run_without_root_file_access(args: list[str]) -> tuple[int, str]:
