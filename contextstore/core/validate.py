@@ -85,6 +85,18 @@ def canonical_json(value: Any) -> str:
     return _CANONICAL.encode(value)
 
 
+def _float_as_stored(text: str) -> float:
+    # -0.0 + 0.0 is 0.0; every other float is itself.
+    return float(text) + 0.0
+
+
+def json_as_stored(encoded: str) -> Any:
+    """The value of the JSON text ``encoded`` as both backends give it back: ``-0.0`` read as
+    ``0.0``, which is how PostgreSQL's ``jsonb`` keeps it. A value built from this and stored
+    rebuilds equal to itself (and to its hash) on SQLite and PostgreSQL alike."""
+    return json.loads(encoded, parse_float=_float_as_stored)
+
+
 _CHAR_BYTES: Final = 6
 """The most UTF-8 bytes one character of a string takes in JSON text: a control character
 escaped as ``\\u001f`` (any other character takes at most 4)."""

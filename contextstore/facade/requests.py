@@ -5,7 +5,6 @@ usage, and rebuilding a past payload.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +40,7 @@ from contextstore.core.validate import (
     check_number,
     check_text,
     check_token_total,
+    json_as_stored,
     payload_sha256,
     payload_sha256_of,
     text_bytes,
@@ -330,7 +330,8 @@ class RequestsMixin(StoreBase):
                 f"{MAX_TEXT_BYTES + MAX_JSON_BYTES:,} (MAX_TEXT_BYTES + MAX_JSON_BYTES); "
                 "shorten the tool definitions."
             )
-        return dict(json.loads(encoded))
+        # Built as it will be stored, so the payload rebuilt from the row hashes the same.
+        return dict(json_as_stored(encoded))
 
     @staticmethod
     def _payload(view: list[dict[str, Any]], options: Mapping[str, Any]) -> dict[str, Any]:

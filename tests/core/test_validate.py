@@ -18,7 +18,7 @@ from contextstore import (
 )
 from contextstore.core.content import normalize_message, normalize_message_dict
 from contextstore.core.errors import InvalidInputError
-from contextstore.core.validate import check_json_object, check_number, json_copy
+from contextstore.core.validate import check_json_object, check_number, json_as_stored, json_copy
 
 
 @pytest.mark.parametrize("value", [0, 0.0, 1, 2.5, 1e15, None])
@@ -496,3 +496,10 @@ def test_the_public_message_functions_refuse_an_item_that_is_no_message(name: st
     """``[1]`` came back as ``[1]``."""
     with pytest.raises(InvalidInputError, match=rf"^{name} .*\(item 0 is a int, not a dict\)"):
         _FUNCTIONS[name]([1])
+
+
+def test_json_as_stored_reads_negative_zero_as_zero_as_jsonb_keeps_it() -> None:
+    value = json_as_stored('{"a": -0.0, "b": [-0.0, 1.5, -2.0, 1e+20], "c": 0, "d": "-0.0"}')
+    assert value == {"a": 0.0, "b": [0.0, 1.5, -2.0, 1e20], "c": 0, "d": "-0.0"}
+    assert math.copysign(1.0, value["a"]) == 1.0 and math.copysign(1.0, value["b"][0]) == 1.0
+    assert isinstance(value["c"], int)

@@ -493,6 +493,33 @@ def test_a_malformed_system_prompt_is_refused_before_anything_is_written(
     assert store.requests(conv.id) == []
 
 
+NEGATIVE_ZERO_TOOLS = [
+    {
+        "name": "seek",
+        "description": "d",
+        "input_schema": {
+            "type": "object",
+            "properties": {"offset": {"type": "number", "default": -0.0, "enum": [-0.0, 1.5]}},
+        },
+    }
+]
+
+
+@pytest.mark.parametrize("format", ["anthropic", "openai", "gemini"])
+def test_a_tool_definition_holding_negative_zero_rebuilds_to_its_payload(
+    store: ContextStore, format: str
+) -> None:
+    """PostgreSQL's jsonb keeps -0.0 as 0.0: the payload hashed -0.0 and its rebuild,
+    from the stored 0.0, failed verification (PayloadMismatchError, check --full exit 5)."""
+    cid = store.create_conversation().id
+    store.append(cid, "user", "hi")
+    ctx = store.prepare_request(cid, tools=NEGATIVE_ZERO_TOOLS, format=format)
+    assert store.request_payload(cid, ctx.request_id) == ctx.payload
+    assert "-0.0" not in json.dumps(ctx.payload)  # sent as it is stored, on every backend
+    assert store.check(cid, full=True).problems == ()
+    assert NEGATIVE_ZERO_TOOLS[0]["input_schema"]["properties"]["offset"]["default"] == -0.0
+
+
 def test_request_payload_is_rebuilt_from_rows_and_verified(store: ContextStore) -> None:
     conv = store.create_conversation(context_window=64_000)
     store.append(conv.id, session(6))
