@@ -59,6 +59,13 @@ table and index of an empty store takes one page (36 of them: 0.34 MB at 8 KiB, 
 the page size when the first table is made; an existing file keeps its own until VACUUM)."""
 WRITE_ATTEMPTS = 8
 """Attempts a write transaction gets while other writers hold the lock (see :mod:`.database`)."""
+LOCK_TIMEOUT_MS = BUSY_TIMEOUT_MS
+"""PostgreSQL's ``lock_timeout`` on the store's connections, read as each one opens: how long
+one statement waits for a lock another transaction holds (a conversation's row, while that
+transaction writes it), as SQLite's busy timeout bounds one attempt of a write. The wait
+then ends with SQLSTATE 55P03, which the write's bounded retry takes as busy, so a write
+gives up after about :data:`WRITE_ATTEMPTS` times this (``DatabaseBusyError``) where it
+waited for as long as the other transaction stayed open. Migrations wait without limit."""
 
 
 @dataclass(frozen=True)
@@ -308,6 +315,8 @@ def make_engine(
         engine = _created(target.url, **kwargs)
     if target.is_sqlite:
         _configure_sqlite(engine, durability, in_memory=target.in_memory, read_only=read_only)
+    else:
+        _configure_postgres(engine)
     return engine
 
 
@@ -401,6 +410,23 @@ def _configure_sqlite(engine: Engine, durability: str, *, in_memory: bool, read_
             return  # Database began it on the driver; SQLAlchemy joins it.
         mode = connection.get_execution_options().get("contextstore_begin", "DEFERRED")
         raw.execute(BEGIN_STATEMENTS[mode])
+
+
+def _configure_postgres(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        set_lock_timeout(dbapi_connection, LOCK_TIMEOUT_MS)
+
+
+def set_lock_timeout(dbapi_connection: Any, milliseconds: int) -> None:
+    """Set the session's ``lock_timeout`` on a new psycopg connection, outside any
+    transaction (the setting would end with one that rolled back)."""
+    autocommit = dbapi_connection.autocommit
+    dbapi_connection.autocommit = True
+    try:
+        dbapi_connection.execute(f"SET lock_timeout = {int(milliseconds)}")
+    finally:
+        dbapi_connection.autocommit = autocommit
 
 
 BEGIN_STATEMENTS = {mode: f"BEGIN {mode}" for mode in ("DEFERRED", "IMMEDIATE")}

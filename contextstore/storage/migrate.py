@@ -93,7 +93,10 @@ def _at_head(engine: Engine) -> bool:
 
 
 def _lock_for_migration(connection: Connection) -> None:
+    """Take PostgreSQL's migration lock, waiting for as long as another process migrates (the
+    store's connections give up waiting for a lock after ``LOCK_TIMEOUT_MS`` otherwise)."""
     if connection.dialect.name == "postgresql":
+        connection.execute(text("SET LOCAL lock_timeout = 0"))
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_LOCK_KEY})
 
 
