@@ -22,6 +22,7 @@ from contextstore.cli import (
     timeline,
 )
 from contextstore.cli.common import DB_HELP, READ_ONLY_HELP, ContextStoreGroup, add_db_option
+from contextstore.cli.driver_logs import keep_driver_logs_off_stderr
 
 
 @click.group(cls=ContextStoreGroup)
@@ -31,6 +32,7 @@ from contextstore.cli.common import DB_HELP, READ_ONLY_HELP, ContextStoreGroup, 
 @click.pass_context
 def cli(ctx: click.Context, db: str | None, read_only: bool) -> None:
     """contextstore: durable, auditable conversation history for LLM agents."""
+    keep_driver_logs_off_stderr()
     ctx.ensure_object(dict)
     ctx.obj["db"] = db
     if read_only:
