@@ -268,11 +268,13 @@ class AuditMixin(HistoryMixin, TimelineMixin):
         """Run one SQL statement read-only and return its columns and rows.
 
         The database engine refuses writes (SQLite opens the file again in read-only mode
-        with ``PRAGMA query_only``; PostgreSQL runs a ``READ ONLY`` transaction), so a
+        with ``PRAGMA query_only``; PostgreSQL runs a ``READ ONLY`` transaction as the role
+        ``pg_read_all_data``, which holds no right to the server's files and programs), so a
         write fails whatever the SQL looks like. Nothing is cached or written.
 
         Raises:
-            ReadOnlyError: the statement tried to write.
+            ReadOnlyError: the statement tried to write, or a PostgreSQL user who may write
+                the server's files cannot take the reading role (a server before 14).
             InvalidInputError: the SQL is empty, holds several statements, or failed.
         """
         if isinstance(sql, str):
