@@ -65,7 +65,9 @@ one statement waits for a lock another transaction holds (a conversation's row, 
 transaction writes it), as SQLite's busy timeout bounds one attempt of a write. The wait
 then ends with SQLSTATE 55P03, which the write's bounded retry takes as busy, so a write
 gives up after about :data:`WRITE_ATTEMPTS` times this (``DatabaseBusyError``) where it
-waited for as long as the other transaction stayed open. Migrations wait without limit."""
+waited for as long as the other transaction stayed open. A connection that has a
+``lock_timeout`` already (the URL's ``options=-c lock_timeout=...``) keeps it. Migrations
+wait without limit."""
 
 
 @dataclass(frozen=True)
@@ -419,12 +421,17 @@ def _configure_postgres(engine: Engine) -> None:
 
 
 def set_lock_timeout(dbapi_connection: Any, milliseconds: int) -> None:
-    """Set the session's ``lock_timeout`` on a new psycopg connection, outside any
-    transaction (the setting would end with one that rolled back)."""
+    """Set the session's ``lock_timeout`` on a new psycopg connection unless it has one
+    already (given in the URL's ``options``, or a default of the role or database), outside
+    any transaction (the setting would end with one that rolled back)."""
     autocommit = dbapi_connection.autocommit
     dbapi_connection.autocommit = True
     try:
-        dbapi_connection.execute(f"SET lock_timeout = {int(milliseconds)}")
+        dbapi_connection.execute(
+            "SELECT set_config('lock_timeout', %s, false) "
+            "WHERE current_setting('lock_timeout') = '0'",
+            (f"{int(milliseconds)}ms",),
+        )
     finally:
         dbapi_connection.autocommit = autocommit
 

@@ -102,3 +102,11 @@ def test_the_checkpoint_command_exits_7_while_the_conversation_is_held(schema: s
         assert got.code == 7 and got.err.count("\n") == 1, got.err
         assert "locked by other writers" in got.err
         assert store.checkpoints(cid) == []
+
+
+def test_the_lock_timeout_is_set_unless_the_url_gives_one(schema: str) -> None:
+    with _store(schema) as store:
+        assert store.query("SHOW lock_timeout").rows == [("100ms",)]
+    given = {"connect_args": {"options": f"-csearch_path={schema} -clock_timeout=1234"}}
+    with ContextStore.open(str(POSTGRES_URL), engine_kwargs=given) as store:
+        assert store.query("SHOW lock_timeout").rows == [("1234ms",)]
