@@ -48,14 +48,22 @@ class _Console(Console):
         return Text(visible(value) if self.is_terminal else value)
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-"""The characters :func:`visible` shows as symbols: the C0 controls but line feed and tab, DEL,
-the C1 controls, and the bidirectional embeddings, overrides and isolates (an override left
-open in one cell would show the rest of the line reversed on a terminal that reorders)."""
+_UNSAFE_ON_A_TERMINAL = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
+"""The characters stored text never sends to a terminal, as a regular expression's class: the
+C0 controls but line feed and tab, DEL, the C1 controls, and the bidirectional embeddings,
+overrides and isolates (an override left open in one cell would show the rest of the line
+reversed on a terminal that reorders). Tables and lines show them as symbols
+(:func:`visible`), CSV too, and JSON escapes them (:func:`print_json`)."""
+_CONTROL = re.compile(f"[{_UNSAFE_ON_A_TERMINAL}]")
+"""The characters :func:`visible` shows as symbols (:data:`_UNSAFE_ON_A_TERMINAL`)."""
 _RAW_IN_JSON = re.compile(r"[\x7f-\x9f\ud800-\udfff]")
 """What :mod:`json` writes as it is and :func:`print_json` escapes: DEL and the C1
 controls, and lone surrogates (a path whose name is not UTF-8, as Python keeps it), which
 no UTF-8 stream takes."""
+_RAW_IN_JSON_ON_A_TERMINAL = re.compile(f"[{_UNSAFE_ON_A_TERMINAL}\\ud800-\\udfff]")
+"""What :func:`print_json` escapes on a terminal: every character :func:`visible` shows as a
+symbol (the bidirectional overrides among them, which :mod:`json` writes raw), and lone
+surrogates."""
 
 
 def _symbol(match: re.Match[str]) -> str:
@@ -349,8 +357,12 @@ def print_json(value: Any) -> None:
     ``"NaN"``, so every output parses as strict JSON; on a stream that is not UTF-8, every
     character beyond ASCII is escaped too. Every control character is escaped
     (``\\u009b``), DEL and the C1 controls too, which :mod:`json` writes raw: the same JSON,
-    but stored text cannot drive a terminal it is printed on."""
-    ascii_only = not _utf8(sys.stdout)
+    but stored text cannot drive a terminal it is printed on. On a terminal the
+    bidirectional embeddings, overrides and isolates are escaped too (``\\u202e``), as
+    :func:`visible` shows them; off one they stay as :mod:`json` writes them."""
+    console = stdout()
+    stream = console.file
+    ascii_only = not _utf8(stream)
     try:
         text = json.dumps(
             value, indent=2, ensure_ascii=ascii_only, default=json_default, allow_nan=False
@@ -359,8 +371,9 @@ def print_json(value: Any) -> None:
         text = json.dumps(
             _finite(value), indent=2, ensure_ascii=ascii_only, default=json_default, allow_nan=False
         )
-    sys.stdout.write(_RAW_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
-    sys.stdout.write("\n")
+    raw = _RAW_IN_JSON_ON_A_TERMINAL if console.is_terminal else _RAW_IN_JSON
+    stream.write(raw.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
+    stream.write("\n")
 
 
 def _finite(value: Any) -> Any:
@@ -378,11 +391,25 @@ def print_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """Print rows as CSV on stdout (header first). A cell holds what the same value holds
     in :func:`print_json`'s output: JSON values and bytes as JSON text, a number no float
     can hold as its name (``Infinity``); Python's own spellings (``b'...'``, ``inf``) are
-    no reader's."""
-    writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow(columns)
+    no reader's. On a terminal a text's control characters and bidirectional overrides are
+    shown as symbols (:func:`visible`), as a table shows them; off one (a pipe, a file) every
+    cell is written as stored."""
+    console = stdout()
+    shown = _csv_visible if console.is_terminal else _csv_verbatim
+    writer = csv.writer(console.file, lineterminator="\n")
+    writer.writerow([shown(name) for name in columns])
     for row in rows:
-        writer.writerow([text_cell(cell) for cell in row])
+        writer.writerow([shown(text_cell(cell)) for cell in row])
+
+
+def _csv_visible(cell: Any) -> Any:
+    """A CSV cell for a terminal: text as :func:`visible` shows it."""
+    return visible(cell) if isinstance(cell, str) else cell
+
+
+def _csv_verbatim(cell: Any) -> Any:
+    """A CSV cell off a terminal: as it is."""
+    return cell
 
 
 def text_cell(cell: Any) -> Any:
