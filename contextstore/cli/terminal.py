@@ -18,6 +18,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import IO, Any
 
@@ -46,6 +47,15 @@ class _Console(Console):
         """``value`` as rich text for this console: verbatim off a terminal; on one, with
         its control characters shown as symbols (:func:`visible`)."""
         return Text(visible(value) if self.is_terminal else value)
+
+    def write_line(self, value: str) -> None:
+        """Print ``value`` and a line break: on a terminal with its control characters shown
+        as symbols (:func:`visible`); off one as it is (rich's text deleted carriage
+        returns, bells, backspaces, vertical tabs and form feeds, and expanded tabs)."""
+        if self.is_terminal:
+            self.print(Text(visible(value)), soft_wrap=True)
+        else:
+            self.file.write(f"{value}\n")
 
 
 _UNSAFE_ON_A_TERMINAL = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
@@ -110,8 +120,7 @@ def stderr() -> _Console:
 
 def out(text: str = "") -> None:
     """Print a line of results on stdout."""
-    console = stdout()
-    console.print(console.text(text), soft_wrap=True)
+    stdout().write_line(text)
 
 
 def document(text: str) -> None:
@@ -131,15 +140,13 @@ def document(text: str) -> None:
 
 def note(text: str) -> None:
     """Print a line for the human on stderr (not part of the results)."""
-    console = stderr()
-    console.print(console.text(text), soft_wrap=True)
+    stderr().write_line(text)
 
 
 def error(text: str) -> None:
     """Print an error as one line on stderr."""
     line = " ".join(text.split())
-    console = stderr()
-    console.print(console.text(f"error: {line}"), soft_wrap=True)
+    stderr().write_line(f"error: {line}")
 
 
 def _is_number(value: Any) -> bool:
@@ -181,13 +188,21 @@ def table(
         for row in rows
     ]
     widths = [
-        max([cell_len(header), *(_cells(line[i]) for line in plain)])
+        max([_cells(header), *(_cells(line[i]) for line in plain)])
         for i, header in enumerate(headers)
     ]
     numeric = [bool(rows) and all(_is_number(row[i]) for row in rows) for i in range(len(headers))]
     # Each column is padded by a space either side but the outer ones, and divided from the
     # next by one more.
     narrow = on_terminal and sum(widths) + 3 * (len(headers) - 1) > console.width
+    if not on_terminal:
+        # Drawn directly whatever the cells hold: rich's layout deleted carriage returns,
+        # bells, backspaces, vertical tabs and form feeds from stored text, and expanded
+        # tabs (then cut the cell with "…").
+        box_ = ASCII_BOX if console.options.ascii_only else LINE_BOX
+        laid_out = _laid_out(headers, plain, widths, numeric, box_)
+        _print_drawn(console, title, laid_out)
+        return
     # A stream that cannot encode the box's rule gets rich's ASCII box, which rich draws.
     if not narrow and not console.options.ascii_only:
         drawn = _drawn(headers, plain, widths, numeric)
@@ -249,9 +264,28 @@ def _print_grid(
 
 
 _LAID_OUT_BY_RICH = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-"""Characters whose cells rich lays out itself (line breaks, tabs, other controls)."""
+"""Characters whose cells rich lays out itself on a terminal (line breaks, tabs, other
+controls)."""
 RULE = "\u2500"
 """The line under a table's header (rich's ``SIMPLE_HEAD`` box)."""
+
+
+@dataclass(frozen=True)
+class Box:
+    """How a table is ruled, as rich draws its ``SIMPLE_HEAD`` box without edges."""
+
+    divider: str
+    """Between two columns: a space, the box's vertical, a space."""
+    rule: str
+    """The line under the header."""
+    crossing: str
+    """Where the line under the header crosses a vertical."""
+
+
+LINE_BOX = Box("   ", RULE, RULE)
+"""The box on a stream that takes box-drawing characters."""
+ASCII_BOX = Box(" | ", "-", "+")
+"""rich's ASCII box, for a stream that cannot encode :data:`RULE` (a legacy locale)."""
 
 
 def _drawn(
@@ -266,21 +300,45 @@ def _drawn(
     requests or files. None when a cell holds a line break, a tab or another control
     character, or a column's text takes no cell at all: rich lays those out itself."""
 
-    def line(cells: Sequence[str], right: Sequence[bool]) -> str:
-        padded = []
-        for cell, width, flush in zip(cells, widths, right, strict=True):
-            if flush:  # rich drops a right-aligned cell's trailing white space
-                cell = cell.rstrip()
-            room = " " * (width - cell_len(cell))
-            padded.append(room + cell if flush else cell + room)
-        return "   ".join(padded)
-
     if 0 in widths or any(_LAID_OUT_BY_RICH.search(cell) for row in rows for cell in row):
         return None
     if any(_LAID_OUT_BY_RICH.search(header) for header in headers):
         return None
-    lines = [line(headers, numeric), RULE * (sum(widths) + 3 * (len(widths) - 1))]
-    lines.extend(line(row, numeric) for row in rows)
+    return _laid_out(headers, rows, widths, numeric, LINE_BOX)
+
+
+def _laid_out(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    widths: Sequence[int],
+    numeric: Sequence[bool],
+    box_: Box,
+) -> list[str]:
+    """The lines of a table at its natural width, as rich lays one out (cells padded to
+    their column, numbers right-aligned, a cell of several lines making its row as tall),
+    each cell's text written as it is: off a terminal, what is stored (:func:`table`)."""
+
+    def line(cells: Sequence[str]) -> str:
+        padded = []
+        for cell, width, flush in zip(cells, widths, numeric, strict=True):
+            if flush:  # rich drops a right-aligned cell's trailing white space
+                cell = cell.rstrip()
+            room = " " * (width - cell_len(cell))
+            padded.append(room + cell if flush else cell + room)
+        return box_.divider.join(padded)
+
+    def row_lines(cells: Sequence[str], *, bottom: bool = False) -> Iterator[str]:
+        parts = [cell.split("\n") for cell in cells]
+        height = max(len(part) for part in parts)
+        if bottom:  # rich aligns the header's cells with its last line
+            parts = [[""] * (height - len(part)) + part for part in parts]
+        for depth in range(height):
+            yield line([part[depth] if depth < len(part) else "" for part in parts])
+
+    rule = (box_.rule + box_.crossing + box_.rule).join(box_.rule * width for width in widths)
+    lines = [*row_lines(headers, bottom=True), rule]
+    for row in rows:
+        lines.extend(row_lines(row))
     return lines
 
 

@@ -179,3 +179,42 @@ def test_print_json_escapes_overrides_on_a_terminal_only(monkeypatch: pytest.Mon
     terminal.print_json(value)
     assert "\u202e" in written.getvalue() and "\x9b" not in written.getvalue()
     assert json.loads(written.getvalue()) == value
+
+
+EVERY_CONTROL = "a\rb\x07c\x08d\x0be\x0cf\x1bg\x00h\ti\x9bj\u202ek"
+"""Text holding a carriage return, bell, backspace, vertical tab, form feed, escape, NUL,
+tab, a C1 control and an override."""
+
+
+def test_piped_tables_print_stored_text_as_stored(tmp_path: Path) -> None:
+    """Off a terminal rich's layout deleted carriage returns, bells, backspaces, vertical
+    tabs and form feeds from stored text (a title ``pwned\\x07 title`` printed as ``pwned
+    title``, CRLF tool output lost its CRs) and expanded tabs, while it kept ESC and NUL."""
+    db = str(tmp_path / "raw.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation(title="pwned\x07 title").id
+        store.append(cid, "user", "line one\r\nline two\tcolumn")
+    query = "SELECT " + " || ".join(f"char({ord(c)})" for c in EVERY_CONTROL) + " AS v, 2 AS n"
+    assert f"\n{EVERY_CONTROL}   2\n" in _piped_run("--db", db, "sql", query)
+    assert "   pwned\x07 title   " in _piped_run("--db", db, "conversations")
+    assert "text: line one\r line two\tcolumn\n" in _piped_run("--db", db, "show", cid)
+
+
+def test_a_piped_table_and_line_keep_every_character(monkeypatch: pytest.MonkeyPatch) -> None:
+    written = _piped(monkeypatch)
+    terminal.table(["v", "n"], [[EVERY_CONTROL, 1], ["two\r\nlines", 22]], title="t\x07")
+    terminal.out(f"line {EVERY_CONTROL}")
+    assert written.getvalue().split("\n") == [
+        "t\x07",
+        "v" + " " * (terminal._cells(EVERY_CONTROL) - 1) + "    n",
+        "─" * (terminal._cells(EVERY_CONTROL) + 5),
+        f"{EVERY_CONTROL}    1",
+        "two\r" + " " * (terminal._cells(EVERY_CONTROL) - 3) + "   22",
+        "lines" + " " * (terminal._cells(EVERY_CONTROL) - 5) + "     ",
+        f"line {EVERY_CONTROL}",
+        "",
+    ]
+    screen = _a_terminal(monkeypatch)
+    terminal.table(["v"], [[EVERY_CONTROL]])
+    terminal.out(EVERY_CONTROL)
+    assert not any(c in screen.getvalue() for c in "\r\x07\x08\x0b\x0c\x1b\x00\x9b\u202e")
