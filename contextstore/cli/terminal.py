@@ -200,7 +200,7 @@ def table(
         # bells, backspaces, vertical tabs and form feeds from stored text, and expanded
         # tabs (then cut the cell with "…").
         box_ = ASCII_BOX if console.options.ascii_only else LINE_BOX
-        laid_out = _laid_out(headers, plain, widths, numeric, box_)
+        laid_out = _laid_out(headers, plain, widths, numeric, box_, padded=False)
         _print_drawn(console, title, laid_out)
         return
     # A stream that cannot encode the box's rule gets rich's ASCII box, which rich draws.
@@ -313,19 +313,31 @@ def _laid_out(
     widths: Sequence[int],
     numeric: Sequence[bool],
     box_: Box,
+    *,
+    padded: bool = True,
 ) -> list[str]:
     """The lines of a table at its natural width, as rich lays one out (cells padded to
     their column, numbers right-aligned, a cell of several lines making its row as tall),
-    each cell's text written as it is: off a terminal, what is stored (:func:`table`)."""
+    each cell's text written as it is: off a terminal, what is stored (:func:`table`).
+
+    Unless ``padded``, a line ends where its last text does: the blanks that would only
+    pad it to the table's width are left out (a cell of 2,000 lines beside one of 5,000
+    characters made 10 MB of blanks)."""
 
     def line(cells: Sequence[str]) -> str:
-        padded = []
+        pieces = []
+        end = at = 0  # where the line's last text ends; where the next piece starts
         for cell, width, flush in zip(cells, widths, numeric, strict=True):
             if flush:  # rich drops a right-aligned cell's trailing white space
                 cell = cell.rstrip()
             room = " " * (width - cell_len(cell))
-            padded.append(room + cell if flush else cell + room)
-        return box_.divider.join(padded)
+            piece = room + cell if flush else cell + room
+            if cell:
+                end = at + (len(piece) if flush else len(cell))
+            pieces.append(piece)
+            at += len(piece) + len(box_.divider)
+        text = box_.divider.join(pieces)
+        return text if padded else text[:end]
 
     def row_lines(cells: Sequence[str], *, bottom: bool = False) -> Iterator[str]:
         parts = [cell.split("\n") for cell in cells]

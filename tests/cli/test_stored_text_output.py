@@ -210,7 +210,7 @@ def test_a_piped_table_and_line_keep_every_character(monkeypatch: pytest.MonkeyP
         "─" * (terminal._cells(EVERY_CONTROL) + 5),
         f"{EVERY_CONTROL}    1",
         "two\r" + " " * (terminal._cells(EVERY_CONTROL) - 3) + "   22",
-        "lines" + " " * (terminal._cells(EVERY_CONTROL) - 5) + "     ",
+        "lines",
         f"line {EVERY_CONTROL}",
         "",
     ]
@@ -218,3 +218,18 @@ def test_a_piped_table_and_line_keep_every_character(monkeypatch: pytest.MonkeyP
     terminal.table(["v"], [[EVERY_CONTROL]])
     terminal.out(EVERY_CONTROL)
     assert not any(c in screen.getvalue() for c in "\r\x07\x08\x0b\x0c\x1b\x00\x9b\u202e")
+
+
+def test_piped_sql_pads_no_line_of_a_tall_row(tmp_path: Path) -> None:
+    """A row of 2,000 lines beside a 5,000-character value printed 10,036,030 bytes piped,
+    every line padded to the table's width (CSV: 15,007)."""
+    db = str(tmp_path / "tall.db")
+    ContextStore.open(db).close()
+    query = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c LIMIT 2000) "
+        "SELECT group_concat('line', char(10)) a, (SELECT printf('%.5000c','x')) b FROM c"
+    )
+    piped = run("--db", db, "sql", query)
+    assert piped.code == 0
+    assert len(piped.out) < 40_000
+    assert piped.out.split("\n")[2:] == ["line   " + "x" * 5_000, *["line"] * 1_999, ""]
