@@ -133,7 +133,9 @@ def run_reporting_errors(ctx: click.Context, work: Callable[[], Any]) -> Any:
         result = work()
         terminal.flush_output()
         return result
-    except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+    except click.exceptions.ClickException as exc:
+        ctx.exit(terminal.click_error(exc))
+    except (click.exceptions.Exit, click.Abort):
         raise
     except ContextStoreError as exc:
         ctx.exit(report_library_error(exc, ctx))
@@ -189,6 +191,10 @@ class ContextStoreGroup(click.Group):
         except BrokenPipeError:
             terminal.discard_output()
             raise click.exceptions.Exit(CLOSED_OUTPUT_EXIT) from None
+        except click.exceptions.ClickException as exc:
+            if parent is not None:
+                raise  # reported where the root runs it (run_reporting_errors)
+            raise click.exceptions.Exit(terminal.click_error(exc)) from None
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         add_db_option(cmd)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import IO, Any
 
+import click
 from rich import box
 from rich.cells import cell_len
 from rich.console import Console
@@ -140,13 +141,35 @@ def document(text: str) -> None:
 
 def note(text: str) -> None:
     """Print a line for the human on stderr (not part of the results)."""
-    stderr().write_line(text)
+    _to_stderr(text)
 
 
 def error(text: str) -> None:
     """Print an error as one line on stderr."""
     line = " ".join(text.split())
-    stderr().write_line(f"error: {line}")
+    _to_stderr(f"error: {line}")
+
+
+def click_error(exc: click.ClickException) -> int:
+    """Print an error click raised (a usage error, a bad value) as click does; return its
+    exit code. A reader of stderr that went away does not change the code (see
+    :func:`_to_stderr`)."""
+    try:
+        exc.show()
+    except BrokenPipeError:
+        _discard(sys.stderr)
+    return exc.exit_code
+
+
+def _to_stderr(line: str) -> None:
+    """Print ``line`` on stderr; when its reader went away (``2>&1 | true``), the line and
+    whatever follows it there go nowhere, and the command ends with its own exit code, as
+    with stderr closed (``2>&-``): an error printed there ended with exit 1 (click's
+    handling of the broken pipe), not the error's code."""
+    try:
+        stderr().write_line(line)
+    except BrokenPipeError:
+        _discard(sys.stderr)
 
 
 def _is_number(value: Any) -> bool:
@@ -565,6 +588,17 @@ def flush_output() -> None:
 def discard_output() -> None:
     """Send what is left to print on standard output nowhere, the interpreter's last
     flush included: its reader went away (``| head``)."""
+    _discard(sys.stdout)
+
+
+def _discard(stream: IO[str]) -> None:
+    """Point ``stream``'s file descriptor at the null device, so that what is left in its
+    buffer, and what is written to it later, goes nowhere instead of failing again (the
+    interpreter's last flush would end the process with status 120)."""
+    try:
+        descriptor = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's buffer)
+        return
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    os.dup2(devnull, descriptor)
     os.close(devnull)

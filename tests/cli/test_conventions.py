@@ -924,6 +924,49 @@ def test_a_closed_standard_stream_is_no_internal_error(
     assert not list(tmp_path.glob("contextstore-error-*"))
 
 
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [(["show", "nope"], 3), (["show"], 2), (["--no-such-flag"], 2), (["export", "nope"], 2)],
+)
+def test_an_error_whose_reader_went_away_keeps_its_exit_code(
+    seeded: Seeded, tmp_path: Path, args: list[str], code: int
+) -> None:
+    """``contextstore show nosuch 2>&1 | true`` exited 1: the broken pipe met while printing
+    the error escaped, and click ended the command with 1. Like a stderr closed with
+    ``2>&-``, a stderr nobody reads keeps the error's own exit code."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader went away before the first line
+    try:
+        child = subprocess.run(
+            [sys.executable, "-m", "contextstore", "--db", seeded.db, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=writer,
+            env=env,
+            cwd=ROOT,
+            check=False,
+        )
+    finally:
+        os.close(writer)
+    assert child.returncode == code
+    assert not list(tmp_path.glob("contextstore-error-*"))
+
+
+def test_errors_and_notes_to_a_stderr_nobody_reads_go_nowhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from contextstore.cli import terminal
+
+    class Gone(StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError
+
+    monkeypatch.setattr(terminal, "stderr", lambda: terminal._console(Gone()))
+    terminal.error("not found")
+    terminal.note("a note")
+
+
 @pytest.mark.parametrize("command", ["audit", "requests", "checkpoints", "show", "--help"])
 def test_a_table_cut_short_by_its_reader_ends_with_sigpipes_code(
     seeded: Seeded, tmp_path: Path, command: str
