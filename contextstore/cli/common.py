@@ -89,6 +89,27 @@ class NumberRange(click.FloatRange):
         return number
 
 
+class WrittenPath(click.Path):
+    """``click.Path`` for a file or folder a command writes where standard output cannot
+    take it (a folder of task files, a database, a file written beside others): ``-`` is
+    refused, since it would be a file of that name in the current folder, where ``report
+    -o -`` writes to standard output. ``./-`` still names such a file."""
+
+    def __init__(self, what: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.what = what
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value in ("-", b"-"):
+            self.fail(
+                f"'-' means standard output, which cannot take {self.what}; name a path "
+                "instead ('./-' for one named '-').",
+                param,
+                ctx,
+            )
+        return super().convert(value, param, ctx)
+
+
 def at_most(limit: int) -> Any:
     """A callback refusing an option's text when empty or longer than the store keeps."""
 

@@ -12,6 +12,7 @@ from contextstore.cli import terminal
 from contextstore.cli.common import (
     IntegerRange,
     NumberRange,
+    WrittenPath,
     handle_errors,
     refuse_store_options,
 )
@@ -25,7 +26,7 @@ from contextstore.cli.common import (
 @click.option(
     "--db",
     "db_path",
-    type=click.Path(dir_okay=False),
+    type=WrittenPath("a database", dir_okay=False),
     default=None,
     callback=lambda _ctx, _param, value: _new_file(value),
     help="A new SQLite file to torture, kept afterwards (default: a new file in a temporary "
@@ -199,7 +200,7 @@ def _json_out(_ctx: click.Context, _param: click.Parameter, value: str | None) -
 )
 @click.option(
     "--json-out",
-    type=click.Path(dir_okay=False, writable=True),
+    type=WrittenPath("the samples as well as the tables", dir_okay=False, writable=True),
     default=None,
     callback=_json_out,
     help="Also write every sample and the environment to this JSON file.",

@@ -19,6 +19,7 @@ from click.decorators import FC
 from contextstore.cli import terminal
 from contextstore.cli.common import (
     IntegerRange,
+    WrittenPath,
     handle_errors,
     open_store,
     store_removed_if_refused,
@@ -223,12 +224,14 @@ def import_gemini_command(
 
 @click.command("cline")
 @click.argument("conversation_id")
-@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument(
+    "out_dir", type=WrittenPath("a folder of task files", file_okay=False, path_type=Path)
+)
 @click.option("--force", is_flag=True, help="Replace task files already in OUT_DIR.")
 @click.option(
     "--history",
     "history_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=WrittenPath("a history file written beside a task folder", dir_okay=False, path_type=Path),
     default=None,
     help="The taskHistory.json to put the task's HistoryItem in (default: Cline's "
     "state/taskHistory.json when OUT_DIR is a tasks/<id>/ folder, else OUT_DIR/taskHistory.json).",
@@ -255,7 +258,7 @@ def export_cline_command(
 
 @click.command("gemini")
 @click.argument("conversation_id")
-@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("out", type=WrittenPath("a Gemini CLI file", dir_okay=False, path_type=Path))
 @click.option(
     "--checkpoint", is_flag=True, help="Write a /chat save checkpoint instead of a session."
 )

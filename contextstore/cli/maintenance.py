@@ -10,6 +10,7 @@ import click
 
 from contextstore.cli import terminal
 from contextstore.cli.common import (
+    WrittenPath,
     confirm_or_refuse,
     json_option,
     open_store,
@@ -86,7 +87,7 @@ def check(ctx: click.Context, conversation_id: str | None, full: bool, as_json: 
 
 
 @click.command()
-@click.argument("destination", metavar="DEST", type=click.Path(dir_okay=True))
+@click.argument("destination", metavar="DEST", type=WrittenPath("a backup", dir_okay=True))
 @click.option("--force", is_flag=True, help="Replace DEST if it is an existing file.")
 @json_option
 @click.pass_context
@@ -118,7 +119,9 @@ def backup(ctx: click.Context, destination: str, force: bool, as_json: bool) -> 
 
 @click.command()
 @click.argument("source", metavar="SRC", type=click.Path(path_type=Path))
-@click.argument("destination", metavar="DEST", type=click.Path(path_type=Path))
+@click.argument(
+    "destination", metavar="DEST", type=WrittenPath("a recovered store", path_type=Path)
+)
 @json_option
 def recover(source: Path, destination: Path, as_json: bool) -> None:
     """Salvage what a damaged SQLite store SRC still holds into a new store DEST; SRC is

@@ -356,3 +356,51 @@ def test_an_export_over_a_file_or_task_files_says_to_pass_force(
     again = run("--db", seeded.db, "export", "cline", seeded.cid, str(task))
     assert again.code == 2 and "api_conversation_history.json" in again.err
     assert again.err.endswith("; pass --force to replace. Nothing was written.\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["export", "gemini", "{cid}", "-"], "'OUT'"),
+        (["export", "cline", "{cid}", "-"], "'OUT_DIR'"),
+        (["export", "cline", "{cid}", "task", "--history", "-"], "'--history'"),
+        (["backup", "-"], "'DEST'"),
+        (["recover", "{db}", "-"], "'DEST'"),
+        (["bench", "--json-out", "-", "--sizes", "10"], "'--json-out'"),
+        (["crash-test", "--db", "-", "--kills", "1"], "'--db'"),
+    ],
+    ids=["export-gemini", "export-cline", "history", "backup", "recover", "bench", "crash-test"],
+)
+def test_a_dash_where_standard_output_cannot_go_is_refused(
+    seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], named: str
+) -> None:
+    """``export gemini CID -`` wrote a file named ``-`` in the current folder, where
+    ``report -o -`` writes to standard output: a ``-`` that cannot mean standard output is
+    refused (exit 2), nothing written; ``./-`` names such a file."""
+    monkeypatch.chdir(tmp_path)
+    before = sorted(tmp_path.iterdir())
+    result = run("--db", seeded.db, *[a.format(cid=seeded.cid, db=seeded.db) for a in args])
+    assert result.code == 2, result.err
+    assert f"Invalid value for {named}: '-' means standard output" in result.err
+    assert "'./-' for one named '-'" in result.err
+    assert sorted(tmp_path.iterdir()) == before
+
+
+def test_a_file_named_dash_is_written_as_dot_slash_dash(
+    seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert run("--db", seeded.db, "export", "gemini", seeded.cid, "./-").code == 0
+    assert (tmp_path / "-").is_file()
+
+
+def test_a_written_path_refuses_only_a_bare_dash() -> None:
+    import click
+
+    from contextstore.cli.common import WrittenPath
+
+    path = WrittenPath("a backup")
+    with pytest.raises(click.BadParameter, match="cannot take a backup"):
+        path.convert("-", None, None)
+    assert path.convert("./-", None, None) == "./-"
+    assert path.convert("--", None, None) == "--"
