@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -73,13 +74,15 @@ class Checkpoint:
     note: str | None = None
 
 
-@dataclass(frozen=True)
-class RollbackReport:
+@dataclass(frozen=True, eq=False)
+class RollbackReport(Mapping[str, int]):
     """What a rollback removed (or, for a dry run, would remove), per table.
 
     ``rollback_id`` names the ``rollbacks`` row (None for a dry run); ``archived`` says
     whether the removed rows were kept in the archive tables (``archived_<table>``, so
-    that :meth:`restore` can put them back).
+    that :meth:`restore` can put them back). The report reads as the counts of rows
+    removed per table themselves, too: ``report["messages"]``, ``dict(report)``, and it
+    equals a mapping of the same counts.
     """
 
     conversation_id: str
@@ -93,6 +96,28 @@ class RollbackReport:
     def total_removed(self) -> int:
         """Rows removed across all tables (blocks included)."""
         return sum(self.removed.values())
+
+    def __getitem__(self, table: str) -> int:
+        return self.removed[table]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.removed)
+
+    def __len__(self) -> int:
+        return len(self.removed)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RollbackReport):
+            return _fields(self) == _fields(other)
+        if isinstance(other, Mapping):
+            return self.removed == dict(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # it holds a dict
+
+
+def _fields(report: RollbackReport) -> tuple[Any, ...]:
+    return tuple(getattr(report, f.name) for f in fields(report))
 
 
 @dataclass(frozen=True)

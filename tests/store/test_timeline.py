@@ -82,6 +82,24 @@ def test_rollback_removes_later_rows_archives_them_and_reports_counts(store: Con
     )
 
 
+def test_a_rollback_returns_the_counts_of_rows_removed_per_table(store: ContextStore) -> None:
+    """DESIGN: ``rollback(...)  # -> counts of rows removed per table``: the report reads
+    as those counts themselves, beside its other fields."""
+    conv = store.create_conversation()
+    store.append(conv.id, "user", "task")
+    cp = store.checkpoint(conv.id, "start")
+    store.append(conv.id, [assistant("a"), user("b")])
+    counts = store.rollback(conv.id, to="start", dry_run=True)
+    assert counts["messages"] == 2 and counts["blocks"] == 2
+    assert dict(counts) == counts.removed and counts == counts.removed
+    assert set(counts) == set(counts.removed) and len(counts) == len(counts.removed)
+    done = store.rollback(conv.id, to=cp.ts)
+    assert done == counts.removed and done != counts  # another rollback_id and dry_run
+    assert done != {**counts.removed, "messages": 1}
+    with pytest.raises(TypeError):
+        hash(done)
+
+
 def test_purge_keeps_no_archive(store: ContextStore) -> None:
     conv = store.create_conversation()
     store.append(conv.id, "user", "task")
