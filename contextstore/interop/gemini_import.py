@@ -25,7 +25,7 @@ from contextstore.core.records import Conversation, RequestRecord
 from contextstore.core.server_tools import SERVER_BLOCK_TYPES
 from contextstore.core.store_files import check_not_store_files
 from contextstore.core.validate import check_flags, check_id
-from contextstore.core.view import build_view
+from contextstore.core.view import adopt_text_results, build_view
 from contextstore.interop.arguments import check_import_options, path_argument
 from contextstore.interop.errors import GeminiChatError
 from contextstore.interop.files import MAX_FILE_BYTES, Folder
@@ -355,7 +355,10 @@ def _generated_records(
     store: InteropStore, conversation: Conversation, after: int
 ) -> list[dict[str, Any]]:
     """Session records for messages written in contextstore (after the import, if any)."""
-    messages = store.messages(conversation.id)
+    stored = store.messages(conversation.id)
+    # A result Cline 3.5x wrote as a user text block answers its call here as in the view
+    # (view rules, difference 10): in the call's ``result``, not as a user record's text.
+    messages = [message for _, message in adopt_text_results(list(enumerate(stored)))]
     stamps = store.message_timestamps(conversation.id)
     new = [(i, m, ts) for i, (m, ts) in enumerate(zip(messages, stamps, strict=True)) if ts > after]
     if not new:
@@ -378,11 +381,7 @@ def _generated_records(
                 "name": b["name"],
                 "args": b.get("input") or {},
                 "result": results.get(b["id"], []),
-                "status": "error"
-                if any(
-                    "error" in (p["functionResponse"]["response"]) for p in results.get(b["id"], [])
-                )
-                else "success",
+                "status": _call_status(results.get(b["id"], [])),
                 "timestamp": format_timestamp(ts),
             }
             for b in blocks
@@ -399,6 +398,17 @@ def _generated_records(
             record["tokens"] = _tokens(request)
         records.append(record)
     return records
+
+
+def _call_status(result: Sequence[Mapping[str, Any]]) -> str:
+    """A generated tool call's ``status``, as Gemini CLI's ``CoreToolCallStatus`` names it:
+    ``cancelled`` for a call the history holds no result for (it never came back), ``error``
+    for an error result, else ``success``."""
+    if not result:
+        return "cancelled"
+    if any("error" in part["functionResponse"]["response"] for part in result):
+        return "error"
+    return "success"
 
 
 def _answered_requests(
