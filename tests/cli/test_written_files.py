@@ -8,6 +8,7 @@ import errno
 import hashlib
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from contextstore.core.errors import (
     StorageFullError,
 )
 from contextstore.core.os_errors import os_error
+from contextstore.interop.writing import write_text_atomic
 from contextstore.storage.migrate import downgrade
 from tests.cli.conftest import Seeded, run, seed
 
@@ -404,3 +406,64 @@ def test_a_written_path_refuses_only_a_bare_dash() -> None:
         path.convert("-", None, None)
     assert path.convert("./-", None, None) == "./-"
     assert path.convert("--", None, None) == "--"
+
+
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    """The common umask, whatever the test runner's."""
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.usefixtures("umask_022")
+def test_exported_files_get_the_umask_and_keep_the_mode_they_had(
+    seeded: Seeded, tmp_path: Path
+) -> None:
+    """Exports used to be 0600 (a temporary file's mode, renamed into place), and writing
+    over a file with --force changed its mode to that."""
+    session = tmp_path / "chats" / "session.jsonl"
+    assert run("--db", seeded.db, "export", "gemini", seeded.cid, str(session)).code == 0
+    assert _mode(session) == 0o644
+    session.chmod(0o640)
+    args = ("--db", seeded.db, "export", "gemini", seeded.cid, str(session), "--force")
+    assert run(*args).code == 0
+    assert _mode(session) == 0o640
+    checkpoint = tmp_path / "checkpoint-x.json"
+    args = ("--db", seeded.db, "export", "gemini", seeded.cid, str(checkpoint), "--checkpoint")
+    assert run(*args).code == 0
+    assert _mode(checkpoint) == 0o644
+    history = tmp_path / "storage" / "state" / "taskHistory.json"
+    history.parent.mkdir(parents=True)
+    history.write_text("[]")
+    history.chmod(0o644)
+    task = tmp_path / "storage" / "tasks" / seeded.cid
+    assert run("--db", seeded.db, "export", "cline", seeded.cid, str(task)).code == 0
+    written = sorted(task.iterdir())
+    assert written and {_mode(p) for p in [*written, history]} == {0o644}
+    history.chmod(0o664)
+    (task / "api_conversation_history.json").chmod(0o600)
+    assert run("--db", seeded.db, "export", "cline", seeded.cid, str(task), "--force").code == 0
+    assert _mode(history) == 0o664
+    assert _mode(task / "api_conversation_history.json") == 0o600
+    assert {_mode(p) for p in written if p.name != "api_conversation_history.json"} == {0o644}
+    assert not [p for p in tmp_path.rglob("*") if ".tmp." in p.name]
+
+
+def test_a_written_file_takes_the_umask_or_the_replaced_files_mode(tmp_path: Path) -> None:
+    old = os.umask(0o027)
+    try:
+        write_text_atomic(tmp_path / "new.json", "{}")
+        assert _mode(tmp_path / "new.json") == 0o640
+        (tmp_path / "new.json").chmod(0o604)
+        write_text_atomic(tmp_path / "new.json", "[]")
+        assert _mode(tmp_path / "new.json") == 0o604
+        assert (tmp_path / "new.json").read_text() == "[]"
+    finally:
+        os.umask(old)
