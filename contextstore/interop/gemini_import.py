@@ -34,6 +34,7 @@ from contextstore.interop.gemini import (
     CONTENTS,
     continued_in,
     find_chats,
+    is_ignored_user_content,
     read_chat,
 )
 from contextstore.interop.gemini_plan import ORIGIN, plan_chat
@@ -373,7 +374,7 @@ def _generated_records(
         texts = _record_parts(blocks)
         if message["role"] == "user":
             if texts:
-                records.append({**base, "type": "user", "content": texts})
+                records.append({**base, "type": "user", **_user_content(texts)})
             continue
         calls = [
             {
@@ -398,6 +399,22 @@ def _generated_records(
             record["tokens"] = _tokens(request)
         records.append(record)
     return records
+
+
+def _user_content(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """A generated user record's ``content``, written so that Gemini CLI's resume keeps it.
+
+    Gemini CLI takes a user record whose text starts with ``/`` or ``?`` for a command and
+    leaves it out of the model history (``isIgnoredUserContent``), so a prompt such as
+    ``/etc/hosts is wrong`` vanished. It reads a part with a ``thought`` field as the label
+    ``[Thought: ...]``, not as its text, and sends a part whose ``thought`` is false as the
+    ordinary text it is; so the first part gets ``"thought": false`` (the model's text is
+    unchanged), and ``displayContent`` the parts as they are, which its screen shows."""
+    if not is_ignored_user_content(parts) or "text" not in parts[0]:
+        return {"content": parts}
+    if not "".join(str(p.get("text", "")) for p in parts).lstrip().startswith(("/", "?")):
+        return {"content": parts}  # context Gemini CLI injects itself stays ignored
+    return {"content": [{**parts[0], "thought": False}, *parts[1:]], "displayContent": parts}
 
 
 def _call_status(result: Sequence[Mapping[str, Any]]) -> str:
