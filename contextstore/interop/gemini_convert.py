@@ -370,6 +370,10 @@ def _merge(
             refused[len(messages)] = turn.refused
         if messages and messages[-1]["role"] == role and not apart:
             apart = _share_a_call_id(messages[-1]["content"], blocks)
+            # The environment context Gemini CLI opens a chat with stays a message of its
+            # own: merged into the first prompt, a session export wrote one record that
+            # Gemini CLI's resume drops whole as context, the prompt with it.
+            apart = apart or (len(messages) == 1 and _is_context(messages[0]["content"]))
         if messages and messages[-1]["role"] == role and not apart:
             previous = messages[-1]
             previous["content"] = _ordered(role, [*previous["content"], *blocks])
@@ -383,6 +387,18 @@ def _merge(
         messages.append(message)
         first_turns.append(index)
     return messages, first_turns, refused
+
+
+def _is_context(blocks: Sequence[Block]) -> bool:
+    """True for the blocks of Gemini CLI's environment context: text alone, opening with
+    its tag (or the untagged words of versions before the tag)."""
+    return bool(blocks) and all(
+        b["type"] == "text" and b["text"].lstrip().startswith(CONTEXT_OPENINGS) for b in blocks
+    )
+
+
+CONTEXT_OPENINGS: Final = ("<session_context>", "This is the Gemini CLI")
+"""How the environment context Gemini CLI writes as a chat's first Content begins."""
 
 
 def _share_a_call_id(earlier: Sequence[Block], later: Sequence[Block]) -> bool:
