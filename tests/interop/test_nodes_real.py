@@ -55,9 +55,10 @@ def test_gemini_export_pairs_id_less_calls_with_their_responses(
     path = need(GEMINI / "minwookhan-ksl" / "1215-15.json")
     cid = import_gemini(memory_store, path).conversation_id
     typed = _typed(memory_store, cid)
-    assert typed["m4.b0"] == ("file_content", "gRPCFileClientDlg.h")
-    assert typed["m4.b1"] == ("file_content", "gRPCFileClientDlg.cpp")
-    assert typed["m3.b0"] == ("tool_call", "gRPCFileClientDlg.h")
+    # message 0 is the environment context the checkpoint opens with, message 1 the prompt
+    assert typed["m5.b0"] == ("file_content", "gRPCFileClientDlg.h")
+    assert typed["m5.b1"] == ("file_content", "gRPCFileClientDlg.cpp")
+    assert typed["m4.b0"] == ("tool_call", "gRPCFileClientDlg.h")
 
 
 @pytest.mark.parametrize("folder", params(cline_tasks_with_history()))
