@@ -11,6 +11,7 @@ undoes both, and SQLite's write lock is never held while a model runs.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +43,12 @@ from contextstore.core.truncation import (
     visible_start,
 )
 from contextstore.core.validate import check_free_text, shown
-from contextstore.core.window import context_window_info, keep_for_overflow, should_compact
+from contextstore.core.window import (
+    compaction_threshold,
+    context_window_info,
+    keep_for_overflow,
+    should_compact,
+)
 
 TruncationSummarizer = Callable[[list[Message]], str]
 """A caller-supplied function that summarises the messages a truncation hides."""
@@ -325,10 +331,7 @@ def _auto_condense(
                 "two messages (avoids summarising a summary)",
             )
         )
-    reason = (
-        f"previous request used {total:,} tokens, at or over the auto-condense threshold "
-        f"of {policy.auto_condense:.0%} of the window"
-    )
+    reason = _auto_condense_reason(total, policy.context_window, policy.auto_condense)
     keep = (
         "last_two"
         if summarizer is not None
@@ -346,6 +349,23 @@ def _auto_condense(
     summary = _summarise(summarizer, None, state, new_range)
     return _dedupe_then_truncate(
         state, keep, total, reason + "; condensed with a summary", summary=summary
+    )
+
+
+def _auto_condense_reason(total: int, context_window: int | None, fraction: float) -> str:
+    """Why auto-condense compacted: the threshold applied, in tokens, and where it comes from
+    (the fraction of the window, or the maximum allowed size when that fraction is over it)."""
+    window = context_window_info(context_window)
+    applied = compaction_threshold(context_window, fraction)
+    share = f"{fraction * 100:g}% of the {window.context_window:,}-token window"
+    wanted = math.floor(window.context_window * fraction)
+    if applied < wanted:
+        source = f"{share} is {wanted:,}, over the maximum allowed size, which is used instead"
+    else:
+        source = share
+    return (
+        f"previous request used {total:,} tokens, at or over the auto-condense threshold "
+        f"of {applied:,.0f} tokens ({source})"
     )
 
 

@@ -100,7 +100,14 @@ def request_total(
     return sum(_require_count(name, value or 0) for name, value in counts.items())
 
 
-def _threshold_tokens(context_window: int | None, threshold: float | None) -> float:
+def compaction_threshold(context_window: int | None, threshold: float | None) -> float:
+    """The token total at which :func:`should_compact` compacts: ``threshold`` of the window
+    (floored to whole tokens) capped at the maximum allowed size, or that maximum itself when
+    ``threshold`` is None.
+
+    Raises:
+        InvalidInputError: If the window is invalid or ``threshold`` lies outside ``(0, 1]``.
+    """
     info = context_window_info(context_window)
     if threshold is None:
         return info.max_allowed_size
@@ -135,7 +142,7 @@ def should_compact(
             (Cline silently treated ``0`` as "unset"; a zero here is refused instead).
     """
     total = _require_count("total_tokens", total_tokens)
-    return total >= _threshold_tokens(context_window, threshold)
+    return total >= compaction_threshold(context_window, threshold)
 
 
 def keep_for_overflow(

@@ -10,6 +10,7 @@ from contextstore.core.errors import InvalidInputError
 from contextstore.core.window import (
     DEFAULT_CONTEXT_WINDOW,
     ContextWindowInfo,
+    compaction_threshold,
     context_window_info,
     keep_for_overflow,
     request_total,
@@ -94,6 +95,12 @@ def test_threshold_is_a_floored_fraction_of_the_window() -> None:
 def test_threshold_is_capped_at_max_allowed() -> None:
     assert should_compact(160_000, 200_000, 0.95) is True
     assert should_compact(159_999, 200_000, 1.0) is False
+
+
+def test_compaction_threshold_is_the_total_should_compact_compares() -> None:
+    assert compaction_threshold(200_000, 0.95) == 160_000  # 190,000, capped
+    assert compaction_threshold(200_000, 0.75) == 150_000
+    assert compaction_threshold(8_192, None) == 6_553.6
 
 
 @pytest.mark.parametrize("bad", [0, 0.0, -0.5, 1.01, float("nan"), True])

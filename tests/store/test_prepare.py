@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from contextstore import ContextStore, InvalidInputError, PayloadMismatchError
 from contextstore.core.notices import FIRST_USER_REPLACEMENT, TRUNCATION_NOTICE
 from contextstore.core.tokens import TiktokenCounter
+from tests.cli.conftest import run
 from tests.conftest import (
     StoreFactory,
     assistant,
@@ -330,6 +332,43 @@ def test_auto_condense_threshold_and_the_summary_guard(store: ContextStore) -> N
     ) == (None, (2, 19), (2, 19), 150_000)
     with pytest.raises(InvalidInputError):
         store.set_auto_condense(conv.id, 1.5)
+
+
+@pytest.mark.parametrize(
+    ("fraction", "threshold", "source"),
+    [
+        (
+            0.95,
+            160_000,
+            "95% of the 200,000-token window is 190,000, over the maximum allowed size, "
+            "which is used instead",
+        ),
+        (0.8, 160_000, "80% of the 200,000-token window"),
+        (0.5, 100_000, "50% of the 200,000-token window"),
+    ],
+)
+def test_the_auto_condense_reason_names_the_threshold_applied(
+    tmp_path: Path, fraction: float, threshold: int, source: str
+) -> None:
+    """A threshold over the maximum allowed size is capped at it: the reason names the
+    tokens it compacted at and why, not the fraction it was given (95 % of the window, when
+    it compacted at 160,000)."""
+    db = str(tmp_path / "condense.db")
+    with ContextStore.open(db) as store:
+        conv = store.create_conversation(context_window=200_000)
+        store.append(conv.id, [*session(10), assistant("done")])
+        _overflow(store, conv.id, threshold - 1)
+        below = store.prepare_request(conv.id, auto_condense=fraction, summarizer=lambda h: "S")
+        assert below.decision.action == "none"
+        _overflow(store, conv.id, threshold)
+        ctx = store.prepare_request(conv.id, auto_condense=fraction, summarizer=lambda h: "S")
+    expected = (
+        f"previous request used {threshold:,} tokens, at or over the auto-condense threshold "
+        f"of {threshold:,} tokens ({source}); condensed with a summary"
+    )
+    assert ctx.decision.action == "truncate" and ctx.decision.reason == expected
+    audit = run("--db", db, "audit", conv.id, "--json").json()
+    assert [t["reason"] for t in audit["truncations"]] == [expected]
 
 
 def test_auto_condense_asks_for_no_summary_when_deduplication_is_enough(
