@@ -107,13 +107,12 @@ def truncation_notice_update(
     Returns:
         The proposed update, or None when it exists already or cannot be shown.
     """
-    if len(messages) < 2 or _has_update_of_kind(overlays, 1, UpdateKind.TRUNCATION_NOTICE):
-        return None
-    if messages[1].get("role") != "assistant":
+    if not can_show_a_notice(messages):
         return None  # the notice replaces text: never a user's words
-    block_idx = _first_text_slot(messages[1])
-    if block_idx is None:
+    if _has_update_of_kind(overlays, 1, UpdateKind.TRUNCATION_NOTICE):
         return None
+    block_idx = _first_text_slot(messages[1])
+    assert block_idx is not None  # can_show_a_notice found it
     return BlockUpdate(
         message_idx=1,
         block_idx=block_idx,
@@ -150,7 +149,9 @@ def first_user_replacement_update(
     With a ``notice`` (message 1 cannot show one), the cue must carry it, so it is
     proposed whenever message 0 can show it at all: over an earlier cue (whose notice and
     summary it replaces), else in block 0, else in the first block of message 0 that has
-    a text slot (a task that opens with an image).
+    a text slot (a task that opens with an image). The plain notice (no summary) over a
+    cue that shows a notice already is not proposed, so an earlier summary is kept; nor is
+    a text equal to the earlier cue's.
 
     Args:
         messages: The original, unmodified history.
@@ -169,31 +170,44 @@ def first_user_replacement_update(
             return None
         block_idx: int | None = 0
     elif earlier is not None:
+        if notice == TRUNCATION_NOTICE and earlier.text.startswith(
+            f"{FIRST_USER_REPLACEMENT}\n\n{TRUNCATION_NOTICE}"
+        ):
+            return None  # the cue shows the notice already (and any earlier summary: kept)
         block_idx = earlier.block_idx
     elif _first_block_is_nonempty_text(messages[0]):
         block_idx = 0
     else:
         block_idx = _first_text_slot(messages[0])
-    if block_idx is None:
+    text = FIRST_USER_REPLACEMENT if notice is None else f"{FIRST_USER_REPLACEMENT}\n\n{notice}"
+    if block_idx is None or (earlier is not None and earlier.text == text):
         return None
     return BlockUpdate(
         message_idx=0,
         block_idx=block_idx,
         kind=UpdateKind.FIRST_USER_REPLACEMENT,
-        text=FIRST_USER_REPLACEMENT if notice is None else f"{FIRST_USER_REPLACEMENT}\n\n{notice}",
+        text=text,
         source=NOTICE_SOURCE,
         metadata={},
         base_hash=text_hash(_visible_text(messages[0], 0, block_idx, overlays)),
     )
 
 
-def can_show_a_summary(messages: Sequence[Message]) -> bool:
-    """Whether a truncation's summary has a place the model reads: a text slot in message
-    1 (the assistant's, for the notice) or in message 0 (after the cue)."""
-    if (
+def can_show_a_notice(messages: Sequence[Message]) -> bool:
+    """Whether message 1 can show the truncation notice: it is the assistant's (the notice
+    never replaces a user's words) and holds a block with a text slot (not only tool calls,
+    thinking or images). When it cannot, the notice goes with the cue that replaces the
+    task, if the truncation writes one."""
+    return (
         len(messages) >= 2
         and messages[1].get("role") == "assistant"
         and _first_text_slot(messages[1]) is not None
-    ):
+    )
+
+
+def can_show_a_summary(messages: Sequence[Message]) -> bool:
+    """Whether a truncation's summary has a place the model reads: a text slot in message
+    1 (the assistant's, for the notice) or in message 0 (after the cue)."""
+    if can_show_a_notice(messages):
         return True
     return bool(messages) and _first_text_slot(messages[0]) is not None

@@ -20,6 +20,7 @@ from contextstore.core.errors import ContextStoreError, InvalidInputError
 from contextstore.core.file_reads import plan_file_read_dedupe
 from contextstore.core.notices import (
     SUMMARY_HEADING,
+    can_show_a_notice,
     can_show_a_summary,
     first_user_replacement_update,
     notice_text,
@@ -173,11 +174,14 @@ def _notice_updates(
         notice = _replace_notice(state, summary)
     if notice is not None:
         updates.append(notice)
-    carried = notice_text(summary) if notice is None and summary else None
+    carried = None
+    if (summary or first_user) and not can_show_a_notice(state.messages):
+        # Message 1 a user's or with no block that shows text cannot carry the notice: the
+        # notice (and summary) then goes with the cue that replaces the task, where the model
+        # reads it (a condense with a summary replaces the task text in Cline too). A
+        # truncation that writes no cue and has no summary (a prepare's) shows no notice.
+        carried = notice_text(summary)
     if first_user or carried is not None:
-        # Message 1 with no block that shows text cannot carry the notice: the summary then
-        # goes with the cue that replaces the task, where the model reads it (a condense
-        # with a summary replaces the task text in Cline too).
         replacement = first_user_replacement_update(state.messages, state.overlays, carried)
         if replacement is not None:
             updates.append(replacement)

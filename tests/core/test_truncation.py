@@ -16,8 +16,10 @@ from contextstore.core.notices import (
     DUPLICATE_FILE_READ_NOTICE,
     FIRST_USER_REPLACEMENT,
     TRUNCATION_NOTICE,
+    can_show_a_notice,
     can_show_a_summary,
     first_user_replacement_update,
+    notice_text,
     truncation_notice_update,
 )
 from contextstore.core.overlays import BlockUpdate, UpdateKind, text_hash
@@ -448,6 +450,32 @@ def test_a_summary_can_be_shown_where_message_1_or_message_0_shows_text() -> Non
         [{"role": "user", "content": [image]}, {"role": "user", "content": "x"}]
     )
     assert not can_show_a_summary([])
+
+
+def test_message_1_shows_the_notice_only_as_the_assistant_s_with_a_text_slot() -> None:
+    assert can_show_a_notice(block_history(TOOL_USE, TEXT))
+    assert can_show_a_notice([block_history()[0], {"role": "assistant", "content": "ok"}])
+    assert not can_show_a_notice(block_history(THINKING, TOOL_USE))
+    assert not can_show_a_notice([block_history()[0], {"role": "user", "content": "words"}])
+    assert not can_show_a_notice(block_history()[:1])
+
+
+def test_a_cue_that_shows_the_notice_is_not_proposed_again() -> None:
+    """A plain notice over a cue that shows one already (with a summary or not) proposes
+    nothing, so no identical row is written and an earlier summary stays; a summary
+    replaces it, and a cue written without a notice gets one."""
+    messages = block_history(TOOL_USE)
+    with_notice = f"{FIRST_USER_REPLACEMENT}\n\n{TRUNCATION_NOTICE}"
+    for text in (with_notice, f"{with_notice}\n\nSummary of the removed conversation:\nS"):
+        earlier = {(0, 0): BlockUpdate(0, 0, UpdateKind.FIRST_USER_REPLACEMENT, text)}
+        assert first_user_replacement_update(messages, earlier, TRUNCATION_NOTICE) is None
+        summary = notice_text("S2")
+        update = first_user_replacement_update(messages, earlier, summary)
+        assert update is not None and update.text == f"{FIRST_USER_REPLACEMENT}\n\n{summary}"
+        assert first_user_replacement_update(messages, {(0, 0): update}, summary) is None
+    bare = {(0, 0): BlockUpdate(0, 0, UpdateKind.FIRST_USER_REPLACEMENT, FIRST_USER_REPLACEMENT)}
+    update = first_user_replacement_update(messages, bare, TRUNCATION_NOTICE)
+    assert update is not None and update.text == with_notice
 
 
 def test_notice_helpers_do_not_mutate_their_arguments() -> None:

@@ -157,6 +157,67 @@ def test_a_summary_reaches_the_model_when_message_1_shows_no_text(store: Context
     assert first.startswith(FIRST_USER_REPLACEMENT) and "SUMMARY-OF-HIDDEN" in first
 
 
+@pytest.mark.parametrize(
+    "second",
+    [assistant(tool_use("a0", name="ls")), user("IMPORTANT: never touch prod.db")],
+    ids=["tool-call-alone", "second-user-message"],
+)
+def test_the_notice_follows_the_cue_without_a_summary_too(
+    store: ContextStore, second: dict[str, Any]
+) -> None:
+    """Message 1 cannot show the notice (a tool call alone, or a user's words): truncate
+    without a summary puts it after the cue, as it does with one; it was nowhere."""
+    conv = store.create_conversation()
+    answer = [user(tool_result("a0", "files"))] if second["role"] == "assistant" else []
+    turns = [m for i in range(6) for m in (assistant(f"step {i}"), user(f"ok {i}"))]
+    store.append(conv.id, [user("<task>fix the bug</task>"), second, *answer, *turns])
+    store.truncate(conv.id, keep="half")
+    cue = f"{FIRST_USER_REPLACEMENT}\n\n{TRUNCATION_NOTICE}"
+    assert store.render(conv.id)[0]["content"][0]["text"] == cue
+    for format in ("anthropic", "openai", "gemini"):
+        assert TRUNCATION_NOTICE[:40] in json.dumps(store.render(conv.id, format=format)), format
+
+    def cues() -> list[str]:
+        return [
+            u["text"]
+            for u in store.context_updates(conv.id)
+            if u["kind"] == "first_user_replacement"
+        ]
+
+    assert cues() == [cue]
+    # A later truncation without a summary writes no second, identical cue.
+    store.append(conv.id, [m for i in range(4) for m in (assistant(f"more {i}"), user(f"k {i}"))])
+    assert store.truncate(conv.id, keep="half").action == "truncate"
+    assert cues() == [cue]
+    # A summary replaces it; a later truncation without one keeps that summary.
+    store.append(conv.id, [m for i in range(4) for m in (assistant(f"again {i}"), user(f"j {i}"))])
+    store.truncate(conv.id, keep="half", summary="THE-SUMMARY")
+    store.append(conv.id, [m for i in range(4) for m in (assistant(f"last {i}"), user(f"l {i}"))])
+    store.truncate(conv.id, keep="half")
+    assert len(cues()) == 2 and "THE-SUMMARY" in cues()[-1]
+    assert "THE-SUMMARY" in store.render(conv.id)[0]["content"][0]["text"]
+
+
+def test_a_prepare_s_truncation_writes_no_cue_when_message_1_shows_no_text(
+    store: ContextStore,
+) -> None:
+    """Cline's automatic truncation leaves the task text: the notice then has no place."""
+    conv = store.create_conversation(context_window=64_000)
+    store.append(
+        conv.id,
+        [
+            user("<task>fix the bug</task>"),
+            assistant(tool_use("a0", name="ls")),
+            user(tool_result("a0", "files")),
+            *[m for i in range(6) for m in (assistant(f"step {i}"), user(f"ok {i}"))],
+        ],
+    )
+    _overflow(store, conv.id, 50_000)
+    assert store.prepare_request(conv.id).truncated
+    assert store.context_updates(conv.id) == []
+    assert store.render(conv.id)[0]["content"][0]["text"] == "<task>fix the bug</task>"
+
+
 def test_a_later_summary_replaces_the_one_carried_by_the_cue(store: ContextStore) -> None:
     """Message 1 shows no text, so each summary goes with the cue: the second replaces the
     first there, and its summarizer reads the task message holding the first one."""
