@@ -21,6 +21,7 @@ from contextstore.core.truncation import DeletedRange
 from contextstore.core.view import (
     VIEW_RULES,
     adopt_text_results,
+    calls_cut_off,
     calls_hidden_before,
     cut,
     provider_safe,
@@ -38,7 +39,8 @@ class ShownMessage:
     """Blocks sent in this message that no stored block holds, in the order sent."""
     followed_by: list[dict[str, Any]] = field(default_factory=list)
     """The blocks of a user message the view inserted right after this one (``result
-    missing`` placeholders for calls followed by no user message); empty when none."""
+    missing`` placeholders for calls followed by no user message, or by none the cut left
+    visible); empty when none."""
 
 
 def _blocks(content: Any) -> list[Any]:
@@ -88,17 +90,17 @@ def shown_by_view(
     # A text block sent as its call's tool_result (view rules 2) is the stored block sent,
     # in another form: compared in that form (the adoption keeps every block's position).
     compared = adopt_text_results(indexed) if rules >= 2 else indexed
-    final = provider_safe(repaired, rules=rules)
+    final = provider_safe(repaired, rules=rules, cut_off=calls_cut_off(messages, deleted_range))
     changes: dict[int, ShownMessage] = {}
     position = 0
     for message in final:
         if (
-            position < len(repaired)
+            position > 0
             and message.get("role") == "user"
-            and repaired[position].get("role") != "user"
-            and position > 0
+            and (position == len(repaired) or repaired[position].get("role") != "user")
         ):
-            # provider_safe inserted this message before the next stored one.
+            # provider_safe inserted this message before the next stored one (or after the
+            # last, whose calls the cut left unanswered).
             idx = indexed[position - 1][0]
             earlier = changes.get(idx, ShownMessage())
             changes[idx] = ShownMessage(

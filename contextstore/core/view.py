@@ -47,7 +47,10 @@ after a cut, a result whose id message 1 issued when the hidden message just bef
 issued the id too (:func:`calls_hidden_before`): an agent that reuses ids answered
 message 1's call with the hidden call's result; and Gemini names a tool result after the
 call its id answered last before it (the last call of the id in the whole request named
-every result, and hardening then invented a call)."""
+every result, and hardening then invented a call); and when the cut hides every message
+after message 1, message 1's calls get ``result missing`` placeholders in a user message
+after it (:func:`calls_cut_off`): their results are hidden, not pending, and the request
+ended on calls no result answered."""
 
 ORPHANS_DROPPED = "[Tool results of calls in the removed part of the conversation were dropped.]"
 """Text left in a user message whose only blocks were orphan tool results."""
@@ -154,6 +157,15 @@ def calls_hidden_before(
         return frozenset()
     before = messages[start - 1]
     return frozenset(_tool_use_ids(before)) if isinstance(before, dict) else frozenset()
+
+
+def calls_cut_off(messages: Sequence[Message], deleted_range: Sequence[int] | None) -> bool:
+    """Whether the cut hides every message after message 1, so that the view ends with
+    message 1 and the results of its calls, if any, are in hidden messages: lost to the
+    view, not pending (view rules 11 answer them with placeholders, :func:`provider_safe`).
+    False without a cut, or with a message after it."""
+    start = visible_start(deleted_range)
+    return 2 < len(messages) <= start
 
 
 def drop_orphan_results(view: IndexedView, hidden_calls: Collection[str] = ()) -> IndexedView:
@@ -340,15 +352,20 @@ def one_result_per_call(user: Message) -> Message | None:
     return new_message
 
 
-def provider_safe(messages: Sequence[Message], *, rules: int = VIEW_RULES) -> list[Message]:
+def provider_safe(
+    messages: Sequence[Message], *, rules: int = VIEW_RULES, cut_off: bool = False
+) -> list[Message]:
     """The store's last view step: what Cline's repair leaves that a provider would reject.
 
     Tool results in a user message that follows no tool call are dropped; calls followed
     by another assistant message (a range ending on a user message can do that) get a
-    user message of ``result missing`` placeholders; from version 3 of the view rules, a
-    call answered twice in one message keeps one result (:func:`one_result_per_call`);
-    a message left with no block gets a short text saying what was dropped (providers
-    reject empty messages). Cline's functions leave all four as they are.
+    user message of ``result missing`` placeholders, and so, from version 11 of the view
+    rules, do the calls of the last message when ``cut_off`` (the cut hid every message
+    after it, :func:`calls_cut_off`; calls of a last message with nothing hidden after it
+    are pending, left as they are); from version 3, a call answered twice in one message
+    keeps one result (:func:`one_result_per_call`); a message left with no block gets a
+    short text saying what was dropped (providers reject empty messages). Cline's
+    functions leave all five as they are.
     """
     out: list[Message] = []
     for message in messages:
@@ -363,7 +380,14 @@ def provider_safe(messages: Sequence[Message], *, rules: int = VIEW_RULES) -> li
         if message.get("content") == []:
             message = {**message, "content": [{"type": "text", "text": ORPHANS_DROPPED}]}
         out.append(message)
-    return out
+    return _cut_off_calls_answered(out, cut_off=cut_off, rules=rules)
+
+
+def _cut_off_calls_answered(out: list[Message], *, cut_off: bool, rules: int) -> list[Message]:
+    """``out`` followed, when ``cut_off`` (view rules 11), by placeholders answering the
+    calls of its last message (see :func:`calls_cut_off`)."""
+    calls = _tool_use_ids(out[-1]) if cut_off and rules >= 11 and out else []
+    return [*out, _placeholder_results(calls)] if calls else out
 
 
 def _placeholder_results(calls: list[str]) -> Message:
@@ -490,16 +514,25 @@ def build_view(
 ) -> list[Message]:
     """The store's view: cut, rewrites, orphan filter, pairing repair, provider safety
     (by the view rules of version ``rules``)."""
-    hidden = calls_hidden_before(messages, deleted_range)
-    return finish_view(cut(messages, deleted_range, overlays), rules=rules, hidden_calls=hidden)
+    return finish_view(
+        cut(messages, deleted_range, overlays),
+        rules=rules,
+        hidden_calls=calls_hidden_before(messages, deleted_range),
+        cut_off=calls_cut_off(messages, deleted_range),
+    )
 
 
 def finish_view(
-    view: IndexedView, *, rules: int = VIEW_RULES, hidden_calls: Collection[str] = ()
+    view: IndexedView,
+    *,
+    rules: int = VIEW_RULES,
+    hidden_calls: Collection[str] = (),
+    cut_off: bool = False,
 ) -> list[Message]:
-    """``provider_safe(repair_indexed(view, rules=rules), rules=rules)``: the last view
-    steps on a cut and rewritten view; ``hidden_calls`` as :func:`calls_hidden_before`
-    gives them (from version 11 of the rules).
+    """``provider_safe(repair_indexed(view, rules=rules), rules=rules, cut_off=cut_off)``:
+    the last view steps on a cut and rewritten view; ``hidden_calls`` as
+    :func:`calls_hidden_before` and ``cut_off`` as :func:`calls_cut_off` give them (both
+    from version 11 of the rules).
 
     A stored conversation is nearly always well formed (every call answered first thing in
     the next user message, no stray result), and then the repair steps change at most the
@@ -510,8 +543,8 @@ def finish_view(
     filtered = drop_orphan_results(view, hidden_calls if rules >= 11 else ())
     finished = _finished_in_one_scan(filtered, rules)
     if finished is None:
-        return provider_safe(repair_indexed(filtered, rules=rules), rules=rules)
-    return finished
+        return provider_safe(repair_indexed(filtered, rules=rules), rules=rules, cut_off=cut_off)
+    return _cut_off_calls_answered(finished, cut_off=cut_off, rules=rules)
 
 
 def _finished_in_one_scan(view: IndexedView, rules: int) -> list[Message] | None:

@@ -24,6 +24,7 @@ from contextstore.core.state import ConversationState
 from contextstore.core.view import (
     CutMemo,
     IndexedView,
+    calls_cut_off,
     calls_hidden_before,
     cut,
     cut_reusing,
@@ -168,7 +169,9 @@ def run(
             for i, message in indexed
         ]
     hidden = calls_hidden_before(state.messages, state.deleted_range)
-    return RunResult(proposals, finish_view(indexed, hidden_calls=hidden), steps, memo)
+    cut_off = calls_cut_off(state.messages, state.deleted_range)
+    view = finish_view(indexed, hidden_calls=hidden, cut_off=cut_off)
+    return RunResult(proposals, view, steps, memo)
 
 
 def view_with(state: ConversationState, proposals: Sequence[BlockUpdate]) -> list[dict[str, Any]]:
@@ -178,5 +181,8 @@ def view_with(state: ConversationState, proposals: Sequence[BlockUpdate]) -> lis
         merged = dict(state.overlays)
         merged.update({u.address: u for u in proposals})
         overlays = merged
-    hidden = calls_hidden_before(state.messages, state.deleted_range)
-    return finish_view(cut(state.messages, state.deleted_range, overlays), hidden_calls=hidden)
+    return finish_view(
+        cut(state.messages, state.deleted_range, overlays),
+        hidden_calls=calls_hidden_before(state.messages, state.deleted_range),
+        cut_off=calls_cut_off(state.messages, state.deleted_range),
+    )

@@ -152,6 +152,33 @@ def test_show_folds_the_hidden_range_and_labels_stored_indices(tmp_path: Path) -
     assert run("--db", db, "show", cid, "--json").json()["deleted_range"] == [2, 5]
 
 
+def test_show_answers_message_1_s_calls_when_the_cut_hides_everything_after(
+    tmp_path: Path,
+) -> None:
+    """The results of message 1's calls are hidden, not pending: the model is sent a
+    placeholder for each, shown after message 1 as the view sends it."""
+    db = str(tmp_path / "cut.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "task")
+        for i in range(3):
+            store.append(
+                cid,
+                "assistant",
+                [{"type": "tool_use", "id": f"a{i}", "name": "read_file", "input": {}}],
+            )
+            store.append(cid, "user", [{"type": "tool_result", "tool_use_id": f"a{i}"}])
+        store.append(cid, "assistant", "done")
+        store.truncate(cid, keep="none")
+    messages = run("--db", db, "show", cid, "--json").json()["messages"]
+    assert messages[-1] == {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "a0", "content": "result missing"}],
+    }
+    lines = run("--db", db, "show", cid).out.splitlines()
+    assert re.match(r"^2\s+user\s+tool_result for a0: result missing", lines[-1])
+
+
 def test_a_blank_checkpoint_label_is_refused_and_writes_nothing(seeded: Seeded) -> None:
     """``--to '  '`` reads as no moment at all, so a label of blanks could never be named
     again; it was stored."""

@@ -55,6 +55,15 @@ def test_finish_view_equals_the_steps_one_by_one(view: list[Any], rules: int) ->
     assert view == before
 
 
+@settings(max_examples=200, deadline=None)
+@given(_views(), st.sampled_from([10, VIEW_RULES]))
+def test_finish_view_equals_the_steps_when_the_cut_hid_the_rest(
+    view: list[Any], rules: int
+) -> None:
+    expected = provider_safe(repair_indexed(view, rules=rules), rules=rules, cut_off=True)
+    assert finish_view(view, rules=rules, cut_off=True) == expected
+
+
 def _exchange(n: int) -> list[tuple[int, dict[str, Any]]]:
     view: list[tuple[int, dict[str, Any]]] = [(0, {"role": "user", "content": "task"})]
     for i in range(n):

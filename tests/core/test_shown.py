@@ -35,6 +35,14 @@ def test_a_message_left_empty_gets_the_note_and_an_inserted_message_is_named() -
     assert set(changes) == {2, 5}
 
 
+def test_the_placeholders_after_message_1_when_the_cut_hid_the_rest_are_named() -> None:
+    messages = [user("task"), assistant("look", tool_use("t0")), user(tool_result("t0"))]
+    messages += [assistant("done")]
+    changes = shown_by_view(messages, (2, 3), None)
+    assert changes == {1: ShownMessage(followed_by=[_placeholder("t0")])}
+    assert build_view(messages, (2, 3), None)[-1]["content"] == [_placeholder("t0")]
+
+
 def test_a_text_result_sent_as_its_tool_result_is_not_dropped() -> None:
     """Cline's text result becomes its call's tool_result: the stored block is sent."""
     messages = [

@@ -16,6 +16,7 @@ from contextstore.core.view import (
     ORPHANS_DROPPED,
     RESULT_MISSING,
     build_view,
+    calls_cut_off,
     calls_hidden_before,
     cut,
     provider_safe,
@@ -180,6 +181,33 @@ class TestCut:
         assert calls_hidden_before(messages, (2, 3)) == {"t1"}
         assert calls_hidden_before(messages, (2, 5)) == {"t2"}
         assert calls_hidden_before(messages[:6], (2, 5)) == frozenset()  # nothing after it
+
+    def test_calls_of_message_one_are_answered_when_the_cut_hides_all_after_it(self) -> None:
+        """Their results are hidden, not pending: view rules 11 send placeholders for them
+        (the view ended on calls, and a prepare refused it as waiting for results)."""
+        messages = [*session(3), assistant("done")]
+        assert calls_cut_off(messages, (2, 7))
+        view = build_view(messages, (2, 7), None)
+        assert [m["role"] for m in view] == ["user", "assistant", "user"]
+        assert view[2]["content"] == [
+            {"type": "tool_result", "tool_use_id": "t0", "content": RESULT_MISSING}
+        ]
+        assert build_view(messages, (2, 7), None, rules=10)[-1] == messages[1]
+        assert build_view(messages[:2], None, None, rules=11)[-1] == messages[1]  # no cut
+
+    def test_nothing_is_cut_off_without_a_cut_or_with_a_message_after_it(self) -> None:
+        messages = session(3)
+        for no_cut in (None, (2, 1), (2, -1)):
+            assert not calls_cut_off(messages, no_cut)
+        assert not calls_cut_off(messages, (2, 5))  # message 6 is shown
+        assert not calls_cut_off(messages[:2], (2, 5))  # nothing was hidden
+        assert calls_cut_off(messages, (2, 6))
+        pending = [*messages, assistant(tool_use("t9"))]
+        assert build_view(pending, (2, 5), None)[-1] == pending[-1]  # waits for its result
+        assert not calls_cut_off([user("t"), assistant("plain"), user("u")], None)
+        assert build_view([user("t"), assistant("plain"), user("u")], (2, 2), None)[-1] == (
+            assistant("plain")
+        )
 
 
 class TestRewrites:

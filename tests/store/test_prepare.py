@@ -749,6 +749,43 @@ def test_calls_waiting_for_results_render_but_cannot_be_sent(store: ContextStore
     assert store.prepare_request(conv.id).request_id is not None
 
 
+def _calls_then_done() -> list[dict[str, Any]]:
+    """A task, three calls each answered, then a last reply: message 1 calls a0."""
+    messages = [user("<task>fix the bug</task>")]
+    for i in range(3):
+        messages += [assistant(f"step {i}", tool_use(f"a{i}")), user(tool_result(f"a{i}", "r"))]
+    return [*messages, assistant("done")]
+
+
+def test_a_cut_that_hides_message_1_s_results_answers_its_calls(store: ContextStore) -> None:
+    """keep='none' hides every message after message 1, its calls' results included: they
+    are lost, not pending, so the view answers them with placeholders and the request can
+    be prepared (it was refused as waiting for tool results that were stored)."""
+    conv = store.create_conversation()
+    store.append(conv.id, _calls_then_done())
+    assert store.truncate(conv.id, keep="none", summary="S").deleted_range == (2, 7)
+    view = store.render(conv.id)
+    assert [m["role"] for m in view] == ["user", "assistant", "user"]
+    assert view[2]["content"] == [tool_result("a0", "result missing")]
+    for format in ("anthropic", "openai", "gemini"):
+        ctx = store.prepare_request(conv.id, format=format)
+        assert ctx.request_id is not None
+        assert store.request_payload(conv.id, ctx.request_id) == ctx.payload
+    (viewed,) = [m for m in store.viewed_messages(conv.id) if m.index == 1]
+    assert viewed.followed_by == [tool_result("a0", "result missing")]
+
+
+def test_calls_after_a_cut_still_wait_for_their_results(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, _calls_then_done())
+    store.truncate(conv.id, keep="half")
+    store.append(conv.id, [user("go on"), assistant("reading", tool_use("b1"))])
+    before = store.row_counts()
+    with pytest.raises(InvalidInputError, match=r"calls tools \['b1'\] whose results"):
+        store.prepare_request(conv.id)
+    assert store.row_counts() == before
+
+
 def test_an_empty_conversation_prepares_an_empty_request(store: ContextStore) -> None:
     conv = store.create_conversation()
     assert store.prepare_request(conv.id, format="gemini").payload == {"contents": []}
