@@ -307,7 +307,11 @@ def _subagent(
 ) -> Plan:
     if not should_compact(total, policy.context_window, SUBAGENT_THRESHOLD):
         return _nothing(base)
-    reason = f"subagent request used {total:,} tokens, at or over 75 % of its window"
+    reason = _threshold_reason(
+        f"subagent request used {total:,} tokens, at or over its compaction threshold",
+        policy.context_window,
+        SUBAGENT_THRESHOLD,
+    )
     return _dedupe_then_truncate(state, "quarter", total, reason, subagent=True)
 
 
@@ -359,6 +363,16 @@ def _auto_condense(
 def _auto_condense_reason(total: int, context_window: int | None, fraction: float) -> str:
     """Why auto-condense compacted: the threshold applied, in tokens, and where it comes from
     (the fraction of the window, or the maximum allowed size when that fraction is over it)."""
+    return _threshold_reason(
+        f"previous request used {total:,} tokens, at or over the auto-condense threshold",
+        context_window,
+        fraction,
+    )
+
+
+def _threshold_reason(opening: str, context_window: int | None, fraction: float) -> str:
+    """``opening`` followed by the compaction threshold applied, in tokens, and where it
+    comes from (see :func:`_auto_condense_reason`)."""
     window = context_window_info(context_window)
     applied = compaction_threshold(context_window, fraction)
     share = f"{fraction * 100:g}% of the {window.context_window:,}-token window"
@@ -367,10 +381,7 @@ def _auto_condense_reason(total: int, context_window: int | None, fraction: floa
         source = f"{share} is {wanted:,}, over the maximum allowed size, which is used instead"
     else:
         source = share
-    return (
-        f"previous request used {total:,} tokens, at or over the auto-condense threshold "
-        f"of {applied:,.0f} tokens ({source})"
-    )
+    return f"{opening} of {applied:,.0f} tokens ({source})"
 
 
 def plan_truncation(

@@ -491,6 +491,27 @@ def test_auto_condense_asks_no_summary_that_could_not_be_shown(store: ContextSto
     assert ctx.decision.action == "truncate" and called == []
 
 
+@pytest.mark.parametrize(
+    ("window", "total", "source"),
+    [
+        (64_000, 37_000, "75% of the 64,000-token window is 48,000, over the maximum allowed size"),
+        (200_000, 150_000, "75% of the 200,000-token window)"),
+    ],
+)
+def test_a_subagent_s_reason_names_the_threshold_applied(
+    memory_store: ContextStore, window: int, total: int, source: str
+) -> None:
+    parent = memory_store.create_conversation(context_window=window)
+    child = memory_store.create_subagent(parent.id)
+    memory_store.append(child.id, session(10))
+    _overflow(memory_store, child.id, total - 1)
+    assert memory_store.prepare_request(child.id).decision.action == "none"
+    _overflow(memory_store, child.id, total)
+    reason = memory_store.prepare_request(child.id).decision.reason
+    assert f"at or over its compaction threshold of {total:,} tokens (" in reason
+    assert source in reason
+
+
 def test_subagents_compact_at_three_quarters_with_quarter_and_stop_without_progress(
     store: ContextStore,
 ) -> None:
