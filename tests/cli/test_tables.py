@@ -84,6 +84,7 @@ def _console(on_terminal: bool) -> Any:
 @example(table=(["a", "n"], [["x\ny\n", 1], ["", 22]], None))  # a row of several lines
 @example(table=(["n\n\xa0"], [[1]], None))  # a right-aligned header of two lines
 @example(table=(["a", "b"], [["x ", "y"], ["", ""]], None))  # a text's own trailing blank
+@example(table=(["0"], [], " "))  # a title's own trailing blank
 def test_a_table_is_drawn_as_rich_draws_it(
     on_terminal: bool, table: tuple[list[str], list[list[Any]], str | None]
 ) -> None:
@@ -102,6 +103,7 @@ def test_a_table_is_drawn_as_rich_draws_it(
     # Off a terminal a line ends with its last text: the blanks rich adds after it, which
     # only pad the line to the table's width, are left out; nothing else differs.
     texts = [*headers, *(str(cell) for row in rows for cell in row if cell is not None)]
+    texts += [title] if title is not None else []  # a title's own trailing blank stays too
     own_blank = any(line.endswith(" ") for text in texts for line in text.split("\n"))
     assert len(drawn.split("\n")) == len(rich.split("\n"))
     for mine, theirs in zip(drawn.split("\n"), rich.split("\n"), strict=True):
