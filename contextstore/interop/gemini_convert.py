@@ -389,16 +389,17 @@ def _merge(
     return messages, first_turns, refused
 
 
+CONTEXT_OPENINGS: Final = ("<session_context>", "This is the Gemini CLI")
+"""How the environment context Gemini CLI writes as a chat's first Content begins (the tag,
+or the untagged words of versions before it)."""
+
+
 def _is_context(blocks: Sequence[Block]) -> bool:
     """True for the blocks of Gemini CLI's environment context: text alone, opening with
     its tag (or the untagged words of versions before the tag)."""
     return bool(blocks) and all(
         b["type"] == "text" and b["text"].lstrip().startswith(CONTEXT_OPENINGS) for b in blocks
     )
-
-
-CONTEXT_OPENINGS: Final = ("<session_context>", "This is the Gemini CLI")
-"""How the environment context Gemini CLI writes as a chat's first Content begins."""
 
 
 def _share_a_call_id(earlier: Sequence[Block], later: Sequence[Block]) -> bool:

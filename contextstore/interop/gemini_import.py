@@ -37,6 +37,7 @@ from contextstore.interop.gemini import (
     is_ignored_user_content,
     read_chat,
 )
+from contextstore.interop.gemini_convert import CONTEXT_OPENINGS
 from contextstore.interop.gemini_plan import ORIGIN, plan_chat
 from contextstore.interop.plan import ImportPlan, format_timestamp
 from contextstore.interop.report import ExportReport, ImportReport
@@ -347,9 +348,7 @@ def _opens_with_context(history: Sequence[Mapping[str, Any]]) -> bool:
         return False
     parts = history[0].get("parts") or []
     text = parts[0].get("text") if parts and isinstance(parts[0], dict) else None
-    return isinstance(text, str) and text.lstrip().startswith(
-        ("<session_context>", "This is the Gemini CLI")
-    )
+    return isinstance(text, str) and text.lstrip().startswith(CONTEXT_OPENINGS)
 
 
 def _generated_records(

@@ -37,6 +37,7 @@ from contextstore.interop.gemini import (
     record_turns,
 )
 from contextstore.interop.gemini_convert import (
+    CONTEXT_OPENINGS,
     SYNTHETIC_FIELD,
     Converted,
     Turn,
@@ -389,7 +390,7 @@ def _title(chat: GeminiChat, messages: Sequence[Mapping[str, Any]]) -> str | Non
             else [b["text"] for b in content if b["type"] == "text"]
         )
         for text in texts:
-            if text.lstrip().startswith(("<session_context>", "This is the Gemini CLI")):
+            if text.lstrip().startswith(CONTEXT_OPENINGS):
                 continue
             lines = [line.strip() for line in text.splitlines() if line.strip()]
             if lines:
