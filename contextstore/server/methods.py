@@ -1,4 +1,5 @@
-"""The JSON-RPC method table: one method per public :class:`ContextStore` method.
+"""The JSON-RPC method table: one method per public :class:`ContextStore` method, and one per
+pure function of the Python API (:data:`FUNCTIONS`).
 
 The table is generated from the class, so a method added to the store is served without
 touching this module: its parameters become a pydantic model (strict, unknown names refused)
@@ -6,7 +7,10 @@ built from the Python signature, and its result is the returned record as JSON, 
 Python field names (tuples become lists; read-only properties such as ``truncated`` are
 included). A method whose Python signature is too loose for a wire contract gets a
 signature written beside it (:data:`SIGNATURES`); a method that cannot cross a process
-boundary is listed, with the reason, in :data:`EXCLUDED`.
+boundary is listed, with the reason, in :data:`EXCLUDED`. The pure functions
+(``should_compact``, ``harden_history``...) are served the same way, by their own names and
+parameter names, so that an agent in another language can use the store's arithmetic and
+repairs on messages it holds itself; they read and write nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +25,12 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, cr
 from pydantic_core import PydanticCustomError
 
 from contextstore.core.errors import InvalidInputError
+from contextstore.core.file_reads import optimize_file_reads
+from contextstore.core.hardening import harden_history
 from contextstore.core.records import AppendedMessage
+from contextstore.core.truncation import next_truncation_range
+from contextstore.core.view import ensure_tool_results_follow_tool_use, truncated_messages
+from contextstore.core.window import context_window_info, should_compact
 from contextstore.store import ContextStore
 
 EXCLUDED: dict[str, str] = {
@@ -68,6 +77,21 @@ def _append(
 SIGNATURES: dict[str, Callable[..., Any]] = {"append": _append}
 """Wire signatures written beside the Python ones that are overloaded or typed ``Any``."""
 
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    function.__name__: function
+    for function in (
+        context_window_info,
+        should_compact,
+        next_truncation_range,
+        truncated_messages,
+        ensure_tool_results_follow_tool_use,
+        optimize_file_reads,
+        harden_history,
+    )
+}
+"""The pure functions of the Python API (importable from ``contextstore``), served by name:
+they take messages (or Gemini contents) in the params and answer without the store."""
+
 
 class InvalidParamsError(InvalidInputError):
     """The JSON-RPC params do not fit the method's signature; nothing was called."""
@@ -85,6 +109,8 @@ class Method:
     params: type[BaseModel]
     result: Any
     doc: str
+    function: Callable[..., Any] | None = None
+    """The pure function called (see :data:`FUNCTIONS`); None for a store method."""
 
     @property
     def summary(self) -> str:
@@ -106,9 +132,11 @@ class Method:
         return {name: getattr(model, name) for name in model.model_fields_set}
 
     def call(self, store: ContextStore, params: Mapping[str, Any] | None) -> Any:
-        """Validate ``params``, call the store, and return the result as JSON values."""
+        """Validate ``params``, call the store (or the pure function), and return the result
+        as JSON values."""
         arguments = self.validate(params)
-        return to_json(getattr(store, self.name)(**arguments))
+        called = self.function if self.function is not None else getattr(store, self.name)
+        return to_json(called(**arguments))
 
 
 JSON_TERMS: dict[str, str] = {
@@ -136,6 +164,8 @@ def _json_message(error: Any) -> str:
         if expected is not None:
             return f"input should be {expected}"
     message = str(error["msg"])
+    if kind in ("too_long", "too_short"):  # "Tuple should have at most 2 items..."
+        message = "the array " + message.split(" ", 1)[1].replace(" after validation", "")
     return message[:1].lower() + message[1:]
 
 
@@ -192,10 +222,17 @@ WholeNumber = Annotated[int, BeforeValidator(whole_number)]
 """An integer parameter on the wire: strict, but ``5.0`` is 5 (see :func:`whole_number`)."""
 
 
+def array_as_tuple(value: Any) -> Any:
+    """A JSON array as the tuple a parameter typed ``tuple[...]`` takes (a deleted range
+    ``[2, 5]``); its items are still checked strictly."""
+    return tuple(value) if value.__class__ is list else value
+
+
 def wire_type(hint: Any) -> Any:
     """``hint`` with every ``int`` in it (``int | None``, ``str | int``, ``list[int]``)
-    taking whole numbers written with a fraction or exponent (:data:`WholeNumber`); the JSON
-    Schema published for it is unchanged (``integer`` already allows ``5.0``)."""
+    taking whole numbers written with a fraction or exponent (:data:`WholeNumber`), and
+    every ``tuple`` a JSON array (:func:`array_as_tuple`); the JSON Schema published for it
+    is unchanged (``integer`` already allows ``5.0``)."""
     if hint is int:
         return WholeNumber
     origin, args = get_origin(hint), get_args(hint)
@@ -205,6 +242,8 @@ def wire_type(hint: Any) -> Any:
         inner = wire_type(args[0])
         return hint if inner is args[0] else Annotated[(inner, *args[1:])]
     converted = tuple(wire_type(arg) for arg in args)
+    if origin is tuple:
+        return Annotated[tuple[converted], BeforeValidator(array_as_tuple)]  # type: ignore[valid-type]
     if converted == args:
         return hint
     if origin is Union or origin is types.UnionType:
@@ -245,7 +284,8 @@ def public_method_names(cls: type = ContextStore) -> list[str]:
 
 
 def build_table(cls: type = ContextStore) -> dict[str, Method]:
-    """The served methods of ``cls``: every public method not in :data:`EXCLUDED`."""
+    """The served methods: every public method of ``cls`` not in :data:`EXCLUDED`, and the
+    pure functions of :data:`FUNCTIONS`."""
     table = {}
     for name, function in sorted(_public_methods(cls).items()):
         if name in EXCLUDED:
@@ -254,7 +294,13 @@ def build_table(cls: type = ContextStore) -> dict[str, Method]:
         result = get_type_hints(signature).get("return", Any)
         doc = inspect.getdoc(function) or ""
         table[name] = Method(name, parameter_model(name, signature), result, doc)
-    return table
+    for name, function in FUNCTIONS.items():
+        if name in table:
+            raise TypeError(f"{cls.__name__}.{name} and the pure function {name} share a name")
+        result = get_type_hints(function).get("return", Any)
+        doc = inspect.getdoc(function) or ""
+        table[name] = Method(name, parameter_model(name, function), result, doc, function)
+    return dict(sorted(table.items()))
 
 
 METHODS: dict[str, Method] = build_table()
@@ -271,8 +317,10 @@ def record_properties(cls: type) -> dict[str, property]:
 
 
 def to_json(value: Any) -> Any:
-    """A store result as JSON values: records as objects with their Python field names and
-    properties, tuples as lists."""
+    """A store result as JSON values: records (dataclasses and named tuples) as objects with
+    their Python field names and properties, other tuples as lists."""
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return {name: to_json(item) for name, item in zip(value._fields, value, strict=True)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         encoded = {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
         for name in record_properties(type(value)):

@@ -85,6 +85,22 @@ class RecordSchema(GenerateJsonSchema):
         json_schema["required"] = list(properties)
         return json_schema
 
+    def named_tuple_schema(self, schema: core_schema.NamedTupleSchema) -> JsonSchemaValue:
+        """A named tuple (``ContextWindowInfo``) as the object the server sends for it (see
+        :func:`~contextstore.server.methods.to_json`), not pydantic's array: its fields by
+        name, every one present."""
+        properties: dict[str, JsonSchemaValue] = {}
+        for field in schema["fields"]:
+            field_schema = self.generate_inner(field["schema"]).copy()
+            field_schema.setdefault("title", self.get_title_from_name(field["name"]))
+            properties[field["name"]] = field_schema
+        return {
+            "type": "object",
+            "title": schema["cls"].__name__,
+            "properties": properties,
+            "required": list(properties),
+        }
+
 
 def to_draft7(schema: Any) -> Any:
     """Rewrite the draft 2020-12 keywords pydantic emits (``prefixItems``) as draft 7."""

@@ -54,6 +54,15 @@ RPC_RULES: tuple[tuple[str, str], ...] = (
     (r"system is an empty list", "system is an empty array"),
     (r"must be an object \(a dict with string keys\)", "must be an object"),
     (r"\{'type': 'text', 'text': '\.\.\.'\}", '{"type": "text", "text": "..."}'),
+    # The pure functions, served beside the store's methods.
+    (
+        r"pass None to compact at the maximum allowed size",
+        "send null (or leave threshold out) to compact at the maximum allowed size",
+    ),
+    (
+        r"a deleted range is a \(start, end\) pair of ints",
+        "a deleted range is an array of two integers, [start, end]",
+    ),
 )
 """``(library phrase as a regular expression, JSON-RPC phrase)`` pairs, applied in order."""
 

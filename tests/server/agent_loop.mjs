@@ -5,7 +5,8 @@
 //
 // It drives a whole turn loop (create, append tool calls and results, prepare with a system
 // prompt and tools, record usage, checkpoint, a bad turn, rollback, render as OpenAI,
-// request_payload equal to what was prepared) and the error cases, asserting each answer.
+// request_payload equal to what was prepared), the pure functions on a history it holds
+// itself, and the error cases, asserting each answer.
 // The last line on stdout is a JSON summary; any failed check exits non-zero.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -183,6 +184,45 @@ async function agentLoop(transport, mode) {
   });
   assert.deepEqual(rebuilt, prepared.payload);
   checks += 1;
+
+  // The pure functions, on a history this program holds itself (a subagent's).
+  const info = await result(transport, "context_window_info", { window: 64000 });
+  assert.deepEqual(info, { context_window: 64000, max_allowed_size: 37000 });
+  checks += 1;
+  const compact = await result(transport, "should_compact", {
+    total_tokens: 37000,
+    context_window: 64000,
+  });
+  check(compact === true, "the trigger is inclusive");
+  const held = [
+    { role: "user", content: "<task>subtask</task>" },
+    { role: "assistant", content: "On it." },
+    { role: "user", content: "first" },
+    { role: "assistant", content: "one" },
+    { role: "user", content: "second" },
+    { role: "assistant", content: "two" },
+  ];
+  const range = await result(transport, "next_truncation_range", {
+    messages: held,
+    current_range: null,
+    keep: "half",
+  });
+  assert.deepEqual(range, [2, 3]);
+  const shortened = await result(transport, "truncated_messages", {
+    messages: held,
+    deleted_range: range,
+  });
+  assert.deepEqual(shortened, [held[0], held[1], held[4], held[5]]);
+  checks += 2;
+  const hardened = await result(transport, "harden_history", {
+    contents: [
+      { role: "user", parts: [{ text: "list files" }] },
+      { role: "model", parts: [{ functionCall: { id: "c1", name: "ls", args: {} } }] },
+    ],
+  });
+  const answered = hardened.at(-1).parts[0].functionResponse;
+  check(answered.id === "c1" && answered.name === "ls", "the lost call is answered");
+  await failure(transport, "should_compact", { total_tokens: -1, context_window: null }, -32602, "InvalidInputError");
 
   // The error cases.
   await failure(transport, "no_such_method", {}, -32601);

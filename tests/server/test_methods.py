@@ -14,6 +14,7 @@ import pytest
 from contextstore import ContextStore
 from contextstore.server.methods import (
     EXCLUDED,
+    FUNCTIONS,
     METHODS,
     PYTHON_ONLY_PARAMETERS,
     public_method_names,
@@ -26,10 +27,43 @@ TOOLS = [{"name": "read_file", "description": "Read a file", "input_schema": {"t
 
 def test_every_public_store_method_is_served_or_excluded_with_a_reason() -> None:
     public = set(public_method_names(ContextStore))
-    assert public == set(METHODS) | set(EXCLUDED)
+    assert public == (set(METHODS) - set(FUNCTIONS)) | set(EXCLUDED)
     assert not set(METHODS) & set(EXCLUDED)
     assert all(reason for reason in EXCLUDED.values())
     assert {"append", "prepare_request", "rollback", "request_payload"} <= set(METHODS)
+
+
+DESIGN_PURE_FUNCTIONS = {
+    "context_window_info",
+    "should_compact",
+    "next_truncation_range",
+    "truncated_messages",
+    "ensure_tool_results_follow_tool_use",
+    "optimize_file_reads",
+    "harden_history",
+}
+"""The pure functions DESIGN.md lists as importable from ``contextstore``."""
+
+
+def test_every_pure_function_of_the_python_api_is_served_as_itself() -> None:
+    import contextstore
+
+    assert set(FUNCTIONS) == DESIGN_PURE_FUNCTIONS
+    for name, function in FUNCTIONS.items():
+        assert getattr(contextstore, name) is function
+        assert METHODS[name].function is function
+
+
+def test_a_store_method_and_a_pure_function_cannot_share_a_name() -> None:
+    from contextstore.server.methods import build_table
+
+    class Clashing(ContextStore):
+        def should_compact(self, conversation_id: str) -> bool:
+            """A store method named like a pure function."""
+            return False
+
+    with pytest.raises(TypeError, match="should_compact"):
+        build_table(Clashing)
 
 
 def test_a_method_added_to_the_class_is_served_without_touching_the_table() -> None:
@@ -52,9 +86,10 @@ def test_parameters_are_the_python_signature_less_python_only_ones() -> None:
     for name, method in METHODS.items():
         if name == "append":  # its wire signature is written beside it
             continue
+        function = FUNCTIONS.get(name) or getattr(ContextStore, name)
         python = [
             p
-            for p in inspect.signature(getattr(ContextStore, name)).parameters
+            for p in inspect.signature(function).parameters
             if p != "self" and p not in PYTHON_ONLY_PARAMETERS
         ]
         assert list(method.params.model_fields) == python, name
@@ -107,6 +142,16 @@ def test_records_become_json_with_field_names_properties_and_lists() -> None:
     assert encoded["decision"]["deduplicated"] == [3, 4]
     assert encoded["truncated"] is True
     assert encoded["request_id"] == 7
+
+
+def test_a_named_tuple_becomes_an_object_of_its_fields() -> None:
+    from contextstore import context_window_info
+
+    assert to_json(context_window_info(8192)) == {
+        "context_window": 8192,
+        "max_allowed_size": 6553.6,
+    }
+    assert to_json((2, 5)) == [2, 5]
 
 
 # -- every method over both transports ---------------------------------------------------
@@ -403,6 +448,90 @@ CASES: dict[str, Case] = {
 }
 
 
+BODY = "line\n" * 400
+
+
+def _read_turn(call_id: str, path: str) -> list[dict[str, Any]]:
+    """An assistant reading ``path`` and the user's answer, in Cline's text form."""
+    call = {"type": "tool_use", "id": call_id, "name": "read_file", "input": {"path": path}}
+    result = f"[read_file for '{path}'] Result:\n{BODY}"
+    return [
+        {"role": "assistant", "content": [call]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": call_id, "content": result}],
+        },
+    ]
+
+
+HISTORY: list[dict[str, Any]] = [
+    {"role": "user", "content": "<task>read a.py twice</task>"},
+    {"role": "assistant", "content": "Reading."},
+    {"role": "user", "content": "Go on."},
+    *_read_turn("t1", "a.py"),
+    *_read_turn("t2", "a.py"),
+    {"role": "assistant", "content": "Done."},
+    {"role": "user", "content": "Thanks."},
+]
+"""A history held by a client, not by the store: the pure functions' argument."""
+
+
+def _pure(name: str, **params: Any) -> Case:
+    """A pure function's call, checked against the function itself in this process."""
+
+    def case(rpc: RpcClient, state: dict[str, Any], db: Path) -> None:
+        result = rpc.result(name, **params)
+        assert result == to_json(FUNCTIONS[name](**params)), name
+        CHECKS[name](result)
+
+    return case
+
+
+CHECKS: dict[str, Callable[[Any], None]] = {
+    "context_window_info": lambda r: _equal(
+        r, {"context_window": 200_000, "max_allowed_size": 160_000.0}
+    ),
+    "should_compact": lambda r: _equal(r, True),
+    "next_truncation_range": lambda r: _equal(r, [2, 3]),
+    "truncated_messages": lambda r: _equal(r, [HISTORY[0], HISTORY[1], *HISTORY[5:]]),
+    "ensure_tool_results_follow_tool_use": lambda r: _equal(
+        r[4]["content"][0],
+        {"type": "tool_result", "tool_use_id": "t1", "content": "result missing"},
+    ),
+    "optimize_file_reads": lambda r: _equal(
+        (r["changed"], r["indices"], r["need_to_truncate"], len(r["messages"])),
+        (True, [4], False, len(HISTORY)),
+    ),
+    "harden_history": lambda r: _equal([c["role"] for c in r], ["user", "model", "user"]),
+}
+
+
+def _equal(found: Any, expected: Any) -> None:
+    assert found == expected
+
+
+FUNCTION_CASES: dict[str, Case] = {
+    "context_window_info": _pure("context_window_info", window=200_000),
+    # 150,000 is under 200,000's maximum (160,000) but reaches the threshold's 100,000.
+    "should_compact": _pure(
+        "should_compact", total_tokens=150_000, context_window=200_000, threshold=0.5
+    ),
+    "next_truncation_range": _pure(
+        "next_truncation_range", messages=HISTORY, current_range=None, keep="half"
+    ),
+    "truncated_messages": _pure("truncated_messages", messages=HISTORY, deleted_range=[2, 4]),
+    "ensure_tool_results_follow_tool_use": _pure(
+        "ensure_tool_results_follow_tool_use",
+        messages=[*HISTORY[:4], {"role": "user", "content": "The file was empty."}],
+    ),
+    "optimize_file_reads": _pure("optimize_file_reads", messages=HISTORY),
+    "harden_history": _pure(
+        "harden_history", contents=[{"role": "model", "parts": [{"text": "hi"}]}]
+    ),
+}
+CASES.update(FUNCTION_CASES)
+
+
 def test_every_served_method_has_a_happy_path_test() -> None:
     assert set(CASES) == set(METHODS)
 
@@ -457,6 +586,7 @@ NOT_ABOUT_A_CONVERSATION = {
     "list_conversations",
     "row_counts",
     "search",
+    *FUNCTIONS,
 }
 
 
@@ -620,11 +750,19 @@ def test_store_errors_name_methods_not_python_calls(rpc: RpcClient) -> None:
     )["error"]
     assert "metadata.x is inf" in infinite["message"]
     assert "send null or a string instead" in infinite["message"]
-    for error in (missing, system, infinite):
+    threshold = rpc.error("should_compact", total_tokens=1, context_window=None, threshold=1.5)
+    assert threshold["message"].endswith(
+        "send null (or leave threshold out) to compact at the maximum allowed size"
+    )
+    a_range = rpc.error("next_truncation_range", messages=[], current_range=[2], keep="half")
+    assert a_range["message"].startswith(
+        "a deleted range is an array of two integers, [start, end], got [2]"
+    ), a_range
+    for error in (missing, system, infinite, threshold, a_range):
         assert "ContextStore." not in error["message"] and "(system=" not in error["message"]
         assert "None" not in error["message"]
     # The others: test_a_read_only_location_names_the_server_flag and the tests below it.
-    assert len(RPC_RULES) == 13
+    assert len(RPC_RULES) == 15
 
 
 @pytest.mark.parametrize(
@@ -788,8 +926,11 @@ def test_a_write_to_a_read_only_server_names_its_flag(tmp_path: Path) -> None:
     process, client = start_stdio(db, tmp_path / "data", "--read-only")
     try:
         error = client.error("create_conversation", title="refused")
+        # The pure functions write nothing: a read-only server answers them.
+        hardened = client.result("harden_history", contents=[{"role": "user", "parts": []}])
     finally:
         process.stop()
+    assert hardened == to_json(FUNCTIONS["harden_history"]([{"role": "user", "parts": []}]))
     assert error["code"] == -32006 and error["data"]["error_class"] == "ReadOnlyError"
     assert error["message"] == (
         "this store was opened read-only; start the server without --read-only to write."

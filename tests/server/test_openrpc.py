@@ -153,6 +153,36 @@ def test_a_real_answer_validates_against_its_result_schema(document: dict[str, A
     assert "truncated" in by_name["prepare_request"]["result"]["schema"]["properties"]
 
 
+def test_the_pure_functions_answers_validate_against_their_result_schemas(
+    document: dict[str, Any],
+) -> None:
+    """A named tuple is described as the object the server sends, not pydantic's array."""
+    from contextstore.server.methods import FUNCTIONS, to_json
+
+    read = [
+        {"role": "user", "content": "<task>t</task>"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    answers = {
+        "context_window_info": to_json(FUNCTIONS["context_window_info"](8192)),
+        "next_truncation_range": to_json(FUNCTIONS["next_truncation_range"](read, None, "half")),
+        "optimize_file_reads": to_json(FUNCTIONS["optimize_file_reads"](read)),
+        "should_compact": to_json(FUNCTIONS["should_compact"](10, None)),
+    }
+    by_name = {m["name"]: m for m in document["methods"]}
+    for name, answer in answers.items():
+        schema = json.loads(
+            json.dumps(by_name[name]["result"]["schema"]).replace(
+                '"#/components/schemas/', '"urn:doc#/components/schemas/'
+            )
+        )
+        _validator(document, schema).validate(answer)
+    window = by_name["context_window_info"]["result"]["schema"]
+    assert window["type"] == "object"
+    assert window["required"] == ["context_window", "max_allowed_size"]
+    assert not _validator(document, window).is_valid([8192, 6553.6])
+
+
 def test_a_param_schema_refuses_what_the_model_refuses(document: dict[str, Any]) -> None:
     append = next(m for m in document["methods"] if m["name"] == "append")
     role = next(p for p in append["params"] if p["name"] == "role")
