@@ -26,14 +26,18 @@ def default_token_path() -> Path:
     return user_data_dir() / TOKEN_FILENAME
 
 
-def _check_private(path: Path) -> None:
+def _check_private(path: Path, *, generated: bool) -> None:
+    """Refuse a token file that other users can read. Removing the file is offered as a way
+    out only for the ``generated`` one in the data directory: a ``--token-file`` that is
+    removed is not generated again, but refused as missing."""
     if sys.platform.startswith("win"):
         return
     mode = stat.S_IMODE(path.stat().st_mode)
     if mode & 0o077:
+        remedy = " or remove it to have a new one generated" if generated else ""
         raise InvalidInputError(
             f"the token file {path} can be read by other users (mode {mode:04o}); "
-            f"run 'chmod 600 {path}' or remove it to have a new one generated."
+            f"run 'chmod 600 {path}'{remedy}."
         )
 
 
@@ -50,12 +54,14 @@ def _unusable(exc: OSError, path: Path, doing: str, remedy: str) -> ContextStore
     return type(os_error(exc, doing))(f"cannot {doing} {path}: {reason}; {remedy}.")
 
 
-def read_token(path: Path) -> str:
-    """The token in ``path`` (surrounding whitespace removed), checked to be private and long."""
+def read_token(path: Path, *, generated: bool = False) -> str:
+    """The token in ``path`` (surrounding whitespace removed), checked to be private and long;
+    ``generated`` when ``path`` is the data directory's file, which a new start can make
+    again, rather than a ``--token-file``."""
     if not path.is_file():
         raise InvalidInputError(f"--token-file {path} does not exist; create it or omit the flag.")
     try:
-        _check_private(path)
+        _check_private(path, generated=generated)
         token = path.read_text(encoding="utf-8").strip()
     except UnicodeDecodeError:
         raise InvalidInputError(f"the token file {path} is not UTF-8 text; {TOKEN_HINT}.") from None
@@ -119,4 +125,4 @@ def load_token(token_file: Path | None) -> tuple[str, Path]:
             f"the server's token file {path} is not a regular file (a folder, say); remove "
             "it to have a token generated there, or pass --token-file FILE."
         )
-    return read_token(path), path
+    return read_token(path, generated=True), path

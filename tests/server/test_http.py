@@ -514,6 +514,33 @@ def test_refusals_are_one_line_with_exit_code_2(
     assert "Traceback" not in done.stderr
 
 
+def test_a_readable_token_file_is_refused_with_a_remedy_that_works_for_it(
+    tmp_path: Path,
+) -> None:
+    """Removing the data directory's token file has a new one generated at the next start;
+    removing a --token-file does not (the next start refuses it as missing), so only the
+    former is offered (the message offered both the same way)."""
+    given = tmp_path / "token"
+    given.write_text("a-long-enough-token-0123456789")
+    given.chmod(0o644)
+    done = _cli(tmp_path, "serve", "--http", "127.0.0.1:0", "--token-file", str(given))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"error: the token file {given} can be read by other users (mode 0644); "
+        f"run 'chmod 600 {given}'.\n"
+    )
+
+    default = tmp_path / "data" / "contextstore" / "server-token"
+    default.parent.mkdir(parents=True)
+    default.write_text("a-long-enough-token-0123456789")
+    default.chmod(0o644)
+    done = _cli(tmp_path, "serve", "--http", "127.0.0.1:0")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.endswith(
+        f"run 'chmod 600 {default}' or remove it to have a new one generated.\n"
+    )
+
+
 def test_allow_remote_binds_every_interface_and_accepts_the_names_given(tmp_path: Path) -> None:
     process = ServerProcess(
         [
