@@ -163,9 +163,9 @@ def _serve_http(
 def mcp(ctx: click.Context, allow_writes: bool) -> None:
     """An MCP server (stdio) that lets an agent read its own durable history.
 
-    Tools list, search, show (as of any moment) and audit conversations and list their
-    checkpoints; the store is opened read-only unless --allow-writes, which adds the
-    checkpoint and rollback tools.
+    Tools list, search, show (as of any moment) and audit conversations, list their
+    checkpoints and show a request as it was sent; the store is opened read-only unless
+    --allow-writes, which adds the checkpoint and rollback tools.
     """
     if allow_writes and (ctx.find_root().obj or {}).get("read_only"):
         # Taken together, the write tools were offered and each call failed in Python's
