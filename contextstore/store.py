@@ -169,7 +169,7 @@ class ContextStore(
         )
         try:
             with classified_errors():
-                ensure_schema(
+                found = ensure_schema(
                     engine,
                     auto_migrate=auto_migrate and not read_only,
                     is_sqlite=target.is_sqlite,
@@ -177,7 +177,7 @@ class ContextStore(
         except BaseException:
             engine.dispose()
             raise
-        return cls(
+        store = cls(
             database,
             location=text_location,
             token_counter=token_counter,
@@ -185,6 +185,8 @@ class ContextStore(
             max_message_bytes=max_message_bytes,
             pipeline=pipeline,
         )
+        store.revision_found = found
+        return store
 
     @classmethod
     def recover(

@@ -362,7 +362,7 @@ def open_store(
             raise  # contextstore's own words (a file this user may not read)
         cause = exc.__cause__ if isinstance(exc, DatabaseUnavailableError) else exc
         driver = getattr(cause, "orig", None) or cause or exc
-        where = _shown_location(location)
+        where = shown_location(location)
         raise ContextStoreError(
             f"cannot open {where}: {first_line(driver)}; check --db (or $CONTEXTSTORE_DB)."
         ) from exc
@@ -499,7 +499,7 @@ def _refuse_missing_file(location: str | None) -> None:
     )
 
 
-def _shown_location(location: str | None) -> str:
+def shown_location(location: str | None) -> str:
     """``location`` for a message: a URL with its password masked."""
     if location is None:
         return "the default database"
@@ -515,7 +515,7 @@ def program_words(ctx: click.Context) -> list[str]:
     ``--db``)."""
     location = (ctx.find_root().obj or {}).get("db")
     named = location is not None and location != os.environ.get("CONTEXTSTORE_DB")
-    return [*PROGRAM, "--db", _shown_location(location)] if named else [*PROGRAM]
+    return [*PROGRAM, "--db", shown_location(location)] if named else [*PROGRAM]
 
 
 def command_line(ctx: click.Context, *words: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from contextstore.cli import terminal
-from contextstore.cli.common import IntegerRange, command_line, open_store
+from contextstore.cli.common import IntegerRange, command_line, open_store, shown_location
 from contextstore.cli.output import conversation_rows, ordered_counts
 from contextstore.core.records import PreparedRequest
 from contextstore.devtools import demo_data
@@ -51,7 +51,7 @@ def demo(ctx: click.Context, crash_kills: int) -> None:
     """Write a realistic agent session, checkpoint it, break it, roll it back, audit it."""
     store = open_store(ctx, writes=True)
     run = _run_number(store)
-    terminal.out(f"database: {store.location}")
+    terminal.out(f"database: {shown_location(store.location)}")
     terminal.out(f"demo run {run}: its conversations are titled 'demo {run}: ...'")
     conv_id = _demo_rollback(ctx, store, run)
     overflow_id, request_id = _demo_overflow(store, run)

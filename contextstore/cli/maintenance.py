@@ -15,24 +15,44 @@ from contextstore.cli.common import (
     json_option,
     open_store,
     refuse_read_only_location,
+    shown_location,
     sqlite_file,
     yes_option,
 )
 from contextstore.cli.output import ordered_counts
 from contextstore.core.errors import CorruptDatabaseError, ReadOnlyError, SchemaError
 from contextstore.storage.backup import backup_file, destination_path
+from contextstore.storage.migrate import HEAD_REVISION
 from contextstore.store import ContextStore
 
 
 @click.command()
+@json_option
 @click.pass_context
-def migrate(ctx: click.Context) -> None:
-    """Upgrade the database schema to the current version."""
+def migrate(ctx: click.Context, as_json: bool) -> None:
+    """Upgrade the database schema to the current version (a new database gets it whole),
+    and say from which revision."""
     if (ctx.find_root().obj or {}).get("read_only"):
         refuse_read_only_location(ctx)
         raise ReadOnlyError("migrate upgrades the schema, which writes; drop --read-only.")
     store = open_store(ctx, writes=True)
-    terminal.out(f"{store.location}: schema is up to date")
+    found, where = store.revision_found, shown_location(store.location)
+    if as_json:
+        terminal.print_json(
+            {
+                "location": where,
+                "revision": HEAD_REVISION,
+                "previous_revision": found,
+                "upgraded": found != HEAD_REVISION,
+            }
+        )
+    elif found == HEAD_REVISION:
+        terminal.out(f"{where}: schema is up to date")
+        terminal.note(f"revision {HEAD_REVISION}; nothing to upgrade.")
+    elif found is None:
+        terminal.out(f"{where}: schema created at revision {HEAD_REVISION}")
+    else:
+        terminal.out(f"{where}: schema upgraded from revision {found} to {HEAD_REVISION}")
 
 
 @click.command()

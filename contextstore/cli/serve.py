@@ -11,7 +11,7 @@ from types import ModuleType
 
 import click
 
-from contextstore.cli.common import IntegerRange, handle_errors, open_store
+from contextstore.cli.common import IntegerRange, handle_errors, open_store, shown_location
 from contextstore.core.errors import ReadOnlyLocationError
 from contextstore.server.limits import DEFAULT_MAX_REQUEST_BYTES, MAX_REQUEST_BYTES_LIMIT
 
@@ -114,7 +114,10 @@ def _serve_stdio(ctx: click.Context, max_request_bytes: int | None) -> None:
 
     protocol = claim_stdout()
     store = open_store(ctx)
-    click.echo(f"contextstore: serving JSON-RPC on stdin/stdout ({store.location})", err=True)
+    click.echo(
+        f"contextstore: serving JSON-RPC on stdin/stdout ({shown_location(store.location)})",
+        err=True,
+    )
     limit = max_request_bytes or DEFAULT_MAX_REQUEST_BYTES
     serve_stdio(Dispatcher(store), sys.stdin.buffer, protocol, max_line_bytes=limit)
 
@@ -140,7 +143,8 @@ def _serve_http(
 
     def ready() -> None:
         click.echo(
-            f"contextstore: serving JSON-RPC at http://{shown}:{bound_port}/rpc ({store.location})",
+            f"contextstore: serving JSON-RPC at http://{shown}:{bound_port}/rpc "
+            f"({shown_location(store.location)})",
             err=True,
         )
         click.echo(f"contextstore: bearer token in {token_path}", err=True)

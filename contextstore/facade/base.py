@@ -30,6 +30,7 @@ from contextstore.processors.secrets import SecretMasker
 from contextstore.storage import conversations, history, processor_runs, ranges, requests, updates
 from contextstore.storage.clock import NO_LIMIT, last_ts, tick_if_unchanged
 from contextstore.storage.database import Connection, Database
+from contextstore.storage.migrate import HEAD_REVISION
 
 P = TypeVar("P")
 _WRITE_MASKER = SecretMasker()
@@ -76,6 +77,11 @@ class StoreBase:
         self.token_counter: TokenCounter = token_counter or TiktokenCounter()
         self.mask_secrets_on_write = mask_secrets_on_write
         self.max_message_bytes = max_message_bytes
+        self.revision_found: str | None = HEAD_REVISION
+        """The schema revision the database was at when :meth:`open` opened it: None for a
+        database that had no schema yet, :data:`HEAD_REVISION` when nothing was upgraded
+        (``contextstore migrate`` reports it).
+        """
         self._closed = False
 
     @contextmanager

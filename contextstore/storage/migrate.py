@@ -100,8 +100,10 @@ def _lock_for_migration(connection: Connection) -> None:
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_LOCK_KEY})
 
 
-def ensure_schema(engine: Engine, *, auto_migrate: bool, is_sqlite: bool) -> None:
-    """Bring the database to head, or refuse a stale one when ``auto_migrate`` is off.
+def ensure_schema(engine: Engine, *, auto_migrate: bool, is_sqlite: bool) -> str | None:
+    """Bring the database to head, or refuse a stale one when ``auto_migrate`` is off;
+    returns the revision the database was at before (None: it had no schema yet), which is
+    :data:`HEAD_REVISION` when nothing was upgraded.
 
     The whole upgrade runs in one transaction that holds the write lock, so two processes
     opening a new database at once migrate it once, and a failed migration leaves the
@@ -112,13 +114,13 @@ def ensure_schema(engine: Engine, *, auto_migrate: bool, is_sqlite: bool) -> Non
         MigrationError: the database is newer than this version, or a migration failed.
     """
     if _at_head(engine):
-        return
+        return HEAD_REVISION
     head = head_revision()
     with engine.connect() as probe:
         current = current_revision(probe)
         probe.rollback()
     if current == head:
-        return
+        return current
     refuse_unknown_revision(current)
     if not auto_migrate:
         raise SchemaOutdatedError(
@@ -127,6 +129,7 @@ def ensure_schema(engine: Engine, *, auto_migrate: bool, is_sqlite: bool) -> Non
             "auto_migrate=True) to upgrade it."
         )
     upgrade(engine, is_sqlite=is_sqlite)
+    return current
 
 
 def refuse_unknown_revision(current: str | None, where: str = "the database") -> None:

@@ -855,6 +855,52 @@ def test_a_report_that_does_not_fit_is_exit_8(seeded: Seeded) -> None:
     assert got.err.startswith("error: could not write the report: No space left on device")
 
 
+def test_migrate_says_from_which_revision_it_upgraded(tmp_path: Path) -> None:
+    from sqlalchemy import create_engine
+
+    from contextstore.storage.migrate import HEAD_REVISION, downgrade
+
+    db = tmp_path / "m.db"
+    created = run("--db", str(db), "migrate")
+    assert created.out == f"{db}: schema created at revision {HEAD_REVISION}\n"
+    again = run("--db", str(db), "migrate", "--json")
+    assert again.json() == {
+        "location": str(db),
+        "revision": HEAD_REVISION,
+        "previous_revision": HEAD_REVISION,
+        "upgraded": False,
+    }
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "kept across the upgrade")
+    engine = create_engine(f"sqlite:///{db}")
+    try:
+        downgrade(engine, is_sqlite=True, revision="0012")
+    finally:
+        engine.dispose()
+    upgraded = run("--db", str(db), "migrate")
+    assert upgraded.out == f"{db}: schema upgraded from revision 0012 to {HEAD_REVISION}\n"
+    assert run("--db", str(db), "migrate", "--json").json()["previous_revision"] == HEAD_REVISION
+    with ContextStore.open(db, auto_migrate=False) as store:
+        assert store.revision_found == HEAD_REVISION
+        assert store.messages(cid)[0]["content"] == "kept across the upgrade"
+
+
+def test_migrate_on_postgresql_masks_the_password_it_prints() -> None:
+    from sqlalchemy.engine import make_url
+
+    with new_postgres_schema() as schema:
+        base = make_url(POSTGRES_URL).set(password="hunter2")  # trust: not checked
+        url = base.render_as_string(hide_password=False) + f"?options=-csearch_path%3D{schema}"
+        created = run("--db", url, "migrate", "--json")
+        assert created.code == 0, created.err
+        assert "hunter2" not in created.out and ":***@" in created.out
+        assert created.json()["previous_revision"] is None
+        assert created.json()["upgraded"] is True
+        again = run("--db", url, "migrate")
+        assert "hunter2" not in again.out and again.out.endswith("schema is up to date\n")
+
+
 @pytest.mark.parametrize("command", [["checkpoint", "cid", "--label", "a"], ["fork", "cid"]])
 def test_commands_that_change_a_conversation_never_migrate_the_database(
     tmp_path: Path, command: list[str]
