@@ -13,6 +13,7 @@ from contextstore.cli.output import clipped, conversation_rows
 from contextstore.cli.times import MOMENT, Moment, format_ts, resolve
 from contextstore.core.nodes import Node
 from contextstore.core.records import Conversation
+from contextstore.store import ContextStore
 
 FORMATS = ("stored", "anthropic", "openai", "gemini")
 
@@ -187,26 +188,63 @@ def _show(
     moment = f"as of {format_ts(ts)}" if ts is not None else "now"
     what = "stored originals" if pristine else "as the model sees it"
     rows: list[tuple[Any, ...]] = list(conversation_rows(view))
-    if hidden and not pristine:
+    added = False
+    if not pristine:
         stored = store.message_count(conversation_id, as_of=ts)
-        # The range can reach past the stored messages: an import of an agent's UI log
-        # without its model history records ranges over messages it never held.
-        count = max(0, min(hidden[1], stored - 1) - hidden[0] + 1)
+        count = 0
+        if hidden:
+            # The range can reach past the stored messages: an import of an agent's UI log
+            # without its model history records ranges over messages it never held.
+            count = max(0, min(hidden[1], stored - 1) - hidden[0] + 1)
         if len(view) == stored - count:
             # One view message per visible stored message: label rows with stored indices.
             rows = [(i if i < 2 else i + count, *rest) for i, *rest in rows]
+        else:
+            labels = _stored_indices(store, conversation_id, ts, len(view))
+            if labels is not None:
+                rows = [(label, *rest) for label, (_, *rest) in zip(labels, rows, strict=True)]
+                added = ADDED_BY_THE_VIEW in labels
+    if hidden and not pristine:
         span = f"messages {hidden[0]}-{hidden[1]}"
         if count == hidden[1] - hidden[0] + 1:
             line = f"... {span} ({count}) hidden by truncation ..."
         else:
             line = f"... {span} hidden by truncation ({count} of them stored) ..."
-        rows.insert(min(2, len(rows)), ("", "", line))
+        fold = min(2, len(rows))
+        if fold < len(rows) and rows[fold][0] == ADDED_BY_THE_VIEW:
+            fold += 1  # message 1's placeholders come before the fold, as the view sends them
+        rows.insert(fold, ("", "", line))
     terminal.table(
         ("#", "role", "content"),
         rows,
         title=f"{conversation_id}, {what}, {moment}: {len(view)} messages",
         wrap=("content",),
     )
+    if added:
+        terminal.note(
+            f"{ADDED_BY_THE_VIEW}: a message the view sent that is not stored (result missing "
+            "placeholders for calls no stored message answers); # is the stored index."
+        )
+
+
+ADDED_BY_THE_VIEW = "+"
+"""The ``#`` of a message ``show`` lists that the view added (no stored index)."""
+
+
+def _stored_indices(
+    store: ContextStore, conversation_id: str, ts: int | None, sent: int
+) -> list[int | str] | None:
+    """Each message of the view, labelled with the stored index it shows or
+    :data:`ADDED_BY_THE_VIEW` for one the view inserted; None when the two do not line up
+    (then rows keep their positions)."""
+    labels: list[int | str] = []
+    for viewed in store.viewed_messages(conversation_id, as_of=ts):
+        if viewed.hidden:
+            continue
+        labels.append(viewed.index)
+        if viewed.followed_by:
+            labels.append(ADDED_BY_THE_VIEW)
+    return labels if len(labels) == sent else None
 
 
 _AS_OF_HELP = "Show the conversation as it was then: a checkpoint label, an ISO date or ms."

@@ -175,8 +175,37 @@ def test_show_answers_message_1_s_calls_when_the_cut_hides_everything_after(
         "role": "user",
         "content": [{"type": "tool_result", "tool_use_id": "a0", "content": "result missing"}],
     }
-    lines = run("--db", db, "show", cid).out.splitlines()
-    assert re.match(r"^2\s+user\s+tool_result for a0: result missing", lines[-1])
+    shown = run("--db", db, "show", cid)
+    # Not stored message 2 (which the cut hides): a message the view added.
+    lines = shown.out.splitlines()
+    assert re.match(r"^\+\s+user\s+tool_result for a0: result missing", lines[-2])
+    assert "messages 2-7 (6) hidden by truncation" in lines[-1]
+    assert "+: a message the view sent that is not stored" in shown.err
+
+
+def test_show_labels_rows_with_stored_indices_around_a_message_the_view_adds(
+    tmp_path: Path,
+) -> None:
+    """A call no user message answers gets a user message of placeholders in the view;
+    rows after it were numbered by their place in the view, one more than their stored
+    index, so an auditor's ``sql ... WHERE message_idx = 3`` found another message."""
+    db = str(tmp_path / "added.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "task")
+        for turn in range(3):
+            call = {"type": "tool_use", "id": f"t{turn}", "name": "read_file", "input": {}}
+            store.append(cid, "assistant", [call])
+            store.append(cid, "assistant", f"lost {turn}")
+            store.append(cid, "user", f"ok {turn}")
+        plain = run("--db", db, "show", cid)
+        store.set_deleted_range(cid, 3)
+        cut = run("--db", db, "show", cid)
+    numbers = [line.split()[0] for line in plain.out.splitlines()[3:]]
+    assert numbers == ["0", "1", "+", "2", "3", "4", "+", "5", "6", "7", "+", "8", "9"]
+    numbers = [line.split()[0] for line in cut.out.splitlines()[3:]]
+    assert numbers == ["0", "1", "+", "...", "4", "+", "5", "6", "7", "+", "8", "9"]
+    assert re.search(r"^5\s+assistant\s+text: lost 1$", cut.out, re.M)
 
 
 def test_a_blank_checkpoint_label_is_refused_and_writes_nothing(seeded: Seeded) -> None:
