@@ -22,7 +22,7 @@ IndexedView = Sequence[tuple[int, Message]]
 RESULT_MISSING = "result missing"
 """Content of the placeholder result inserted for a tool call whose result was lost."""
 
-VIEW_RULES = 11
+VIEW_RULES = 12
 """The version of the view rules this code applies. A prepared request records the version
 it was built with, so that :meth:`ContextStore.request_payload` rebuilds it by the same
 rules after they change: 1 is the original set; 2 adds :func:`adopt_text_results`; 3 keeps
@@ -50,7 +50,9 @@ call its id answered last before it (the last call of the id in the whole reques
 every result, and hardening then invented a call); and when the cut hides every message
 after message 1, message 1's calls get ``result missing`` placeholders in a user message
 after it (:func:`calls_cut_off`): their results are hidden, not pending, and the request
-ended on calls no result answered."""
+ended on calls no result answered; 12 sends a tool's ``input_schema`` to Gemini as
+``parametersJsonSchema`` (:func:`contextstore.renderers.gemini.render_tool`), where
+``parameters`` refused JSON Schema keywords outside Gemini's OpenAPI subset."""
 
 ORPHANS_DROPPED = "[Tool results of calls in the removed part of the conversation were dropped.]"
 """Text left in a user message whose only blocks were orphan tool results."""

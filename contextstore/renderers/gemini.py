@@ -274,10 +274,15 @@ def render_contents(
     )
 
 
-def render_tool(tool: Tool) -> dict[str, Any]:
+def render_tool(tool: Tool, rules: int = VIEW_RULES) -> dict[str, Any]:
     """Convert an Anthropic tool definition to a Gemini function declaration.
 
-    The ``input_schema`` is passed unchanged as ``parameters``.
+    The ``input_schema`` (a JSON Schema) is sent unchanged as ``parametersJsonSchema``,
+    the field that takes JSON Schema as it is; by view rules older than 12 (``rules``) it
+    was sent as ``parameters``, which holds only Gemini's OpenAPI subset: the API refuses
+    the request for a keyword outside it (``$schema``, ``const``, ``exclusiveMinimum``,
+    ``oneOf``, a list of types, as MCP servers' schemas hold: "Unknown name ... at
+    'tools[0].function_declarations[0].parameters'").
 
     Raises:
         InvalidInputError: The tool is an Anthropic server tool (a ``type`` other than
@@ -291,9 +296,8 @@ def render_tool(tool: Tool) -> dict[str, Any]:
     declaration: dict[str, Any] = {"name": tool["name"]}
     if tool.get("description") is not None:
         declaration["description"] = tool["description"]
-    declaration["parameters"] = json_copy(
-        tool.get("input_schema") or {"type": "object", "properties": {}}
-    )
+    field = "parametersJsonSchema" if rules >= 12 else "parameters"
+    declaration[field] = json_copy(tool.get("input_schema") or {"type": "object", "properties": {}})
     return declaration
 
 
@@ -316,7 +320,8 @@ def build_request(
         messages: Anthropic-style messages, already cut and tool-paired. Not modified.
         system: The system prompt, sent as ``systemInstruction`` (text blocks joined by a
             blank line).
-        tools: Tools in Anthropic's schema, sent as one ``functionDeclarations`` tool.
+        tools: Tools in Anthropic's schema, sent as one ``functionDeclarations`` tool
+            (:func:`render_tool`).
         model: The model id, sent as the request's ``model`` resource name
             (``models/<id>``), so that the body alone says which model it was for.
         max_tokens: The output token limit, sent as ``generationConfig.maxOutputTokens``.
@@ -337,7 +342,8 @@ def build_request(
         body["systemInstruction"] = {"parts": [{"text": system_text(system)}]}
     if tools is not None:
         check_tools(tools)
-        body["tools"] = [{"functionDeclarations": [render_tool(tool) for tool in tools]}]
+        declarations = [render_tool(tool, rules) for tool in tools]
+        body["tools"] = [{"functionDeclarations": declarations}]
     if max_tokens is not None:
         body["generationConfig"] = {"maxOutputTokens": max_tokens}
     return body

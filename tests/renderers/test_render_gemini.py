@@ -187,12 +187,46 @@ def test_build_request_shape() -> None:
         "tools": [
             {
                 "functionDeclarations": [
-                    {"name": "f", "description": "d", "parameters": {"type": "object"}}
+                    {"name": "f", "description": "d", "parametersJsonSchema": {"type": "object"}}
                 ]
             }
         ],
         "generationConfig": {"maxOutputTokens": 11},
     }
+
+
+MCP_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "properties": {
+        "path": {"type": ["string", "null"]},
+        "depth": {"type": "integer", "exclusiveMinimum": 0},
+        "mode": {"const": "read"},
+        "target": {"oneOf": [{"type": "string"}, {"type": "number"}]},
+    },
+    "required": ["path"],
+    "additionalProperties": False,
+}
+"""A tool schema as MCP servers write it: JSON Schema keywords Gemini's ``parameters`` (an
+OpenAPI subset) refuses with "Unknown name"."""
+
+
+def test_a_json_schema_tool_is_sent_as_parameters_json_schema() -> None:
+    tools = [{"name": "read", "description": "Read.", "input_schema": MCP_SCHEMA}]
+    body = build_request([{"role": "user", "content": "q"}], tools=tools, model="gemini-2.5-pro")
+    (declaration,) = body["tools"][0]["functionDeclarations"]
+    assert declaration == {
+        "name": "read",
+        "description": "Read.",
+        "parametersJsonSchema": MCP_SCHEMA,
+    }
+    assert sdk_problems("gemini", body) == []
+
+
+def test_by_older_view_rules_the_schema_was_sent_as_parameters() -> None:
+    tools = [{"name": "read", "input_schema": MCP_SCHEMA}]
+    body = build_request([{"role": "user", "content": "q"}], tools=tools, rules=11)
+    assert body["tools"] == [{"functionDeclarations": [{"name": "read", "parameters": MCP_SCHEMA}]}]
 
 
 def test_build_request_omits_none_fields() -> None:

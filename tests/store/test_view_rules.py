@@ -243,6 +243,9 @@ def test_a_request_prepared_by_rules_5_rebuilds_as_sent_after_rules_6(
         assert _openai_ids(old.payload) == [LONG_ID, LONG_ID]
         short, answered = _openai_ids(current.payload)
         assert short == answered and len(short) <= 40 and short.startswith(LONG_ID[:20])
+    elif format == "gemini":
+        # (its tools are sent as parametersJsonSchema since version 12)
+        assert current.payload["contents"] == old.payload["contents"]
     else:
         assert current.payload == old.payload
 
@@ -424,5 +427,26 @@ def test_a_request_prepared_before_reused_ids_were_told_apart_rebuilds_as_sent(
     assert old.request_id is not None and current.request_id is not None
     assert [r["content"] for r in _result_blocks(old.payload)] == ["b.py's text"]
     assert [r["content"] for r in _result_blocks(current.payload)] == ["result missing"]
+    assert store.request_payload(conv.id, old.request_id) == old.payload
+    assert store.request_payload(conv.id, current.request_id) == current.payload
+
+
+def test_a_gemini_request_by_rules_11_is_rebuilt_with_parameters(
+    store: ContextStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 12 sends a tool's schema to Gemini as parametersJsonSchema; a request
+    prepared by version 11 sent it as parameters, and is rebuilt so."""
+    tools = [{"name": "read", "input_schema": {"type": "object", "properties": {}}}]
+    conv = store.create_conversation()
+    store.append(conv.id, "user", "task")
+    with monkeypatch.context() as patched:
+        patched.setattr(requests_facade, "VIEW_RULES", 11)
+        old = store.prepare_request(conv.id, format="gemini", tools=tools)
+    store.prepare_cache.clear()
+    current = store.prepare_request(conv.id, format="gemini", tools=tools)
+    assert old.request_id is not None and current.request_id is not None
+    (old_declaration,) = old.payload["tools"][0]["functionDeclarations"]
+    (declaration,) = current.payload["tools"][0]["functionDeclarations"]
+    assert "parameters" in old_declaration and "parametersJsonSchema" in declaration
     assert store.request_payload(conv.id, old.request_id) == old.payload
     assert store.request_payload(conv.id, current.request_id) == current.payload
