@@ -52,7 +52,9 @@ after message 1, message 1's calls get ``result missing`` placeholders in a user
 after it (:func:`calls_cut_off`): their results are hidden, not pending, and the request
 ended on calls no result answered; 12 sends a tool's ``input_schema`` to Gemini as
 ``parametersJsonSchema`` (:func:`contextstore.renderers.gemini.render_tool`), where
-``parameters`` refused JSON Schema keywords outside Gemini's OpenAPI subset."""
+``parameters`` refused JSON Schema keywords outside Gemini's OpenAPI subset, and gives an
+Anthropic plain-text document's source the ``media_type`` ``text/plain`` the API requires
+(:func:`contextstore.renderers.anthropic_media.plain_text_typed`)."""
 
 ORPHANS_DROPPED = "[Tool results of calls in the removed part of the conversation were dropped.]"
 """Text left in a user message whose only blocks were orphan tool results."""

@@ -16,7 +16,7 @@ from contextstore.core.errors import InvalidInputError, InvalidMessageError
 from contextstore.core.overlays import Block, Message
 from contextstore.core.validate import json_copy
 from contextstore.renderers.anthropic_ids import ID_FIELDS, call_id
-from contextstore.renderers.anthropic_media import sendable_media
+from contextstore.renderers.anthropic_media import plain_text_typed, sendable_media
 
 Tool = Mapping[str, Any]
 """A tool in Anthropic's schema: ``{"name", "description", "input_schema"}``."""
@@ -114,7 +114,9 @@ def check_tools(tools: Sequence[Tool]) -> None:
 
 def clean_block(block: Block, rules: int) -> Block | None:
     """Return a copy of ``block`` with only accepted fields, or None to drop it; from
-    version 4 of the view rules its tool call id is given :func:`call_id`'s form."""
+    version 4 of the view rules its tool call id is given :func:`call_id`'s form, and from
+    version 12 a plain-text document's source the ``media_type`` the API requires
+    (:func:`~contextstore.renderers.anthropic_media.plain_text_typed`)."""
     kind = block.get("type")
     if kind == "thinking" and not block.get("signature"):
         return None
@@ -139,6 +141,8 @@ def clean_block(block: Block, rules: int) -> Block | None:
     id_field = ID_FIELDS.get(str(kind))
     if rules >= 4 and id_field is not None and isinstance(cleaned.get(id_field), str):
         cleaned[id_field] = call_id(cleaned[id_field])
+    if rules >= 12 and kind == "document":
+        cleaned = plain_text_typed(cleaned)
     if rules >= 7 and kind in ("image", "document"):
         return sendable_media(cleaned, rules)
     return cleaned

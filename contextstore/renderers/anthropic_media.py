@@ -68,6 +68,28 @@ def sendable_media(block: Block, rules: int) -> Block:
     return _in_place(block, left_out(kind, media_type, PROVIDER))
 
 
+TEXT_DOCUMENT_TYPE = "text/plain"
+"""The one ``media_type`` of a plain-text document source the Messages API takes, and
+requires (``anthropic.types.PlainTextSourceParam``)."""
+
+
+def plain_text_typed(block: Block) -> Block:
+    """A document block with a ``text`` source as the Messages API takes it (view rules 12
+    and later): its source's ``media_type`` is ``text/plain``, which the API requires. The
+    store takes such a source without it (its model defaults to ``text/plain``) or with
+    another text type (``text/markdown``); the API refused both, on every later turn.
+    ``block`` itself when nothing changes; it is not modified."""
+    source = block.get("source")
+    if (
+        block.get("type") != "document"
+        or not isinstance(source, Mapping)
+        or source.get("type") != "text"
+        or source.get("media_type") == TEXT_DOCUMENT_TYPE
+    ):
+        return block
+    return {**block, "source": {**source, "media_type": TEXT_DOCUMENT_TYPE}}
+
+
 def _in_place(block: Block, text: str) -> Block:
     """The text block sent in ``block``'s place, keeping its cache breakpoint."""
     sent: Block = {"type": "text", "text": text}
@@ -79,7 +101,8 @@ def _in_place(block: Block, text: str) -> Block:
 def media_problems(position: int, blocks: Sequence[Block], rules: int) -> list[str]:
     """The base64 images and documents of one message (and of its tool results) whose
     media type the API refuses, or whose data is of another type than it says; from
-    version 8 of the view rules (``rules``), also the images whose data it cannot read."""
+    version 8 of the view rules (``rules``), also the images whose data it cannot read;
+    from version 12, the plain-text documents whose ``media_type`` is not ``text/plain``."""
     problems: list[str] = []
     media = [
         *blocks,
@@ -95,6 +118,13 @@ def media_problems(position: int, blocks: Sequence[Block], rules: int) -> list[s
         kind = block.get("type")
         source = block.get("source")
         if kind not in ("image", "document") or not isinstance(source, Mapping):
+            continue
+        if source.get("type") == "text" and kind == "document" and rules >= 12:
+            if source.get("media_type") != TEXT_DOCUMENT_TYPE:
+                problems.append(
+                    f"messages[{position}] has a text document whose media_type is not "
+                    f"{TEXT_DOCUMENT_TYPE!r}, which the API refuses"
+                )
             continue
         if source.get("type") != "base64":
             continue

@@ -195,6 +195,46 @@ def test_an_anthropic_document_must_be_a_pdf() -> None:
         assert build_request(format, history, rules=7) == build_request(format, history, rules=6)
 
 
+def _text_document(**source: Any) -> dict[str, Any]:
+    return {"type": "document", "source": {"type": "text", "data": "notes", **source}}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [{}, {"media_type": "text/markdown"}, {"media_type": "text/plain"}],
+    ids=["no-media-type", "markdown", "plain"],
+)
+@pytest.mark.parametrize("in_result", [False, True], ids=["message", "tool-result"])
+def test_an_anthropic_text_document_is_sent_as_text_plain(
+    store: ContextStore, source: dict[str, Any], in_result: bool
+) -> None:
+    """The store takes a text document without a media_type (its model's default is
+    text/plain) or with another text type; the API requires text/plain
+    (PlainTextSourceParam) and refused the request on every turn."""
+    document = _text_document(**source)
+    if in_result:
+        history = [
+            user("Read."),
+            assistant(tool_use("t1", "read")),
+            user(tool_result("t1", [document])),
+        ]
+    else:
+        history = [user("Read this.", document)]
+    conv = store.create_conversation()
+    store.append(conv.id, history)
+    payload = store.prepare_request(conv.id, model="m", max_tokens=64).payload
+    sent = payload["messages"][-1]["content"]
+    sent = sent[0]["content"] if in_result else sent
+    assert _text_document(media_type="text/plain") in sent
+    assert sdk_problems("anthropic", payload) == []
+    assert store.messages(conv.id)[-1]["content"] == history[-1]["content"]
+    old = build_request("anthropic", history, model="m", max_tokens=64, rules=11)
+    assert validate_provider_payload("anthropic", old, rules=11) == []
+    if source.get("media_type") != "text/plain":
+        assert sdk_problems("anthropic", old) != []
+        assert validate_provider_payload("anthropic", old) != []
+
+
 def test_a_left_out_image_keeps_its_cache_breakpoint() -> None:
     image = {**_image("image/heic"), "cache_control": {"type": "ephemeral"}}
     payload = build_request("anthropic", [user("See.", image)], model="m", max_tokens=64)
