@@ -60,6 +60,7 @@ from contextstore.processors.pipeline import Pipeline
 from contextstore.processors.runner import run
 from contextstore.renderers import anthropic, registry
 from contextstore.renderers.anthropic import RenderedMessage
+from contextstore.renderers.anthropic_cache import MAX_CACHE_BREAKPOINTS, prompt_breakpoints
 from contextstore.storage import history, nodes, processor_runs, requests, updates
 from contextstore.storage.clock import NO_LIMIT, last_ts, tick
 from contextstore.storage.database import Connection
@@ -314,6 +315,7 @@ class RequestsMixin(StoreBase):
             tool_list = [dict(t) for t in tools]
             check_json_value("tools", tool_list)
             _check_tool_definitions(tool_list, format)
+        _check_breakpoints(system, tool_list, format)
         options = {
             "format": format,
             "system": system,
@@ -354,7 +356,8 @@ class RequestsMixin(StoreBase):
         """The Anthropic payload of ``view``, its hash, the rendered messages and how many
         were rendered anew, reusing ``previous`` renderings of the same message objects;
         None when the view is not one the messages rendered one by one describe (a message
-        left empty, roles not alternating, a provider rule broken): then it is built whole.
+        left empty, roles not alternating, more cache breakpoints than the API takes, a
+        provider rule broken): then it is built whole.
         The payload's messages are copies, so the caller may change them."""
         rules = options.get("view_rules", 1)
         pieces: RenderedPieces = {}
@@ -377,7 +380,10 @@ class RequestsMixin(StoreBase):
         # whitespace).
         if rendered:
             rendered[-1] = anthropic.as_final(rendered[-1], rules)
-        if not anthropic.conforming(rendered):
+        budget = MAX_CACHE_BREAKPOINTS - prompt_breakpoints(
+            options.get("system"), options.get("tools")
+        )
+        if not anthropic.conforming(rendered, budget):
             return None
         handed = [piece.copy() for piece in rendered]
         body = registry.build_request(
@@ -550,3 +556,20 @@ def _check_tool_definitions(tools: list[dict[str, Any]], format: str) -> None:
                 f"tools[{position}] ({name!r}) has no input_schema; Anthropic needs one for a "
                 "tool of your own, such as {'type': 'object', 'properties': {}}."
             )
+
+
+def _check_breakpoints(system: Any, tools: list[dict[str, Any]] | None, format: str) -> None:
+    """Refuse (Anthropic) a system prompt and tools holding more than
+    :data:`MAX_CACHE_BREAKPOINTS` blocks with a ``cache_control``: the API refuses such a
+    request whatever the messages, which keep only the breakpoints left room for.
+
+    Raises:
+        InvalidInputError: saying how many there are.
+    """
+    found = prompt_breakpoints(system, tools)
+    if format == "anthropic" and found > MAX_CACHE_BREAKPOINTS:
+        raise InvalidInputError(
+            f"the system prompt and tools hold {found} blocks with cache_control, and Anthropic "
+            f"takes at most {MAX_CACHE_BREAKPOINTS} in a request; remove cache_control from "
+            f"{found - MAX_CACHE_BREAKPOINTS} of them."
+        )

@@ -32,6 +32,8 @@ from contextstore.renderers.anthropic_blocks import check_tools as check_tools
 from contextstore.renderers.anthropic_blocks import clean_message
 from contextstore.renderers.anthropic_blocks import content_blocks as content_blocks
 from contextstore.renderers.anthropic_blocks import final_stripped as final_stripped
+from contextstore.renderers.anthropic_cache import MAX_CACHE_BREAKPOINTS as MAX_CACHE_BREAKPOINTS
+from contextstore.renderers.anthropic_cache import newest_breakpoints, prompt_breakpoints
 from contextstore.renderers.anthropic_checks import violations as violations
 from contextstore.renderers.anthropic_ids import CALL_ID as CALL_ID
 from contextstore.renderers.anthropic_ids import call_id as call_id
@@ -65,7 +67,10 @@ def _merge_same_role(messages: Sequence[Message]) -> list[Message]:
 
 
 def render_messages(
-    messages: Sequence[Mapping[str, Any]], *, rules: int = VIEW_RULES
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    rules: int = VIEW_RULES,
+    breakpoints: int = MAX_CACHE_BREAKPOINTS,
 ) -> list[Message]:
     """Return the messages as the Anthropic API accepts them.
 
@@ -82,17 +87,23 @@ def render_messages(
     that roles still alternate; when that leaves the model first, a user turn saying
     :data:`~contextstore.core.hardening.DEFAULT_CONTINUATION` opens the list. When the
     list ends with an assistant message (a prefill), the trailing whitespace of its
-    content is removed (:func:`final_stripped`).
+    content is removed (:func:`final_stripped`). Only the newest ``breakpoints`` blocks
+    with a ``cache_control`` keep it
+    (:func:`~contextstore.renderers.anthropic_cache.newest_breakpoints`): the API takes
+    four in a request, and an agent that marks its newest message every turn stores more.
 
     Args:
         messages: Anthropic-style messages, already cut and tool-paired. Not modified.
+        breakpoints: How many breakpoints the messages may hold (four, less those of the
+            system prompt and tools sent with them).
         rules: The version of the view rules to render by
             (:data:`~contextstore.core.view.VIEW_RULES`): a stored request is rebuilt by
             the version it was prepared with; before 4, ids are sent as stored, before
             5 a final assistant message keeps its trailing whitespace, before 7
             images and documents are sent with the media type they were stored with,
-            whatever it is (:func:`sendable_media`), and before 9 a tool call id used
-            in an earlier message is sent again as it is (:func:`repeated_call_id`).
+            whatever it is (:func:`sendable_media`), before 9 a tool call id used
+            in an earlier message is sent again as it is (:func:`repeated_call_id`), and
+            before 12 every ``cache_control`` is sent.
 
     Returns:
         New message dicts sharing no objects with the input.
@@ -114,6 +125,8 @@ def render_messages(
         rendered = distinct_call_ids(rendered)
     if rules >= 5 and rendered:
         rendered[-1] = final_stripped(rendered[-1]) or rendered[-1]
+    if rules >= 12:
+        rendered = newest_breakpoints(rendered, breakpoints)
     return rendered
 
 
@@ -137,7 +150,9 @@ def build_request(
         rules: The version of the view rules to render by (see :func:`render_messages`).
 
     Returns:
-        ``{"model", "max_tokens", "system", "tools", "messages"}`` (present keys only).
+        ``{"model", "max_tokens", "system", "tools", "messages"}`` (present keys only);
+        the messages keep the newest breakpoints the system prompt's and tools' leave
+        room for.
 
     Raises:
         InvalidInputError: A message or a tool is malformed.
@@ -152,5 +167,6 @@ def build_request(
     if tools is not None:
         check_tools(tools)
         body["tools"] = [json_copy(dict(tool)) for tool in tools]
-    body["messages"] = render_messages(messages, rules=rules)
+    budget = MAX_CACHE_BREAKPOINTS - prompt_breakpoints(system, tools)
+    body["messages"] = render_messages(messages, rules=rules, breakpoints=budget)
     return body

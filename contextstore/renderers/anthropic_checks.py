@@ -10,11 +10,14 @@ from contextstore.core.overlays import Block
 from contextstore.core.server_tools import broken_server_pairs
 from contextstore.core.view import VIEW_RULES
 from contextstore.renderers.anthropic_blocks import blank, content_blocks, final_stripped
+from contextstore.renderers.anthropic_cache import breakpoint_problems
 from contextstore.renderers.anthropic_ids import CALL_ID, ID_FIELDS
 from contextstore.renderers.anthropic_media import media_problems
 
 
-def violations(messages: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]:
+def violations(
+    messages: Sequence[Any], *, rules: int = VIEW_RULES, prompt_breakpoints: int = 0
+) -> list[str]:
     """Return the ways ``messages`` break the Messages API's role and tool-pairing rules.
 
     Checked: roles alternate, starting with ``user``; no message is empty and no text
@@ -29,7 +32,11 @@ def violations(messages: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]
     (:func:`~contextstore.renderers.anthropic_media.media_problems`); from version 9,
     no ``tool_use`` id is used by two messages; and in every assistant message, each
     server tool result answers a ``server_tool_use`` before it, and every such call is
-    answered unless it ends the final message (a paused turn).
+    answered unless it ends the final message (a paused turn); and from version 12, the
+    request holds at most four blocks with a ``cache_control``: ``prompt_breakpoints`` in
+    its system prompt and tools
+    (:func:`~contextstore.renderers.anthropic_cache.prompt_breakpoints`) and those of the
+    messages.
     """
     problems: list[str] = []
     calls: list[str] = []
@@ -69,6 +76,8 @@ def violations(messages: Sequence[Any], *, rules: int = VIEW_RULES) -> list[str]
                 first_use.setdefault(call, position)
     if calls:
         problems.append(f"end of messages: tool_use ids {calls} are not answered")
+    if rules >= 12:
+        problems.extend(breakpoint_problems(messages, prompt_breakpoints))
     last = messages[-1] if messages else None
     if rules >= 5 and isinstance(last, Mapping) and final_stripped(last) is not None:
         problems.append(

@@ -22,6 +22,7 @@ from contextstore.renderers.anthropic_blocks import (
     content_blocks,
     final_stripped,
 )
+from contextstore.renderers.anthropic_cache import MAX_CACHE_BREAKPOINTS, message_breakpoints
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class RenderedMessage:
         servers_whole: Every server tool call in it is answered in it, and every server
             tool result answers a call before it
             (:func:`~contextstore.core.server_tools.broken_server_pairs` finds nothing).
+        breakpoints: How many of its blocks carry a ``cache_control``
+            (:func:`~contextstore.renderers.anthropic_cache.message_breakpoints`).
     """
 
     message: Message
@@ -55,6 +58,7 @@ class RenderedMessage:
     results: tuple[str, ...] | None
     nested: tuple[tuple[tuple[str, bool], ...], ...] | None
     servers_whole: bool = True
+    breakpoints: int = 0
 
     def copy(self) -> Message:
         """A copy of :attr:`message` sharing no list or dict with it."""
@@ -111,6 +115,7 @@ def render_message(message: Any, rules: int = VIEW_RULES) -> RenderedMessage | N
         None if results is None else tuple(results),
         None if isinstance(content, str) else tuple(_nested(block) for block in content),
         not broken_server_pairs(blocks),
+        message_breakpoints(cleaned),
     )
 
 
@@ -140,16 +145,21 @@ def _nested(block: Block) -> tuple[tuple[str, bool], ...]:
     return tuple(nested)
 
 
-def conforming(rendered: Sequence[RenderedMessage]) -> bool:
+def conforming(
+    rendered: Sequence[RenderedMessage], breakpoints: int = MAX_CACHE_BREAKPOINTS
+) -> bool:
     """True when the messages ``rendered`` one by one (the last one through
     :func:`as_final`) are what :func:`render_messages` makes of them together (nothing
-    left empty, so nothing merged) and :func:`violations` finds nothing in them. False
+    left empty, so nothing merged, and no more than ``breakpoints`` blocks with a
+    ``cache_control``, so none is left out) and :func:`violations` finds nothing in them. False
     means: render them together and check them in full (a False may still have no
     violation, for example a tool call id used twice, or a final assistant message ending
     with whitespace under view rules older than 5; a tool call id an earlier message used
     is given another form when they are rendered together)."""
     if rendered and final_stripped(rendered[-1].message) is not None:
         return False
+    if sum(message.breakpoints for message in rendered) > breakpoints:
+        return False  # the older breakpoints are left out: rendered whole
     calls: tuple[str, ...] = ()
     used: set[str] = set()
     for position, message in enumerate(rendered):

@@ -13,6 +13,7 @@ from contextstore.core.validate import check_choice
 from contextstore.core.view import VIEW_RULES
 from contextstore.renderers import anthropic, gemini, openai
 from contextstore.renderers.anthropic import SystemPrompt, Tool
+from contextstore.renderers.anthropic_cache import prompt_breakpoints
 
 FORMATS = ("anthropic", "openai", "gemini")
 """The provider formats contextstore renders, in the order documented."""
@@ -104,7 +105,8 @@ def validate_provider_payload(format: str, payload: Any, *, rules: int = VIEW_RU
             assistant message without trailing whitespace; from 6, OpenAI's tool call ids
             of at most 40 characters; from 7, images, and Anthropic's base64 documents,
             only of media types the provider takes, and Anthropic images whose data is
-            of the type they say).
+            of the type they say; from 12, at most four Anthropic blocks with a
+            ``cache_control``, counting a body's system prompt and tools).
 
     Returns:
         One human-readable sentence per violation, in conversation order.
@@ -117,7 +119,17 @@ def validate_provider_payload(format: str, payload: Any, *, rules: int = VIEW_RU
     if isinstance(history, (str, bytes)) or not isinstance(history, Sequence):
         return [f"payload has no {key} list"]
     if format == "anthropic":
-        return anthropic.violations(history, rules=rules)
+        prompt = (
+            prompt_breakpoints(_listed(payload.get("system")), _listed(payload.get("tools")))
+            if isinstance(payload, Mapping)
+            else 0
+        )
+        return anthropic.violations(history, rules=rules, prompt_breakpoints=prompt)
     if format == "openai":
         return openai.violations(history, rules=rules)
     return gemini.violations(history, rules=rules)
+
+
+def _listed(value: Any) -> list[Any] | None:
+    """``value`` when it is a list (a payload's system blocks or tools), else None."""
+    return value if isinstance(value, list) else None
