@@ -56,7 +56,9 @@ ended on calls no result answered; 12 sends a tool's ``input_schema`` to Gemini 
 Anthropic plain-text document's source the ``media_type`` ``text/plain`` the API requires
 (:func:`contextstore.renderers.anthropic_media.plain_text_typed`) and sends to Anthropic only
 the newest ``cache_control`` breakpoints of the messages, four in a request with the system
-prompt's and tools' (:func:`contextstore.renderers.anthropic_cache.newest_breakpoints`)."""
+prompt's and tools' (:func:`contextstore.renderers.anthropic_cache.newest_breakpoints`), and
+a tool result flagged ``is_error`` without content a text
+(:func:`contextstore.renderers.anthropic_blocks.empty_error`)."""
 
 ORPHANS_DROPPED = "[Tool results of calls in the removed part of the conversation were dropped.]"
 """Text left in a user message whose only blocks were orphan tool results."""

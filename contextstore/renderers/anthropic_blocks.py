@@ -53,6 +53,10 @@ _BLOCK_FIELDS: dict[str, frozenset[str]] = {
 _FOREIGN_FIELDS = frozenset({"call_id", "reasoning_details"})
 """Fields agents add to blocks of any type; removed from block types not listed above."""
 
+EMPTY_ERROR_RESULT = "The tool failed without output."
+"""The content a ``tool_result`` flagged ``is_error`` is sent with when it has none (view
+rules 12 and later): the API refuses "content cannot be empty if `is_error` is true"."""
+
 SCALARS = frozenset({str, int, float, bool, type(None)})
 """Immutable JSON values, shared between a block and its copy."""
 
@@ -116,7 +120,9 @@ def clean_block(block: Block, rules: int) -> Block | None:
     """Return a copy of ``block`` with only accepted fields, or None to drop it; from
     version 4 of the view rules its tool call id is given :func:`call_id`'s form, and from
     version 12 a plain-text document's source the ``media_type`` the API requires
-    (:func:`~contextstore.renderers.anthropic_media.plain_text_typed`)."""
+    (:func:`~contextstore.renderers.anthropic_media.plain_text_typed`), and a tool result
+    flagged ``is_error`` with no content (:func:`empty_error`) the content
+    :data:`EMPTY_ERROR_RESULT`."""
     kind = block.get("type")
     if kind == "thinking" and not block.get("signature"):
         return None
@@ -138,6 +144,8 @@ def clean_block(block: Block, rules: int) -> Block | None:
         }
     if kind == "tool_result" and isinstance(cleaned.get("content"), list):
         cleaned["content"] = clean_blocks(cleaned["content"], rules)
+    if rules >= 12 and kind == "tool_result" and empty_error(cleaned):
+        cleaned["content"] = EMPTY_ERROR_RESULT
     id_field = ID_FIELDS.get(str(kind))
     if rules >= 4 and id_field is not None and isinstance(cleaned.get(id_field), str):
         cleaned[id_field] = call_id(cleaned[id_field])
@@ -146,6 +154,22 @@ def clean_block(block: Block, rules: int) -> Block | None:
     if rules >= 7 and kind in ("image", "document"):
         return sendable_media(cleaned, rules)
     return cleaned
+
+
+def empty_error(block: Mapping[str, Any]) -> bool:
+    """True for a ``tool_result`` flagged ``is_error`` whose content (as sent: blank text
+    blocks dropped) is missing, blank or an empty list, which the API refuses: "content
+    cannot be empty if `is_error` is true". A command that fails without printing anything,
+    or a denied call, leaves one; sent as it is, it fails every later request."""
+    if block.get("is_error") is not True:
+        return False
+    content = block.get("content")
+    if isinstance(content, list):
+        return not any(
+            isinstance(item, dict) and not (item.get("type") == "text" and blank(item.get("text")))
+            for item in content
+        )
+    return content is None or blank(content)
 
 
 def blank(text: Any) -> bool:

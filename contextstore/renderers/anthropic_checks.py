@@ -9,7 +9,12 @@ from typing import Any
 from contextstore.core.overlays import Block
 from contextstore.core.server_tools import broken_server_pairs
 from contextstore.core.view import VIEW_RULES
-from contextstore.renderers.anthropic_blocks import blank, content_blocks, final_stripped
+from contextstore.renderers.anthropic_blocks import (
+    blank,
+    content_blocks,
+    empty_error,
+    final_stripped,
+)
 from contextstore.renderers.anthropic_cache import breakpoint_problems
 from contextstore.renderers.anthropic_ids import CALL_ID, ID_FIELDS
 from contextstore.renderers.anthropic_media import media_problems
@@ -32,7 +37,9 @@ def violations(
     (:func:`~contextstore.renderers.anthropic_media.media_problems`); from version 9,
     no ``tool_use`` id is used by two messages; and in every assistant message, each
     server tool result answers a ``server_tool_use`` before it, and every such call is
-    answered unless it ends the final message (a paused turn); and from version 12, the
+    answered unless it ends the final message (a paused turn); and from version 12, no
+    tool result flagged ``is_error`` is empty
+    (:func:`~contextstore.renderers.anthropic_blocks.empty_error`) and the
     request holds at most four blocks with a ``cache_control``: ``prompt_breakpoints`` in
     its system prompt and tools
     (:func:`~contextstore.renderers.anthropic_cache.prompt_breakpoints`) and those of the
@@ -61,6 +68,8 @@ def violations(
                 )
         if message.get("role") == "user":
             problems.extend(_result_problems(position, blocks, calls))
+            if rules >= 12:
+                problems.extend(_empty_error_problems(position, blocks))
         elif calls:
             problems.append(f"messages[{position}]: tool_use ids {calls} are not answered")
         calls = []
@@ -131,3 +140,18 @@ def _result_problems(position: int, blocks: Sequence[Block], pending: Sequence[s
     if missing:
         problems.append(f"messages[{position}]: tool_use ids {missing} have no tool_result")
     return problems
+
+
+def _empty_error_problems(position: int, blocks: Sequence[Block]) -> list[str]:
+    """The tool results of one user message flagged ``is_error`` with no content."""
+    empty = [
+        str(block.get("tool_use_id"))
+        for block in blocks
+        if block.get("type") == "tool_result" and empty_error(block)
+    ]
+    if not empty:
+        return []
+    return [
+        f"messages[{position}] has tool results {empty} flagged is_error with no content, "
+        "which the API refuses"
+    ]

@@ -328,3 +328,38 @@ def test_a_final_assistant_message_ending_with_whitespace_is_a_violation() -> No
         assert validate_provider_payload("anthropic", payload, rules=4) == []
     assert violations(_prefill("Sure,")) == []
     assert violations([*_prefill("Sure, "), {"role": "user", "content": "more"}]) == []
+
+
+@pytest.mark.parametrize(
+    "content",
+    [None, "", "  \n", [], [text("")], [text(" ")]],
+    ids=["missing", "empty", "blank", "no-blocks", "empty-block", "blank-block"],
+)
+def test_an_error_result_without_content_is_sent_with_a_text(content: Any) -> None:
+    """The API refuses "content cannot be empty if `is_error` is true": a command failing
+    without output, or a denied call, made every later request of the conversation fail."""
+    from oracles import sdk_problems
+
+    from contextstore.renderers.anthropic_blocks import EMPTY_ERROR_RESULT
+    from contextstore.renderers.registry import validate_provider_payload
+
+    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": "t1", "is_error": True}
+    if content is not None:
+        result["content"] = content
+    messages = [
+        {"role": "user", "content": "run it"},
+        {"role": "assistant", "content": [tool_use("t1", "bash", {"cmd": "false"})]},
+        {"role": "user", "content": [result]},
+    ]
+    body = build_request(messages, model="m", max_tokens=8)
+    assert body["messages"][2]["content"] == [{**result, "content": EMPTY_ERROR_RESULT}]
+    assert validate_provider_payload("anthropic", body) == []
+    assert sdk_problems("anthropic", body) == []
+    old = build_request(messages, model="m", max_tokens=8, rules=11)
+    assert validate_provider_payload("anthropic", old, rules=11) == []
+    (problem,) = validate_provider_payload("anthropic", old)
+    assert "flagged is_error with no content" in problem
+    # a result that is not an error may be empty: no text is added to it
+    not_error = {**result, "is_error": False}
+    sent = build_request([*messages[:2], {"role": "user", "content": [not_error]}])
+    assert EMPTY_ERROR_RESULT not in str(sent)

@@ -450,3 +450,23 @@ def test_a_gemini_request_by_rules_11_is_rebuilt_with_parameters(
     assert "parameters" in old_declaration and "parametersJsonSchema" in declaration
     assert store.request_payload(conv.id, old.request_id) == old.payload
     assert store.request_payload(conv.id, current.request_id) == current.payload
+
+
+def test_an_empty_error_result_by_rules_11_is_rebuilt_empty(
+    store: ContextStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 12 gives a tool result flagged is_error with no content a text (Anthropic
+    refuses it empty); a request prepared by version 11 sent it empty, and is rebuilt so."""
+    conv = store.create_conversation()
+    failed = {"type": "tool_result", "tool_use_id": "t1", "content": "", "is_error": True}
+    store.append(conv.id, [user("run"), assistant(tool_use("t1", cmd="false")), user(failed)])
+    with monkeypatch.context() as patched:
+        patched.setattr(requests_facade, "VIEW_RULES", 11)
+        old = store.prepare_request(conv.id)
+    store.prepare_cache.clear()
+    current = store.prepare_request(conv.id)
+    assert old.request_id is not None and current.request_id is not None
+    assert [r["content"] for r in _result_blocks(old.payload)] == [""]
+    assert [r["content"] for r in _result_blocks(current.payload)] != [""]
+    assert store.request_payload(conv.id, old.request_id) == old.payload
+    assert store.request_payload(conv.id, current.request_id) == current.payload
