@@ -50,9 +50,10 @@ call its id answered last before it (the last call of the id in the whole reques
 every result, and hardening then invented a call); and when the cut hides every message
 after message 1, message 1's calls get ``result missing`` placeholders in a user message
 after it (:func:`calls_cut_off`): their results are hidden, not pending, and the request
-ended on calls no result answered; 12 sends a tool's ``input_schema`` to Gemini as
-``parametersJsonSchema`` (:func:`contextstore.renderers.gemini.render_tool`), where
-``parameters`` refused JSON Schema keywords outside Gemini's OpenAPI subset, and gives an
+ended on calls no result answered; 12 sends a tool's ``input_schema`` that holds JSON
+Schema keywords outside Gemini's OpenAPI subset as ``parametersJsonSchema``
+(:func:`contextstore.renderers.gemini.render_tool`), where ``parameters`` refused them, and
+gives an
 Anthropic plain-text document's source the ``media_type`` ``text/plain`` the API requires
 (:func:`contextstore.renderers.anthropic_media.plain_text_typed`) and sends to Anthropic only
 the newest ``cache_control`` breakpoints of the messages, four in a request with the system

@@ -274,14 +274,65 @@ def render_contents(
     )
 
 
+OPENAPI_SUBSET = frozenset(
+    {
+        "type",
+        "format",
+        "title",
+        "description",
+        "nullable",
+        "enum",
+        "maxItems",
+        "minItems",
+        "properties",
+        "required",
+        "minProperties",
+        "maxProperties",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "example",
+        "anyOf",
+        "propertyOrdering",
+        "default",
+        "items",
+        "minimum",
+        "maximum",
+    }
+)
+"""The keywords of Gemini's ``Schema`` (its OpenAPI subset), which a function declaration's
+``parameters`` takes; any other keyword there makes the API refuse the request."""
+
+
+def fits_parameters(schema: Any) -> bool:
+    """Whether ``schema`` holds only what Gemini's ``parameters`` reads: keywords of
+    :data:`OPENAPI_SUBSET`, one ``type`` name, ``enum`` of strings, and sub-schemas
+    (``properties``, ``items``, ``anyOf``) that fit too."""
+    if not isinstance(schema, dict) or not schema.keys() <= OPENAPI_SUBSET:
+        return False
+    if "type" in schema and not isinstance(schema["type"], str):
+        return False
+    enum = schema.get("enum", [])
+    if not isinstance(enum, list) or not all(isinstance(value, str) for value in enum):
+        return False
+    properties = schema.get("properties", {})
+    if not isinstance(properties, dict) or not all(map(fits_parameters, properties.values())):
+        return False
+    if "items" in schema and not fits_parameters(schema["items"]):
+        return False
+    alternatives = schema.get("anyOf", [])
+    return isinstance(alternatives, list) and all(map(fits_parameters, alternatives))
+
+
 def render_tool(tool: Tool, rules: int = VIEW_RULES) -> dict[str, Any]:
     """Convert an Anthropic tool definition to a Gemini function declaration.
 
-    The ``input_schema`` (a JSON Schema) is sent unchanged as ``parametersJsonSchema``,
-    the field that takes JSON Schema as it is; by view rules older than 12 (``rules``) it
-    was sent as ``parameters``, which holds only Gemini's OpenAPI subset: the API refuses
-    the request for a keyword outside it (``$schema``, ``const``, ``exclusiveMinimum``,
-    ``oneOf``, a list of types, as MCP servers' schemas hold: "Unknown name ... at
+    The ``input_schema`` is passed unchanged as ``parameters`` when it holds only Gemini's
+    OpenAPI subset (:func:`fits_parameters`), and otherwise as ``parametersJsonSchema``, the
+    field that takes JSON Schema as it is: by view rules older than 12 (``rules``) it was
+    always ``parameters``, and the API refused the request for a keyword outside the subset
+    (``$schema``, ``const``, ``exclusiveMinimum``, ``oneOf``, ``additionalProperties``, a
+    list of types, as MCP servers' schemas hold: "Unknown name ... at
     'tools[0].function_declarations[0].parameters'").
 
     Raises:
@@ -296,8 +347,9 @@ def render_tool(tool: Tool, rules: int = VIEW_RULES) -> dict[str, Any]:
     declaration: dict[str, Any] = {"name": tool["name"]}
     if tool.get("description") is not None:
         declaration["description"] = tool["description"]
-    field = "parametersJsonSchema" if rules >= 12 else "parameters"
-    declaration[field] = json_copy(tool.get("input_schema") or {"type": "object", "properties": {}})
+    schema = tool.get("input_schema") or {"type": "object", "properties": {}}
+    as_json_schema = rules >= 12 and not fits_parameters(schema)
+    declaration["parametersJsonSchema" if as_json_schema else "parameters"] = json_copy(schema)
     return declaration
 
 

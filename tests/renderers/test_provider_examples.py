@@ -194,8 +194,6 @@ OPENAI_IMAGES = [
 # the function's output)
 # https://ai.google.dev/api/caching#Part and #Blob (inlineData with mimeType and base64 data)
 # https://ai.google.dev/api/generate-content (systemInstruction, tools.functionDeclarations)
-# https://ai.google.dev/api/caching#FunctionDeclaration (parametersJsonSchema: the parameters
-# as JSON Schema, exclusive with parameters, Gemini's OpenAPI subset)
 
 GEMINI_TOOLS = [
     {
@@ -203,7 +201,7 @@ GEMINI_TOOLS = [
             {
                 "name": "get_weather",
                 "description": "Get the current weather in a given location",
-                "parametersJsonSchema": WEATHER_TOOL["input_schema"],
+                "parameters": WEATHER_TOOL["input_schema"],
             }
         ]
     }

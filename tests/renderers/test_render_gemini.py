@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 from aliasing import shares_containers
@@ -187,7 +188,7 @@ def test_build_request_shape() -> None:
         "tools": [
             {
                 "functionDeclarations": [
-                    {"name": "f", "description": "d", "parametersJsonSchema": {"type": "object"}}
+                    {"name": "f", "description": "d", "parameters": {"type": "object"}}
                 ]
             }
         ],
@@ -221,6 +222,53 @@ def test_a_json_schema_tool_is_sent_as_parameters_json_schema() -> None:
         "parametersJsonSchema": MCP_SCHEMA,
     }
     assert sdk_problems("gemini", body) == []
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"path": {"type": "string", "description": "A file."}}},
+        {
+            "type": "OBJECT",
+            "properties": {
+                "paths": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+                "mode": {"type": "string", "enum": ["r", "w"], "nullable": True},
+                "either": {"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 0}]},
+            },
+            "required": ["paths"],
+            "propertyOrdering": ["paths", "mode", "either"],
+        },
+    ],
+)
+def test_a_schema_in_gemini_s_openapi_subset_is_still_sent_as_parameters(
+    schema: dict[str, Any],
+) -> None:
+    tools = [{"name": "read", "input_schema": schema}]
+    body = build_request([{"role": "user", "content": "q"}], tools=tools)
+    assert body["tools"] == [{"functionDeclarations": [{"name": "read", "parameters": schema}]}]
+    assert sdk_problems("gemini", body) == []
+
+
+@pytest.mark.parametrize(
+    "keyword",
+    [
+        {"$schema": "http://json-schema.org/draft-07/schema#"},
+        {"additionalProperties": False},
+        {"properties": {"n": {"type": ["integer", "null"]}}},
+        {"properties": {"n": {"const": 1}}},
+        {"properties": {"n": {"type": "integer", "enum": [1, 2]}}},
+        {"properties": {"l": {"type": "array", "items": {"oneOf": [{"type": "string"}]}}}},
+        {"properties": {"n": {"type": "integer", "exclusiveMinimum": 0}}},
+    ],
+)
+def test_one_keyword_outside_the_subset_sends_the_whole_schema_as_json_schema(
+    keyword: dict[str, Any],
+) -> None:
+    schema = {"type": "object", **keyword}
+    tools = [{"name": "read", "input_schema": schema}]
+    body = build_request([{"role": "user", "content": "q"}], tools=tools)
+    declaration = body["tools"][0]["functionDeclarations"][0]
+    assert declaration == {"name": "read", "parametersJsonSchema": schema}
 
 
 def test_by_older_view_rules_the_schema_was_sent_as_parameters() -> None:

@@ -434,9 +434,11 @@ def test_a_request_prepared_before_reused_ids_were_told_apart_rebuilds_as_sent(
 def test_a_gemini_request_by_rules_11_is_rebuilt_with_parameters(
     store: ContextStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Version 12 sends a tool's schema to Gemini as parametersJsonSchema; a request
-    prepared by version 11 sent it as parameters, and is rebuilt so."""
-    tools = [{"name": "read", "input_schema": {"type": "object", "properties": {}}}]
+    """Version 12 sends a tool's schema beyond Gemini's OpenAPI subset as
+    parametersJsonSchema; a request prepared by version 11 sent it as parameters, and is
+    rebuilt so."""
+    schema = {"type": "object", "properties": {}, "additionalProperties": False}
+    tools = [{"name": "read", "input_schema": schema}]
     conv = store.create_conversation()
     store.append(conv.id, "user", "task")
     with monkeypatch.context() as patched:
