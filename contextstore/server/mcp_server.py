@@ -27,9 +27,7 @@ from pydantic import ValidationError, create_model
 
 from contextstore import __version__
 from contextstore.core.errors import ContextStoreError
-from contextstore.core.overlays import UpdateKind
 from contextstore.core.validate import check_int
-from contextstore.core.window import context_window_info
 from contextstore.server.jsonrpc import clipped
 from contextstore.server.mcp_stdio import AnsweringReader, AnswerLedger
 from contextstore.server.methods import to_json, validation_problems, wire_type
@@ -119,19 +117,21 @@ class HistoryTools:
     def audit_conversation(self, conversation_id: str) -> dict[str, Any]:
         """Why the conversation looks as it does: every request (tokens against the window
         and the maximum allowed size, cost, failure, the deleted range it was sent with),
-        every truncation notice and the range it came with, the files read, checkpoints."""
-        conversation = self.store.get_conversation(conversation_id)
-        window = context_window_info(conversation.context_window)
+        every truncation (its range, keep strategy, the tokens that triggered it and why),
+        the files read, checkpoints."""
+        with self.store.snapshot():  # one moment, while the agent may still be writing
+            return self._audit(conversation_id)
+
+    def _audit(self, conversation_id: str) -> dict[str, Any]:
+        """The audit's answer, read inside the caller's snapshot. Truncations are the
+        store's own (:meth:`ContextStore.audit`), one per range row: a range set without a
+        truncation notice (``set_deleted_range``, an import) is one too."""
+        audit = self.store.audit(conversation_id)
         requests = self.store.requests(conversation_id)
-        notices = [
-            u
-            for u in self.store.context_updates(conversation_id)
-            if u["kind"] == UpdateKind.TRUNCATION_NOTICE
-        ]
         return {
-            "conversation": to_json(conversation),
-            "context_window": window.context_window,
-            "max_allowed_size": window.max_allowed_size,
+            "conversation": to_json(audit.conversation),
+            "context_window": audit.context_window,
+            "max_allowed_size": audit.max_allowed_size,
             "requests": [
                 {
                     **to_json(r),
@@ -141,13 +141,7 @@ class HistoryTools:
             ],
             "total_cost": sum(r.cost or 0 for r in requests),
             "truncations": [
-                {
-                    "ts": u["ts"],
-                    "message_idx": u["message_idx"],
-                    "source": u["source"],
-                    "deleted_range": to_json(self.store.deleted_range(conversation_id, u["ts"])),
-                }
-                for u in notices
+                {**to_json(t), "deleted_range": [t.start_idx, t.end_idx]} for t in audit.truncations
             ],
             "files_read": files_read(self.store.messages(conversation_id)),
             "checkpoints": self.list_checkpoints(conversation_id),

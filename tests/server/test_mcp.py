@@ -235,6 +235,32 @@ def test_writes_are_offered_only_with_allow_writes(tmp_path: Path) -> None:
         assert [c.label for c in store.checkpoints(cid)] == ["after-read"]
 
 
+def test_the_audit_lists_every_truncation_the_store_s_audit_lists(tmp_path: Path) -> None:
+    """A range set without a truncation notice (``set_deleted_range``, an import) was left
+    out (the tool listed notices), and no truncation said its keep strategy or why."""
+    db = tmp_path / "mcp.db"
+    state = _history(db)
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation(context_window=64_000).id
+        store.append(cid, session(6))
+        store.set_deleted_range(cid, 5)
+        store.record_request(cid, tokens_in=100, tokens_out=1)
+        oracles = {c: to_json(store.audit(c).truncations) for c in (cid, state["audited"])}
+
+    async def body(session: Session) -> None:
+        for conversation_id, oracle in oracles.items():
+            audit = await _call(session, "audit_conversation", conversation_id=conversation_id)
+            assert [
+                {k: v for k, v in t.items() if k != "deleted_range"} for t in audit["truncations"]
+            ] == oracle
+            ranges = [[t["start_idx"], t["end_idx"]] for t in oracle]
+            assert [t["deleted_range"] for t in audit["truncations"]] == ranges
+        assert oracles[cid][0]["start_idx"] == 2 and oracles[cid][0]["end_idx"] == 5
+        assert oracles[state["audited"]][0]["keep"] == "half"
+
+    _with_session(db, tmp_path / "data", [], body)
+
+
 def test_the_tool_results_are_also_json_text_for_clients_without_structured_output(
     tmp_path: Path,
 ) -> None:
