@@ -27,6 +27,11 @@ class ContentTooLargeError(InvalidInputError):
     """A message exceeds the documented size limit."""
 
 
+class AnswerTooLargeError(InvalidInputError):
+    """A read's answer is larger than the way in that asked for it may carry (an MCP tool's
+    answer, which lands in a model's context); ask for less, a page at a time."""
+
+
 class TimelineError(InvalidInputError):
     """A timestamp would break the conversation's strictly increasing timeline."""
 

@@ -26,7 +26,7 @@ from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError, create_model
 
 from contextstore import __version__
-from contextstore.core.errors import ContextStoreError
+from contextstore.core.errors import AnswerTooLargeError, ContextStoreError
 from contextstore.core.validate import check_int
 from contextstore.server.jsonrpc import clipped
 from contextstore.server.mcp_stdio import AnsweringReader, AnswerLedger
@@ -46,6 +46,47 @@ INSTRUCTIONS = (
 )
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+MAX_ANSWER_CHARS = 100_000
+"""The most characters of JSON a tool answers with, about 25,000 tokens (Claude Code's
+default cap on an MCP tool's output): the answer goes into a model's context, where a long
+conversation's 3 MB would not fit. A larger answer is refused saying what to ask for."""
+
+LESS = {
+    "list_conversations": "pass a smaller limit",
+    "search_conversations": "pass a smaller limit, or more specific text",
+    "show_request": (
+        "show_conversation with as_of the request's ts (audit_conversation lists it) reads "
+        "the messages it sent a page at a time, with offset and limit"
+    ),
+    "list_checkpoints": "'contextstore checkpoints' lists them on the command line",
+}
+"""What each tool's caller can ask for instead of an answer over :data:`MAX_ANSWER_CHARS`
+(show_conversation says it itself, with the page that fits)."""
+
+
+def answer_size(value: Any) -> int:
+    """The characters of ``value`` as compact JSON: what a tool answer is measured by."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+def too_large(tool: str, size: int, what_to_do: str) -> AnswerTooLargeError:
+    """The error for an answer of ``size`` characters, over :data:`MAX_ANSWER_CHARS`."""
+    return AnswerTooLargeError(
+        f"{tool}'s answer would be {size:,} characters of JSON, more than the "
+        f"{MAX_ANSWER_CHARS:,} a tool answer may take of a model's context; {what_to_do}."
+    )
+
+
+def fitting(sizes: list[int], around: int = 0) -> int:
+    """How many of the leading items, of these JSON sizes, fit in one answer as an array
+    (inside ``around`` characters of the rest of the answer)."""
+    used = around + 2  # the array's brackets
+    for count, size in enumerate(sizes):
+        used += size + (1 if count else 0)
+        if used > MAX_ANSWER_CHARS:
+            return count
+    return len(sizes)
 
 
 def block_texts(message: dict[str, Any]) -> Iterator[str]:
@@ -114,20 +155,40 @@ class HistoryTools:
         snippet around the match."""
         return [to_json(hit) for hit in self.store.search(text, limit=limit)]
 
-    def audit_conversation(self, conversation_id: str) -> dict[str, Any]:
+    def audit_conversation(
+        self, conversation_id: str, offset: int = 0, limit: int | None = None
+    ) -> dict[str, Any]:
         """Why the conversation looks as it does: every request (tokens against the window
         and the maximum allowed size, cost, failure, the deleted range it was sent with),
         every truncation (its range, keep strategy, the tokens that triggered it and why),
-        the files read, checkpoints."""
+        the files read, checkpoints. A long one's requests are read a page at a time:
+        ``limit`` requests from position ``offset`` (0 is the first; ``requests_total``
+        counts them all)."""
+        check_int("offset", offset, optional=False)
+        check_int("limit", limit, minimum=1)
         with self.store.snapshot():  # one moment, while the agent may still be writing
-            return self._audit(conversation_id)
+            answer = self._audit(conversation_id, offset, limit)
+        sizes = [answer_size(request) for request in answer["requests"]]
+        around = answer_size({**answer, "requests": []}) - 2
+        fits = fitting(sizes, around)
+        if fits < len(sizes):
+            total = answer["requests_total"]
+            advice = (
+                f"it has {total:,} requests: read them a page at a time with offset and limit "
+                f"(offset={offset}, limit={fits} fits)"
+                if fits
+                else "its files read, truncations and checkpoints alone are too many"
+            )
+            raise too_large("audit_conversation", answer_size(answer), advice)
+        return answer
 
-    def _audit(self, conversation_id: str) -> dict[str, Any]:
+    def _audit(self, conversation_id: str, offset: int, limit: int | None) -> dict[str, Any]:
         """The audit's answer, read inside the caller's snapshot. Truncations are the
         store's own (:meth:`ContextStore.audit`), one per range row: a range set without a
         truncation notice (``set_deleted_range``, an import) is one too."""
         audit = self.store.audit(conversation_id)
-        requests = self.store.requests(conversation_id)
+        every_request = self.store.requests(conversation_id)
+        requests = every_request[offset : None if limit is None else offset + limit]
         return {
             "conversation": to_json(audit.conversation),
             "context_window": audit.context_window,
@@ -139,7 +200,8 @@ class HistoryTools:
                 }
                 for r in requests
             ],
-            "total_cost": sum(r.cost or 0 for r in requests),
+            "requests_total": len(every_request),
+            "total_cost": sum(r.cost or 0 for r in every_request),
             "truncations": [
                 {**to_json(t), "deleted_range": [t.start_idx, t.end_idx]} for t in audit.truncations
             ],
@@ -153,17 +215,35 @@ class HistoryTools:
         as_of: int | None = None,
         format: Format = "anthropic",
         pristine: bool = False,
+        offset: int = 0,
+        limit: int | None = None,
     ) -> list[dict[str, Any]]:
         """The conversation as the model saw it, now or as of a ts (milliseconds).
 
         ``pristine`` gives the stored originals instead (no truncation, no rewrites);
-        ``format`` is the provider shape ("stored" keeps every stored field).
+        ``format`` is the provider shape ("stored" keeps every stored field). A long
+        conversation is read a page at a time: ``limit`` messages from position
+        ``offset`` of the answer (0 is the first); an answer too large for a model's
+        context is refused, saying how many messages there are and which page fits.
         """
+        check_int("offset", offset, optional=False)
+        check_int("limit", limit, minimum=1)
         if pristine:
-            return self.store.messages(conversation_id, as_of=as_of)
-        return self.store.render(
-            conversation_id, as_of=as_of, format=None if format == "stored" else format
-        )
+            messages = self.store.messages(conversation_id, as_of=as_of)
+        else:
+            messages = self.store.render(
+                conversation_id, as_of=as_of, format=None if format == "stored" else format
+            )
+        page = messages[offset : None if limit is None else offset + limit]
+        sizes = [answer_size(message) for message in page]
+        fits = fitting(sizes)
+        if fits < len(page):
+            raise too_large(
+                "show_conversation",
+                answer_size(page),
+                _page_advice(len(messages), offset, fits, sizes[fits]),
+            )
+        return page
 
     def list_checkpoints(self, conversation_id: str) -> list[dict[str, Any]]:
         """The conversation's checkpoints, oldest first (their ts works as as_of)."""
@@ -185,6 +265,37 @@ class HistoryTools:
         'contextstore restore' can undo it. A dry run (the default) only counts."""
         report: dict[str, Any] = to_json(self.store.rollback(conversation_id, to, dry_run=dry_run))
         return report
+
+
+def _page_advice(count: int, offset: int, fits: int, next_size: int) -> str:
+    """What to ask show_conversation for when the page from ``offset`` holds more than
+    ``fits`` messages (``next_size``: the JSON size of the first that does not fit)."""
+    if fits:
+        return (
+            f"this view has {count:,} messages: read them a page at a time with offset and "
+            f"limit (offset={offset}, limit={fits} fits)"
+        )
+    return (
+        f"the message at offset {offset} alone is {next_size:,} characters (of {count:,} "
+        "messages in this view): search_conversations finds text in it and shows a snippet "
+        f"around each match, and offset={offset + 1} reads on after it"
+    )
+
+
+def _bounded(function: F) -> F:
+    """``function`` (a tool), refusing an answer over :data:`MAX_ANSWER_CHARS` with what
+    to ask for instead (:data:`LESS`)."""
+
+    @wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        answer = function(*args, **kwargs)
+        size = answer_size(answer)
+        if size > MAX_ANSWER_CHARS:
+            advice = LESS.get(function.__name__, "ask for less")
+            raise too_large(function.__name__, size, advice)
+        return answer
+
+    return wrapper  # type: ignore[return-value]
 
 
 def argument_problems(tool: str, problems: list[dict[str, str]], accepted: list[str]) -> str:
@@ -303,7 +414,7 @@ def build_server(store: ContextStore, *, allow_writes: bool = False) -> MCPServe
                 (name, ToolAnnotations(destructive_hint=destructive, open_world_hint=False))
             )
     tools = [
-        strict_tool(_store_errors_as_tool_errors(getattr(history, name)), annotations)
+        strict_tool(_store_errors_as_tool_errors(_bounded(getattr(history, name))), annotations)
         for name, annotations in annotated
     ]
     return HistoryServer(

@@ -4,6 +4,7 @@ the tools it lists, each one called, read-only unless ``--allow-writes``."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -156,7 +157,10 @@ def test_the_read_only_tools_answer_from_the_history(tmp_path: Path) -> None:
         assert bogus.startswith("InvalidInputError: show_conversation was called with")
         assert "format: input should be 'stored', 'anthropic', 'openai' or 'gemini'" in bogus
         missing_id = await _fails(session, "audit_conversation")
-        assert "conversation_id: required (audit_conversation takes conversation_id)" in missing_id
+        assert (
+            "conversation_id: required (audit_conversation takes conversation_id, offset"
+            in missing_id
+        )
         for leaked in ("pydantic", "validation error for", "Arguments", "input_value"):
             assert leaked not in bogus + missing_id
 
@@ -257,6 +261,94 @@ def test_the_audit_lists_every_truncation_the_store_s_audit_lists(tmp_path: Path
             assert [t["deleted_range"] for t in audit["truncations"]] == ranges
         assert oracles[cid][0]["start_idx"] == 2 and oracles[cid][0]["end_idx"] == 5
         assert oracles[state["audited"]][0]["keep"] == "half"
+
+    _with_session(db, tmp_path / "data", [], body)
+
+
+def _advised(error: str) -> tuple[int, int]:
+    """The page (offset, limit) an answer-too-large error says fits."""
+    found = re.search(r"\(offset=(\d+), limit=(\d+) fits\)", error)
+    assert found, error
+    return int(found[1]), int(found[2])
+
+
+def test_a_long_history_is_read_a_page_at_a_time_never_whole(tmp_path: Path) -> None:
+    """show_conversation answered a long conversation whole (3 MB of JSON for 3,000
+    messages, twice over: as text and structured), which no model's context holds, and
+    audit_conversation every request; an answer over 100,000 characters is now refused
+    saying which page fits, and the pages read in turn give the whole of it."""
+    db = tmp_path / "mcp.db"
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation(context_window=200_000).id
+        store.append_many(
+            cid,
+            [
+                {"role": ("user", "assistant")[i % 2], "content": f"{i} " + "word " * 400}
+                for i in range(120)
+            ]
+            + [
+                {"role": "user", "content": "huge " * 30_000},
+                {"role": "assistant", "content": "ok"},
+            ],
+        )
+        with store.transaction():
+            for i in range(500):
+                store.record_request(cid, tokens_in=1_000 + i, tokens_out=10, cost=0.001)
+            for _ in range(600):
+                store.create_conversation(title="another")
+        view = store.render(cid)
+        stored = store.messages(cid)
+        request_ids = [r.id for r in store.requests(cid)]
+
+    async def body(session: Session) -> None:
+        refused = await _fails(session, "show_conversation", conversation_id=cid)
+        assert "AnswerTooLargeError: show_conversation's answer would be" in refused
+        assert "this view has 122 messages" in refused and len(refused) < 600
+        offset, limit = _advised(refused)
+        assert offset == 0 and 0 < limit < 120
+        pages: list[Any] = []
+        while offset < 120:
+            before_huge = min(limit, 120 - offset)
+            page = await _call(
+                session, "show_conversation", conversation_id=cid, offset=offset, limit=before_huge
+            )
+            pages += page
+            offset += len(page)
+        huge = await _fails(session, "show_conversation", conversation_id=cid, offset=120)
+        assert "the message at offset 120 alone is 150,0" in huge
+        assert "search_conversations finds text in it" in huge and "offset=121" in huge
+        pages += await _call(session, "show_conversation", conversation_id=cid, offset=121)
+        assert pages == view[:120] + view[121:]
+        too_many = await _fails(
+            session, "show_conversation", conversation_id=cid, offset=3, limit=limit + 1
+        )
+        assert _advised(too_many) == (3, limit)
+        first = await _call(
+            session, "show_conversation", conversation_id=cid, pristine=True, limit=2
+        )
+        assert first == stored[:2]
+        assert await _call(session, "show_conversation", conversation_id=cid, offset=500) == []
+        for wrong in ({"offset": -1}, {"limit": 0}):
+            text = await _fails(session, "show_conversation", conversation_id=cid, **wrong)
+            assert f"{next(iter(wrong))} must be an integer from" in text
+
+        whole = await _fails(session, "audit_conversation", conversation_id=cid)
+        assert "it has 500 requests: read them a page at a time" in whole
+        offset, limit = _advised(whole)
+        ids: list[int] = []
+        while offset < 500:
+            audit = await _call(
+                session, "audit_conversation", conversation_id=cid, offset=offset, limit=limit
+            )
+            assert audit["requests_total"] == 500 and audit["total_cost"] == pytest.approx(0.5)
+            ids += [r["id"] for r in audit["requests"]]
+            offset += limit
+        assert ids == request_ids
+
+        listed = await _fails(session, "list_conversations", limit=1_000)
+        assert "AnswerTooLargeError: list_conversations's answer" in listed
+        assert listed.endswith("pass a smaller limit.")
+        assert len(await _call(session, "list_conversations")) == 50
 
     _with_session(db, tmp_path / "data", [], body)
 
