@@ -26,7 +26,7 @@ from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError, create_model
 
 from contextstore import __version__
-from contextstore.core.errors import AnswerTooLargeError, ContextStoreError
+from contextstore.core.errors import AnswerTooLargeError, ContextStoreError, InvalidInputError
 from contextstore.core.validate import check_int
 from contextstore.server.jsonrpc import clipped
 from contextstore.server.mcp_stdio import AnsweringReader, AnswerLedger
@@ -37,6 +37,8 @@ from contextstore.store import ContextStore
 F = TypeVar("F", bound=Callable[..., Any])
 
 Format = Literal["stored", "anthropic", "openai", "gemini"]
+PROVIDER_ONLY = ("openai", "gemini")
+"""The formats the stored originals are not in (they are Anthropic's, with stored fields)."""
 
 INSTRUCTIONS = (
     "Durable history of LLM agent conversations (contextstore). Find a conversation with "
@@ -228,6 +230,14 @@ class HistoryTools:
         """
         check_int("offset", offset, optional=False)
         check_int("limit", limit, minimum=1)
+        if pristine and format in PROVIDER_ONLY:
+            # As 'contextstore show --pristine --format' is refused: the answer would be
+            # the stored (Anthropic-shaped) rows, not the format asked for.
+            raise InvalidInputError(
+                f"pristine gives the stored originals, which are not in the {format} format; "
+                f'leave format out (or pass "stored") with pristine, or leave pristine out '
+                f"for the conversation as the model saw it in the {format} format."
+            )
         if pristine:
             messages = self.store.messages(conversation_id, as_of=as_of)
         else:

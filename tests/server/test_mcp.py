@@ -353,6 +353,37 @@ def test_a_long_history_is_read_a_page_at_a_time_never_whole(tmp_path: Path) -> 
     _with_session(db, tmp_path / "data", [], body)
 
 
+def test_pristine_in_a_provider_format_is_refused_not_answered_in_another(
+    tmp_path: Path,
+) -> None:
+    """pristine=True with format "openai" or "gemini" answered the stored (Anthropic)
+    messages: a model that asked for OpenAI's shape got another, silently ('contextstore
+    show --pristine --format openai' is refused)."""
+    db = tmp_path / "mcp.db"
+    state = _history(db)
+    cid = state["cid"]
+    with ContextStore.open(db) as store:
+        stored = store.messages(cid)
+
+    async def body(session: Session) -> None:
+        for format in ("openai", "gemini"):
+            refused = await _fails(
+                session, "show_conversation", conversation_id=cid, pristine=True, format=format
+            )
+            assert refused.endswith(
+                f"InvalidInputError: pristine gives the stored originals, which are not in the "
+                f'{format} format; leave format out (or pass "stored") with pristine, or leave '
+                f"pristine out for the conversation as the model saw it in the {format} format."
+            )
+        for format in ("stored", "anthropic"):
+            answer = await _call(
+                session, "show_conversation", conversation_id=cid, pristine=True, format=format
+            )
+            assert answer == stored
+
+    _with_session(db, tmp_path / "data", [], body)
+
+
 def test_the_tool_results_are_also_json_text_for_clients_without_structured_output(
     tmp_path: Path,
 ) -> None:
