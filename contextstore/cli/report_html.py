@@ -169,6 +169,39 @@ def _timeline(events: Sequence[TimelineEvent]) -> str:
     )
 
 
+def _image(data: dict[str, Any]) -> str:
+    """An image block: inline when its bytes are in the row (base64), else its type; the
+    page fetches nothing."""
+    source = data.get("source") or {}
+    media = str(source.get("media_type", ""))
+    if source.get("type") == "base64" and media.startswith("image/"):
+        return (
+            f'<img class="inline" alt="image" '
+            f'src="data:{escape(media)};base64,{escape(str(source.get("data", "")))}">'
+        )
+    return f'<div class="tool">image {escape(media)}</div>'
+
+
+def _result_item(item: Any) -> str:
+    """One item of a tool result held as a list, after the one its text is read from."""
+    kind = item.get("type") if isinstance(item, dict) else None
+    if kind == "text" and isinstance(item.get("text"), str):
+        return f"<pre>{_text(item['text'])}</pre>"
+    if kind == "image":
+        return _image(item)
+    return f'<div class="tool">{escape(str(kind))} item</div>'
+
+
+def _more_items(data: dict[str, Any]) -> list[Any]:
+    """The items of a tool result's content besides the one :func:`block_text` reads (its
+    first, when that is text): a second text, a screenshot. Its text shows only the first
+    item's, so these were missing from the page."""
+    content = data.get("content")
+    if not isinstance(content, list):
+        return []
+    return content[1:] if block_text(data) is not None else content
+
+
 def _block(block: ViewedBlock) -> str:
     data = block.block
     if block.type == "tool_use":
@@ -178,16 +211,8 @@ def _block(block: ViewedBlock) -> str:
             f"(id {_isolated(data.get('id'))})</div><pre>{_text(arguments)}</pre>"
         )
     elif block.type == "image":
-        source = data.get("source") or {}
-        media = str(source.get("media_type", ""))
-        if source.get("type") == "base64" and media.startswith("image/"):
-            body = (
-                f'<img class="inline" alt="image" '
-                f'src="data:{escape(media)};base64,{escape(str(source.get("data", "")))}">'
-            )
-        else:
-            body = f'<div class="tool">image {escape(media)}</div>'
-    elif block.original_text is None and block.effective_text is None:
+        body = _image(data)
+    elif block.type != "tool_result" and block.original_text is block.effective_text is None:
         body = f'<div class="tool">{escape(block.type)} block</div>'
     else:
         prefix = ""
@@ -205,8 +230,12 @@ def _block(block: ViewedBlock) -> str:
                 f'<div class="effective"><h4>shown to the model ({how})</h4>'
                 f"<pre>{_text(block.effective_text)}</pre></div></div>"
             )
+        elif block.original_text is None and block.type == "tool_result":
+            body = prefix  # no text: its items (a screenshot) follow
         else:
             body = f"{prefix}<pre>{_text(block.original_text)}</pre>"
+        if block.type == "tool_result":
+            body += "".join(_result_item(item) for item in _more_items(data))
     if block.dropped:
         return (
             f'<details class="dropped block {escape(block.type)}"><summary>{escape(block.type)} '

@@ -731,6 +731,71 @@ def test_report_shows_what_the_view_sent_after_a_cut(tmp_path: Path) -> None:
     assert "tool result for <bdi>toolu_0</bdi>, added by the view" in article
 
 
+def test_report_shows_every_item_of_a_tool_result_held_as_a_list(tmp_path: Path) -> None:
+    """A tool result of several items (Cline's browser_action: its text, then a
+    screenshot) showed its first text only; one holding only a screenshot showed "tool_result
+    block", without whose result it was or the image the model saw."""
+    from html.parser import HTMLParser
+
+    png = "iVBORw0KGgo="
+    screenshot = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": png},
+    }
+    db = str(tmp_path / "items.db")
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append_many(
+            cid,
+            [
+                {"role": "user", "content": "task"},
+                {"role": "assistant", "content": [_call("b1")]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "b1",
+                 "content": [{"type": "text", "text": "first text"},
+                             {"type": "text", "text": "second <text>"}, screenshot]}]},
+                {"role": "assistant", "content": [_call("b2")]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "b2", "content": [screenshot]}]},
+                {"role": "assistant", "content": "done"},
+            ],
+        )  # fmt: skip
+        store.add_context_update(cid, 2, 0, "first, rewritten")
+        store.record_request(cid, tokens_in=10, tokens_out=1)
+    out = tmp_path / "r.html"
+    assert run("--db", db, "report", cid, "-o", str(out)).code == 0
+    page = out.read_text(encoding="utf-8")
+
+    class Article(HTMLParser):
+        """The texts and image sources of one message's article."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.texts: list[str] = []
+            self.images: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "img":
+                self.images.append(dict(attrs)["src"] or "")
+
+        def handle_data(self, data: str) -> None:
+            self.texts.append(data)
+
+    def article(index: int) -> Article:
+        parsed = Article()
+        parsed.feed(page[page.index(f'id="m{index}"') : page.index(f'id="m{index + 1}"')])
+        return parsed
+
+    several, only_image = article(2), article(4)
+    assert [t for t in several.texts if t.startswith(("first", "second"))] == [
+        "first text",
+        "first, rewritten",
+        "second <text>",
+    ]
+    assert several.images == only_image.images == [f"data:image/png;base64,{png}"]
+    assert "tool result for b2" in "".join(only_image.texts)
+    assert "tool_result block" not in page
+
+
 def _call(tool_id: str) -> dict[str, object]:
     return {"type": "tool_use", "id": tool_id, "name": "read_file", "input": {"path": "a.py"}}
 
