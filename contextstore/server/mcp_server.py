@@ -12,7 +12,7 @@ do, for the model to read.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import wraps
 from typing import Any, Literal, TypeVar
 
@@ -26,6 +26,7 @@ from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError, create_model
 
 from contextstore import __version__
+from contextstore.core.audit_records import FileRead
 from contextstore.core.errors import AnswerTooLargeError, ContextStoreError, InvalidInputError
 from contextstore.core.validate import check_int
 from contextstore.server.jsonrpc import clipped
@@ -111,17 +112,13 @@ def block_texts(message: dict[str, Any]) -> Iterator[str]:
             yield from block_texts({"content": inner})
 
 
-def files_read(messages: list[dict[str, Any]]) -> dict[str, int]:
-    """How often each path was read by a ``read_file`` call (the README's SQL audit, on the
-    stored messages)."""
+def files_read(reads: Sequence[FileRead]) -> dict[str, int]:
+    """How often each path was read, whatever read tool read it (the store's audit: Cline's
+    ``read_file`` with ``path``, Gemini CLI's with ``absolute_path`` or ``file_path``, Claude
+    Code's ``Read``), most read first."""
     counts: dict[str, int] = {}
-    for message in messages:
-        content = message.get("content")
-        for block in content if isinstance(content, list) else []:
-            if isinstance(block, dict) and block.get("type") == "tool_use":
-                path = (block.get("input") or {}).get("path")
-                if block.get("name") == "read_file" and isinstance(path, str):
-                    counts[path] = counts.get(path, 0) + 1
+    for read in reads:
+        counts[read.path] = counts.get(read.path, 0) + read.reads
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
@@ -207,7 +204,7 @@ class HistoryTools:
             "truncations": [
                 {**to_json(t), "deleted_range": [t.start_idx, t.end_idx]} for t in audit.truncations
             ],
-            "files_read": files_read(self.store.messages(conversation_id)),
+            "files_read": files_read(audit.file_reads),
             "checkpoints": self.list_checkpoints(conversation_id),
         }
 

@@ -265,6 +265,36 @@ def test_the_audit_lists_every_truncation_the_store_s_audit_lists(tmp_path: Path
     _with_session(db, tmp_path / "data", [], body)
 
 
+def test_the_audit_counts_the_files_every_read_tool_read(tmp_path: Path) -> None:
+    """files_read counted Cline's read_file with a path only: the files Gemini CLI
+    (absolute_path, file_path) and Claude Code (Read) read were missing, where the store's
+    audit and 'contextstore audit' list them."""
+    db = tmp_path / "mcp.db"
+    calls = [
+        tool_use("t1", "read_file", path="a.py"),
+        tool_use("t2", "Read", file_path="a.py"),
+        tool_use("t3", "read_file", absolute_path="/abs/c.py"),
+        tool_use("t4", "read_file", file_path="d.py"),
+        tool_use("t5", "write_to_file", path="a.py", content="x"),
+    ]
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "task")
+        for call in calls:
+            store.append(cid, "assistant", [call])
+            store.append(cid, "user", [tool_result(call["id"], "ok")])
+        oracle: dict[str, int] = {}
+        for read in store.audit(cid).file_reads:
+            oracle[read.path] = oracle.get(read.path, 0) + read.reads
+
+    async def body(session: Session) -> None:
+        audit = await _call(session, "audit_conversation", conversation_id=cid)
+        assert audit["files_read"] == oracle == {"a.py": 2, "/abs/c.py": 1, "d.py": 1}
+        assert list(audit["files_read"]) == ["a.py", "/abs/c.py", "d.py"]  # most read first
+
+    _with_session(db, tmp_path / "data", [], body)
+
+
 def _advised(error: str) -> tuple[int, int]:
     """The page (offset, limit) an answer-too-large error says fits."""
     found = re.search(r"\(offset=(\d+), limit=(\d+) fits\)", error)
