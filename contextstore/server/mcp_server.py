@@ -411,18 +411,22 @@ WRITE_TOOLS = ("checkpoint", "rollback")
 
 
 def build_server(store: ContextStore, *, allow_writes: bool = False) -> MCPServer[Any]:
-    """The MCP server over ``store``: the read tools, and the write tools if allowed, each
-    with strict arguments (:class:`StrictArguments`)."""
+    """The MCP server over ``store``: the read tools, their answers bounded
+    (:func:`_bounded`), and the write tools if allowed (never bounded: a write that ran
+    must not be reported as refused), each with strict arguments (:class:`StrictArguments`)."""
     history = HistoryTools(store)
-    annotated = [(name, READ_ONLY) for name in READ_TOOLS]
+    annotated = [(_bounded(getattr(history, name)), READ_ONLY) for name in READ_TOOLS]
     if allow_writes:
         for name, destructive in zip(WRITE_TOOLS, (False, True), strict=True):
             annotated.append(
-                (name, ToolAnnotations(destructive_hint=destructive, open_world_hint=False))
+                (
+                    getattr(history, name),
+                    ToolAnnotations(destructive_hint=destructive, open_world_hint=False),
+                )
             )
     tools = [
-        strict_tool(_store_errors_as_tool_errors(_bounded(getattr(history, name))), annotations)
-        for name, annotations in annotated
+        strict_tool(_store_errors_as_tool_errors(tool), annotations)
+        for tool, annotations in annotated
     ]
     return HistoryServer(
         "contextstore", instructions=INSTRUCTIONS, version=__version__, tools=tools
