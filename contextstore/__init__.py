@@ -8,6 +8,7 @@ rules and context-window policy on plain message lists.
 from typing import TYPE_CHECKING, Any
 
 from contextstore.core.errors import (
+    AnswerTooLargeError,
     CheckpointNotFoundError,
     ConcurrentChangeError,
     ContentTooLargeError,
@@ -74,6 +75,7 @@ def __getattr__(name: str) -> Any:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AnswerTooLargeError",
     "AppendedMessage",
     "BackupResult",
     "BlockUpdate",
