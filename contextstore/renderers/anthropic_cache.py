@@ -59,10 +59,33 @@ def prompt_breakpoints(system: Any, tools: Sequence[Any] | None) -> int:
     return sum(map(_marked, [*blocks, *(tools or [])]))
 
 
+_HOLDING_BLOCKS = frozenset({"tool_result", "document"})
+"""The block types that may hold blocks of their own (see :func:`_inner_blocks`)."""
+
+
+def _marked_blocks(messages: Sequence[Message]) -> list[Block]:
+    """The blocks of ``messages`` that set a breakpoint, in document order: what
+    :func:`_blocks_in_order` and :func:`_marked` find, in one plain loop (it runs on every
+    render, over every block)."""
+    marked: list[Block] = []
+    for message in messages:
+        content = message["content"]
+        if content.__class__ is not list:
+            continue
+        for block in content:
+            if block.__class__ is not dict:
+                continue
+            if "cache_control" in block and block["cache_control"] is not None:
+                marked.append(block)
+            if block.get("type") in _HOLDING_BLOCKS:
+                marked.extend(filter(_marked, _inner_blocks(block)))
+    return marked
+
+
 def newest_breakpoints(messages: list[Message], budget: int) -> list[Message]:
     """``messages`` (fresh renderings, changed in place) keeping the ``cache_control`` of
     their newest ``budget`` marked blocks only; older blocks are sent without it."""
-    marked = [b for m in messages for b in _blocks_in_order(m["content"]) if _marked(b)]
+    marked = _marked_blocks(messages)
     for block in marked[: max(len(marked) - max(budget, 0), 0)]:
         del block["cache_control"]
     return messages
