@@ -539,7 +539,8 @@ def plain_lists_only(function: Callable[_P, _R]) -> Callable[_P, _R]:
     unchecked): an input of the wrong shape (None, a string, a block id that is a list...)
     raises :class:`InvalidInputError` naming the function, not the Python error it would
     cause somewhere inside; the list must be a list or tuple of dicts (a string or a list of
-    numbers went through, and came back as a list of its characters or numbers)."""
+    numbers went through, and came back as a list of its characters or numbers). A value
+    nested too deep to copy is refused the same way, not with Python's ``RecursionError``."""
     return _list_function(function, items=True)
 
 
@@ -572,5 +573,12 @@ def _list_function(function: Callable[_P, _R], *, items: bool) -> Callable[_P, _
             return function(*args, **kwargs)
         except (TypeError, AttributeError, KeyError, OverflowError) as exc:
             raise refused(f"{type(exc).__name__}: {exc}") from exc
+        except RecursionError as exc:
+            # A value nested past Python's recursion limit (the copy of a view, Gemini's
+            # hardening) raised RecursionError with a traceback thousands of frames long.
+            raise refused(
+                "a value nests lists and dicts deeper than Python can copy; the store "
+                f"accepts {MAX_JSON_DEPTH} levels"
+            ) from exc
 
     return checked

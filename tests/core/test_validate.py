@@ -498,6 +498,42 @@ def test_the_public_message_functions_refuse_an_item_that_is_no_message(name: st
         _FUNCTIONS[name]([1])
 
 
+def _nested(depth: int) -> Any:
+    """Lists and dicts ``depth`` levels deep around a string."""
+    value: Any = "leaf"
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+_DEEP = _nested(10_000)
+_DEEPLY_NESTED_INPUT: dict[str, Any] = {
+    "optimize_file_reads": [
+        {"role": "user", "content": "<task>t</task>"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t", "name": "f", "input": _DEEP}],
+        },
+    ],
+    "harden_history": [
+        {"role": "user", "parts": [{"text": "x"}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {"a": _DEEP}}}]},
+    ],
+}
+
+
+@pytest.mark.parametrize("name", list(_DEEPLY_NESTED_INPUT))
+def test_the_public_list_functions_refuse_a_value_nested_too_deep_to_copy(name: str) -> None:
+    """A tool input 10,000 levels deep raised RecursionError from ``optimize_file_reads`` (its
+    copy of the view) and ``harden_history`` (the others pass such a value through)."""
+    with pytest.raises(InvalidInputError) as refused:
+        _FUNCTIONS[name](_DEEPLY_NESTED_INPUT[name])
+    assert str(refused.value).startswith(
+        f"{name} was given input it cannot read (a value nests lists and dicts deeper than "
+        "Python can copy; the store accepts 100 levels); "
+    )
+
+
 def test_json_as_stored_reads_negative_zero_as_zero_as_jsonb_keeps_it() -> None:
     value = json_as_stored('{"a": -0.0, "b": [-0.0, 1.5, -2.0, 1e+20], "c": 0, "d": "-0.0"}')
     assert value == {"a": 0.0, "b": [0.0, 1.5, -2.0, 1e20], "c": 0, "d": "-0.0"}
