@@ -12,6 +12,7 @@ import math
 from typing import Literal, NamedTuple
 
 from contextstore.core.errors import InvalidInputError
+from contextstore.core.validate import shown
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 """The window assumed when none is known (``None`` or ``0``), as Cline does."""
@@ -43,7 +44,7 @@ def _require_count(name: str, value: object) -> int:
             f"{name} must be an int, got {type(value).__name__}; pass a whole number of tokens"
         )
     if value < 0:
-        raise InvalidInputError(f"{name} must not be negative, got {value}")
+        raise InvalidInputError(f"{name} must not be negative, got {shown(value)}")
     if value > MAX_COUNT:
         raise InvalidInputError(f"{name} must be at most 2**53 tokens, got a larger number")
     return value
@@ -117,7 +118,7 @@ def compaction_threshold(context_window: int | None, threshold: float | None) ->
         or not 0 < threshold <= 1
     ):
         raise InvalidInputError(
-            f"threshold must be a fraction of the window in (0, 1], got {threshold!r}; "
+            f"threshold must be a fraction of the window in (0, 1], got {shown(threshold)}; "
             "pass None to compact at the maximum allowed size"
         )
     return min(math.floor(info.context_window * threshold), info.max_allowed_size)

@@ -156,6 +156,31 @@ def test_a_bad_count_is_refused_naming_it(call: Any, message: str) -> None:
     assert message in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: should_compact(-(10**5000), 1_000),
+        lambda: context_window_info(-(10**5000)),
+        lambda: request_total(0, -(10**5000), 0, 0),
+        lambda: keep_for_overflow(-(10**5000), 1_000),
+        lambda: should_compact(1, 1_000, threshold=10**5000),
+        lambda: should_compact(1, 1_000, threshold=_nested(10_000)),
+    ],
+)
+def test_a_value_without_a_plain_repr_is_refused_by_name(call: Any) -> None:
+    """A count of 5,000 digits below zero, or a threshold 10,000 levels deep, has no ``repr``:
+    formatting the refusal raised ValueError (Python's limit on digits) or RecursionError."""
+    with pytest.raises(InvalidInputError, match=r"(must not be negative|in \(0, 1\]), got [<[]"):
+        call()
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 0.5
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 def test_a_window_past_what_a_float_holds_is_refused() -> None:
     with pytest.raises(InvalidInputError, match=r"at most 2\*\*53 tokens"):
         context_window_info(10**400)
