@@ -36,7 +36,7 @@ from contextstore.storage.database import Database
 from contextstore.storage.driver_errors import classified_errors
 from contextstore.storage.engine import Durability, location_text, make_engine, resolve_target
 from contextstore.storage.migrate import ensure_schema
-from contextstore.storage.paths import default_database_path, default_location
+from contextstore.storage.paths import default_database_path, default_location, expand_user
 from contextstore.storage.recovery import salvage
 from contextstore.storage.writer_queue import writer_queue
 
@@ -212,7 +212,7 @@ class ContextStore(
         """
         source_path = check_path("source", source)
         destination_path = check_path("destination", destination)
-        report = salvage(Path(source_path).expanduser(), Path(destination_path).expanduser())
+        report = salvage(expand_user(source_path), expand_user(destination_path))
         with cls.open(report.destination, auto_migrate=False) as recovered:
             found = recovered.check(raise_on_problems=False)
         if found.ok:

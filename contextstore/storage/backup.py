@@ -23,6 +23,7 @@ from contextstore.core.health import BackupResult
 from contextstore.core.os_errors import check_regular_targets, os_errors
 from contextstore.core.store_files import check_not_named_as_side_file, check_not_store_files
 from contextstore.storage.engine import make_engine, sqlite_file_target
+from contextstore.storage.paths import expand_user
 
 
 def destination_path(text: str) -> Path:
@@ -35,7 +36,7 @@ def destination_path(text: str) -> Path:
     Raises:
         InvalidInputError: ``text`` ends with a separator and is not an existing directory.
     """
-    path = Path(text).expanduser()
+    path = expand_user(text)
     separators = (os.sep, os.altsep) if os.altsep else (os.sep,)
     if text.endswith(separators) and not path.is_dir():
         what = "is a file, not a directory" if path.exists() else "does not exist"

@@ -30,6 +30,7 @@ from sqlalchemy.pool import StaticPool
 
 from contextstore.core.errors import InvalidInputError, NotFoundError
 from contextstore.core.validate import check_choice
+from contextstore.storage.paths import expand_user
 from contextstore.storage.sqlite_file import (
     check_before_open,
     create_database_file,
@@ -142,7 +143,7 @@ def resolve_target(location: str | os.PathLike[str] | None, default: Path) -> Da
                 return DatabaseTarget(text, _sqlite_uri_path(text, url), False)
             return DatabaseTarget(text, Path(database), False)
         return DatabaseTarget(_postgres_url(url), None, False)
-    return sqlite_file_target(Path(text).expanduser())
+    return sqlite_file_target(expand_user(text))
 
 
 def sqlite_file_target(path: Path) -> DatabaseTarget:
@@ -248,7 +249,7 @@ def _sqlite_uri_path(text: str, url: URL) -> Path:
             f"{text!r} does not name a local SQLite file; write it as "
             "sqlite:///file:/path/to/file.db?uri=true, or give the path itself."
         )
-    return Path(path).expanduser()
+    return expand_user(path)
 
 
 POSTGRES_SCHEMES = ("postgresql", "postgresql+psycopg", "postgres")

@@ -6,6 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+from contextstore.core.errors import InvalidInputError
+
 DATABASE_FILENAME = "contextstore.db"
 
 
@@ -30,7 +32,7 @@ def default_database_path() -> Path:
     """``$CONTEXTSTORE_DB`` when set (a path), else ``user_data_dir() / "contextstore.db"``."""
     configured = os.environ.get("CONTEXTSTORE_DB")
     if configured and "://" not in configured:
-        return Path(configured).expanduser()
+        return expand_user(configured)
     return user_data_dir() / DATABASE_FILENAME
 
 
@@ -40,3 +42,24 @@ def default_location() -> str:
     if configured:
         return configured
     return str(default_database_path())
+
+
+def expand_user(path: str | os.PathLike[str]) -> Path:
+    """``path`` with a leading ``~`` or ``~user`` replaced by that home directory.
+
+    ``Path.expanduser`` raises ``RuntimeError`` for a user this machine does not know (a
+    mistyped ``~nosuchuser/x.db``), which reached callers, and the command line as an
+    internal error.
+
+    Raises:
+        InvalidInputError: the leading ``~`` names no home directory here.
+    """
+    given = Path(path)
+    try:
+        return given.expanduser()
+    except RuntimeError as exc:
+        head = given.parts[0] if given.parts else str(given)
+        raise InvalidInputError(
+            f"{os.fspath(path)} begins with {head}, which names no home directory on this "
+            "machine (no such user, or $HOME is unset); write the path out in full."
+        ) from exc

@@ -311,3 +311,45 @@ def test_a_store_with_sqlites_own_tables_only_or_its_revision_lost_is_not_anothe
     with pytest.raises(ContextStoreError) as refused:
         ContextStore.open(store_db, auto_migrate=False)
     assert "another application" not in str(refused.value)
+
+
+NO_SUCH_HOME = "~contextstore-no-such-user"
+"""A ``~user`` prefix naming a user this machine does not have."""
+
+
+def _no_such_home_refusal(path: str) -> str:
+    return (
+        f"{path} begins with {NO_SUCH_HOME}, which names no home directory on this machine "
+        "(no such user, or $HOME is unset); write the path out in full."
+    )
+
+
+def test_a_home_of_no_user_is_a_wrong_path_not_an_internal_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Path.expanduser`` raised ``RuntimeError`` ("Could not determine home directory")
+    from open, backup and recover, and the CLI answered it as an internal error (exit 70)."""
+    from tests.cli.conftest import run
+
+    pwd = pytest.importorskip("pwd")
+    with pytest.raises(KeyError):
+        pwd.getpwnam(NO_SUCH_HOME[1:])
+    monkeypatch.chdir(tmp_path)
+    path = f"{NO_SUCH_HOME}/x.db"
+    for location in (path, f"sqlite:///file:{path}?uri=true"):
+        with pytest.raises(InvalidInputError) as refused:
+            ContextStore.open(location)
+        assert str(refused.value) == _no_such_home_refusal(path)
+    with (
+        ContextStore.open(tmp_path / "s.db") as store,
+        pytest.raises(InvalidInputError, match="names no home directory"),
+    ):
+        store.backup(path)
+    for source, destination in ((path, "out.db"), ("s.db", path)):
+        with pytest.raises(InvalidInputError, match="names no home directory"):
+            ContextStore.recover(source, destination)
+    got = run("--db", path, "conversations")
+    assert (got.code, got.err) == (2, f"error: {_no_such_home_refusal(path)}\n")
+    got = run("conversations", env={"CONTEXTSTORE_DB": path})
+    assert (got.code, got.err) == (2, f"error: {_no_such_home_refusal(path)}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.db"]
