@@ -13,6 +13,7 @@ import errno
 import os
 import secrets
 import sqlite3
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,13 +186,16 @@ def inspect_database_file(path: Path) -> None:
     would silently make it a new, empty store, hiding that a database was lost), a file
     without SQLite's header (a text file, an overwritten header), and a truncated file
     (smaller than its header says, or not a whole number of pages), unless a write-ahead
-    log or rollback journal beside it may still hold the missing pages.
+    log or rollback journal beside it may still hold the missing pages. A pipe, a device or
+    a socket is a wrong path, not damage.
 
     Raises:
         CorruptDatabaseError: naming what is wrong and what to do.
+        InvalidInputError: ``path`` is not a regular file (nor a directory, which SQLite's
+            own refusal names).
     """
     try:
-        size = path.stat().st_size
+        found = path.stat()
     except FileNotFoundError:
         _refuse_orphaned_log(path)
         return
@@ -199,8 +203,15 @@ def inspect_database_file(path: Path) -> None:
         if exc.errno == errno.EIO:
             raise CorruptDatabaseError(f"cannot read {path}: {exc.strerror}.") from exc
         raise unusable_path(path, exc) from exc
-    if path.is_dir():
+    if stat.S_ISDIR(found.st_mode):
         return  # not damage but a wrong path: SQLite's refusal says so
+    if not stat.S_ISREG(found.st_mode):
+        # A pipe or a device (/dev/null) reads as zero bytes: it was called an empty
+        # database file that lost its contents, to be restored from a backup.
+        raise InvalidInputError(
+            f"{path} is not a regular file (a device, a pipe or a socket); name a database file."
+        )
+    size = found.st_size
     if size == 0:
         raise CorruptDatabaseError(
             f"{path} is an empty (zero-length) file, not a contextstore database: a database "

@@ -4,6 +4,7 @@ before connecting to anything."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sqlite3
 from pathlib import Path
 
@@ -353,3 +354,28 @@ def test_a_home_of_no_user_is_a_wrong_path_not_an_internal_error(
     got = run("conversations", env={"CONTEXTSTORE_DB": path})
     assert (got.code, got.err) == (2, f"error: {_no_such_home_refusal(path)}\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.db"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+@pytest.mark.parametrize("kind", ["pipe", "device"])
+def test_a_pipe_or_a_device_is_a_wrong_path_not_an_empty_database(
+    tmp_path: Path, kind: str
+) -> None:
+    """A named pipe or /dev/null reads as zero bytes, and was refused as damage (exit 5) with
+    "is an empty (zero-length) file ... restore a backup"."""
+    from tests.cli.conftest import run
+
+    if kind == "pipe":
+        path = tmp_path / "store.db"
+        os.mkfifo(path)
+    else:
+        path = Path(os.devnull)
+    said = f"{path} is not a regular file (a device, a pipe or a socket); name a database file."
+    for options in ({}, {"read_only": True}, {"auto_migrate": False}):
+        with pytest.raises(InvalidInputError) as refused:
+            ContextStore.open(path, **options)
+        assert str(refused.value) == said
+    for args in (["conversations"], ["--read-only", "conversations"], ["checkpoint", "c"]):
+        got = run("--db", str(path), *args)
+        assert (got.code, got.err) == (2, f"error: {said}\n")
+    assert [p.name for p in tmp_path.iterdir()] == (["store.db"] if kind == "pipe" else [])
