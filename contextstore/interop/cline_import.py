@@ -64,10 +64,7 @@ from contextstore.interop.plan import ImportPlan
 from contextstore.interop.report import ExportReport, ImportReport
 from contextstore.interop.store_api import InteropStore, in_one_snapshot
 from contextstore.interop.sync import Progress, imported_until, run_import
-from contextstore.interop.writing import (
-    write_json_atomic,
-    write_text_atomic,
-)
+from contextstore.interop.writing import json_text, utf8_files, write_bytes_atomic
 
 EMPTY_TASK_METADATA: dict[str, Any] = {
     "files_in_context": [],
@@ -310,14 +307,19 @@ def export_cline(
     )
     check_regular_targets([history_file])
     history = upsert_history_item(history_file, item)  # read, and refused, before any write
+    written = {
+        **{
+            target / name: json_text(value, indent=2 if name == TASK_METADATA_FILE else None)
+            for name, value in files.items()
+        },
+        **{target / name: text for name, text in texts.items()},
+        history_file: json_text(history),
+    }
+    encoded = utf8_files(written, name_holder=target)  # refused before any write
     with os_errors("write the Cline task files"):
         target.mkdir(parents=True, exist_ok=True)
-        for name, value in files.items():
-            indent = 2 if name == TASK_METADATA_FILE else None
-            write_json_atomic(target / name, value, indent=indent)
-        for name, text in texts.items():
-            write_text_atomic(target / name, text)
-        write_json_atomic(history_file, history)
+        for path, data in encoded.items():
+            write_bytes_atomic(path, data)
     counts = {
         "messages": len(messages),
         "ui_messages": len(ui),

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from contextstore import ContextStore, UpdateKind
+from contextstore import ContextStore, InvalidInputError, UpdateKind
 from contextstore.core.notices import TRUNCATION_NOTICE
 from contextstore.interop import (
     ClineTaskError,
@@ -1012,6 +1013,36 @@ def test_export_refuses_to_overwrite_unless_asked(
         export_cline(memory_store, cid, tmp_path)
     export_cline(memory_store, cid, tmp_path, overwrite=True)
     assert not [p for p in tmp_path.iterdir() if ".tmp." in p.name]
+
+
+@pytest.mark.skipif(sys.platform in ("darwin", "win32"), reason="file names are Unicode there")
+def test_export_into_a_folder_whose_name_is_not_utf8_is_refused_before_any_write(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    """The task's id is its folder's name: a name that is not UTF-8 (b"\\xff...", read by
+    Python as a lone surrogate) raised UnicodeEncodeError writing taskHistory.json, after
+    the four task files were written (the CLI: an internal error, exit 70)."""
+    from tests.cli.conftest import run
+
+    conv = memory_store.create_conversation()
+    memory_store.append(conv.id, "user", "Rename the module")
+    target = tmp_path / os.fsdecode(b"\xff1760000000000")
+    said = (
+        f"the name of {tmp_path}/\\xff1760000000000 is not UTF-8, and the files written there "
+        "would hold it (as the task's id); name a folder whose name is UTF-8 text. Nothing "
+        "was written."
+    )
+    with pytest.raises(InvalidInputError) as refused:
+        export_cline(memory_store, conv.id, target)
+    assert str(refused.value) == said
+    assert list(tmp_path.iterdir()) == []
+    db = tmp_path / "s.db"
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "Rename the module")
+    got = run("--db", str(db), "export", "cline", cid, str(target))
+    assert (got.code, got.err) == (2, f"error: {said}\n")
+    assert not target.exists()
 
 
 def test_the_exported_history_item_is_the_imported_one(
