@@ -22,7 +22,7 @@ from contextstore.core.errors import CorruptDatabaseError, InvalidInputError, St
 from contextstore.core.health import BackupResult
 from contextstore.core.os_errors import check_regular_targets, os_errors
 from contextstore.core.store_files import check_not_named_as_side_file, check_not_store_files
-from contextstore.storage.engine import make_engine, sqlite_file_target
+from contextstore.storage.engine import check_utf8_name, make_engine, sqlite_file_target
 from contextstore.storage.paths import expand_user
 
 
@@ -69,11 +69,13 @@ def backup_to(engine: Engine, source: Path | None, dest: Path, *, force: bool) -
     Raises:
         InvalidInputError: ``dest`` is the store's database or a file beside it (its
             write-ahead log...), is named as such a file of another database
-            (``x.db-wal``), or as :func:`backup_sqlite`.
+            (``x.db-wal``), is not UTF-8 text (``ContextStore.open`` refuses such a name),
+            or as :func:`backup_sqlite`.
     """
     target = backup_destination(dest, source)
     check_not_store_files([target], source)
     check_not_named_as_side_file(target)
+    check_utf8_name(str(target), "the backup's file")  # a copy no store could open
     return backup_sqlite(engine, target, force=force)
 
 

@@ -118,7 +118,38 @@ def location_text(location: object) -> str:
             f"the store's location {text!r} holds a NUL character, which no file name or URL "
             "can; pass a file path, ':memory:' or a database URL."
         )
+    check_utf8_name(text, "the store's location")
     return text
+
+
+def check_utf8_name(text: str, what: str) -> None:
+    """Refuse a location or file name that is not UTF-8 text: a name in another encoding
+    (Python reads its bytes as lone surrogates, ``\\udcff``), which SQLAlchemy's URLs, the
+    ``file:`` URI of a read-only open and PostgreSQL's driver cannot encode; each raised
+    ``UnicodeEncodeError``, an internal error on the command line.
+
+    Raises:
+        InvalidInputError: ``text`` holds a lone surrogate.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            f"{what} {_escaped(text)} is not UTF-8 text (a name in another encoding); "
+            "contextstore names databases only in UTF-8: rename the file or link to it under "
+            "a UTF-8 name, or name another path."
+        ) from exc
+
+
+def _escaped(text: str) -> str:
+    """``text`` with the bytes of a name in another encoding shown as ``\\xff`` (as the
+    shell shows them) and other lone surrogates as ``\\ud800``."""
+    return "".join(
+        f"\\x{ord(c) - 0xDC00:02x}"
+        if 0xDC80 <= ord(c) <= 0xDCFF
+        else (f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF else c)
+        for c in text
+    )
 
 
 def resolve_target(location: str | os.PathLike[str] | None, default: Path) -> DatabaseTarget:
@@ -151,7 +182,12 @@ def sqlite_file_target(path: Path) -> DatabaseTarget:
 
     The URL is built, not written out: SQLAlchemy reads a ``?`` in a URL as the start of
     its query and decodes ``%xx``, so ``a?b.db`` and ``c%20d.db`` named other files (``a``,
-    ``c d.db``), which were created."""
+    ``c d.db``), which were created.
+
+    Raises:
+        InvalidInputError: the name is not UTF-8 text (:func:`check_utf8_name`).
+    """
+    check_utf8_name(str(path), "the database file")
     url = URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
     return DatabaseTarget(url, path, False)
 

@@ -43,7 +43,7 @@ from contextstore.storage.damaged_file import (
     stored_revision,
     table_names,
 )
-from contextstore.storage.engine import make_engine, sqlite_file_target
+from contextstore.storage.engine import check_utf8_name, make_engine, sqlite_file_target
 from contextstore.storage.migrate import head_revision, refuse_unknown_revision, upgrade
 from contextstore.storage.tables import ARCHIVES, TIMELINE_TABLES
 
@@ -217,7 +217,7 @@ def salvage(source: Path, destination: Path) -> RecoveryReport:
     Raises:
         NotFoundError: there is nothing at ``source``.
         InvalidInputError: ``source`` is not a file, or ``destination`` exists or is named as
-            the file beside a database would be (``x.db-wal``).
+            the file beside a database would be (``x.db-wal``), or is not UTF-8 text.
         ReadOnlyLocationError: ``destination``'s directory cannot be written.
         CorruptDatabaseError: nothing can be read (the file's table list is destroyed).
         MigrationError: ``source`` is at a schema revision a newer version wrote.
@@ -236,6 +236,7 @@ def salvage(source: Path, destination: Path) -> RecoveryReport:
             f"the directory {destination.parent} does not exist; create it first."
         )
     check_not_named_as_side_file(destination)
+    check_utf8_name(str(destination), "the recovered store's file")  # before any copy
     token = secrets.token_hex(4)
     copy = destination.with_name(f".{destination.name}.{token}.damaged")
     building = destination.with_name(f".{destination.name}.{token}.recovering")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -379,3 +380,50 @@ def test_a_pipe_or_a_device_is_a_wrong_path_not_an_empty_database(
         got = run("--db", str(path), *args)
         assert (got.code, got.err) == (2, f"error: {said}\n")
     assert [p.name for p in tmp_path.iterdir()] == (["store.db"] if kind == "pipe" else [])
+
+
+NOT_UTF8 = os.fsdecode(b"\xff.db")
+"""A file name in another encoding (Latin-1's "ÿ.db"), as Python reads it from the system."""
+
+
+def _not_utf8_refusal(what: str, text: str) -> str:
+    return (
+        f"{what} {text} is not UTF-8 text (a name in another encoding); contextstore names "
+        "databases only in UTF-8: rename the file or link to it under a UTF-8 name, or name "
+        "another path."
+    )
+
+
+@pytest.mark.skipif(sys.platform in ("darwin", "win32"), reason="file names are Unicode there")
+def test_a_name_that_is_not_utf8_is_refused_before_anything_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening such a file read-only (every read command of the CLI), a PostgreSQL URL holding
+    one, and recovering into one raised UnicodeEncodeError (exit 70 on the command line);
+    a backup under such a name was written, and no store could open it."""
+    from tests.cli.conftest import run
+
+    monkeypatch.chdir(tmp_path)
+    with ContextStore.open("s.db") as store:
+        store.create_conversation()
+    for location, shown_as in (
+        (NOT_UTF8, "\\xff.db"),
+        (f"sqlite:///{NOT_UTF8}", "sqlite:///\\xff.db"),
+        ("\ud800.db", "\\ud800.db"),
+        (f"postgresql://u@127.0.0.1:1/{NOT_UTF8}", "postgresql://u@127.0.0.1:1/\\xff.db"),
+    ):
+        for read_only in (False, True):
+            with pytest.raises(InvalidInputError) as refused:
+                ContextStore.open(location, read_only=read_only)
+            assert str(refused.value) == _not_utf8_refusal("the store's location", shown_as)
+    escaped = "\\xff.db"
+    got = run("--db", NOT_UTF8, "conversations")
+    said = _not_utf8_refusal("the store's location", escaped)
+    assert (got.code, got.err) == (2, f"error: {said}\n")
+    with pytest.raises(InvalidInputError) as refused:
+        ContextStore.recover("s.db", NOT_UTF8)
+    assert str(refused.value) == _not_utf8_refusal("the recovered store's file", escaped)
+    got = run("--db", "s.db", "backup", NOT_UTF8)
+    said = _not_utf8_refusal("the backup's file", escaped)
+    assert (got.code, got.err) == (2, f"error: {said}\n")
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("s.db")) == []
