@@ -39,6 +39,7 @@ from contextstore.core.errors import (
 )
 from contextstore.core.os_errors import NO_SPACE, os_error
 from contextstore.core.store_files import store_files
+from contextstore.core.validate import is_utf8, readable_text
 from contextstore.storage.driver_errors import first_line
 from contextstore.storage.engine import resolve_target, shown_url
 from contextstore.storage.paths import default_database_path, default_location
@@ -87,6 +88,39 @@ class NumberRange(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
         return number
+
+
+class Utf8Text(click.types.StringParamType):
+    """click's text type, refusing text that is not UTF-8 (an argument's bytes in another
+    encoding, which Python reads as lone surrogates) in the terms of the command line: the
+    library's refusal named its own parameter (``git_hash is not valid Unicode text``, for
+    ``--git-hash``). Paths keep ``click.Path``: a file may be named in another encoding."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        text = super().convert(value, param, ctx)
+        if isinstance(text, str) and not is_utf8(text):
+            self.fail(
+                f"'{readable_text(text)}' is not UTF-8 text (bytes in another encoding); "
+                "pass it in UTF-8.",
+                param,
+                ctx,
+            )
+        return text
+
+
+UTF8_TEXT = Utf8Text()
+
+
+def refuse_text_not_utf8(cmd: click.Command) -> None:
+    """Give each text parameter of ``cmd`` (and, for a group, of its commands) the type
+    :class:`Utf8Text`. ``--db`` keeps its own: the store's refusal of such a location says
+    the same for ``$CONTEXTSTORE_DB`` and for a ``--db`` before the command name."""
+    for param in cmd.params:
+        if type(param.type) is click.types.StringParamType and param.name != "db":
+            param.type = UTF8_TEXT
+    if isinstance(cmd, click.Group):
+        for sub in cmd.commands.values():
+            refuse_text_not_utf8(sub)
 
 
 class WrittenPath(click.Path):
@@ -219,6 +253,7 @@ class ContextStoreGroup(click.Group):
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         add_db_option(cmd)
+        refuse_text_not_utf8(cmd)
         super().add_command(cmd, name)
 
     def resolve_command(

@@ -20,7 +20,7 @@ from typing import Any
 import click
 
 from contextstore.core.errors import CheckpointNotFoundError, InvalidInputError
-from contextstore.core.validate import MAX_TS
+from contextstore.core.validate import MAX_LABEL_LENGTH, MAX_TS, is_utf8, readable_text
 from contextstore.store import ContextStore
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -42,12 +42,15 @@ def parse_moment(text: str) -> Moment:
     """Parse milliseconds, an ISO date (local time unless it has an offset) or a label.
 
     Raises:
-        ValueError: negative milliseconds, a date before 1970 or beyond 2**53 ms, or an
-            ISO-looking text that is not a valid date.
+        ValueError: negative milliseconds, a date before 1970 or beyond 2**53 ms, an
+            ISO-looking text that is not a valid date, text that is not UTF-8, or a label
+            longer than a checkpoint's.
     """
     value = text.strip()
     if not value:
         raise ValueError("the moment is empty")
+    if not is_utf8(value):
+        raise ValueError(f"'{readable_text(value)}' is not UTF-8 text (bytes in another encoding)")
     if re.fullmatch(r"-?[0-9]+( ?ms)?", value):  # ASCII: int() reads full-width digits too
         ts = int(value.removesuffix("ms").strip())
         if not 0 <= ts <= MAX_TS:
@@ -71,6 +74,12 @@ def parse_moment(text: str) -> Moment:
                 "over it); give the moment with its UTC offset"
             )
         return Moment(text, ts=ts)
+    if len(text) > MAX_LABEL_LENGTH:
+        # The store's refusal named its parameter: "label must be a non-empty string...".
+        raise ValueError(
+            f"a checkpoint label has at most {MAX_LABEL_LENGTH} characters ({len(text):,} "
+            "given), and this reads as no date or milliseconds"
+        )
     return Moment(text, label=text)
 
 

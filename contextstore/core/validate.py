@@ -267,6 +267,27 @@ def text_bytes(name: str, value: str) -> int:
         raise InvalidInputError(f"{name} is not valid Unicode text: {exc.reason}.") from exc
 
 
+def is_utf8(text: str) -> bool:
+    """True unless ``text`` holds a lone surrogate (which no UTF-8 text can)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def readable_text(text: str) -> str:
+    """``text`` with the bytes of a name in another encoding (Python reads them from the
+    system as ``\\udc80``..``\\udcff``) shown as ``\\xff``, as a shell shows them, and other
+    lone surrogates as ``\\ud800``."""
+    return "".join(
+        f"\\x{ord(c) - 0xDC00:02x}"
+        if 0xDC80 <= ord(c) <= 0xDCFF
+        else (f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF else c)
+        for c in text
+    )
+
+
 MAX_PATH_BYTES: Final = 4096
 """Longest file path accepted (Linux's PATH_MAX), in bytes of its file-system encoding."""
 MAX_PATH_COMPONENT_BYTES: Final = 255

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from contextstore.core.errors import InvalidInputError
+from contextstore.core.validate import readable_text
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -90,12 +91,7 @@ def utf8_files(texts: Mapping[Path, str], *, name_holder: Path) -> dict[Path, by
         return {path: text.encode("utf-8") for path, text in texts.items()}
     except UnicodeEncodeError as exc:
         raise InvalidInputError(
-            f"the name of {_readable(name_holder)} is not UTF-8, and the files written "
+            f"the name of {readable_text(str(name_holder))} is not UTF-8, and the files written "
             "there would hold it (as the task's id); name a folder whose name is UTF-8 text. "
             "Nothing was written."
         ) from exc
-
-
-def _readable(path: Path) -> str:
-    """``path`` with the bytes of a name that is not UTF-8 shown as ``\\xff`` escapes."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")

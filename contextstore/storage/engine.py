@@ -29,7 +29,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
 
 from contextstore.core.errors import InvalidInputError, NotFoundError
-from contextstore.core.validate import check_choice
+from contextstore.core.validate import check_choice, readable_text
 from contextstore.storage.paths import expand_user
 from contextstore.storage.sqlite_file import (
     check_before_open,
@@ -135,21 +135,10 @@ def check_utf8_name(text: str, what: str) -> None:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidInputError(
-            f"{what} {_escaped(text)} is not UTF-8 text (a name in another encoding); "
+            f"{what} {readable_text(text)} is not UTF-8 text (a name in another encoding); "
             "contextstore names databases only in UTF-8: rename the file or link to it under "
             "a UTF-8 name, or name another path."
         ) from exc
-
-
-def _escaped(text: str) -> str:
-    """``text`` with the bytes of a name in another encoding shown as ``\\xff`` (as the
-    shell shows them) and other lone surrogates as ``\\ud800``."""
-    return "".join(
-        f"\\x{ord(c) - 0xDC00:02x}"
-        if 0xDC80 <= ord(c) <= 0xDCFF
-        else (f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF else c)
-        for c in text
-    )
 
 
 def resolve_target(location: str | os.PathLike[str] | None, default: Path) -> DatabaseTarget:

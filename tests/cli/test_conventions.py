@@ -255,6 +255,66 @@ def test_a_usage_error_speaks_in_flags(seeded: Seeded) -> None:
     assert got.code == 2 and "Invalid value for '--format'" in got.err
 
 
+NOT_UTF8 = os.fsdecode(b"\xff")
+"""A byte in another encoding, as Python reads it from the command line (a lone surrogate)."""
+
+TEXT_PARAMS = [
+    ("checkpoint", ["{cid}", "--label", NOT_UTF8], "--label"),
+    ("checkpoint", ["{cid}", "--note", NOT_UTF8], "--note"),
+    ("checkpoint", ["{cid}", "--git-hash", NOT_UTF8], "--git-hash"),
+    ("set-model", ["{cid}", "--model-id", NOT_UTF8], "--model-id"),
+    ("fork", ["{cid}", "--title", NOT_UTF8], "--title"),
+    ("rollback", ["{cid}", "--to", NOT_UTF8], "--to"),
+    ("show", ["{cid}", "--as-of", NOT_UTF8], "--as-of"),
+    ("fork", ["{cid}", "--at", NOT_UTF8], "--at"),
+    ("search", [NOT_UTF8], "TEXT"),
+    ("delete", [NOT_UTF8], "CID"),
+]
+
+
+def _rows(db: str) -> list[str]:
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        return list(connection.iterdump())
+
+
+@pytest.mark.parametrize(("command", "args", "flag"), TEXT_PARAMS)
+def test_text_that_is_not_utf8_is_refused_naming_the_flag(
+    seeded: Seeded, command: str, args: list[str], flag: str
+) -> None:
+    """The store's refusal named its own parameter ("git_hash is not valid Unicode text" for
+    --git-hash, "label is not valid Unicode text" for --to)."""
+    before = _rows(seeded.db)
+    got = run("--db", seeded.db, command, *_args(seeded, args))
+    assert got.code == 2, got.err
+    assert f"Invalid value for '{flag}': '\\xff' is not UTF-8 text" in got.err, got.err
+    assert _rows(seeded.db) == before
+
+
+def test_every_text_parameter_but_db_refuses_text_that_is_not_utf8() -> None:
+    """A text parameter added later gets the check too (paths keep click.Path: a file may be
+    named in another encoding)."""
+    from contextstore.cli.common import Utf8Text
+    from contextstore.cli.times import MomentType
+
+    for name, command in _commands().items():
+        for param in command.params:
+            if isinstance(param.type, click.types.StringParamType) and param.name != "db":
+                assert isinstance(param.type, Utf8Text), f"{name} {param.name}"
+            assert not isinstance(param.type, click.types.FuncParamType), f"{name} {param.name}"
+    assert any(isinstance(p.type, MomentType) for p in _commands()["rollback"].params)
+
+
+def test_a_moment_too_long_for_a_label_is_refused_naming_the_flag(seeded: Seeded) -> None:
+    """The store's refusal named its parameter: "label must be a non-empty string of at most
+    200 characters"."""
+    got = run("--db", seeded.db, "rollback", seeded.cid, "--to", "x" * 201)
+    assert got.code == 2
+    assert (
+        "Invalid value for '--to': a checkpoint label has at most 200 characters (201 given), "
+        "and this reads as no date or milliseconds"
+    ) in got.err
+
+
 NUMBER_PARAMS = [
     (name, param.name)
     for name, command in _commands().items()

@@ -214,7 +214,8 @@ def cli_db(tmp_path: Path) -> Path:
 def test_cli_checkpoint_note_refused_without_traceback(cli_db: Path, note: str) -> None:
     result = _cli(cli_db, "checkpoint", CID, "--note", note)
     assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output and "error:" in result.output
+    # A lone surrogate is refused by click's own check ("Error: Invalid value for '--note'").
+    assert "Traceback" not in result.output and "error:" in result.output.lower()
 
 
 @pytest.mark.parametrize(
