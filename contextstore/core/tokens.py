@@ -28,8 +28,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
-from contextstore.core.errors import ContextStoreError
+from contextstore.core.errors import ContextStoreError, InvalidInputError
 from contextstore.core.server_tools import OPAQUE_FIELDS, SERVER_BLOCK_TYPES
+from contextstore.core.validate import shown
 
 IMAGE_TOKENS_MAX = 1_600
 PDF_TOKENS_PER_PAGE = 1_500
@@ -49,6 +50,45 @@ class TokenCounter(Protocol):
     def count(self, text: str) -> int:
         """Return the number of tokens in ``text``."""
         ...
+
+
+class CheckedCounter:
+    """A caller's :class:`TokenCounter` whose answers are checked before they are stored.
+
+    Its exceptions and wrong answers (None, a string, a float, a negative count, one past
+    what SQLite's integers hold) reached the caller as Python's ``TypeError``,
+    ``OverflowError`` or its own exception, or as an invariant error blaming contextstore.
+    """
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self.name = getattr(counter, "name", type(counter).__name__)
+
+    def count(self, text: str) -> int:
+        """The caller's count of ``text``.
+
+        Raises:
+            ContextStoreError: the counter raised (its exception is the cause).
+            InvalidInputError: it returned something other than a whole number of tokens
+                from 0 to 2**53.
+        """
+        try:
+            tokens = self.counter.count(text)
+        except ContextStoreError:
+            raise
+        except Exception as exc:
+            raise ContextStoreError(
+                f"the token counter failed ({type(exc).__name__}: {exc}); nothing was "
+                "written. Fix its count(text), or open the store without token_counter "
+                "(tiktoken's cl100k_base)."
+            ) from exc
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= 2**53:
+            raise InvalidInputError(
+                f"the token counter's count(text) returned {shown(tokens)} for a text of "
+                f"{len(text):,} characters; it must return a whole number of tokens from 0 "
+                "to 2**53. Nothing was written."
+            )
+        return int(tokens)
 
 
 class TiktokenCounter:

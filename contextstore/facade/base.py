@@ -20,7 +20,7 @@ from contextstore.core.planning import Plan
 from contextstore.core.records import Conversation, RequestRecord
 from contextstore.core.state import ConversationState
 from contextstore.core.system_prompt import rewrite_system_texts
-from contextstore.core.tokens import TiktokenCounter, TokenCounter
+from contextstore.core.tokens import CheckedCounter, TiktokenCounter, TokenCounter
 from contextstore.core.validate import MAX_MESSAGE_BYTES, check_ts, shown
 from contextstore.facade.render_cache import PREPARE_CACHE_BYTES, RenderCache
 from contextstore.processors.pipeline import Pipeline, default_pipeline
@@ -74,7 +74,9 @@ class StoreBase:
         """What each conversation's last prepare read and rendered (see
         :mod:`contextstore.facade.prepare_memo`), bounded in bytes."""
         self.location = location
-        self.token_counter: TokenCounter = token_counter or TiktokenCounter()
+        self.token_counter: TokenCounter = (
+            TiktokenCounter() if token_counter is None else CheckedCounter(token_counter)
+        )
         self.mask_secrets_on_write = mask_secrets_on_write
         self.max_message_bytes = max_message_bytes
         self.revision_found: str | None = HEAD_REVISION

@@ -9,6 +9,7 @@ import pytest
 from contextstore import (
     ContentTooLargeError,
     ContextStore,
+    ContextStoreError,
     ConversationNotFoundError,
     InvalidInputError,
     InvalidMessageError,
@@ -126,6 +127,51 @@ def test_token_counts_are_computed_once_at_append(store: ContextStore) -> None:
     counted.messages(conv.id)
     counted.prepare_request(conv.id)
     assert counter.calls == calls
+
+
+class _Answering:
+    """A token counter answering ``answer`` (raising it, if it is an exception)."""
+
+    name = "answering"
+
+    def __init__(self, answer: object) -> None:
+        self.answer = answer
+
+    def count(self, text: str) -> Any:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+@pytest.mark.parametrize(
+    ("answer", "refused", "said"),
+    [
+        (None, InvalidInputError, "count(text) returned None for a text of 5 characters"),
+        ("3", InvalidInputError, "count(text) returned '3'"),
+        (1.5, InvalidInputError, "count(text) returned 1.5"),
+        (True, InvalidInputError, "count(text) returned True"),
+        (-1, InvalidInputError, "count(text) returned -1"),
+        (2**63, InvalidInputError, f"count(text) returned {2**63}"),
+        (ValueError("no model"), ContextStoreError, "the token counter failed (ValueError: no"),
+    ],
+)
+def test_a_token_counters_wrong_answer_is_refused_and_nothing_is_written(
+    store: ContextStore, answer: object, refused: type[Exception], said: str
+) -> None:
+    """None or a string raised TypeError, a count past SQLite's integers OverflowError, the
+    counter's own exception went through as it was, and a negative or fractional count was
+    called "a bug in contextstore"."""
+    counted = ContextStore(
+        store.database, location=store.location, token_counter=_Answering(answer)
+    )
+    conv = counted.create_conversation()
+    before = counted.row_counts(conv.id)
+    with pytest.raises(refused) as raised:
+        counted.append(conv.id, "user", "hello")
+    assert said in str(raised.value)
+    assert "Nothing was written" in str(raised.value) or "nothing was written" in str(raised.value)
+    assert counted.row_counts(conv.id) == before
+    assert counted.messages(conv.id) == []
 
 
 def test_images_and_documents_get_documented_estimates(store: ContextStore) -> None:
