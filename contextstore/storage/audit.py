@@ -187,7 +187,19 @@ def _refusal(exc: BaseException) -> Exception:
         )
     if message.lower().startswith(_SEVERAL_STATEMENTS):
         return InvalidInputError("the query holds more than one statement; run them one at a time.")
-    return InvalidInputError(f"the query failed: {message.rstrip('.')}.")
+    return InvalidInputError(f"the query failed: {_clipped(message.rstrip('.'))}.")
+
+
+MAX_QUOTED_ERROR = 500
+"""Characters of the database's own error quoted in a refusal."""
+
+
+def _clipped(message: str) -> str:
+    """``message`` cut to :data:`MAX_QUOTED_ERROR` characters: SQLite quotes the token near a
+    syntax error whole, so a query of 100,000 characters was echoed in full."""
+    if len(message) <= MAX_QUOTED_ERROR:
+        return message
+    return f"{message[: MAX_QUOTED_ERROR - 3]}... ({len(message):,} characters)"
 
 
 def _write_refused(orig: BaseException, message: str) -> str | None:

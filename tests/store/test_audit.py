@@ -751,6 +751,16 @@ def test_a_query_naming_a_missing_table_lists_the_views_there_are(store: Context
     assert store.query("SELECT COUNT(*) FROM audit_file_reads").rows == [(0,)]
 
 
+def test_a_long_query_is_not_echoed_whole_in_its_refusal(store: ContextStore) -> None:
+    """SQLite quotes the token near a syntax error whole: the refusal of a query of 100,000
+    characters was 100,040 characters long (one line on the command line)."""
+    with pytest.raises(InvalidInputError) as refused:
+        store.query("y" * 100_000)
+    message = str(refused.value)
+    assert message.startswith("the query failed: ") and "yyyy" in message
+    assert len(message) < 1_000, len(message)
+
+
 def test_the_default_database_answers_queries() -> None:
     with ContextStore.open() as store:
         store.create_conversation()
