@@ -322,6 +322,7 @@ def make_engine(
     :func:`~contextstore.storage.sqlite_file.check_before_open`)."""
     check_choice("durability", durability, DURABILITIES)
     kwargs = _engine_options(engine_kwargs)
+    _refuse_own_options(kwargs, target)
     if target.in_memory:
         engine = _created(
             "sqlite://",
@@ -398,12 +399,36 @@ def _engine_options(engine_kwargs: Any) -> dict[str, Any]:
     )
 
 
+def _refuse_own_options(kwargs: Mapping[str, Any], target: DatabaseTarget) -> None:
+    """Refuse ``engine_kwargs`` that contextstore passes to ``create_engine`` itself for
+    ``target`` (the URL; SQLite's ``connect_args``; an in-memory store's ``poolclass``):
+    each raised Python's ``TypeError`` ("got multiple values for keyword argument").
+
+    Raises:
+        InvalidInputError: naming the arguments to leave out.
+    """
+    own = {"url"}
+    if target.is_sqlite:
+        own.add("connect_args")
+    if target.in_memory:
+        own.add("poolclass")
+    taken = sorted(own & kwargs.keys())
+    if taken:
+        raise InvalidInputError(
+            f"engine_kwargs cannot set {', '.join(taken)}: contextstore passes "
+            f"{'it' if len(taken) == 1 else 'them'} to create_engine for this database; "
+            f"leave {'it' if len(taken) == 1 else 'them'} out."
+        )
+
+
 def _created(url: str, **kwargs: Any) -> Engine:
     """``create_engine(url, **kwargs)``, its refusal of an argument (a name this dialect
-    and pool do not take, a value of the wrong type) as :class:`InvalidInputError`."""
+    and pool do not take, a value of the wrong type: a ``poolclass`` or ``module`` that is
+    none raised ``AttributeError``, an ``echo`` that is no flag ``KeyError``) as
+    :class:`InvalidInputError`."""
     try:
         return create_engine(url, **kwargs)
-    except (TypeError, ValueError, ArgumentError) as exc:
+    except (TypeError, ValueError, ArgumentError, AttributeError, KeyError) as exc:
         raise InvalidInputError(
             f"SQLAlchemy refused the engine_kwargs given: {exc}; pass only arguments "
             "create_engine takes for this database."

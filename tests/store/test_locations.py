@@ -232,12 +232,21 @@ def test_a_read_only_uri_of_a_missing_file_is_not_found_and_creates_nothing(
         ([("pool_size", 5)], "got list"),
         ({1: 2}, "got a key that is not a string"),
         ({"no_such_argument": 1}, "SQLAlchemy refused the engine_kwargs given: Invalid argument"),
+        # Python's TypeError ("got multiple values for keyword argument"), AttributeError
+        # and KeyError until 2026-12-05:
+        ({"url": "sqlite://"}, "engine_kwargs cannot set url: contextstore passes it"),
+        ({"connect_args": {"timeout": 1}}, "engine_kwargs cannot set connect_args: "),
+        ({"poolclass": 5}, "engine_kwargs cannot set poolclass"),
+        ({"module": 5}, "SQLAlchemy refused the engine_kwargs given: 'int' object has no"),
+        ({"echo": "maybe"}, "SQLAlchemy refused the engine_kwargs given: 'maybe'"),
     ],
 )
 def test_engine_kwargs_create_engine_refuses_are_invalid_input_and_make_no_file(
     tmp_path: Path, in_memory: bool, engine_kwargs: object, said: str
 ) -> None:
     location = ":memory:" if in_memory else tmp_path / "agent.db"
+    if not in_memory and engine_kwargs == {"poolclass": 5}:
+        said = "SQLAlchemy refused the engine_kwargs given: 'int' object has no attribute"
     with pytest.raises(InvalidInputError, match="engine_kwargs") as refused:
         ContextStore.open(location, engine_kwargs=engine_kwargs)  # type: ignore[arg-type]
     assert said in str(refused.value)
