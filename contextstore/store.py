@@ -7,13 +7,17 @@ writes stamp every row with the conversation's clock.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from pathlib import Path
 from typing import Any
 
-from contextstore.core.errors import InvalidInputError
+from sqlalchemy.exc import ArgumentError
+
+from contextstore.core.errors import ContextStoreError, InvalidInputError
 from contextstore.core.health import RecoveryReport
+from contextstore.core.store_files import store_files
 from contextstore.core.tokens import TokenCounter
 from contextstore.core.validate import (
     MAX_MESSAGE_BYTES,
@@ -70,6 +74,40 @@ def _check_options(
             f"pipeline must be a Pipeline (or None for the default), got {shown(pipeline)}; "
             "wrap the processors: Pipeline([...])."
         )
+
+
+def _missing_store_files(database: Path | None) -> list[Path]:
+    """The files of the SQLite store at ``database`` (it and those beside it) and the
+    folders above it that are not there yet, deepest first: what an open that is refused
+    removes again."""
+    if database is None:
+        return []
+    missing = [path for path, _ in store_files(database) if not os.path.lexists(path)]
+    folder = database.parent
+    while not os.path.lexists(folder) and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _remove_made(paths: list[Path]) -> None:
+    """Remove what a refused open made of ``paths`` (files, then empty folders)."""
+    for path in paths:
+        with contextlib.suppress(OSError):
+            if path.is_dir():
+                path.rmdir()
+            else:
+                path.unlink(missing_ok=True)
+
+
+def _refused_at_connect(exc: BaseException) -> bool:
+    """True for an error SQLAlchemy or the driver raises on the first connection for an
+    ``engine_kwargs`` value it only checks then (an ``isolation_level`` the database does
+    not have, a ``creator`` that is not callable): Python's own errors, where the store's
+    would be ContextStoreError."""
+    return isinstance(
+        exc, (TypeError, ValueError, AttributeError, KeyError, ArgumentError)
+    ) and not isinstance(exc, ContextStoreError)
 
 
 class ContextStore(
@@ -149,6 +187,7 @@ class ContextStore(
         )
         text_location = default_location() if location is None else location_text(location)
         target = resolve_target(text_location, default_database_path())
+        missing = _missing_store_files(target.sqlite_path)
         with classified_errors():
             engine = make_engine(
                 target,
@@ -174,8 +213,15 @@ class ContextStore(
                     auto_migrate=auto_migrate and not read_only,
                     is_sqlite=target.is_sqlite,
                 )
-        except BaseException:
+        except BaseException as exc:
             engine.dispose()
+            if engine_kwargs is not None and _refused_at_connect(exc):
+                _remove_made(missing)
+                raise InvalidInputError(
+                    f"SQLAlchemy refused the engine_kwargs given when it connected: "
+                    f"{type(exc).__name__}: {exc}; pass only arguments create_engine takes "
+                    "for this database. Nothing was created."
+                ) from exc
             raise
         store = cls(
             database,

@@ -253,6 +253,31 @@ def test_engine_kwargs_create_engine_refuses_are_invalid_input_and_make_no_file(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("engine_kwargs", "said"),
+    [
+        ({"isolation_level": "BOGUS"}, "ArgumentError: Invalid value 'BOGUS' for isolation_level"),
+        ({"creator": 5}, "TypeError: 'int' object is not callable"),
+    ],
+)
+def test_engine_kwargs_refused_only_when_connecting_are_invalid_input_and_leave_nothing(
+    tmp_path: Path, engine_kwargs: dict[str, object], said: str
+) -> None:
+    """SQLAlchemy checks these at the first connection: Python's error reached the caller,
+    and the new file (and the folders made for it) stayed."""
+    existing = tmp_path / "existing.db"
+    ContextStore.open(existing).close()
+    before = existing.read_bytes()
+    for location in (tmp_path / "new" / "deeper" / "agent.db", existing, ":memory:"):
+        with pytest.raises(InvalidInputError) as refused:
+            ContextStore.open(location, engine_kwargs=engine_kwargs)
+        assert str(refused.value).startswith(
+            f"SQLAlchemy refused the engine_kwargs given when it connected: {said}"
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing.db"]
+    assert existing.read_bytes() == before
+
+
 def test_engine_kwargs_sqlalchemy_takes_still_reach_it(tmp_path: Path) -> None:
     with ContextStore.open(tmp_path / "agent.db", engine_kwargs={"pool_timeout": 7}) as store:
         assert store._db.engine.pool.timeout() == 7
