@@ -100,7 +100,7 @@ class ProcessorsMixin(StoreBase):
 
         Each processor is given only what its trigger fired for since its last recorded
         run. ``demand`` names on-demand processors to run this time. A processor that
-        raises is recorded with outcome ``failed`` (and the exception is raised again);
+        raises is recorded with outcome ``failed`` (and raised again as a ContextStoreError);
         nothing else of the run is written.
 
         Raises:
@@ -183,7 +183,9 @@ def _failure_row(
     name: str,
     exc: BaseException,
 ) -> dict[str, Any]:
-    """The ``failed`` row of processor ``name``: what it was to be given, and why it failed."""
+    """The ``failed`` row of processor ``name``: what it was to be given, and why it failed
+    (the processor's own exception, when the pipeline's error wraps it)."""
+    source = exc.__cause__ if exc.__cause__ is not None else exc
     processor = next(p for p in pipeline.ordered if p.name == name)
     trigger = trigger_of(processor)
     key = processor_key(processor, trigger)
@@ -205,7 +207,7 @@ def _failure_row(
         "last_message_idx": max(given) if given else None,
         "seen_through": context.seen.get(key, -1),
         "outcome": Outcome.FAILED,
-        "reason": f"{type(exc).__name__}: {exc}"[:2000],
+        "reason": f"{type(source).__name__}: {source}"[:2000],
         "proposed": 0,
         "applied": 0,
         "dropped": 0,

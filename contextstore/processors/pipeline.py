@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from contextstore.core.errors import InvalidInputError
+from contextstore.core.errors import ContextStoreError, InvalidInputError
 from contextstore.core.overlays import (
     Block,
     BlockAddress,
@@ -589,13 +589,31 @@ def _guarded(
     given: _Given, items: list[tuple[int, Message]]
 ) -> tuple[list[BlockUpdate], dict[str, Any]]:
     """``given.propose(items)``; an exception leaves naming the processor that raised it
-    (``failed_processor`` on the exception), so a recorded run can say which one failed."""
+    (``failed_processor`` on the exception), so a recorded run can say which one failed.
+    One that is not a :class:`ContextStoreError` (a caller's processor raising
+    ``ValueError``) leaves as a :class:`ContextStoreError` saying so, with it as the cause,
+    as a failing summarizer does."""
+    name = given.processor.name
     try:
         return given.propose(items)
-    except Exception as exc:
+    except ContextStoreError as exc:
         if getattr(exc, "failed_processor", None) is None:
-            exc.failed_processor = given.processor.name  # type: ignore[attr-defined]
+            exc.failed_processor = name  # type: ignore[attr-defined]
         raise
+    except Exception as exc:
+        said = str(exc)
+        if len(said) > MAX_REASON_SHOWN:
+            said = f"{said[:MAX_REASON_SHOWN]}... ({len(said):,} characters)"
+        failed = ContextStoreError(
+            f"the processor {name!r} failed ({type(exc).__name__}: {said}); nothing it "
+            "proposed was written. Fix the processor or leave it out of the pipeline."
+        )
+        failed.failed_processor = name  # type: ignore[attr-defined]
+        raise failed from exc
+
+
+MAX_REASON_SHOWN = 500
+"""The most characters of a failing processor's own message its error repeats."""
 
 
 def default_pipeline() -> Pipeline:

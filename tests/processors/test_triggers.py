@@ -248,6 +248,36 @@ def test_a_failing_processor_is_recorded_and_nothing_else_is_written(store: Cont
     assert store.context_updates(cid) == []
 
 
+def test_a_processor_raising_a_python_error_fails_as_a_store_error_everywhere(
+    store: ContextStore,
+) -> None:
+    """A caller's processor that raised ValueError reached every caller as ValueError (an
+    internal error on the command line); it is a ContextStoreError naming the processor, with
+    the ValueError as its cause, and the recorded run keeps the processor's own words."""
+
+    class Broken(Counting):
+        def propose(self, view: IndexedView) -> list[BlockUpdate]:
+            raise ValueError("x" * 600)
+
+    cid = _conversation(store, 4)
+    pipeline = Pipeline([Broken("broken", "", Trigger.new_message())])
+    for call in (
+        lambda: store.render(cid, pipeline=pipeline),
+        lambda: store.prepare_request(cid, pipeline=pipeline),
+        lambda: store.run_processors(cid, pipeline=pipeline),
+    ):
+        with pytest.raises(ContextStoreError) as caught:
+            call()
+        assert type(caught.value) is ContextStoreError
+        assert isinstance(caught.value.__cause__, ValueError)
+        said = str(caught.value)
+        assert said.startswith("the processor 'broken' failed (ValueError: xxx")
+        assert "... (600 characters)); nothing it proposed was written" in said
+    (run,) = store.processor_runs(cid)
+    assert run.outcome == "failed" and run.reason == "ValueError: " + "x" * 600
+    assert store.requests(cid) == [] and store.context_updates(cid) == []
+
+
 def test_rollback_takes_processor_state_back(store: ContextStore) -> None:
     counting = Counting("shout", "say", Trigger.new_message())
     pipeline = Pipeline([counting])
