@@ -5,6 +5,7 @@ inside one read or write; it holds no SQL."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from contextstore.core.errors import (
     InvalidInputError,
     RequestNotFoundError,
 )
+from contextstore.core.nodes import CallInfo
 from contextstore.core.planning import Plan
 from contextstore.core.records import Conversation, RequestRecord
 from contextstore.core.state import ConversationState
@@ -38,6 +40,9 @@ _WRITE_MASKER = SecretMasker()
 
 V = TypeVar("V")
 T = TypeVar("T")
+
+CALLS_LOCK = threading.Lock()
+"""Guards every store's memory of the tool calls it appended (``_recent_calls``)."""
 
 PLAN_ATTEMPTS = 3
 """How many times a decision is planned again when its conversation changed meanwhile."""
@@ -100,8 +105,28 @@ class StoreBase:
             ReadOnlyError: the store was opened read-only.
             DatabaseBusyError: other writers held the lock through every attempt.
         """
-        with self._db.transaction():
-            yield
+        try:
+            with self._db.transaction():
+                yield
+        except BaseException:
+            # The calls appended inside were rolled back with everything else.
+            self._forget_calls()
+            raise
+
+    def _forget_calls(self, conversation_id: str | None = None) -> None:
+        """Forget the tool calls this store remembers having appended to the conversation
+        (to every conversation when None), after a write that may have removed them (a
+        rollback, a deletion, a transaction undone): a result answering a removed call
+        must be typed as the stored rows say, with no call, not by the call that is gone."""
+        memory: dict[tuple[str, str], CallInfo] | None = getattr(self, "_recent_calls", None)
+        if not memory:
+            return
+        with CALLS_LOCK:
+            if conversation_id is None:
+                memory.clear()
+                return
+            for key in [key for key in memory if key[0] == conversation_id]:
+                del memory[key]
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:

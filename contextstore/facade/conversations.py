@@ -131,7 +131,10 @@ class ConversationsMixin(StoreBase):
             conversations.delete_conversation(connection, conversation_id)
             return counts
 
-        return self._db.write(work)
+        counts = self._db.write(work)
+        # A conversation created again with this id has none of these calls.
+        self._forget_calls(conversation_id)
+        return counts
 
     def create_subagent(
         self,

@@ -314,6 +314,7 @@ class InteropMixin(StoreBase):
         report = self._db.write(work)
         # Rows written next may take the removed rows' timestamps: nothing read is reused.
         self.prepare_cache.discard(conversation_id)
+        self._forget_calls(conversation_id)
         return report
 
     def set_conversation_metadata(self, conversation_id: str, metadata: Mapping[str, Any]) -> None:

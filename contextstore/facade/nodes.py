@@ -3,7 +3,6 @@ the pristine view (as stored) or the active one (what the model sees)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Literal
@@ -21,7 +20,7 @@ from contextstore.core.overlays import Message, UpdateKind, shown_text
 from contextstore.core.shown import shown_by_view
 from contextstore.core.truncation import visible_start
 from contextstore.core.validate import check_id, shown
-from contextstore.facade.base import StoreBase
+from contextstore.facade.base import CALLS_LOCK, StoreBase
 from contextstore.processors.runner import propose
 from contextstore.storage import history, nodes
 from contextstore.storage.clock import last_ts
@@ -30,7 +29,6 @@ from contextstore.storage.database import Connection
 CALL_MEMORY = 4_096
 """Tool calls a store remembers from its own appends, to type their results without a
 SELECT (a result answering a call it does not remember reads the call from the store)."""
-_MEMORY_LOCK = threading.Lock()
 
 View = Literal["pristine", "active"]
 VIEWS: tuple[str, ...] = ("pristine", "active")
@@ -134,7 +132,7 @@ class NodesMixin(StoreBase):
         if not found:
             return
         memory = self._call_memory()
-        with _MEMORY_LOCK:
+        with CALLS_LOCK:
             for use_id, call in found.items():
                 memory[(conversation_id, use_id)] = call
             while len(memory) > CALL_MEMORY:

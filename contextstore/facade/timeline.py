@@ -162,7 +162,9 @@ class TimelineMixin(StoreBase):
 
         # Pipelined on PostgreSQL: BEGIN goes out with the first statement, and the two
         # updates after the removal go with the COMMIT.
-        return self._db.write(work, pipeline=True)
+        report = self._db.write(work, pipeline=True)
+        self._forget_calls(conversation_id)
+        return report
 
     def restore(self, conversation_id: str, rollback_id: int) -> RestoreReport:
         """Put back the rows a rollback archived, with their original ids and ``ts``.

@@ -335,3 +335,33 @@ def test_a_result_of_a_call_this_store_appended_needs_no_lookup(tmp_path: Path) 
         assert len(seen) == 1
         typed = [(n.node_type, n.path) for n in reopened.nodes(cid)]
     assert typed[2] == ("file_content", "a.py") and typed[-1] == ("file_content", "b.py")
+
+
+@pytest.mark.parametrize("removal", ["rollback", "purge", "delete", "transaction"])
+def test_a_result_answering_a_removed_call_is_typed_as_the_rows_say(
+    store: ContextStore, removal: str
+) -> None:
+    """A call this store appended and then removed (rolled back, deleted with its
+    conversation, undone with its transaction) no longer types a result with its id: the
+    result answers no stored call, as a store opened afresh types it. Until 2026-12-05 the
+    store's memory of its appends typed it a read of the removed call's file, and the
+    audit's files read listed a file no call in the conversation read."""
+    cid = store.create_conversation(id="c-removed").id
+    store.append(cid, [user("task"), assistant("ok"), user("go on")])
+    store.checkpoint(cid, "before")
+    call = assistant(tool_use("t1", path="secret.py"))
+    if removal == "transaction":
+        with pytest.raises(RuntimeError), store.transaction():
+            store.append(cid, [call])
+            raise RuntimeError("the agent gave up")
+    else:
+        store.append(cid, [call])
+    if removal in ("rollback", "purge"):
+        store.rollback(cid, "before", purge=removal == "purge")
+    elif removal == "delete":
+        store.delete_conversation(cid)
+        store.create_conversation(id=cid)
+        store.append(cid, [user("task"), assistant("ok"), user("go on")])
+    store.append(cid, [assistant("again"), user(tool_result("t1", "hello"))])
+    typed = _nodes(store, cid)["m4.b0"]
+    assert (typed.node_type, typed.path) == ("tool_output", None)
