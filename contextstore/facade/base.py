@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -18,6 +18,7 @@ from contextstore.core.errors import (
     RequestNotFoundError,
 )
 from contextstore.core.nodes import CallInfo
+from contextstore.core.overlays import BlockUpdate
 from contextstore.core.planning import Plan
 from contextstore.core.records import Conversation, RequestRecord
 from contextstore.core.state import ConversationState
@@ -351,15 +352,30 @@ class StoreBase:
         )
         return RunContext(seen, tokens, frozenset(demand))
 
+    def _masked_updates(self, proposed: Sequence[BlockUpdate]) -> list[BlockUpdate] | None:
+        """``proposed`` with their texts and metadata masked when the store masks on write
+        (a summary or a processor's output may repeat a secret); None when that changes
+        none of them. Masked before a view or payload is built from them, so the request
+        sent is the one its stored rows rebuild."""
+        if not self.mask_secrets_on_write:
+            return None
+        masked = [
+            dataclasses.replace(u, text=self._masked(u.text), metadata=self._masked(u.metadata))
+            for u in proposed
+        ]
+        return None if masked == list(proposed) else masked
+
+    def _masked_plan(self, plan: Plan) -> Plan:
+        """``plan`` with its rewrites masked (:meth:`_masked_updates`)."""
+        masked = self._masked_updates(plan.updates)
+        return plan if masked is None else dataclasses.replace(plan, updates=tuple(masked))
+
     def _write_plan(
         self, connection: Connection, conversation_id: str, plan: Plan, ts: int
     ) -> None:
         """A plan's rows, all stamped ``ts``: its updates, then its range (their texts masked
         when the store masks on write: a summary may repeat a secret)."""
-        rewrites = plan.updates
-        if self.mask_secrets_on_write:
-            rewrites = tuple(dataclasses.replace(u, text=self._masked(u.text)) for u in rewrites)
-        updates.insert_updates(connection, conversation_id, ts, rewrites)
+        updates.insert_updates(connection, conversation_id, ts, self._masked_plan(plan).updates)
         if plan.new_range is not None:
             ranges.insert_range(
                 connection,

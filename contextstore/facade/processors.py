@@ -139,9 +139,12 @@ class ProcessorsMixin(StoreBase):
                 )
                 return stamps[0]
             assert decided.result is not None and active is not None
-            if decided.result.proposals:
+            proposals = decided.result.proposals
+            if proposals:
+                # Masked as every other write is: a processor's output may repeat a secret.
+                masked = self._masked_updates(proposals)
                 updates.insert_updates(
-                    connection, conversation_id, stamps[0], decided.result.proposals
+                    connection, conversation_id, stamps[0], proposals if masked is None else masked
                 )
             rows = [run_row(active, step) for step in decided.result.steps]
             processor_runs.insert_runs(connection, conversation_id, stamps[0], rows)

@@ -57,7 +57,7 @@ from contextstore.facade.prepare_memo import (
 )
 from contextstore.facade.processors import run_row
 from contextstore.processors.pipeline import Pipeline
-from contextstore.processors.runner import run
+from contextstore.processors.runner import run, view_with
 from contextstore.renderers import anthropic, registry
 from contextstore.renderers.anthropic import RenderedMessage
 from contextstore.renderers.anthropic_cache import MAX_CACHE_BREAKPOINTS, prompt_breakpoints
@@ -148,7 +148,9 @@ class RequestsMixin(StoreBase):
         def decide(snapshot: Snapshot) -> _Prepared:
             conv = snapshot.conversation
             policy = policy_from_conversation(conv.context_window, conv.metadata, auto_condense)
-            plan = plan_request(policy, snapshot.state, snapshot.total, summarizer=summarizer)
+            plan = self._masked_plan(
+                plan_request(policy, snapshot.state, snapshot.total, summarizer=summarizer)
+            )
             state = plan.applied(snapshot.state)
             with self._db.read() as connection:
                 context = self._run_context(connection, conversation_id, active, NO_LIMIT)
@@ -157,6 +159,9 @@ class RequestsMixin(StoreBase):
                 active, state, context, (previous.cut if previous else {}) if memoize else None
             )
             processed, view = result.proposals, result.view
+            masked = self._masked_updates(processed)
+            if masked is not None:  # the view sent is the one the stored rows rebuild
+                processed, view = masked, view_with(state, masked)
             assert active is not None or not result.steps
             runs = [run_row(active, step) for step in result.steps] if active else []
             calls = pending_calls(view)
@@ -222,10 +227,7 @@ class RequestsMixin(StoreBase):
             runs_ts = remaining[-1]
             if prepared.processed:
                 runs_ts = remaining.pop(0)
-                processed = [
-                    dataclasses.replace(u, text=self._masked(u.text)) for u in prepared.processed
-                ]
-                updates.insert_updates(connection, conversation_id, runs_ts, processed)
+                updates.insert_updates(connection, conversation_id, runs_ts, prepared.processed)
             if prepared.runs:
                 processor_runs.insert_runs(connection, conversation_id, runs_ts, prepared.runs)
             system_sha256, tools_sha256 = self._store_prompt_nodes(connection, prompt)

@@ -13,6 +13,7 @@ from contextstore import ContextStore
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.rows import CheckpointRow, RangeRow, SourceRecordRow
 from contextstore.processors.pipeline import Pipeline
+from contextstore.processors.summarize import Summarizer
 from contextstore.storage.tables import metadata as schema
 from tests.conftest import BACKENDS, assistant, open_backend, user
 
@@ -88,6 +89,43 @@ def test_the_default_pipeline_masks_the_system_prompt_it_sends(
         raw = store.prepare_request(conv.id, system=f"key {TOKEN}", pipeline=Pipeline([]))
         assert raw.payload["system"] == f"key {TOKEN}"
         assert store.request_payload(conv.id, raw.request_id)["system"] == f"key {TOKEN}"
+    finally:
+        cleanup()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("writer", ["prepare with processors", "auto-condense", "run_processors"])
+def test_a_secret_a_hook_writes_is_masked_in_the_rows_and_in_what_is_sent(
+    backend: str, tmp_path: Path, writer: str
+) -> None:
+    """Summaries and processor outputs are masked before the view is built from them: the
+    payload sent holds no secret and rebuilds from the rows. Until 2026-12-05 a prepare
+    sent the hook's text as returned and stored it masked, so ``request_payload`` raised
+    ``PayloadMismatchError``; ``run_processors`` stored it as returned."""
+    store, cleanup = open_backend(
+        backend, tmp_path, mask_secrets_on_write=True, pipeline=Pipeline([])
+    )
+    try:
+        cid = store.create_conversation(context_window=64_000).id
+        store.append(cid, [user("task"), assistant("ok"), user("long " * 100), assistant("a")])
+        store.append(cid, [user("more"), assistant("b")] * 3)
+        summarizing = Pipeline([Summarizer(lambda text, request: f"gist {TOKEN}", min_chars=100)])
+        if writer == "run_processors":
+            assert store.run_processors(cid, pipeline=summarizing)
+        else:
+            if writer == "auto-condense":
+                store.record_request(cid, tokens_in=7_000)  # over 10 % of the window
+                ctx = store.prepare_request(
+                    cid, auto_condense=0.1, summarizer=lambda hidden: f"gist {TOKEN}"
+                )
+                assert ctx.truncated
+            else:
+                ctx = store.prepare_request(cid, pipeline=summarizing)
+            assert TOKEN not in repr(ctx.payload)
+            assert "[REDACTED:github_token]" in repr(ctx.payload)
+            assert store.request_payload(cid, ctx.request_id) == ctx.payload
+        assert TOKEN not in _all_text(store)
+        assert "[REDACTED:github_token]" in _all_text(store)
     finally:
         cleanup()
 
