@@ -20,6 +20,7 @@ from contextstore.cli.common import (
 from contextstore.cli.history import conversation_json
 from contextstore.cli.output import ordered_counts
 from contextstore.cli.times import MOMENT, Moment, checked_moment, format_ts
+from contextstore.core.errors import ConcurrentChangeError
 from contextstore.core.records import Checkpoint, RollbackReport
 from contextstore.core.validate import (
     MAX_HASH_LENGTH,
@@ -27,6 +28,7 @@ from contextstore.core.validate import (
     MAX_LABEL_LENGTH,
     MAX_TITLE_LENGTH,
 )
+from contextstore.store import ContextStore
 
 
 def checkpoint_json(cp: Checkpoint) -> dict[str, Any]:
@@ -122,6 +124,33 @@ def _target(moment: Moment) -> str | int:
     return moment.label if moment.label is not None else int(moment.ts or 0)
 
 
+def _rollback_as_confirmed(
+    store: ContextStore,
+    conversation_id: str,
+    target: str | int,
+    preview: RollbackReport,
+    purge: bool,
+) -> RollbackReport:
+    """The rollback the person at the terminal said yes to: the rows of ``preview``, no
+    others. The agent may write while the question waits (for minutes, say); those rows
+    were not in the question, and with ``--purge`` they would be gone for good.
+
+    Raises:
+        ConcurrentChangeError: the conversation changed since the preview (a row written
+            after the cutoff, a newer checkpoint with the label); nothing was rolled back.
+    """
+    with store.transaction():
+        report = store.rollback(conversation_id, target, purge=purge)
+        if report.cutoff_ts != preview.cutoff_ts or report.removed != preview.removed:
+            raise ConcurrentChangeError(
+                f"conversation {conversation_id!r} changed while the question waited: the "
+                f"rollback would remove {report.total_removed} rows, not the "
+                f"{preview.total_removed} you confirmed; nothing was rolled back. Run the "
+                "command again to see what it removes now."
+            )
+    return report
+
+
 @click.command()
 @click.argument("conversation_id", metavar="CID")
 @click.option(
@@ -180,7 +209,10 @@ def rollback(
         yes=yes,
         flag_hint=" (or --dry-run to preview)",
     )
-    report = store.rollback(conversation_id, _target(to), purge=purge)
+    if yes:
+        report = store.rollback(conversation_id, _target(to), purge=purge)
+    else:
+        report = _rollback_as_confirmed(store, conversation_id, _target(to), preview, purge)
     if as_json:
         terminal.print_json(rollback_json(report))
         return

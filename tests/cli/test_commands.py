@@ -348,6 +348,40 @@ def test_rollback_asks_on_a_terminal(seeded: Seeded, monkeypatch: pytest.MonkeyP
     assert accepted.code == 0 and counts(seeded)["messages"] == 5
 
 
+@pytest.mark.parametrize("purge", [False, True])
+def test_rows_written_while_the_rollback_question_waits_are_not_removed_unasked(
+    seeded: Seeded, monkeypatch: pytest.MonkeyPatch, purge: bool
+) -> None:
+    """The agent appends while the person reads "Remove 9 rows ...?": the yes was for those
+    9, so nothing is rolled back (exit 7, run it again). Until 2026-12-05 the rollback removed
+    the new rows too, unasked, and with --purge for good."""
+    monkeypatch.setattr(terminal, "interactive", lambda: True)
+    asked = terminal.confirm
+
+    def agent_writes_meanwhile(question: str) -> bool:
+        with seeded.store() as agent:
+            agent.append(seeded.cid, "assistant", "written while the question waited")
+        return asked(question)
+
+    monkeypatch.setattr(terminal, "confirm", agent_writes_meanwhile)
+    before = counts(seeded)
+    flags = ["--purge"] if purge else []
+    refused = run(
+        "--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label, *flags, input="y\n"
+    )
+    assert refused.code == 7, refused.err
+    assert "Remove 9 rows" in refused.err
+    assert "would remove 11 rows, not the 9 you confirmed; nothing was rolled back" in refused.err
+    written = {"messages": before["messages"] + 1, "blocks": before["blocks"] + 1}
+    assert counts(seeded) == {**before, **written}
+    monkeypatch.setattr(terminal, "confirm", asked)
+    again = run(
+        "--db", seeded.db, "rollback", seeded.cid, "--to", seeded.label, *flags, input="y\n"
+    )
+    assert again.code == 0 and "Remove 11 rows" in again.err
+    assert counts(seeded)["messages"] == 5
+
+
 @pytest.mark.parametrize("command", ["rollback", "delete"])
 def test_the_end_of_the_input_at_a_question_is_a_no(
     seeded: Seeded, monkeypatch: pytest.MonkeyPatch, command: str
