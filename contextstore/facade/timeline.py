@@ -96,6 +96,7 @@ class TimelineMixin(StoreBase):
             )
         if isinstance(to, int):
             check_ts(name or ROLLBACK_TARGET, to, optional=False)
+            self._refuse_checkpoint_id(connection, conversation_id, to, name or "to")
             return to
         check_text("checkpoint label", to, MAX_LABEL_LENGTH, optional=False)
         if labelled is None:
@@ -110,6 +111,30 @@ class TimelineMixin(StoreBase):
                 f"(labels: {known}); pass an existing label or a ts."
             )
         return found
+
+    def _refuse_checkpoint_id(
+        self, connection: Connection, conversation_id: str, ts: int, name: str
+    ) -> None:
+        """Refuse a ``ts`` from before the conversation began that is the id of one of its
+        checkpoints: ``rollback(cid, to=cp.id)`` read 3 as 3 ms after 1970 and took the
+        whole conversation, where the caller meant checkpoint 3.
+
+        Raises:
+            InvalidInputError: naming the checkpoint's label or ``ts`` to pass instead.
+        """
+        if ts >= self._conversation(connection, conversation_id).created_ts:
+            return
+        listed = checkpoints.list_checkpoints(connection, conversation_id)
+        named = next((c for c in listed if c.id == ts), None)
+        if named is None:
+            return
+        instead = repr(named.label) if named.label is not None else str(named.ts)
+        raise InvalidInputError(
+            f"{name}={ts} reads as {ts} ms after 1970, before conversation {conversation_id!r} "
+            f"began, not as checkpoint {ts}; pass {name}={instead} for that checkpoint (its "
+            f"{'label' if named.label is not None else 'ts'}), or {name}=0 for the moment "
+            "before everything."
+        )
 
     def rollback(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -132,6 +133,29 @@ def test_rollback_to_an_unknown_label_names_the_known_ones(store: ContextStore) 
     with pytest.raises(InvalidInputError):
         store.rollback(conv.id, 1.5)  # type: ignore[arg-type]
     assert store.row_counts() == before
+
+
+def test_a_checkpoint_id_passed_as_the_moment_is_refused_naming_its_label(
+    store: ContextStore,
+) -> None:
+    """``rollback(cid, to=cp.id)`` read the id as milliseconds after 1970 and archived the
+    whole conversation; the command line refused it, the library (and JSON-RPC) did not."""
+    cid = store.create_conversation().id
+    store.append(cid, [user("task"), assistant("done")])
+    labelled = store.checkpoint(cid, "cp")
+    unlabelled = store.checkpoint(cid)
+    store.append(cid, [user("more")])
+    for checkpoint, instead in ((labelled, "to='cp'"), (unlabelled, f"to={unlabelled.ts}")):
+        with pytest.raises(InvalidInputError, match=f"not as checkpoint {checkpoint.id}; pass "):
+            store.rollback(cid, to=checkpoint.id)
+        with pytest.raises(InvalidInputError, match=re.escape(instead)):
+            store.rollback(cid, to=checkpoint.id, dry_run=True)
+    with pytest.raises(InvalidInputError, match="pass at='cp'"):
+        store.fork(cid, at=labelled.id)
+    assert store.message_count(cid) == 3 and len(store.list_conversations()) == 1
+    # Milliseconds that are no checkpoint's id, and 0, still name moments.
+    assert store.rollback(cid, to=0, dry_run=True).removed["messages"] == 3
+    assert store.rollback(cid, to=unlabelled.id + 1, dry_run=True).removed["messages"] == 3
 
 
 def test_rollback_keeps_overlays_written_before_the_checkpoint(store: ContextStore) -> None:
