@@ -15,6 +15,7 @@ import os
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -132,6 +133,8 @@ class Database:
         every connection at once (a restart, a failover, an administrator), so each thread's
         held connection older than the bump is replaced before its next call instead of
         failing that call in turn."""
+        if not serialize_reads:  # an in-memory database is the forked child's own copy
+            _track(_FORKABLE, self)
 
     @property
     def in_transaction(self) -> bool:
@@ -172,8 +175,21 @@ class Database:
         """``connection`` as the calling thread's, with what syncs its commits after the
         turn when the store does that (see :mod:`.wal_sync`)."""
         if self.sync_after_turn is None:
-            return _Held(connection, generation=self._generation)
-        return _Held(connection, defer_wal_sync(_driver(connection), self.sync_after_turn))
+            held = _Held(connection, generation=self._generation)
+        else:
+            held = _Held(connection, defer_wal_sync(_driver(connection), self.sync_after_turn))
+        return _track(_HELD, held)
+
+    def _disown_pool(self) -> None:
+        """In a forked child: leave the connections pooled by the parent to the parent.
+
+        They are the parent's sockets and SQLite handles: handed to a thread of the child,
+        a PostgreSQL connection would carry both processes' statements at once (the
+        parent's failed with psycopg's own errors), and closing them (``close()`` in the
+        child) ended the parent's PostgreSQL sessions. The old pool is kept, unclosed, for
+        the child's life; the child connects anew."""
+        _INHERITED.append(self.engine.pool)
+        self.engine.dispose(close=False)
 
     def _sync_after_turn(self) -> None:
         """Sync the WAL the calling thread's last write transaction committed to, when its
@@ -424,6 +440,65 @@ def _retried_while_busy(attempt: Callable[[], T]) -> T:
 
 
 _NOTHING: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+
+_FORKABLE: weakref.WeakSet[Database] = weakref.WeakSet()
+"""Every database of this process whose connections a forked child must not use (all but
+in-memory ones, which the child has a copy of)."""
+_HELD: weakref.WeakSet[_Held] = weakref.WeakSet()
+"""Every connection a thread of this process holds (see :meth:`Database._hold`)."""
+_REGISTRY = threading.Lock()
+"""Guards the two sets; held across a fork, so that no child inherits it taken."""
+_CARRIED: list[_Held] = []
+"""The held connections, referenced while the process forks (see :func:`_before_fork`)."""
+_INHERITED: list[object] = []
+"""In a forked child, the parent's connections and pools: kept and never touched."""
+
+Tracked = TypeVar("Tracked", Database, _Held)
+
+
+def _track(registry: weakref.WeakSet[Tracked], item: Tracked) -> Tracked:
+    """Add ``item`` to ``registry`` (for the fork hooks below) and return it."""
+    with _REGISTRY:
+        registry.add(item)
+    return item
+
+
+def _before_fork() -> None:
+    """Hold a reference to every held connection across the fork.
+
+    In the child, the threads that did not fork are gone, and with them their
+    thread-local connections: dropped there, SQLAlchemy would roll each back and return it
+    to the pool, from which a thread of the child would take the parent's connection.
+    """
+    _REGISTRY.acquire()
+    _CARRIED[:] = list(_HELD)
+
+
+def _after_fork_in_parent() -> None:
+    """The parent keeps its connections as they were."""
+    _CARRIED.clear()
+    _REGISTRY.release()
+
+
+def _after_fork_in_child() -> None:
+    """Set the parent's connections aside in the child, for good: never used, returned to a
+    pool or closed there (each store of the child connects anew, see
+    :meth:`Database._disown_pool`)."""
+    _INHERITED.extend(_CARRIED)
+    _CARRIED.clear()
+    _HELD.clear()
+    databases = list(_FORKABLE)
+    _REGISTRY.release()
+    for database in databases:
+        database._disown_pool()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=_before_fork,
+        after_in_parent=_after_fork_in_parent,
+        after_in_child=_after_fork_in_child,
+    )
 
 
 def _driver(connection: Connection) -> Any:
