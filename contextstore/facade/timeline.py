@@ -29,7 +29,7 @@ from contextstore.core.validate import (
 )
 from contextstore.facade.base import StoreBase
 from contextstore.storage import checkpoints, conversations, timeline
-from contextstore.storage.clock import not_found, now_ms, set_message_count, tick
+from contextstore.storage.clock import last_ts, not_found, now_ms, set_message_count, tick
 from contextstore.storage.database import Connection
 
 ROLLBACK_TARGET = "the rollback target (to)"
@@ -212,6 +212,10 @@ class TimelineMixin(StoreBase):
 
         def work(connection: Connection) -> RestoreReport:
             self._conversation(connection, conversation_id)
+            # The clock's tick first: on PostgreSQL it locks the conversation, so the
+            # checks below see every rollback committed before (one to an earlier moment,
+            # committed between them and the tick, left a gap in the indices).
+            (stamp,) = tick(connection, conversation_id)
             row = timeline.load_rollback(connection, conversation_id, rollback_id)
             if row is None:
                 raise RollbackNotFoundError(
@@ -231,7 +235,6 @@ class TimelineMixin(StoreBase):
             taken = timeline.later_rollbacks_below(connection, row)
             if taken:
                 raise InvalidInputError(_restore_first(rollback_id, taken))
-            (stamp,) = tick(connection, conversation_id)
             if timeline.any_row_after(connection, conversation_id, int(row.cutoff_ts)):
                 raise InvalidInputError(
                     f"rows were written after rollback {rollback_id}'s cutoff (ts "
@@ -267,6 +270,10 @@ class TimelineMixin(StoreBase):
         new_id = uuid.uuid4().hex
 
         def work(connection: Connection) -> Conversation:
+            # The parent's row locked first (PostgreSQL): its table-by-table copy below
+            # then sees no rollback of the parent half-way (one between the copies of the
+            # messages and of their blocks left messages without blocks in the fork).
+            last_ts(connection, conversation_id, lock=True)
             parent = self._conversation(connection, conversation_id)
             cutoff = (
                 parent.last_ts
