@@ -171,6 +171,17 @@ INVARIANTS: tuple[Invariant, ...] = (
         lambda r: f"{r[2]} block(s) of message {r[1]}, which does not exist",
     ),
     _invariant(
+        "message_blocks",
+        "every message has a block",
+        """SELECT x.conversation_id, x.idx FROM messages x
+           WHERE NOT EXISTS (SELECT 1 FROM blocks b WHERE b.conversation_id =
+               x.conversation_id AND b.message_idx = x.idx) {where}""",
+        lambda r: (
+            f"message {r[1]} has no block: renders leave it out, and the message after it "
+            "cannot be read"
+        ),
+    ),
+    _invariant(
         "block_idx",
         "a message's block indices are 0..k-1 with no gap",
         """SELECT x.conversation_id, x.message_idx, COUNT(*), MAX(x.block_idx) FROM blocks x

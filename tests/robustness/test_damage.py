@@ -214,6 +214,8 @@ BREAKS: dict[str, str] = {
     "block_owner": "INSERT INTO blocks (conversation_id, message_idx, block_idx, type, data, "
     "node_type, token_count) VALUES (:c, 900, 0, 'text', '{}', 'user_prompt', 1)",
     "block_idx": "UPDATE blocks SET block_idx = 3 WHERE conversation_id = :c AND message_idx = 7",
+    # The newest message's blocks: every render still reads (it skips the message).
+    "message_blocks": "DELETE FROM blocks WHERE conversation_id = :c AND message_idx = 19",
     "update_target": "UPDATE context_updates SET block_idx = 9 WHERE conversation_id = :c",
     "range_bounds": "UPDATE conversations SET last_ts = last_ts + 1 WHERE id = :c; "
     "INSERT INTO deleted_ranges (conversation_id, ts, start_idx, end_idx, keep, reason) "
