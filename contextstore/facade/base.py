@@ -216,6 +216,18 @@ class StoreBase:
         return conversations.get_conversation(connection, conversation_id)
 
     @staticmethod
+    def _locked(connection: Connection, conversation_id: str) -> Conversation:
+        """The conversation, read once its row is locked (PostgreSQL; a SQLite write holds
+        the file already), for a write that reads what it changes: a writer that read it
+        before the lock could write back what another one changed meanwhile.
+
+        Raises:
+            ConversationNotFoundError: no conversation has this id.
+        """
+        last_ts(connection, conversation_id, lock=True)
+        return conversations.get_conversation(connection, conversation_id)
+
+    @staticmethod
     def _request(connection: Connection, conversation_id: str, request_id: int) -> RequestRecord:
         found = requests.find_request(connection, conversation_id, request_id)
         if found is None:

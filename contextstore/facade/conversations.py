@@ -173,7 +173,7 @@ class ConversationsMixin(StoreBase):
         check_threshold("threshold", threshold)
 
         def work(connection: Connection) -> None:
-            conv = self._conversation(connection, conversation_id)
+            conv = self._locked(connection, conversation_id)
             meta = dict(conv.metadata)
             if threshold is None:
                 meta.pop("auto_condense", None)
@@ -211,7 +211,7 @@ class ConversationsMixin(StoreBase):
         check_int("context_window", context_window, minimum=1)
 
         def work(connection: Connection) -> Conversation:
-            conv = self._conversation(connection, conversation_id)
+            conv = self._locked(connection, conversation_id)
             if model_id is None and context_window is None:
                 raise InvalidInputError(
                     "set_conversation_model needs model_id, context_window or both; pass the "

@@ -29,7 +29,7 @@ from contextstore.core.validate import (
 )
 from contextstore.facade.base import StoreBase
 from contextstore.storage import checkpoints, conversations, timeline
-from contextstore.storage.clock import last_ts, not_found, now_ms, set_message_count, tick
+from contextstore.storage.clock import not_found, now_ms, set_message_count, tick
 from contextstore.storage.database import Connection
 
 ROLLBACK_TARGET = "the rollback target (to)"
@@ -270,11 +270,10 @@ class TimelineMixin(StoreBase):
         new_id = uuid.uuid4().hex
 
         def work(connection: Connection) -> Conversation:
-            # The parent's row locked first (PostgreSQL): its table-by-table copy below
-            # then sees no rollback of the parent half-way (one between the copies of the
-            # messages and of their blocks left messages without blocks in the fork).
-            last_ts(connection, conversation_id, lock=True)
-            parent = self._conversation(connection, conversation_id)
+            # Locked: the table-by-table copy below sees no rollback of the parent half-way
+            # (one between the copies of the messages and of their blocks left messages
+            # without blocks in the fork).
+            parent = self._locked(connection, conversation_id)
             cutoff = (
                 parent.last_ts
                 if at is None

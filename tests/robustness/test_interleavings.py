@@ -23,7 +23,7 @@ import pytest
 
 from contextstore import ContextStore
 from contextstore.core.errors import InvalidInputError
-from contextstore.storage import timeline
+from contextstore.storage import conversations, timeline
 from tests import conftest
 from tests.conftest import POSTGRES_URL, text
 from tests.pg_schemas import connect_args
@@ -190,3 +190,49 @@ def test_a_fork_copies_its_parent_whole_while_the_parent_rolls_back(
         assert len(other.messages(fork_id)) == counts["messages"] + 1
         assert other.check(fork_id, raise_on_problems=False).ok
         assert other.check(cid, raise_on_problems=False).ok
+
+
+def _changing(store: ContextStore, cid: str, **change: Any) -> Callable[[list[int]], Any]:
+    def work(pid: list[int]) -> Any:
+        pid.append(_backend_pid(store))
+        return store.set_conversation_model(cid, **change)
+
+    return work
+
+
+def test_two_model_changes_at_once_both_land(schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with _open(schema) as first, _open(schema) as other:
+        cid = first.create_conversation(model_id="old-model", context_window=100_000).id
+        stop = Stop()
+        # Until 2026-12-05 each wrote back the field it kept as it had read it, unlocked.
+        with _stopping(monkeypatch, conversations, "get_conversation", stop):
+            outcomes = _interleaved(
+                lambda: first.set_conversation_model(cid, model_id="new-model"),
+                stop,
+                _changing(other, cid, context_window=50_000),
+            )
+        assert not any(isinstance(outcome, Exception) for outcome in outcomes)
+        now = other.get_conversation(cid)
+        assert (now.model_id, now.context_window) == ("new-model", 50_000)
+
+
+def test_auto_condense_set_while_an_importer_writes_metadata_keeps_the_importers(
+    schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _open(schema) as first, _open(schema) as other:
+        cid = first.create_conversation().id
+        first.set_auto_condense(cid, 0.5)
+        stop = Stop()
+        with _stopping(monkeypatch, conversations, "get_conversation", stop):
+            outcomes = _interleaved(
+                lambda: first.set_auto_condense(cid, 0.8),
+                stop,
+                lambda pid: (
+                    pid.append(_backend_pid(other)),
+                    other.set_conversation_metadata(cid, {"importer": "its state"}),
+                ),
+            )
+        assert not any(isinstance(outcome, Exception) for outcome in outcomes)
+        # In either order the importer's metadata stays (until 2026-12-05 the auto-condense
+        # write put back the metadata it had read, without the importer's).
+        assert other.get_conversation(cid).metadata["importer"] == "its state"
