@@ -37,6 +37,11 @@ ROLLBACK_TARGET = "the rollback target (to)"
 interface (the Python API, JSON-RPC and MCP)."""
 
 
+IDS_BELOW = 946_684_800_000
+"""2000-01-01 in milliseconds: no checkpoint id comes near it and no agent's conversation
+began before it, so a ``to`` at or after it is a moment, never taken for an id."""
+
+
 class TimelineMixin(StoreBase):
     """Checkpoints, rollbacks with their archive, and forks."""
 
@@ -122,6 +127,8 @@ class TimelineMixin(StoreBase):
         Raises:
             InvalidInputError: naming the checkpoint's label or ``ts`` to pass instead.
         """
+        if ts >= IDS_BELOW:  # a moment, not an id: no lookup on a rollback's path
+            return
         if ts >= self._conversation(connection, conversation_id).created_ts:
             return
         listed = checkpoints.list_checkpoints(connection, conversation_id)
