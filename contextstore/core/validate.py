@@ -76,6 +76,14 @@ def shown(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def clipped_text(text: str, limit: int) -> str:
+    """``text`` for a message: whole up to ``limit`` characters, else its first ``limit``
+    and how long it was (a caller's 100,000-character text is not repeated back whole)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text):,} characters)"
+
+
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 """One encoder for every canonical JSON (``json.dumps`` with options builds one per call)."""
 

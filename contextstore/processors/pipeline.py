@@ -37,6 +37,7 @@ from contextstore.core.validate import (
     check_flags,
     check_free_text,
     check_json_value,
+    clipped_text,
 )
 from contextstore.core.view import IndexedView
 from contextstore.processors.base import (
@@ -601,9 +602,7 @@ def _guarded(
             exc.failed_processor = name  # type: ignore[attr-defined]
         raise
     except Exception as exc:
-        said = str(exc)
-        if len(said) > MAX_REASON_SHOWN:
-            said = f"{said[:MAX_REASON_SHOWN]}... ({len(said):,} characters)"
+        said = clipped_text(str(exc), MAX_REASON_SHOWN)
         failed = ContextStoreError(
             f"the processor {name!r} failed ({type(exc).__name__}: {said}); nothing it "
             "proposed was written. Fix the processor or leave it out of the pipeline."

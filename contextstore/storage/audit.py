@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Text, and_, cast, func, inspect, or_, select,
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from contextstore.core.errors import InvalidInputError, ReadOnlyError
+from contextstore.core.validate import clipped_text
 from contextstore.storage.database import Database
 from contextstore.storage.driver_errors import first_line
 from contextstore.storage.engine import DatabaseTarget, make_engine
@@ -197,9 +198,7 @@ MAX_QUOTED_ERROR = 500
 def _clipped(message: str) -> str:
     """``message`` cut to :data:`MAX_QUOTED_ERROR` characters: SQLite quotes the token near a
     syntax error whole, so a query of 100,000 characters was echoed in full."""
-    if len(message) <= MAX_QUOTED_ERROR:
-        return message
-    return f"{message[: MAX_QUOTED_ERROR - 3]}... ({len(message):,} characters)"
+    return clipped_text(message, MAX_QUOTED_ERROR)
 
 
 def _write_refused(orig: BaseException, message: str) -> str | None:
