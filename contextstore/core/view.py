@@ -245,8 +245,36 @@ def _already_paired(content: Any, ids: list[str]) -> bool:
     )
 
 
-def _paired_user_message(user: Message, ids: list[str]) -> Message | None:
-    """Return ``user`` rebuilt so that its first blocks answer ``ids``, or None if it does."""
+def _cline_leaves(blocks: list[Any], results: dict[str, Any], ids: list[str]) -> bool:
+    """Whether Cline's repair leaves a user message as it is: each call id has a result,
+    the blocks open with results for ``ids`` in order (up to the end of the blocks), and
+    no more distinct result ids are present than ids were matched. A call id repeated in
+    one message counts once per call, so ``[a, a]`` answered by one result for ``a`` is
+    left as it is."""
+    if any(tool_id not in results for tool_id in ids):
+        return False
+    matched = 0
+    for block in blocks:
+        if matched >= len(ids):
+            break
+        if (
+            isinstance(block, dict)
+            and block.get("type") == "tool_result"
+            and block.get("tool_use_id") == ids[matched]
+        ):
+            matched += 1
+        else:
+            return False
+    return matched >= len(results)
+
+
+def _paired_user_message(user: Message, ids: list[str], *, clines: bool = False) -> Message | None:
+    """Return ``user`` rebuilt so that its first blocks answer ``ids``, or None if it does.
+
+    ``clines`` decides whether to rebuild exactly as Cline does (:func:`_cline_leaves`);
+    otherwise (the store's view, whose stored requests must rebuild as they were sent) a
+    message answering a call id repeated in ``ids`` is rebuilt with one result per call.
+    Both agree whenever the ids of ``ids`` are distinct."""
     content = user.get("content")
     if _already_paired(content, ids):
         return None
@@ -265,7 +293,10 @@ def _paired_user_message(user: Message, ids: list[str]) -> Message | None:
             results[block["tool_use_id"]] = block
         else:
             others.append(block)
-    if (
+    if clines:
+        if isinstance(content, list) and _cline_leaves(blocks, results, ids):
+            return None
+    elif (
         isinstance(content, list)
         and results
         and _results_in_order(blocks, ids)
@@ -292,14 +323,21 @@ def ensure_tool_results_follow_tool_use(messages: Sequence[Message]) -> list[Mes
     order; results for ids the assistant never issued are dropped. Unlike Cline, a user
     message with string content keeps its text (as a text block after the results), and
     the caller's objects are never modified. Messages that need no change are returned as
-    the same objects.
+    the same objects. A message Cline would not rebuild (a call id repeated in one
+    assistant message, answered once) is left as it is, as there.
     """
+    return _paired(messages, clines=True)
+
+
+def _paired(messages: Sequence[Message], *, clines: bool) -> list[Message]:
+    """:func:`ensure_tool_results_follow_tool_use`, or with ``clines`` false the store's
+    pairing (see :func:`_paired_user_message`)."""
     out = list(messages)
     for i in range(len(out) - 1):
         ids = _tool_use_ids(out[i])
         if not ids or out[i + 1].get("role") != "user":
             continue
-        rebuilt = _paired_user_message(out[i + 1], ids)
+        rebuilt = _paired_user_message(out[i + 1], ids, clines=clines)
         if rebuilt is not None:
             out[i + 1] = rebuilt
     return out
@@ -612,4 +650,4 @@ def repair_indexed(
     filtered = drop_orphan_results(view, hidden_calls if rules >= 11 else ())
     if rules >= 2:
         filtered = adopt_text_results(filtered)
-    return ensure_tool_results_follow_tool_use([message for _, message in filtered])
+    return _paired([message for _, message in filtered], clines=False)
