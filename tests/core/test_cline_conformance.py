@@ -10,12 +10,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextstore import ensure_tool_results_follow_tool_use, next_truncation_range
 from contextstore.core.file_reads import plan_file_read_dedupe
 from contextstore.core.overlays import BlockUpdate
+from contextstore.core.planning import Policy, plan_request
+from contextstore.core.state import ConversationState
 from contextstore.core.truncation import NOTHING_HIDDEN
 from tests.conftest import assistant, tool_result, tool_use, user
 from tests.core import cline_reference as cline
@@ -210,3 +213,30 @@ def test_file_read_deduplication_is_clines_round_after_round(
         assert {address: update.text for address, update in overlays.items()} == shown
         for content, reply in arriving:
             messages += _turn(content, reply)
+
+
+# --- Section 9.2: the auto-condense guard against summarising a summary ------------------
+
+
+@pytest.mark.parametrize(("left", "action"), [(2, "none"), (3, "truncate")])
+def test_auto_condense_is_skipped_only_when_two_messages_or_fewer_are_left(
+    left: int, action: str
+) -> None:
+    """Section 9.2: with a range ``[s, e]``, ``len(api) - e - 1 <= 2`` turns compaction
+    off; three messages left after the range compact. Without a summarizer the keep is
+    ``quarter`` here (half the total is over the maximum), which hides two of the three."""
+    messages = [user("<task>t</task>"), assistant("ok")]
+    messages += [user(f"u{i}") if i % 2 == 0 else assistant(f"a{i}") for i in range(2, 12)]
+    end = len(messages) - 1 - left
+    if left == 3:
+        messages.append(user("one more"))
+        end = len(messages) - 1 - left
+    state = ConversationState(messages, (2, end))
+    plan = plan_request(Policy(200_000, auto_condense=0.5), state, 320_001)
+    assert plan.decision.action == action
+    if action == "none":
+        assert "summarising a summary" in plan.decision.reason
+        assert plan.new_range is None
+    else:
+        assert plan.decision.keep == "quarter"
+        assert plan.new_range == (2, end + 2)
