@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from contextstore.core.errors import InvalidInputError
-from contextstore.core.validate import json_copy, plain_contents_only
+from contextstore.core.validate import json_copy, plain_contents_only, shown
 
 Content = dict[str, Any]
 """A Gemini ``Content``: ``{"role": "user" | "model", "parts": [Part, ...]}``."""
@@ -91,7 +91,9 @@ def harden_history(
         every call answered in the next turn, every part reduced to documented fields.
 
     Raises:
-        InvalidInputError: A turn is not a mapping, or its role is not ``user``/``model``.
+        InvalidInputError: A turn is not a mapping, its role is not ``user``/``model``,
+            or a part's payload has the wrong type (a ``text`` that is not a string, a
+            ``functionCall`` that is not an object with a string ``name``...).
     """
     turns = _copy_turns(contents)
     if not turns:
@@ -122,10 +124,45 @@ def _copy_turns(contents: Sequence[Mapping[str, Any]]) -> list[Content]:
             )
         raw_parts = turn.get("parts")
         parts = raw_parts if isinstance(raw_parts, list) else []
+        for index, part in enumerate(parts):
+            if isinstance(part, Mapping) and not part.get("thought"):
+                _check_payload(part, f"contents[{position}].parts[{index}]")
         turns.append(
             {"role": role, "parts": [json_copy(p) for p in parts if isinstance(p, Mapping)]}
         )
     return turns
+
+
+_OBJECT_PAYLOADS = ("inlineData", "fileData", "executableCode", "codeExecutionResult")
+
+
+def _check_payload(part: Mapping[str, Any], where: str) -> None:
+    """Refuse a part whose payload the API cannot read: Gemini's ``Part`` holds ``text`` as
+    a string, the other payloads as objects, a ``functionCall`` or ``functionResponse``
+    with a string ``name`` (and object ``args`` / ``response``), and a string
+    ``thoughtSignature``. Hardening such a part produced an empty part, a call without a
+    name or a lone signature, which the API refuses."""
+
+    def refuse(problem: str) -> InvalidInputError:
+        return InvalidInputError(f"{where}.{problem}; pass Gemini Part fields of their types.")
+
+    if "text" in part and not isinstance(part["text"], str):
+        raise refuse(f"text must be a string, got {shown(part['text'])}")
+    for key in _OBJECT_PAYLOADS:
+        if key in part and not isinstance(part[key], Mapping):
+            raise refuse(f"{key} must be an object, got {shown(part[key])}")
+    for key, body in (("functionCall", "args"), ("functionResponse", "response")):
+        if key not in part:
+            continue
+        value = part[key]
+        if not isinstance(value, Mapping):
+            raise refuse(f"{key} must be an object with a 'name', got {shown(value)}")
+        if not isinstance(value.get("name"), str):
+            raise refuse(f"{key} needs a 'name' string, got {shown(value.get('name'))}")
+        if value.get(body) is not None and not isinstance(value[body], Mapping):
+            raise refuse(f"{key}.{body} must be an object, got {shown(value[body])}")
+    if "thoughtSignature" in part and not isinstance(part["thoughtSignature"], str):
+        raise refuse(f"thoughtSignature must be a string, got {shown(part['thoughtSignature'])}")
 
 
 def _is_thought(part: Part) -> bool:

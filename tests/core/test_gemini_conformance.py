@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from contextstore import harden_history
+import pytest
+
+from contextstore import InvalidInputError, harden_history
 from contextstore.core.hardening import (
     DEFAULT_CONTINUATION,
     DEFAULT_FINAL_USER_TEXT,
@@ -104,3 +106,39 @@ def test_a_thought_is_dropped_with_its_signature_and_the_call_signed() -> None:
     assert harden_history(history)[1] == _turn(
         "model", {"functionCall": {"name": "f", "args": {}}, "thoughtSignature": SKIP_SIGNATURE}
     )
+
+
+@pytest.mark.parametrize(
+    ("part", "message"),
+    [
+        ({"functionCall": "read"}, "contents[1].parts[0].functionCall must be an object"),
+        ({"functionCall": {"args": {}}}, "contents[1].parts[0].functionCall needs a 'name'"),
+        ({"functionResponse": None}, "contents[1].parts[0].functionResponse must be an object"),
+        (
+            {"functionResponse": {"name": 3, "response": {}}},
+            "contents[1].parts[0].functionResponse needs a 'name'",
+        ),
+        (
+            {"functionCall": {"name": "f", "args": "{}"}},
+            "contents[1].parts[0].functionCall.args must be an object, got '{}'",
+        ),
+        (
+            {"functionResponse": {"name": "f", "response": "ok"}},
+            "contents[1].parts[0].functionResponse.response must be an object, got 'ok'",
+        ),
+        ({"text": None}, "contents[1].parts[0].text must be a string, got None"),
+        ({"inlineData": "AA=="}, "contents[1].parts[0].inlineData must be an object"),
+        ({"text": "t", "thoughtSignature": 7}, "thoughtSignature must be a string, got 7"),
+    ],
+)
+def test_a_part_whose_payload_the_api_cannot_read_is_refused_by_position(
+    part: dict[str, Any], message: str
+) -> None:
+    """Section 9: a Part carries one payload of a given shape (``functionCall {id?, name,
+    args}``, ``text`` a string...). Such a part used to come out as an empty part ``{}``,
+    a call with no name, a ``text: None`` or a lone signature, all of which the API
+    refuses, while the docstring promised a history the API accepts."""
+    history = [_turn("user", {"text": "q"}), _turn("model", part), _turn("user", {"text": "z"})]
+    with pytest.raises(InvalidInputError) as refused:
+        harden_history(history)
+    assert message in str(refused.value)
