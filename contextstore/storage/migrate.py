@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
 
 from contextstore.core.errors import MigrationError, SchemaOutdatedError
+from contextstore.storage import head_schema
 from contextstore.storage.driver_errors import classify_database_error
 from contextstore.storage.engine import make_engine, resolve_target
 
@@ -115,6 +116,8 @@ def ensure_schema(engine: Engine, *, auto_migrate: bool, is_sqlite: bool) -> str
     """
     if _at_head(engine):
         return HEAD_REVISION
+    if is_sqlite and auto_migrate and _create_as_remembered(engine):
+        return None
     head = head_revision()
     with engine.connect() as probe:
         current = current_revision(probe)
@@ -163,9 +166,35 @@ def downgrade(engine: Engine, *, is_sqlite: bool, revision: str) -> None:
     _migrate(engine, is_sqlite=is_sqlite, action="downgrade", revision=revision)
 
 
+def _create_as_remembered(engine: Engine) -> bool:
+    """Make the head schema in an empty SQLite database from the statements this process
+    read back from the first one it migrated (:mod:`.head_schema`); False when there are none
+    yet, or the database is not empty (another process made it meanwhile)."""
+    schema = head_schema.remembered(str(migrations_location()))
+    if schema is None:
+        return False
+    with engine.connect() as connection:
+        connection = connection.execution_options(contextstore_begin="IMMEDIATE")
+        try:
+            with connection.begin():
+                if not head_schema.is_empty(connection):
+                    return False
+                head_schema.create_head_schema(connection, schema)
+        except Exception as exc:
+            classified = classify_database_error(exc)
+            if classified is not None:
+                raise classified from exc
+            raise MigrationError(
+                f"creating the schema failed and was rolled back, so the database is "
+                f"unchanged: {exc}"
+            ) from exc
+    return True
+
+
 def _migrate(engine: Engine, *, is_sqlite: bool, action: str, revision: str) -> None:
     with engine.connect() as connection:
         enforced = False
+        made: head_schema.HeadSchema | None = None
         if is_sqlite:
             connection = connection.execution_options(contextstore_begin="IMMEDIATE")
             enforced = _foreign_keys(connection, None)
@@ -174,12 +203,16 @@ def _migrate(engine: Engine, *, is_sqlite: bool, action: str, revision: str) -> 
                 from alembic import command
 
                 _lock_for_migration(connection)
+                from_empty = is_sqlite and action == "upgrade" and revision == "head"
+                from_empty = from_empty and head_schema.is_empty(connection)
                 config = alembic_config(connection)
                 {"upgrade": command.upgrade, "downgrade": command.downgrade}[action](
                     config, revision
                 )
                 if is_sqlite:
                     _check_foreign_keys(connection)
+                if from_empty:
+                    made = head_schema.read_head_schema(connection)
         except (MigrationError, SchemaOutdatedError):
             raise
         except Exception as exc:
@@ -193,6 +226,8 @@ def _migrate(engine: Engine, *, is_sqlite: bool, action: str, revision: str) -> 
         finally:
             if enforced:
                 _foreign_keys(connection, True)
+        if made is not None:
+            head_schema.remember(str(migrations_location()), made)
 
 
 def _foreign_keys(connection: Connection, on: bool | None) -> bool:
