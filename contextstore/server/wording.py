@@ -105,13 +105,27 @@ def _reworded(message: str, rules: tuple[tuple[str, str], ...]) -> str:
     return message
 
 
+PYTHON_ARGUMENT = re.compile(
+    r"(?<![\w'\"])(to|at|mode)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+)(?=[\s,.;)]|$)"
+)
+"""A parameter the library shows as a Python keyword argument (``to='cp'``, ``at=3``,
+``mode='block'``): a client sends it as a member of params (``"to": "cp"``)."""
+
+
+def _json_argument(match: re.Match[str]) -> str:
+    return f'"{match[1]}": {json.dumps(ast.literal_eval(match[2]), ensure_ascii=False)}'
+
+
 def rpc_wording(message: str) -> str:
     """``message`` with library phrases replaced by their JSON-RPC equivalents, the Python
-    type of a refused value by the JSON it was sent as (``got null``), and values the
-    library shows as Python (``got None``, ``{'type': 'ephemeral'}``, ``['T2']``) as JSON."""
+    type of a refused value by the JSON it was sent as (``got null``), values the
+    library shows as Python (``got None``, ``{'type': 'ephemeral'}``, ``['T2']``) as JSON,
+    and a parameter shown as a keyword argument (``to='cp'``) as the member of params
+    that sends it (``"to": "cp"``)."""
     message = _reworded(message, RPC_RULES)
     message = PYTHON_TYPE.sub(lambda match: f"got {JSON_TYPE_NAMES[match[1]]}", message)
     message = PYTHON_CONSTANT.sub(lambda match: f"{match[1]} {JSON_CONSTANTS[match[2]]}", message)
+    message = PYTHON_ARGUMENT.sub(_json_argument, message)
     return _json_containers(message)
 
 

@@ -916,6 +916,49 @@ def test_store_errors_speak_json_and_methods_not_python_or_the_cli(
     assert _python_or_cli(error["message"]) == []
 
 
+def test_a_parameter_an_error_names_is_the_json_member_that_sends_it(rpc: RpcClient) -> None:
+    """A checkpoint's id sent as the moment to roll back or fork to was refused with
+    "pass to='cp' for that checkpoint (its label), or to=0", and a rewrite of a block that
+    has no text with "use mode='block'": Python keyword arguments, which a client sends as
+    members of params ("to": "cp")."""
+    cid = rpc.result("create_conversation")["id"]
+    rpc.result("append", conversation_id=cid, role="user", content="task")
+    rpc.result(
+        "append",
+        conversation_id=cid,
+        role="assistant",
+        content=[{"type": "tool_use", "id": "t1", "name": "ls", "input": {}}],
+    )
+    labelled = rpc.result("checkpoint", conversation_id=cid, label="it's done")
+    unlabelled = rpc.result("checkpoint", conversation_id=cid)
+    said = {
+        "rollback": rpc.error("rollback", conversation_id=cid, to=labelled["id"])["message"],
+        "fork": rpc.error("fork", conversation_id=cid, at=unlabelled["id"])["message"],
+        "text": rpc.error(
+            "add_context_update", conversation_id=cid, message_idx=1, block_idx=0, text="x"
+        )["message"],
+        "tool_input": rpc.error(
+            "add_context_update",
+            conversation_id=cid,
+            message_idx=0,
+            block_idx=0,
+            text="{}",
+            mode="tool_input",
+        )["message"],
+    }
+    assert said["rollback"].startswith(f'"to": {labelled["id"]} reads as {labelled["id"]} ms ')
+    assert said["rollback"].endswith(
+        'pass "to": "it\'s done" for that checkpoint (its label), or "to": 0 for the moment '
+        "before everything."
+    )
+    assert f'pass "at": {unlabelled["ts"]} for that checkpoint (its ts)' in said["fork"]
+    assert 'use "mode": "block" to replace it with text.' in said["text"]
+    assert said["tool_input"] == '"mode": "tool_input" applies to tool_use blocks only.'
+    for message in said.values():
+        assert "to=" not in message and "at=" not in message and "mode=" not in message
+    assert rpc.result("message_count", conversation_id=cid) == 2
+
+
 def test_a_write_to_a_read_only_server_names_its_flag(tmp_path: Path) -> None:
     """A server started with --read-only refused a write with "open it without
     read_only=True", a Python argument no client can pass."""
