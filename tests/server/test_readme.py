@@ -95,6 +95,29 @@ def test_the_stdio_snippet_runs(tmp_path: Path) -> None:
 
 
 @needs_node
+def test_the_stdio_snippet_survives_a_line_the_server_could_not_read(tmp_path: Path) -> None:
+    """A message over the server's line limit is answered with a null id (it was skipped
+    unread); the snippet looked that id up among its calls, found nothing, and died on a
+    TypeError, leaving the call unanswered. Answers come in the order of the requests, so
+    a null id answers the oldest call waiting."""
+    over_the_limit = (
+        "let refused;\n"
+        "try {\n"
+        '  await call("append", { conversation_id: conv.id, role: "user",'
+        ' content: "x".repeat(2 ** 25 + 2 ** 21) });\n'
+        "} catch (error) { refused = error; }\n"
+        'console.log("refused", refused.code, refused.message.includes("skipped unread"));\n'
+        'console.log("then", await call("message_count", { conversation_id: conv.id }));\n'
+    )
+    end = "server.stdin.end();"
+    snippet = _blocks("js")[0].replace(end, over_the_limit + end)
+    env = _node_env(tmp_path)
+    env["CONTEXTSTORE_DB"] = str(tmp_path / "snippet.db")
+    out = _run_node(snippet, tmp_path, env)
+    assert "refused -32600 true" in out and "then 1" in out
+
+
+@needs_node
 def test_the_http_snippet_runs(tmp_path: Path) -> None:
     http_snippet = _blocks("js")[1]
     data_home = tmp_path / ".local" / "share"  # where the snippet looks, under HOME
