@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +107,28 @@ def policy_from_conversation(
     threshold = auto_condense if auto_condense is not None else stored
     check_threshold("auto_condense", threshold)
     return Policy(context_window, threshold, bool(metadata.get("subagent")))
+
+
+SETTINGS: tuple[str, ...] = ("auto_condense", "subagent")
+"""The keys of a conversation's metadata that hold the store's own settings (set by
+``set_auto_condense`` and ``create_subagent``), read by every prepare."""
+
+
+def with_settings_kept(metadata: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` replacing ``current``, with the store's :data:`SETTINGS` of ``current``
+    that ``metadata`` does not name: an importer writing its bookkeeping would otherwise
+    turn auto-condense off, or a subagent into a main conversation, unseen.
+
+    Raises:
+        InvalidInputError: ``metadata`` names a setting with a value no prepare could use.
+    """
+    check_threshold("metadata['auto_condense']", metadata.get("auto_condense"))
+    if not isinstance(metadata.get("subagent", False), bool):
+        raise InvalidInputError(
+            f"metadata['subagent'] must be true or false, got {shown(metadata['subagent'])}."
+        )
+    kept = {key: current[key] for key in SETTINGS if key in current and key not in metadata}
+    return {**metadata, **kept}
 
 
 def check_threshold(name: str, threshold: Any) -> None:

@@ -11,6 +11,7 @@ from contextstore.core.content import NormalizedMessage, normalize_message_dict
 from contextstore.core.errors import ContentTooLargeError, InvalidInputError, TimelineError
 from contextstore.core.nodes import CallInfo, CountedMessage, NodeRow, batch_calls
 from contextstore.core.overlays import UpdateKind, UpdateMode, block_text
+from contextstore.core.planning import with_settings_kept
 from contextstore.core.records import RemovedSourceRecords, RollbackReport, SourceRecord
 from contextstore.core.rows import (
     ROW_TABLES,
@@ -318,13 +319,18 @@ class InteropMixin(StoreBase):
         return report
 
     def set_conversation_metadata(self, conversation_id: str, metadata: Mapping[str, Any]) -> None:
-        """Replace a conversation's metadata object (an importer's bookkeeping lives there)."""
+        """Replace a conversation's metadata object (an importer's bookkeeping lives there),
+        keeping the store's own settings in it (``auto_condense``, ``subagent``) unless
+        ``metadata`` names them."""
         check_id(conversation_id)
         values = self._masked(check_json_object("metadata", metadata))
+        with_settings_kept(values, {})
 
         def work(connection: Connection) -> None:
-            last_ts(connection, conversation_id, lock=True)
-            storage.set_conversation_metadata(connection, conversation_id, values)
+            current = self._locked(connection, conversation_id).metadata
+            conversations.set_metadata(
+                connection, conversation_id, with_settings_kept(values, current)
+            )
 
         self._db.write(work)
 

@@ -43,6 +43,7 @@ from contextstore.core.errors import (
     ConversationNotFoundError,
     InvalidInputError,
 )
+from contextstore.core.planning import with_settings_kept
 from contextstore.core.records import Conversation, RollbackReport
 from contextstore.core.rows import MessageRow, TimelineRow
 from contextstore.core.validate import MAX_TS
@@ -292,7 +293,7 @@ def _continue(
         same += 1
     if same == count == len(prints):
         metadata = {**plan.metadata, IMPORT_KEY: state}
-        if metadata != existing.metadata:
+        if with_settings_kept(metadata, existing.metadata) != existing.metadata:
             store.set_conversation_metadata(plan.conversation_id, metadata)
         report = _report(plan, UNCHANGED, {})
         gone = _rolled_back(store, plan, state, existing)

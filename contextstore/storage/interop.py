@@ -185,17 +185,6 @@ def rollback_after(connection: Connection, conversation_id: str, ts: int) -> boo
     )
 
 
-def set_conversation_metadata(
-    connection: Connection, conversation_id: str, metadata: Mapping[str, Any]
-) -> None:
-    """Replace a conversation's ``metadata`` object."""
-    connection.execute(
-        update(conversations)
-        .where(conversations.c.id == conversation_id)
-        .values(metadata=dict(metadata))
-    )
-
-
 def load_message_ts(connection: Connection, conversation_id: str) -> list[int]:
     """Every message's ``ts``, in index order."""
     return [

@@ -555,6 +555,21 @@ def test_an_unchanged_task_after_an_append_here_is_unchanged_without_a_note(
     assert item.status == "unchanged" and item.skipped == ()
 
 
+def test_auto_condense_set_here_survives_importing_the_task_again(
+    memory_store: ContextStore, tmp_path: Path
+) -> None:
+    folder = story(6).write(tmp_path / "tasks" / "1760000000000")
+    cid = import_cline(memory_store, folder).conversation_id
+    assert cid is not None
+    memory_store.set_auto_condense(cid, 0.7)
+    (item,) = import_cline(memory_store, folder).items
+    assert item.status == "unchanged"
+    _cline_goes_on(folder, "more work")
+    (item,) = import_cline(memory_store, folder).items
+    assert item.status == "updated"
+    assert memory_store.get_conversation(cid).metadata["auto_condense"] == 0.7
+
+
 def test_a_storage_folder_imports_every_task_and_reports_each(
     memory_store: ContextStore, storage: Path
 ) -> None:

@@ -544,6 +544,29 @@ def test_a_subagent_s_settings_are_checked_by_name(store: ContextStore) -> None:
     assert store.create_subagent(parent, model_id="m" * 200).model_id == "m" * 200
 
 
+def test_metadata_written_over_keeps_the_store_s_settings_unless_it_names_them(
+    store: ContextStore,
+) -> None:
+    parent = store.create_conversation(context_window=100_000)
+    child = store.create_subagent(parent.id)
+    store.set_auto_condense(child.id, 0.6)
+    store.set_conversation_metadata(child.id, {"importer": "its state"})
+    assert store.get_conversation(child.id).metadata == {
+        "importer": "its state",
+        "subagent": True,
+        "auto_condense": 0.6,
+    }
+    store.append(child.id, session(10))
+    _overflow(store, child.id, 75_000)
+    assert store.prepare_request(child.id).decision.keep == "quarter"  # still a subagent
+    store.set_conversation_metadata(child.id, {"auto_condense": 0.9, "subagent": True})
+    assert store.get_conversation(child.id).metadata == {"auto_condense": 0.9, "subagent": True}
+    for bad, name in [({"auto_condense": 2}, "auto_condense"), ({"subagent": "yes"}, "subagent")]:
+        with pytest.raises(InvalidInputError, match=rf"^metadata\['{name}'\] must"):
+            store.set_conversation_metadata(child.id, bad)
+    assert store.get_conversation(child.id).metadata == {"auto_condense": 0.9, "subagent": True}
+
+
 def test_request_options_are_checked_and_rebuilt_into_the_payload(store: ContextStore) -> None:
     conv = store.create_conversation()
     store.append(conv.id, session(2))
