@@ -319,6 +319,11 @@ def _sqlite_memory(database: Database, sql: str) -> tuple[list[str], list[tuple[
         raw.set_authorizer(_deny_attach)
         try:
             return _fetch(connection, sql)
+        except (DBAPIError, StatementError, sqlite3.Error) as exc:
+            # Refused here, inside the read: leaving it, SQLite's "attempt to write a
+            # readonly database" became ReadOnlyLocationError, which tells the caller to
+            # check the file's permissions (an in-memory store has no file).
+            raise _refused_query(exc, database) from exc
         finally:
             raw.set_authorizer(None)
             raw.execute("PRAGMA query_only = OFF")

@@ -588,6 +588,20 @@ def test_query_is_read_only_at_the_database_level(store: ContextStore, statement
     store.append(cid, "assistant", "the store itself still writes")
 
 
+@pytest.mark.parametrize("statement", WRITES)
+def test_a_query_that_writes_is_refused_as_a_query_not_as_a_read_only_location(
+    store: ContextStore, statement: str
+) -> None:
+    # On an in-memory store the refusal came out as ReadOnlyLocationError (exit 9), telling
+    # the caller to check the permissions of a file the store does not have.
+    store.create_conversation(title="kept")
+    with pytest.raises(ReadOnlyError) as refused:
+        store.query(statement)
+    assert type(refused.value) is ReadOnlyError
+    assert "queries are read-only" in str(refused.value)
+    assert [c.title for c in store.list_conversations()] == ["kept"]
+
+
 def test_query_refuses_several_statements(store: ContextStore) -> None:
     store.create_conversation(title="kept")
     for sql in ("SELECT 1; DELETE FROM conversations", "COMMIT; DELETE FROM conversations"):
