@@ -11,7 +11,7 @@ store keeps the caller's dicts (deep-copied), not the models' dumps.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -285,12 +285,13 @@ def normalize_message(role: Any, content: Any, meta: Any = None) -> NormalizedMe
         check_json_value("content", content, allow_nul=True, error=InvalidMessageError)
         blocks = [{"type": "text", "text": content}]
         return NormalizedMessage(role, blocks, True, json_copy(meta))
+    content = _as_list(content)
     if not isinstance(content, list) or not content:
         raise InvalidMessageError(
             "content must be a string or a non-empty list of content blocks, got "
             f"{type(content).__name__ if not isinstance(content, list) else 'an empty list'}."
         )
-    blocks = [validate_block(block, f"content[{i}]") for i, block in enumerate(content)]
+    blocks = [validate_block(_as_dict(block), f"content[{i}]") for i, block in enumerate(content)]
     if role == "user" and any(b["type"] in ("tool_use", "thinking") for b in blocks):
         raise InvalidMessageError(
             "a user message cannot contain tool_use or thinking blocks; those belong to "
@@ -340,8 +341,29 @@ def _refuse_repeated_ids(blocks: Sequence[dict[str, Any]]) -> None:
         seen[key] = position
 
 
+def _as_list(content: Any) -> Any:
+    """A list of the blocks of ``content`` when it is a sequence or iterable of them other
+    than a list (a tuple; the Anthropic SDK's ``MessageParam`` types content as an
+    ``Iterable``, which ``append``'s signature takes), else ``content`` itself. Text, bytes
+    and a mapping (a single block dict given as the content) are left to be refused."""
+    if isinstance(content, list | str | bytes | bytearray | Mapping) or not isinstance(
+        content, Iterable
+    ):
+        return content
+    return list(content)
+
+
+def _as_dict(value: Any) -> Any:
+    """A dict copy of a mapping that is not a dict (a read-only ``MappingProxyType``), else
+    ``value``: ``append`` takes messages and blocks as mappings, and the checks read dicts."""
+    if isinstance(value, Mapping) and not isinstance(value, dict):
+        return dict(value)
+    return value
+
+
 def normalize_message_dict(message: Any) -> NormalizedMessage:
-    """Validate a whole ``{"role", "content", ...extra fields}`` dict."""
+    """Validate a whole ``{"role", "content", ...extra fields}`` mapping."""
+    message = _as_dict(message)
     if not isinstance(message, dict):
         raise InvalidMessageError(
             f"a message must be a dict with 'role' and 'content', got {type(message).__name__}."

@@ -40,7 +40,7 @@ from contextstore.core.overlays import (
     with_block_text,
 )
 from contextstore.core.truncation import FIRST_HIDABLE, visible_start
-from contextstore.core.validate import plain_lists_only
+from contextstore.core.validate import plain_lists_only, plain_messages
 from contextstore.core.view import calls_hidden_before, repair_indexed
 
 SAVINGS_THRESHOLD: Final = 0.3
@@ -447,7 +447,7 @@ def plan_file_read_dedupe(
 
 @plain_lists_only
 def optimize_file_reads(
-    messages: Sequence[Message], deleted_range: Sequence[int] | None = None
+    messages: Sequence[Mapping[str, Any]], deleted_range: Sequence[int] | None = None
 ) -> FileReadOptimization:
     """Run one de-duplication round on a fresh overlay and return the resulting view.
 
@@ -463,15 +463,16 @@ def optimize_file_reads(
     Returns:
         What changed, the fraction saved and the rewritten view.
     """
+    history = plain_messages(messages)
     start = visible_start(deleted_range)
-    plan = plan_file_read_dedupe(messages, start, {})
+    plan = plan_file_read_dedupe(history, start, {})
     overlay = {update.address: update for update in plan.updates}
     view = repair_indexed(
         [
-            (idx, copy.deepcopy(apply_overlays(messages[idx], idx, overlay)))
-            for idx in _kept_indices(len(messages), start)
+            (idx, copy.deepcopy(apply_overlays(history[idx], idx, overlay)))
+            for idx in _kept_indices(len(history), start)
         ],
-        hidden_calls=calls_hidden_before(messages, deleted_range),
+        hidden_calls=calls_hidden_before(history, deleted_range),
     )
     return FileReadOptimization(
         changed=bool(plan.updates),

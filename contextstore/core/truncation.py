@@ -7,7 +7,7 @@ ignores the start, as in Cline, and ``end < start`` (``(2, 1)``) means "nothing 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal, cast
 
 from contextstore.core.errors import InvalidInputError
@@ -124,7 +124,7 @@ def _role(message: Any) -> Any:
 
 @plain_lists_only
 def next_truncation_range(
-    messages: Sequence[Message],
+    messages: Sequence[Mapping[str, Any]],
     current_range: Sequence[int] | None,
     keep: str,
 ) -> DeletedRange:

@@ -15,7 +15,7 @@ import re
 import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from functools import wraps
-from typing import Any, Final, ParamSpec, TypeVar
+from typing import Any, Final, ParamSpec, TypeVar, cast
 
 from contextstore.core.errors import ContentTooLargeError, InvalidInputError
 
@@ -567,10 +567,19 @@ def plain_lists_only(function: Callable[_P, _R]) -> Callable[_P, _R]:
     """For the public functions on plain message lists (they take what the caller built,
     unchecked): an input of the wrong shape (None, a string, a block id that is a list...)
     raises :class:`InvalidInputError` naming the function, not the Python error it would
-    cause somewhere inside; the list must be a list or tuple of dicts (a string or a list of
-    numbers went through, and came back as a list of its characters or numbers). A value
+    cause somewhere inside; the list must be a list or tuple of mappings (a string or a list
+    of numbers went through, and came back as a list of its characters or numbers), and a
+    message that is a mapping but not a dict (a ``MappingProxyType``) is read as a dict copy
+    of it (it came back as itself where the functions promise dicts). A value
     nested too deep to copy is refused the same way, not with Python's ``RecursionError``."""
     return _list_function(function, items=True)
+
+
+def plain_messages(messages: Sequence[Mapping[str, Any]]) -> Sequence[dict[str, Any]]:
+    """The messages a :func:`plain_lists_only` function was given, typed as the dicts they
+    are by then (it takes any mappings, the SDKs' ``TypedDict`` messages among them, and
+    gives the function a dict copy of one that is not a dict)."""
+    return cast("Sequence[dict[str, Any]]", messages)
 
 
 def plain_contents_only(function: Callable[_P, _R]) -> Callable[_P, _R]:
@@ -594,20 +603,41 @@ def _list_function(function: Callable[_P, _R], *, items: bool) -> Callable[_P, _
         if not isinstance(given, (list, tuple)):
             kind = "None" if given is None else f"a {type(given).__name__}"
             raise refused(f"{kind} where the list goes")
+        call: Callable[..., _R] = function
         if items:
+            plain = True
             for index, item in enumerate(given):
-                if not isinstance(item, Mapping):
-                    raise refused(f"item {index} is a {type(item).__name__}, not a dict")
-        try:
-            return function(*args, **kwargs)
-        except (TypeError, AttributeError, KeyError, OverflowError) as exc:
-            raise refused(f"{type(exc).__name__}: {exc}") from exc
-        except RecursionError as exc:
-            # A value nested past Python's recursion limit (the copy of a view, Gemini's
-            # hardening) raised RecursionError with a traceback thousands of frames long.
-            raise refused(
-                "a value nests lists and dicts deeper than Python can copy; the store "
-                f"accepts {MAX_JSON_DEPTH} levels"
-            ) from exc
+                if not isinstance(item, dict):
+                    if not isinstance(item, Mapping):
+                        raise refused(f"item {index} is a {type(item).__name__}, not a dict")
+                    plain = False
+            if not plain:
+                # The functions read and return dicts: a message that is another mapping
+                # (a read-only MappingProxyType) is given to them as a dict copy of it.
+                copied = [item if isinstance(item, dict) else dict(item) for item in given]
+                if args:
+                    return _refusing(refused, call, copied, *args[1:], **kwargs)
+                return _refusing(refused, call, **{**kwargs, "messages": copied})
+        return _refusing(refused, call, *args, **kwargs)
 
     return checked
+
+
+def _refusing(
+    refused: Callable[[str], InvalidInputError],
+    function: Callable[..., _R],
+    *args: Any,
+    **kwargs: Any,
+) -> _R:
+    """Call a plain-list function, its input's Python errors raised as ``refused``."""
+    try:
+        return function(*args, **kwargs)
+    except (TypeError, AttributeError, KeyError, OverflowError) as exc:
+        raise refused(f"{type(exc).__name__}: {exc}") from exc
+    except RecursionError as exc:
+        # A value nested past Python's recursion limit (the copy of a view, Gemini's
+        # hardening) raised RecursionError with a traceback thousands of frames long.
+        raise refused(
+            "a value nests lists and dicts deeper than Python can copy; the store "
+            f"accepts {MAX_JSON_DEPTH} levels"
+        ) from exc

@@ -9,12 +9,12 @@ dicts wherever something changes and never modifies what it was given.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from contextstore.core.overlays import BlockUpdate, Message, OverlayMap, apply_overlays
 from contextstore.core.truncation import DeletedRange, visible_start
-from contextstore.core.validate import plain_lists_only
+from contextstore.core.validate import plain_lists_only, plain_messages
 
 IndexedView = Sequence[tuple[int, Message]]
 """The visible messages as ``(original message index, message)`` pairs, in order."""
@@ -314,7 +314,7 @@ def _paired_user_message(user: Message, ids: list[str], *, clines: bool = False)
 
 
 @plain_lists_only
-def ensure_tool_results_follow_tool_use(messages: Sequence[Message]) -> list[Message]:
+def ensure_tool_results_follow_tool_use(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
     """Make every assistant ``tool_use`` be answered first thing in the next user message.
 
     For each assistant message with tool calls followed by a user message, the user
@@ -326,7 +326,7 @@ def ensure_tool_results_follow_tool_use(messages: Sequence[Message]) -> list[Mes
     the same objects. A message Cline would not rebuild (a call id repeated in one
     assistant message, answered once) is left as it is, as there.
     """
-    return _paired(messages, clines=True)
+    return _paired(plain_messages(messages), clines=True)
 
 
 def _paired(messages: Sequence[Message], *, clines: bool) -> list[Message]:
@@ -539,15 +539,16 @@ def adopt_text_results(view: IndexedView) -> IndexedView:
 
 @plain_lists_only
 def truncated_messages(
-    messages: Sequence[Message], deleted_range: DeletedRange | None
+    messages: Sequence[Mapping[str, Any]], deleted_range: DeletedRange | None
 ) -> list[Message]:
     """The view without rewrites: the cut, the orphan filter, then the pairing repair.
 
     Messages 0 and 1 are always kept, then everything after ``deleted_range[1]``. A range
     whose end is below 2 hides nothing (it never shows message 1 twice).
     """
+    history = plain_messages(messages)
     view = drop_orphan_results(
-        cut(messages, deleted_range), calls_hidden_before(messages, deleted_range)
+        cut(history, deleted_range), calls_hidden_before(history, deleted_range)
     )
     return ensure_tool_results_follow_tool_use([message for _, message in view])
 

@@ -4,7 +4,7 @@ rewrite rows the view is computed from.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, overload
 
 from contextstore.core.content import NormalizedMessage, normalize_message, normalize_message_dict
@@ -64,7 +64,7 @@ class HistoryMixin(NodesMixin):
         self,
         conversation_id: str,
         role: str,
-        content: str | Sequence[Mapping[str, Any]],
+        content: str | Iterable[Mapping[str, Any]],
         *,
         meta: Mapping[str, Any] | None = None,
         ts: int | None = None,
@@ -106,7 +106,7 @@ class HistoryMixin(NodesMixin):
             ConversationNotFoundError: no conversation has this id.
         """
         check_id(conversation_id)
-        if isinstance(role, list | tuple) and content is None:
+        if isinstance(role, Sequence) and not isinstance(role, str | bytes) and content is None:
             return self.append_many(conversation_id, role, ts=ts)
         if isinstance(role, Mapping):
             raise InvalidMessageError(

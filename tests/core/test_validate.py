@@ -165,6 +165,28 @@ def test_a_string_content_is_one_text_block_that_remembers_it_was_a_string() -> 
     assert normalized.to_message() == {"role": "user", "content": "hi", "id": "m"}
 
 
+def test_content_is_any_iterable_of_block_mappings_as_append_is_typed() -> None:
+    # append's content is typed as an iterable of mappings (the Anthropic SDK types content
+    # as an Iterable of TypedDicts); a tuple, a generator or a read-only mapping was refused.
+    from types import MappingProxyType
+
+    from contextstore.core.errors import InvalidMessageError
+
+    blocks = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    expected = normalize_message("user", blocks)
+    assert normalize_message("user", tuple(blocks)) == expected
+    assert normalize_message("user", (block for block in blocks)) == expected
+    assert normalize_message("user", [MappingProxyType(b) for b in blocks]) == expected
+    message = MappingProxyType({"role": "user", "content": tuple(blocks), "id": "m"})
+    assert normalize_message_dict(message) == normalize_message("user", blocks, {"id": "m"})
+    for refused, kind in ((b"ab", "bytes"), (blocks[0], "dict"), ((), "an empty list")):
+        with pytest.raises(InvalidMessageError) as raised:
+            normalize_message("user", refused)
+        assert str(raised.value) == (
+            f"content must be a string or a non-empty list of content blocks, got {kind}."
+        )
+
+
 @pytest.mark.parametrize(
     ("value", "limit", "ok"),
     [

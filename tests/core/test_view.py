@@ -337,3 +337,32 @@ class TestTextResults:
             tool_result("a", RESULT_MISSING),
             text("[read_file for 'b.py'] Result:\n2"),
         ]
+
+
+def test_messages_given_as_read_only_mappings_are_read_as_their_dicts() -> None:
+    # The functions take mappings (the SDKs' TypedDict messages) and return dicts; a message
+    # that was a mapping other than a dict came back as the caller's MappingProxyType.
+    from types import MappingProxyType
+
+    from contextstore import next_truncation_range, optimize_file_reads
+
+    history = [
+        user("the task"),
+        assistant(tool_use("t1", path="a.py")),
+        user(tool_result("t1", "a")),
+        assistant("read"),
+        user("go on"),
+    ]
+    proxies = [MappingProxyType(message) for message in history]
+    assert truncated_messages(proxies, (2, 3)) == truncated_messages(history, (2, 3))
+    assert truncated_messages(messages=proxies, deleted_range=(2, 3))[2]["content"][0] == {
+        "type": "tool_result",
+        "tool_use_id": "t1",
+        "content": "result missing",
+    }
+    assert ensure_tool_results_follow_tool_use(proxies) == history
+    assert all(type(m) is dict for m in ensure_tool_results_follow_tool_use(proxies))
+    assert next_truncation_range(proxies, None, "half") == next_truncation_range(
+        history, None, "half"
+    )
+    assert optimize_file_reads(proxies).messages == optimize_file_reads(history).messages
