@@ -54,6 +54,7 @@ from contextstore.core.records import (
     RollbackReport,
     TruncationDecision,
 )
+from contextstore.core.tokens import TokenCounter
 from contextstore.core.truncation import next_truncation_range
 from contextstore.core.view import ensure_tool_results_follow_tool_use, truncated_messages
 from contextstore.core.window import ContextWindowInfo, context_window_info, should_compact
@@ -116,6 +117,7 @@ __all__ = [
     "StorageFullError",
     "TableRecovery",
     "TimelineError",
+    "TokenCounter",
     "TruncationDecision",
     "UpdateKind",
     "UpdateMode",

@@ -160,8 +160,11 @@ class PreparedRequest:
     decision: TruncationDecision
     format: str = "anthropic"
     payload: dict[str, Any] = field(default_factory=dict)
-    request_id: int | None = None
+    request_id: int = field(kw_only=True)
+    """The ``api_requests`` row that remembers this request: every prepare writes one, so
+    it is always an id, to pass to :meth:`record_request` and :meth:`request_payload`."""
     ts: int | None = None
+    """The request row's ``ts`` (None only in a record built by hand)."""
 
     @property
     def truncated(self) -> bool:

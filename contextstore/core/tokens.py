@@ -43,9 +43,11 @@ _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![s\w])")
 
 
 class TokenCounter(Protocol):
-    """Counts the tokens of a text. ``name`` identifies the encoding used."""
+    """Counts the tokens of a text.
 
-    name: str
+    ``count`` is all a counter needs. It may also have a ``name`` naming the encoding it
+    uses (the store reads it when there is one, else takes the class's name).
+    """
 
     def count(self, text: str) -> int:
         """Return the number of tokens in ``text``."""

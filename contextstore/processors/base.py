@@ -50,8 +50,14 @@ class Processor(Protocol):
     conversation's write lock (see :attr:`~contextstore.processors.pipeline.Pipeline.local`).
     """
 
-    name: str
-    """Stable identifier, recorded as the ``source`` of every update the processor makes."""
+    @property
+    def name(self) -> str:
+        """Stable identifier, recorded as the ``source`` of every update the processor makes.
+
+        Read only: a class attribute (``name = "mine"``), an instance attribute, a frozen
+        dataclass field or a property all satisfy it.
+        """
+        ...
 
     def config(self) -> dict[str, Any]:
         """Return the settings that change the output, as JSON-serialisable values.
