@@ -19,6 +19,7 @@ from contextstore.core.overlays import Block, BlockUpdate, Message, text_hash
 from contextstore.core.validate import shown
 from contextstore.core.view import IndexedView
 from contextstore.processors.base import shrink_texts, tool_names
+from contextstore.processors.triggers import Trigger
 
 DEFAULT_MIN_CHARS = 20_000
 """Texts at or below this many characters are never summarised."""
@@ -67,6 +68,12 @@ class Summarizer:
     """
 
     independent = True
+    trigger: Trigger = Trigger.every_render()
+    """Runs on the whole view every run (set another
+    :class:`~contextstore.processors.triggers.Trigger` on the instance to change it, as the
+    other processors take one: a typed caller's ``summarizer.trigger = ...`` had no
+    attribute to set)."""
+    depends_on: tuple[str, ...] = ()
 
     def __init__(
         self,

@@ -155,7 +155,8 @@ def test_a_processor_may_hold_its_name_read_only(
 ) -> None:
     # The Processor protocol declared ``name: str``, a settable attribute: a frozen
     # dataclass or a property (read-only) did not satisfy it under mypy, though the
-    # pipeline only reads the name.
+    # pipeline only reads the name. A Summarizer had no ``trigger`` or ``depends_on`` to set,
+    # as the README sets them on an instance (the others had).
     assert errors_in(mypy_errors, user_program.custom_processors) == []
     assert user_program.custom_processors(store) == "ON IT"
 

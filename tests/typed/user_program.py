@@ -39,6 +39,7 @@ from contextstore import (
     truncated_messages,
 )
 from contextstore.processors import IndexedView, Pipeline, Processor, Summarizer, SummaryRequest
+from contextstore.processors.triggers import Trigger
 
 TOOLS: list[dict[str, Any]] = [
     {
@@ -159,7 +160,10 @@ def summarize(text: str, request: SummaryRequest) -> str:
 def custom_processors(store: ContextStore) -> str:
     """A pipeline of the caller's processors; returns the assistant's text as rendered."""
     processors: list[Processor] = [Shout(), Tagger(), Named()]
-    pipeline = Pipeline([*processors, Summarizer(summarize, min_chars=50)])
+    summarizer = Summarizer(summarize, min_chars=50)
+    summarizer.trigger = Trigger.aged_out(20_000)  # as the README sets one on an instance
+    summarizer.depends_on = ("shout",)
+    pipeline = Pipeline([*processors, summarizer])
     conv = store.create_conversation()
     store.append(conv.id, "user", "the task")
     store.append(conv.id, "assistant", [{"type": "text", "text": "on it"}])
