@@ -347,6 +347,24 @@ def _audit_tables(report: AuditReport) -> str:
             ),
         ),
         (
+            "De-duplication",
+            _table(
+                ("time", "message", "block", "kind", "original", "rewritten", "saved"),
+                [
+                    (
+                        format_ts(d.ts),
+                        d.message_idx,
+                        d.block_idx,
+                        d.kind,
+                        d.original_chars,
+                        d.rewritten_chars,
+                        d.chars_saved,
+                    )
+                    for d in report.dedup_savings
+                ],
+            ),
+        ),
+        (
             "Masked secrets",
             _table(
                 ("kind", "masked by", "count"),
@@ -366,17 +384,16 @@ def _audit_tables(report: AuditReport) -> str:
         (
             "Rollbacks",
             _table(
-                ("id", "ran", "to", "removed", "kept"),
+                ("id", "ran", "to", "target", "removed", "kept", "restored"),
                 [
                     (
                         r.rollback_id,
                         format_ts(r.ran_at),
                         format_ts(r.cutoff_ts),
+                        r.target if r.target is not None else "(import)",
                         ", ".join(f"{n} {t}" for t, n in ordered_counts(r.removed) if n),
-                        "purged"
-                        if r.purged
-                        else f"{r.rows_archived} archived"
-                        + (" (an import replaced them)" if r.target is None else ""),
+                        "purged" if r.purged else f"{r.rows_archived} archived",
+                        format_ts(r.restored_ts),
                     )
                     for r in report.rollbacks
                 ],
