@@ -36,6 +36,7 @@ Importer = Callable[..., ImportReport]
 Finder = Callable[..., Any]
 
 _JSON_HELP = "Print the report as JSON (added and skipped per task or file); no progress bar."
+_EXPORT_JSON_HELP = "Print the report as JSON (files written, counts, what was skipped)."
 _REPLACE_HELP = (
     "Start over a conversation whose task or file no longer continues what was imported "
     "(its rows are replaced by the file's)."
@@ -125,6 +126,7 @@ _paths = click.argument(
     "paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path)
 )
 _as_json = click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
+_export_json = click.option("--json", "as_json", is_flag=True, help=_EXPORT_JSON_HELP)
 _replace = click.option("--replace", is_flag=True, help=_REPLACE_HELP)
 _max_file = click.option(
     "--max-file-bytes", type=IntegerRange(min=1), default=MAX_FILE_BYTES, help=_MAX_FILE_HELP
@@ -236,7 +238,7 @@ def import_gemini_command(
     help="The taskHistory.json to put the task's HistoryItem in (default: Cline's "
     "state/taskHistory.json when OUT_DIR is a tasks/<id>/ folder, else OUT_DIR/taskHistory.json).",
 )
-@_as_json
+@_export_json
 @click.pass_context
 @handle_errors
 def export_cline_command(
@@ -263,7 +265,7 @@ def export_cline_command(
     "--checkpoint", is_flag=True, help="Write a /chat save checkpoint instead of a session."
 )
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
-@_as_json
+@_export_json
 @click.pass_context
 @handle_errors
 def export_gemini_command(
