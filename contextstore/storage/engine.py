@@ -305,7 +305,20 @@ def _postgres_url(url: URL) -> str:
             "PostgreSQL needs the psycopg driver, which is not installed: "
             'pip install "contextstore[postgres]".'
         )
-    return url.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    return (
+        _socket_host(url).set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    )
+
+
+def _socket_host(url: URL) -> URL:
+    """``url`` with a Unix socket's directory written as libpq writes it in a URL's host,
+    percent-encoded (``postgresql://user@%2Fvar%2Frun%2Fpostgresql/db``), moved to the
+    ``host`` parameter, where SQLAlchemy passes it on: SQLAlchemy keeps a host as written,
+    and the driver looked up ``%2Fvar%2Frun%2Fpostgresql`` as a host name."""
+    host = urllib.parse.unquote(url.host or "")
+    if not host.startswith("/") or "host" in url.query:
+        return url
+    return url._replace(host=None).update_query_dict({"host": host})
 
 
 def make_engine(

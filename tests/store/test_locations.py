@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from contextstore import ContextStore
 from contextstore.core.errors import ContextStoreError, InvalidInputError, NotFoundError
@@ -28,6 +29,20 @@ def test_postgresql_urls_are_reached_through_psycopg(url: str) -> None:
     target = resolve_target(url, Path("unused.db"))
     assert target.url == "postgresql+psycopg://someone:pw@db.example:5433/agents"
     assert not target.is_sqlite and target.sqlite_path is None
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres", "postgresql+psycopg"])
+def test_a_socket_directory_written_as_libpq_writes_it_in_the_host_is_the_socket(
+    scheme: str,
+) -> None:
+    # libpq's URL form of a Unix socket; SQLAlchemy kept the host as written and psycopg
+    # looked up '%2Fvar%2Frun%2Fpostgresql' as a host name ("failed to resolve host").
+    target = resolve_target(
+        f"{scheme}://someone:pw@%2Fvar%2Frun%2Fpostgresql:5433/agents", Path("x")
+    )
+    url = make_url(target.url)
+    assert url.host is None and url.query["host"] == "/var/run/postgresql"
+    assert (url.username, url.password, url.port, url.database) == ("someone", "pw", 5433, "agents")
 
 
 @pytest.mark.parametrize(
