@@ -207,7 +207,7 @@ class ContextStore(
             ),
         )
         try:
-            with classified_errors():
+            with classified_errors(engine):
                 found = ensure_schema(
                     engine,
                     auto_migrate=auto_migrate and not read_only,

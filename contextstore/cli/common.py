@@ -43,6 +43,7 @@ from contextstore.core.validate import is_utf8, readable_text
 from contextstore.storage.driver_errors import first_line
 from contextstore.storage.engine import resolve_target, shown_url
 from contextstore.storage.paths import default_database_path, default_location
+from contextstore.storage.privileges import INSUFFICIENT_PRIVILEGE
 from contextstore.storage.sqlite_file import (
     inspect_database_file,
     unusable_path,
@@ -393,8 +394,9 @@ def open_store(
             raise
         raise ReadOnlyLocationError(cannot_write_there(ctx, exc.situation)) from exc
     except (DBAPIError, DatabaseUnavailableError) as exc:
-        if isinstance(exc, DatabaseUnavailableError) and exc.__cause__ is None:
-            raise  # contextstore's own words (a file this user may not read)
+        if isinstance(exc, DatabaseUnavailableError) and not _driver_said(exc):
+            raise  # contextstore's own words (a file this user may not read, the grants
+            # a PostgreSQL role lacks)
         cause = exc.__cause__ if isinstance(exc, DatabaseUnavailableError) else exc
         driver = getattr(cause, "orig", None) or cause or exc
         where = shown_location(location)
@@ -407,6 +409,14 @@ def open_store(
         # failed at its first write).
         store.database.check_writable()
     return store
+
+
+def _driver_said(exc: DatabaseUnavailableError) -> bool:
+    """Whether ``exc`` is the driver's refusal to connect, which the command line words as
+    a location to check (not a privilege the role lacks: its message names the grants)."""
+    cause = exc.__cause__
+    driver = getattr(cause, "orig", None) or cause
+    return driver is not None and getattr(driver, "sqlstate", None) != INSUFFICIENT_PRIVILEGE
 
 
 READING_COMMANDS = "conversations, show, audit, search, export"

@@ -115,7 +115,8 @@ class ReadOnlyError(ContextStoreError):
 
 class ReadOnlyLocationError(ReadOnlyError):
     """The store lives where nothing can be written (a read-only directory, file, medium or
-    PostgreSQL standby) and was opened for writing, or a write reached such a file.
+    PostgreSQL standby) and was opened for writing, or a write reached such a file, or a
+    PostgreSQL role lacking a privilege the write needs (the message lists the grants).
 
     What to do: open it with ``read_only=True`` (the CLI's read commands already do), or
     move the file somewhere writable. Nothing was written.
@@ -146,8 +147,9 @@ class StorageFullError(ContextStoreError):
 class DatabaseUnavailableError(ContextStoreError):
     """The database cannot be reached: the server is unreachable, refused the connection,
     or dropped it (PostgreSQL: a server that is down, a wrong host, port, database name or
-    user, a server shut down under an open connection), or a SQLite file this user may not
-    read.
+    user, a server shut down under an open connection; a role refused a privilege a read
+    needs, or a ``search_path`` naming no schema that exists), or a SQLite file this user
+    may not read.
 
     What to do: check the URL and that the server is running, then retry (a connection the
     server dropped is replaced on the next call); for a file, run as a user who may read

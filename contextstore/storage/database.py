@@ -34,9 +34,11 @@ from contextstore.core.errors import (
 from contextstore.storage.driver_errors import (
     classified_errors,
     classify_database_error,
+    is_cancelled,
     translated_errors,
 )
 from contextstore.storage.engine import BEGIN_STATEMENTS, WRITE_ATTEMPTS
+from contextstore.storage.idle_end import IDLE_SESSION_TIMEOUT, ended_while_idle
 from contextstore.storage.wal_sync import WalSync, defer_wal_sync
 from contextstore.storage.writer_queue import WriterQueue
 
@@ -167,9 +169,32 @@ class Database:
                 if held.generation != self._generation:
                     held.connection.invalidate()  # not back to the pool: likely dropped
                 held.close()
-            held = self._hold(self.engine.connect())
+            held = self._hold(self.engine.connect())  # from the pool, where it sat idle too
             self._thread.held = held
+        if not self.is_sqlite:
+            held = self._replaced_if_ended(held)
         return held.connection
+
+    def _replaced_if_ended(self, held: _Held) -> _Held:
+        """``held``, or a new connection in its place when the server ended it while it sat
+        idle (see :mod:`.idle_end`): for its ``idle_session_timeout``, silently (the call
+        had not reached the server); for anything else (an administrator's termination, a
+        shutdown), as a connection found dropped is (the caller's error handling sees the
+        server's own error, and every thread replaces its connection)."""
+        ended = ended_while_idle(_driver(held.connection))
+        if ended is None:
+            return held
+        held.connection.invalidate()
+        held.close()
+        self._thread.held = None
+        # The pool's idle connections sat as long, or were ended with this one.
+        self.engine.dispose()
+        if getattr(ended, "sqlstate", None) != IDLE_SESSION_TIMEOUT:
+            self._generation += 1
+            raise ended
+        held = self._hold(self.engine.connect())
+        self._thread.held = held
+        return held
 
     def _hold(self, connection: Connection) -> _Held:
         """``connection`` as the calling thread's, with what syncs its commits after the
@@ -231,11 +256,11 @@ class Database:
             yield joined
             return
         with self._local_writer if self.serialize_reads else _NOTHING:
-            with classified_errors():
+            with classified_errors(self.engine):
                 connection = self._held()
                 self._begin(connection, write=False)
             with (
-                classified_errors(),
+                classified_errors(self.engine),
                 self._rolled_back_on_error(connection),
                 self._joined(connection, "read"),
             ):
@@ -266,7 +291,7 @@ class Database:
         self.check_writable()
         joined = self._thread.joined
         if joined is not None and self._thread.kind != "read":
-            with translated_errors(), joined.begin_nested():
+            with translated_errors(self.engine), joined.begin_nested():
                 return work(joined)
         if joined is not None:
             # A write from inside a read (a caller's hook reading the store, say) gets a
@@ -276,7 +301,7 @@ class Database:
             return _retried_while_busy(lambda: self._write_alone(work))
 
         def attempt() -> T:
-            with translated_errors(), self._local_writer, self._turn():
+            with translated_errors(self.engine), self._local_writer, self._turn():
                 return self._committed(self._begin_write(), work, pipeline)
 
         result = _retried_while_busy(attempt)
@@ -307,7 +332,7 @@ class Database:
 
     def _write_alone(self, work: Callable[[Connection], T]) -> T:
         """``work`` on the held connection in autocommit mode (see :meth:`write`)."""
-        with translated_errors(), self._local_writer:
+        with translated_errors(self.engine), self._local_writer:
             connection = self._held()
             raw = _driver(connection)
             raw.autocommit = True
@@ -320,7 +345,7 @@ class Database:
 
     def _write_apart(self, work: Callable[[Connection], T]) -> T:
         self.check_open()
-        with translated_errors(), self.engine.connect() as connection:
+        with translated_errors(self.engine), self.engine.connect() as connection:
             if self.is_sqlite:
                 connection = connection.execution_options(contextstore_begin="IMMEDIATE")
             with connection.begin():
@@ -364,7 +389,7 @@ class Database:
             with (
                 self._rolled_back_on_error(connection),
                 self._joined(connection, "transaction"),
-                translated_errors(),
+                translated_errors(self.engine),
             ):
                 yield
                 _commit(connection)
@@ -372,7 +397,7 @@ class Database:
 
     def _begin_with_retry(self) -> Connection:
         def attempt() -> Connection:
-            with translated_errors():
+            with translated_errors(self.engine):
                 return self._begin_write()
 
         return _retried_while_busy(attempt)
@@ -423,7 +448,8 @@ def _retried_while_busy(attempt: Callable[[], T]) -> T:
     sleeping a jittered, doubling delay (20 ms up to 1 s) between tries.
 
     A :class:`ConcurrentChangeError` is raised at once: the same work would meet the same
-    change again; the caller has to plan anew.
+    change again; the caller has to plan anew. So is a statement the server cancelled (its
+    ``statement_timeout``): each attempt would wait out the timeout again.
     """
     delay = 0.02
     for number in range(WRITE_ATTEMPTS):
@@ -431,8 +457,8 @@ def _retried_while_busy(attempt: Callable[[], T]) -> T:
             return attempt()
         except ConcurrentChangeError:
             raise
-        except DatabaseBusyError:
-            if number == WRITE_ATTEMPTS - 1:
+        except DatabaseBusyError as exc:
+            if number == WRITE_ATTEMPTS - 1 or is_cancelled(exc):
                 raise
             time.sleep(delay * (1 + random.random()))
             delay = min(delay * 2, 1.0)

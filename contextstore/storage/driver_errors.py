@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
 from contextstore.core.errors import (
@@ -27,6 +28,7 @@ from contextstore.core.errors import (
     StorageFullError,
 )
 from contextstore.storage.engine import WRITE_ATTEMPTS
+from contextstore.storage.privileges import INSUFFICIENT_PRIVILEGE, identity, refused
 from contextstore.storage.sqlite_file import RECOVER_HINT
 
 
@@ -84,13 +86,19 @@ def _is_dropped(driver: BaseException) -> bool:
     return _is_unavailable(driver) and any(sign in text for sign in _DROPPED_SIGNS)
 
 
-_POSTGRES_DROPPED = ("57P01", "57P02")
+_POSTGRES_DROPPED = ("57P01", "57P02", "57P05", "25P03")
+"""An administrator's or a shutdown's termination, and the server's ``idle_session_timeout``
+and ``idle_in_transaction_session_timeout`` (a role's or database's setting ends idle
+connections)."""
 _DROPPED_SIGNS = ("server closed the connection", "connection is lost", "terminating connection")
 _POSTGRES_UNAVAILABLE = ("3D000", "28000", "28P01", "57P01", "57P02", "57P03")
 _SQLITE_CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 _POSTGRES_CORRUPT = ("XX001", "XX002")
 _POSTGRES_FULL = ("53100",)
 _POSTGRES_READ_ONLY = ("25006",)
+_POSTGRES_CANCELLED = "57014"
+"""``query_canceled``: a ``statement_timeout`` ran out, or an administrator cancelled the
+statement (``pg_cancel_backend``)."""
 
 
 _SQLITE_BAD_JSON = "malformed JSON"
@@ -109,14 +117,18 @@ def _sqlite_code(driver: BaseException) -> str:
     return name if isinstance(name, str) else ""
 
 
-def classify_database_error(exc: BaseException) -> ContextStoreError | None:
+def classify_database_error(
+    exc: BaseException, engine: Engine | None = None
+) -> ContextStoreError | None:
     """The store's error for a damaged, full, unreachable or read-only database behind
     ``exc``, or None.
 
     SQLite's result codes (``SQLITE_CORRUPT``, ``SQLITE_NOTADB``, ``SQLITE_FULL``,
     ``SQLITE_READONLY``) and PostgreSQL's SQLSTATEs (``XX001``/``XX002`` data or index
-    corrupted, ``53100`` disk full, ``25006`` a read-only server, connection failures) are
-    recognised; other errors are left to the caller.
+    corrupted, ``53100`` disk full, ``25006`` a read-only server, connection failures,
+    ``42501`` a privilege the role lacks, ``57014`` a cancelled statement) are recognised;
+    other errors are left to the caller. ``engine``: where a refused privilege's message
+    looks up the role and schema to name in the grants (a new connection, only then).
     """
     driver = _driver_error(exc)
     if driver is None:
@@ -158,6 +170,10 @@ def classify_database_error(exc: BaseException) -> ContextStoreError | None:
             "check the URL (host, port, database name, user) and that the server is "
             "running, then retry."
         )
+    if state == INSUFFICIENT_PRIVILEGE:
+        return refused(reason, None if engine is None else identity(engine), writing=False)
+    if state == _POSTGRES_CANCELLED:
+        return cancelled(reason)
     if code.startswith("SQLITE_READONLY") or state in _POSTGRES_READ_ONLY:
         situation = f"the database cannot be written there ({reason})"
         return ReadOnlyLocationError(
@@ -168,15 +184,34 @@ def classify_database_error(exc: BaseException) -> ContextStoreError | None:
     return None
 
 
+def cancelled(reason: str) -> DatabaseBusyError:
+    """The error for a statement the server cancelled (see :data:`_POSTGRES_CANCELLED`); a
+    write's bounded retry does not run it again (:func:`is_cancelled`)."""
+    return DatabaseBusyError(
+        f"the database server cancelled a statement ({reason}): a statement_timeout of the "
+        "role, database or connection ran out, or an administrator cancelled it; nothing was "
+        "written. Retry, or raise the timeout (ALTER ROLE ... SET statement_timeout, or the "
+        "URL's options=-cstatement_timeout%3D...)."
+    )
+
+
+def is_cancelled(exc: BaseException) -> bool:
+    """Whether ``exc`` is :func:`cancelled`'s error, or the driver's cancelled statement."""
+    cause = exc.__cause__ if isinstance(exc, ContextStoreError) else exc
+    driver = None if cause is None else _driver_error(cause)
+    return driver is not None and getattr(driver, "sqlstate", None) == _POSTGRES_CANCELLED
+
+
 @contextmanager
-def classified_errors() -> Iterator[None]:
-    """Damaged, full and read-only databases raised as the store's errors (for opening)."""
+def classified_errors(engine: Engine | None = None) -> Iterator[None]:
+    """Damaged, full and read-only databases raised as the store's errors (for opening and
+    reading; ``engine``: see :func:`classify_database_error`)."""
     try:
         yield
     except ContextStoreError:
         raise
     except Exception as exc:
-        classified = classify_database_error(exc)
+        classified = classify_database_error(exc, engine)
         if classified is None:
             raise
         raise classified from exc
@@ -188,8 +223,9 @@ def _is_unstorable(driver: BaseException) -> bool:
 
 
 @contextmanager
-def translated_errors() -> Iterator[None]:
-    """Driver errors raised by a write, as the store's own errors."""
+def translated_errors(engine: Engine | None = None) -> Iterator[None]:
+    """Driver errors raised by a write, as the store's own errors (``engine``: see
+    :func:`classify_database_error`)."""
     try:
         yield
     except Exception as exc:
@@ -203,6 +239,9 @@ def translated_errors() -> Iterator[None]:
                 f"the write broke a database constraint and was rolled back ({driver}); "
                 "nothing was written. If another process created the same row, retry."
             ) from exc
+        if getattr(driver, "sqlstate", None) == INSUFFICIENT_PRIVILEGE:
+            who = None if engine is None else identity(engine)
+            raise refused(first_line(driver), who, writing=True) from exc
         classified = classify_database_error(driver)
         if classified is not None:
             raise classified from exc

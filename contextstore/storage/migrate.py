@@ -17,8 +17,15 @@ from sqlalchemy.exc import DBAPIError
 
 from contextstore.core.errors import MigrationError, SchemaOutdatedError
 from contextstore.storage import head_schema
-from contextstore.storage.driver_errors import classify_database_error
+from contextstore.storage.driver_errors import classify_database_error, first_line
 from contextstore.storage.engine import make_engine, resolve_target
+from contextstore.storage.privileges import (
+    INSUFFICIENT_PRIVILEGE,
+    INVALID_SCHEMA_NAME,
+    check_schema_usable,
+    identity,
+    migration_refused,
+)
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -124,6 +131,8 @@ def ensure_schema(engine: Engine, *, auto_migrate: bool, is_sqlite: bool) -> str
         probe.rollback()
     if current == head:
         return current
+    if current is None and not is_sqlite:
+        check_schema_usable(engine)
     refuse_unknown_revision(current)
     if not auto_migrate:
         raise SchemaOutdatedError(
@@ -216,6 +225,9 @@ def _migrate(engine: Engine, *, is_sqlite: bool, action: str, revision: str) -> 
         except (MigrationError, SchemaOutdatedError):
             raise
         except Exception as exc:
+            driver = getattr(exc, "orig", None) or exc
+            if getattr(driver, "sqlstate", None) in (INSUFFICIENT_PRIVILEGE, INVALID_SCHEMA_NAME):
+                raise migration_refused(first_line(driver), identity(engine)) from exc
             classified = classify_database_error(exc)
             if classified is not None:
                 raise classified from exc
