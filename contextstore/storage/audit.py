@@ -23,6 +23,7 @@ from contextstore.core.validate import clipped_text
 from contextstore.storage.database import Database
 from contextstore.storage.driver_errors import first_line
 from contextstore.storage.engine import DatabaseTarget, make_engine
+from contextstore.storage.privileges import identity, refused
 from contextstore.storage.tables import blocks, conversations, messages
 
 Rows = list[dict[str, Any]]
@@ -232,11 +233,21 @@ query nor what to do: PostgreSQL's speak of a prepared statement the caller neve
 
 
 def _refused_query(exc: BaseException, database: Database) -> Exception:
-    """:func:`_refusal`, and for a table or view that is not there, the views there are."""
+    """:func:`_refusal`, and for a table or view that is not there, the views there are; a
+    table, view or schema the user may not read is said so, with the grants that let it."""
+    orig = getattr(exc, "orig", exc)
+    if _READ_DENIED.match(first_line(orig)) and getattr(orig, "sqlstate", None) == "42501":
+        return refused(first_line(orig), identity(database.engine), writing=False)
     refusal = _refusal(exc)
     if _names_a_missing_table(exc):
         return InvalidInputError(f"{refusal} {_what_there_is(database)}")
     return refusal
+
+
+_READ_DENIED = re.compile(r"permission denied for (table|view|materialized view|schema) ")
+"""PostgreSQL's refusal of a read: a write in the query's ``READ ONLY`` transaction is refused
+as one before its privileges are checked, and what the reading role may not do is a
+function's (``lo_export``) or a sequence's (``nextval``) right."""
 
 
 def _names_a_missing_table(exc: BaseException) -> bool:

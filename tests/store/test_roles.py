@@ -20,6 +20,7 @@ from contextstore import (
     DatabaseBusyError,
     DatabaseUnavailableError,
     MigrationError,
+    ReadOnlyError,
     ReadOnlyLocationError,
 )
 from contextstore.storage import migrate
@@ -216,6 +217,23 @@ def test_a_role_reaches_the_server_over_its_socket_named_as_libpq_names_it(
     )
     with ContextStore.open(libpq, read_only=True) as store:
         assert _titles(store) == ["first", "second"]
+
+
+def test_a_query_of_a_table_the_role_may_not_read_is_not_called_a_write(roles: Roles) -> None:
+    role = roles.make(
+        READS[0], "GRANT SELECT ON {schema}.conversations, {schema}.alembic_version TO {role}"
+    )
+    url = roles.url(role)
+    with ContextStore.open(url, read_only=True) as store:
+        # Was ReadOnlyError: "refused the statement because queries are read-only".
+        with pytest.raises(DatabaseUnavailableError, match="permission denied for table blocks"):
+            store.query("SELECT count(*) FROM blocks")
+        with pytest.raises(ReadOnlyError, match="read-only"):
+            store.query("SELECT nextval('checkpoints_id_seq')")
+        assert store.query("SELECT count(*) FROM conversations").rows == [(2,)]
+    shown = run("sql", "SELECT count(*) FROM blocks", "--db", url)
+    assert shown.code == DatabaseUnavailableError.exit_code, shown.err
+    assert f"GRANT SELECT ON ALL TABLES IN SCHEMA {roles.schema} TO {role};" in shown.err
 
 
 def test_a_role_that_may_not_create_tables_is_told_to_migrate_as_the_owner() -> None:
