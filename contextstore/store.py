@@ -38,7 +38,13 @@ from contextstore.facade.timeline import TimelineMixin
 from contextstore.processors.pipeline import Pipeline
 from contextstore.storage.database import Database
 from contextstore.storage.driver_errors import classified_errors
-from contextstore.storage.engine import Durability, location_text, make_engine, resolve_target
+from contextstore.storage.engine import (
+    Durability,
+    location_text,
+    make_engine,
+    refuse_database_url,
+    resolve_target,
+)
 from contextstore.storage.migrate import ensure_schema
 from contextstore.storage.paths import default_database_path, default_location, expand_user
 from contextstore.storage.recovery import salvage
@@ -258,6 +264,8 @@ class ContextStore(
         """
         source_path = check_path("source", source)
         destination_path = check_path("destination", destination)
+        refuse_database_url("source", source_path, "recover")
+        refuse_database_url("destination", destination_path, "recover")
         report = salvage(expand_user(source_path), expand_user(destination_path))
         with cls.open(report.destination, auto_migrate=False) as recovered:
             found = recovered.check(raise_on_problems=False)

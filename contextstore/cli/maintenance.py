@@ -4,7 +4,6 @@ deleting a conversation."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import click
 
@@ -138,12 +137,10 @@ def backup(ctx: click.Context, destination: str, force: bool, as_json: bool) -> 
 
 
 @click.command()
-@click.argument("source", metavar="SRC", type=click.Path(path_type=Path))
-@click.argument(
-    "destination", metavar="DEST", type=WrittenPath("a recovered store", path_type=Path)
-)
+@click.argument("source", metavar="SRC", type=click.Path())
+@click.argument("destination", metavar="DEST", type=WrittenPath("a recovered store"))
 @json_option
-def recover(source: Path, destination: Path, as_json: bool) -> None:
+def recover(source: str, destination: str, as_json: bool) -> None:
     """Salvage what a damaged SQLite store SRC still holds into a new store DEST; SRC is
     never changed. Prints what was recovered and what was lost, per table."""
     report = ContextStore.recover(source, destination)

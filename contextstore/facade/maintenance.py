@@ -17,7 +17,7 @@ from contextstore.facade.history import HistoryMixin
 from contextstore.facade.requests import RequestsMixin
 from contextstore.storage import backup as backup_files
 from contextstore.storage import health
-from contextstore.storage.engine import resolve_target
+from contextstore.storage.engine import refuse_database_url, resolve_target
 from contextstore.storage.paths import default_database_path
 
 MAX_REPORTED_PROBLEMS = 20
@@ -159,6 +159,7 @@ class MaintenanceMixin(HistoryMixin, RequestsMixin):
                 "(pg_dump -Fc DATABASE_URL > backup.dump, pg_restore to bring it back)."
             )
         destination = check_path("destination", destination)
+        refuse_database_url("destination", destination, "backup")
         if not isinstance(force, bool):
             raise InvalidInputError("force must be True or False.")
         source = resolve_target(self.location, default_database_path()).sqlite_path

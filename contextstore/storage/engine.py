@@ -183,6 +183,24 @@ def sqlite_file_target(path: Path) -> DatabaseTarget:
 
 _PASSWORD = re.compile(r"^([^:/?#]+://[^:/?#@]*:)[^@]*@")
 
+_URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def refuse_database_url(name: str, text: str, command: str) -> None:
+    """Refuse a database URL given where a SQLite file is named (``recover``'s files, a
+    backup's destination), unless a file of that name exists: read as a path, its ``//``
+    became ``/`` and the message named a file or folder made of the URL, password shown.
+
+    Raises:
+        InvalidInputError: ``text`` is a URL (shown with its password masked).
+    """
+    if _URL_SCHEME.match(text) and not os.path.lexists(text):
+        raise InvalidInputError(
+            f"{name} {shown_url(text)!r} is a database URL, but {command} reads and writes "
+            "SQLite files; name a file. A PostgreSQL database is backed up with pg_dump, "
+            "restored with pg_restore and checked with pg_amcheck."
+        )
+
 
 _QUERY_PARAMETER = re.compile(r"([?&])([^=&#]*)=([^&#]*)")
 """One ``key=value`` of a URL's query string."""

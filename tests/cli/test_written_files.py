@@ -114,6 +114,31 @@ def test_recovering_a_directory_is_bad_input_and_creates_nothing(tmp_path: Path)
     assert [p.name for p in tmp_path.iterdir()] == ["folder"]
 
 
+URL = "postgresql://owner:s3cret-pw@db.example:5432/agents"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("recover", URL, "out.db"), ("recover", "SEEDED", URL), ("backup", URL)],
+    ids=["recover-src", "recover-dest", "backup-dest"],
+)
+def test_a_database_url_named_as_a_sqlite_file_is_refused_with_its_password_masked(
+    seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...]
+) -> None:
+    # Read as a path, the URL lost its '//' and the refusal printed the password: "there is
+    # no file at postgresql:/owner:s3cret-pw@...", "the directory postgresql:/owner:... does
+    # not exist".
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    got = run(*[seeded.db if a == "SEEDED" else a for a in args], "--db", seeded.db)
+    assert got.code == InvalidInputError.exit_code, got.err
+    assert "s3cret-pw" not in got.err
+    assert "'postgresql://owner:***@db.example:5432/agents' is a database URL" in got.err
+    assert "pg_dump" in got.err
+    assert list(here.iterdir()) == []
+
+
 def _fifo(tmp_path: Path) -> Path:
     path = tmp_path / "pipe"
     os.mkfifo(path)
