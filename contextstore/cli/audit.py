@@ -14,7 +14,7 @@ import click
 from contextstore.cli import terminal
 from contextstore.cli.common import IntegerRange, json_option, open_store
 from contextstore.cli.history import conversation_json
-from contextstore.cli.output import clipped, has_usage, ordered_counts
+from contextstore.cli.output import DEDUP_COLUMNS, clipped, dedup_rows, has_usage, ordered_counts
 from contextstore.cli.settings import window_text
 from contextstore.cli.timeline import checkpoint_json
 from contextstore.cli.times import format_ts
@@ -134,19 +134,8 @@ def _print_audit(ctx: click.Context, report: AuditReport) -> None:
     )
     _section(
         f"de-duplication ({report.chars_saved:,} characters saved)",
-        ("time", "message", "block", "kind", "original", "rewritten", "saved"),
-        [
-            (
-                format_ts(d.ts),
-                d.message_idx,
-                d.block_idx,
-                d.kind,
-                d.original_chars,
-                d.rewritten_chars,
-                d.chars_saved,
-            )
-            for d in report.dedup_savings
-        ],
+        DEDUP_COLUMNS,
+        dedup_rows(report),
     )
     _section(
         "masked secrets (counts of [REDACTED:kind] markers)",

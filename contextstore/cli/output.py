@@ -7,6 +7,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from contextstore.cli.times import format_ts
+from contextstore.core.audit_records import AuditReport
+
 
 def has_usage(request: Any) -> bool:
     """True when any token count was recorded for a request (a ``RequestRecord`` or an
@@ -91,3 +94,23 @@ def ordered_counts(counts: dict[str, int]) -> list[tuple[str, int]]:
     """``counts`` as ``(table, rows)`` pairs in :data:`TABLE_ORDER`, unknown tables last."""
     known = [(name, counts[name]) for name in TABLE_ORDER if name in counts]
     return known + sorted((k, v) for k, v in counts.items() if k not in TABLE_ORDER)
+
+
+DEDUP_COLUMNS = ("time", "message", "block", "kind", "original", "rewritten", "saved")
+"""The columns of an audit's de-duplication table, on the terminal and in the report."""
+
+
+def dedup_rows(report: AuditReport) -> list[tuple[Any, ...]]:
+    """One row per file-read rewrite of ``report``, in :data:`DEDUP_COLUMNS`."""
+    return [
+        (
+            format_ts(d.ts),
+            d.message_idx,
+            d.block_idx,
+            d.kind,
+            d.original_chars,
+            d.rewritten_chars,
+            d.chars_saved,
+        )
+        for d in report.dedup_savings
+    ]

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from contextstore.cli.output import has_usage, ordered_counts
+from contextstore.cli.output import DEDUP_COLUMNS, dedup_rows, has_usage, ordered_counts
 from contextstore.cli.times import format_ts
 from contextstore.core.audit_records import AuditReport, TimelineEvent, ViewedBlock, ViewedMessage
 from contextstore.core.overlays import block_text
@@ -348,21 +348,7 @@ def _audit_tables(report: AuditReport) -> str:
         ),
         (
             "De-duplication",
-            _table(
-                ("time", "message", "block", "kind", "original", "rewritten", "saved"),
-                [
-                    (
-                        format_ts(d.ts),
-                        d.message_idx,
-                        d.block_idx,
-                        d.kind,
-                        d.original_chars,
-                        d.rewritten_chars,
-                        d.chars_saved,
-                    )
-                    for d in report.dedup_savings
-                ],
-            ),
+            _table(DEDUP_COLUMNS, dedup_rows(report)),
         ),
         (
             "Masked secrets",

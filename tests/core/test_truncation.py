@@ -4,7 +4,6 @@ truncation notices."""
 from __future__ import annotations
 
 import copy
-import math
 from typing import Any
 
 import pytest
@@ -32,6 +31,7 @@ from contextstore.core.truncation import (
     subagent_next_range,
     visible_start,
 )
+from tests.core.cline_reference import next_truncation_range as cline_range
 
 Message = dict[str, Any]
 
@@ -41,24 +41,6 @@ def alternating(count: int) -> list[Message]:
     return [
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"} for i in range(count)
     ]
-
-
-def cline_range(
-    messages: list[Message], current: tuple[int, int] | None, keep: str
-) -> tuple[int, int]:
-    """An independent transcription of Cline's arithmetic, with JavaScript semantics."""
-    start_of_rest = current[1] + 1 if current else 2
-    rest = len(messages) - start_of_rest
-    remove = {
-        "none": max(rest, 0),
-        "last_two": max(rest - 2, 0),
-        "half": math.floor(rest / 4) * 2,
-        "quarter": math.floor(rest * 3 / 4 / 2) * 2,
-    }[keep]
-    end = start_of_rest + remove - 1
-    if 0 <= end < len(messages) and messages[end]["role"] != "assistant":
-        end -= 1
-    return (2, end)
 
 
 # --- Cline's arithmetic ---------------------------------------------------------------------
