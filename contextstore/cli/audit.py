@@ -158,8 +158,11 @@ def _print_audit(ctx: click.Context, report: AuditReport) -> None:
     )
     _section(
         "checkpoints",
-        ("id", "time", "label", "note"),
-        [(c.id, format_ts(c.ts), c.label or "", c.note or "") for c in report.checkpoints],
+        ("id", "time", "label", "git", "note"),
+        [
+            (c.id, format_ts(c.ts), c.label or "", c.git_hash or "", c.note or "")
+            for c in report.checkpoints
+        ],
     )
     _section(
         "rollbacks",
