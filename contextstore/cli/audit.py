@@ -225,15 +225,15 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool) -> None:
         raise click.UsageError("choose one of --json and --csv.", ctx)
     store = open_store(ctx, auto_migrate=False)
     result = store.query(query)
+    # One name per column in every form: a CSV header or a table repeating a name (SELECT
+    # r.id, c.id) named the columns otherwise than the JSON's keys.
+    keys = distinct_keys(result.columns)
     if as_json:
-        keys = distinct_keys(result.columns)
         terminal.print_json([dict(zip(keys, row, strict=True)) for row in result.rows])
     elif as_csv:
-        terminal.print_csv(result.columns, result.rows)
+        terminal.print_csv(keys, result.rows)
     elif result.columns:
-        terminal.table(
-            result.columns, [tuple(terminal.text_cell(c) for c in row) for row in result.rows]
-        )
+        terminal.table(keys, [tuple(terminal.text_cell(c) for c in row) for row in result.rows])
         terminal.note(f"{len(result.rows)} row{'s' if len(result.rows) != 1 else ''}")
 
 
