@@ -102,7 +102,14 @@ def import_gemini(
             raise GeminiChatError(file, None, _older_copy(twin, single))
         chat = read_chat(file, folder)
         modified = int(file.stat().st_mtime * 1000)
-        return plan_chat(chat, max_message_bytes=store.max_message_bytes, file_ms=modified)
+        # A session without records, as an export of a conversation without messages
+        # writes it, is taken when named; a folder's are skipped with a note.
+        return plan_chat(
+            chat,
+            max_message_bytes=store.max_message_bytes,
+            file_ms=modified,
+            empty_session=single,
+        )
 
     def exported(imported: ImportPlan) -> ImportPlan | None:
         return _plan_of_export(store, imported, max_file_bytes)
@@ -132,7 +139,7 @@ def _plan_of_export(
         chat = read_chat(target, Folder(Path(scratch), max_file_bytes=max_file_bytes))
         if not chat.is_session:
             return None
-        return plan_chat(chat, max_message_bytes=store.max_message_bytes)
+        return plan_chat(chat, max_message_bytes=store.max_message_bytes, empty_session=True)
 
 
 def _older_copy(twin: Path, single: bool) -> str:
@@ -190,7 +197,8 @@ def export_gemini(
     an agent appending meanwhile is in none of the records or in all of them.
 
     Raises:
-        GeminiChatError: the file exists and ``overwrite`` is False (nothing written).
+        GeminiChatError: the file exists and ``overwrite`` is False, or a checkpoint is
+            asked of a conversation without messages (nothing written).
         InvalidInputError: ``path`` is the store's database or a file beside it, or no
             path; ``checkpoint`` or ``overwrite`` is no flag.
         ConversationNotFoundError: no conversation has this id.
@@ -217,6 +225,16 @@ def export_gemini(
     if checkpoint:
         value: Any = _checkpoint(store, conversation, gemini, records, imported)
         counts = {"contents": len(value if isinstance(value, list) else value["history"])}
+        if not counts["contents"]:
+            # A checkpoint of no Contents is refused by the import: nothing to load.
+            raise GeminiChatError(
+                target,
+                None,
+                f"conversation {conversation_id!r} holds no messages, so a checkpoint of it "
+                "would hold no Contents, and a checkpoint with nothing in it cannot be "
+                "imported back. Export it as a session instead, or append a message first. "
+                "Nothing was written.",
+            )
         with os_errors("write the Gemini CLI checkpoint", target):
             target.parent.mkdir(parents=True, exist_ok=True)
             write_json_atomic(target, value, indent=2)

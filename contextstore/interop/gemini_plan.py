@@ -77,7 +77,11 @@ def record_kind(record: Mapping[str, Any]) -> str:
 
 
 def plan_chat(
-    chat: GeminiChat, *, max_message_bytes: int, file_ms: int | None = None
+    chat: GeminiChat,
+    *,
+    max_message_bytes: int,
+    file_ms: int | None = None,
+    empty_session: bool = False,
 ) -> ImportPlan:
     """Lay a chat out as one stamped timeline (see the module docstring).
 
@@ -85,6 +89,10 @@ def plan_chat(
         chat: the chat read.
         max_message_bytes: the store's limit for one message.
         file_ms: the file's modification time, which dates a checkpoint's rows.
+        empty_session: plan a session recording that holds its metadata (a ``sessionId``)
+            and no record, with nothing left out, as a conversation without rows (what
+            ``export_gemini`` writes for a conversation without messages) instead of
+            refusing it.
 
     A converted message the store refuses, or one over ``max_message_bytes``, is kept in
     its place as a stand-in (noted); a record too large for its ``source_records`` row is
@@ -98,7 +106,7 @@ def plan_chat(
     turns, turn_records = _turns(chat)
     converted = turns_to_messages(turns, chat.path)
     notes.extend(Note(str(chat.path), None, n) for n in converted.notes)
-    if not chat.records:
+    if not chat.records and not (empty_session and _bare_session(chat)):
         # What the reader skipped says why (a line that is not JSON), where "no records"
         # alone read as an empty file.
         skipped = "; ".join(
@@ -150,6 +158,13 @@ def plan_chat(
         metadata=_metadata(chat, notes),
         notes=notes,
     )
+
+
+def _bare_session(chat: GeminiChat) -> bool:
+    """True for a session recording whose metadata names its session and from which
+    nothing was left out: one that holds no records because it has none."""
+    session_id = chat.metadata.get("sessionId")
+    return chat.is_session and not chat.notes and isinstance(session_id, str) and session_id != ""
 
 
 def _where(chat: GeminiChat, index: int) -> str:
