@@ -276,8 +276,9 @@ def export_gemini_command(
     force: bool,
     as_json: bool,
 ) -> None:
-    """Write a conversation as a Gemini CLI session recording (OUT ending in .jsonl as
-    current versions write, .json as older ones) or a checkpoint (--checkpoint)."""
+    """Write a conversation as a Gemini CLI session recording (JSONL as current versions
+    write when OUT ends in .jsonl; any other name, .json included, gets the single JSON
+    object of older ones) or a checkpoint (--checkpoint; OUT not ending in .jsonl)."""
     store = open_store(ctx, auto_migrate=False)
     report = export_gemini(store, conversation_id, out, checkpoint=checkpoint, overwrite=force)
     _print_export(report, as_json)

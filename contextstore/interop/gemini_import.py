@@ -185,20 +185,23 @@ def export_gemini(
 ) -> ExportReport:
     """Write a conversation as a Gemini CLI session recording or ``/chat save`` checkpoint.
 
-    A path ending in ``.jsonl`` gets a session in the JSONL form Gemini CLI writes today
-    (the metadata record, then one record per message); any other path the legacy
-    single-object form. With ``checkpoint``, a checkpoint (``{"history": [...]}``, or the
-    bare array when that is what was imported). An imported file comes back JSON-equal
-    (for JSONL: equal once its records are replayed); messages written in contextstore
-    become records of their own, and so does every message of an imported checkpoint
-    exported as a session.
+    A path ending in ``.jsonl`` (in any case) gets a session in the JSONL form Gemini CLI
+    writes today (the metadata record, then one record per message); any other path
+    (``.json``, or a name of no Gemini CLI file such as ``out.txt``) the legacy single-object
+    form, as :func:`import_gemini` reads such a file back. With ``checkpoint``, a checkpoint
+    (``{"history": [...]}``, or the bare array when that is what was imported), which a
+    ``.jsonl`` path cannot hold: the import would read it as a session recording. An
+    imported file comes back JSON-equal (for JSONL: equal once its records are replayed);
+    messages written in contextstore become records of their own, and so does every
+    message of an imported checkpoint exported as a session.
 
     The conversation is read as of one moment (:meth:`~contextstore.ContextStore.snapshot`):
     an agent appending meanwhile is in none of the records or in all of them.
 
     Raises:
         GeminiChatError: the file exists and ``overwrite`` is False, or a checkpoint is
-            asked of a conversation without messages (nothing written).
+            asked of a conversation without messages or into a ``.jsonl`` path (nothing
+            written).
         InvalidInputError: ``path`` is the store's database or a file beside it, or no
             path; ``checkpoint`` or ``overwrite`` is no flag.
         ConversationNotFoundError: no conversation has this id.
@@ -211,6 +214,16 @@ def export_gemini(
     conversation = store.get_conversation(conversation_id)
     check_not_store_files([target], store.path)
     check_regular_targets([target])
+    jsonl = target.suffix.lower() == ".jsonl"
+    if checkpoint and jsonl:
+        raise GeminiChatError(
+            target,
+            None,
+            "a checkpoint is one JSON document (Gemini CLI saves it as checkpoint-<tag>.json), "
+            "and a file whose name ends in .jsonl is read back as a session recording, line "
+            "by line, so this one could not be imported back. Name it .json, or export a "
+            "session. Nothing was written.",
+        )
     if target.exists() and not overwrite:
         raise GeminiChatError(
             target,
@@ -245,7 +258,6 @@ def export_gemini(
     else:
         session = [as_written(r.data) for r in records if r.kind in SESSION_RECORD_KINDS]
         session += _generated_records(store, conversation, imported)
-    jsonl = target.suffix.lower() == ".jsonl"
     metadata = _session_metadata(conversation, gemini, until, jsonl=jsonl)
     with os_errors("write the Gemini CLI session", target):
         target.parent.mkdir(parents=True, exist_ok=True)
