@@ -296,10 +296,14 @@ class TimelineMixin(StoreBase):
                 # Nothing can be written at or before a past moment any more: the history
                 # up to it is the history up to the last row.
                 cutoff = parent.last_ts
+            created = now_ms()
             forked = Conversation(
                 id=new_id,
-                created_ts=now_ms(),
-                last_ts=cutoff,
+                created_ts=created,
+                # The clock is where the fork was made, not where it copies up to (a moment
+                # long past, maybe before the parent began): a conversation's last_ts is
+                # never before its created_ts, and its next row comes after both.
+                last_ts=max(cutoff, created),
                 title=title if title is not None else parent.title,
                 model_id=parent.model_id,
                 context_window=parent.context_window,

@@ -298,8 +298,9 @@ def _session_metadata(
         metadata["sessionId"] = conversation.id
     forked = conversation.parent_id is not None
     if not isinstance(stored, dict) or until != conversation.last_ts or forked:
-        # A fork's clock is the moment it copies up to, which may be long before the fork
-        # was made (before the session began, for a fork of nothing); it was updated then.
+        # A fork made before 2026-12-05 kept the moment it copies up to as its clock, which
+        # may be long before the fork was made (before the session began, for a fork of
+        # nothing); it was updated then.
         metadata["lastUpdated"] = format_timestamp(
             max(conversation.last_ts, conversation.created_ts)
         )
