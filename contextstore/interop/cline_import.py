@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from contextstore.core.errors import InvalidInputError
 from contextstore.core.os_errors import check_regular_targets, os_errors
 from contextstore.core.store_files import check_not_store_files
 from contextstore.core.validate import check_flags, check_id
@@ -251,7 +252,8 @@ def export_cline(
     Raises:
         ClineTaskError: a target file exists and ``overwrite`` is False (nothing written).
         InvalidInputError: a target file is the store's database or a file beside it;
-            ``out_dir`` or ``history_path`` is no path, or ``overwrite`` no flag.
+            ``out_dir`` or ``history_path`` is no path, or ``overwrite`` no flag; the
+            conversation has no messages (an empty task folder no importer can open).
         ConversationNotFoundError: no conversation has this id.
         ImportStateError: the conversation's import bookkeeping was edited into a form no
             import writes (nothing written).
@@ -269,6 +271,13 @@ def export_cline(
     messages = [as_written(message) for message in store.messages(conversation_id)]
     notes: list[Note] = []
     ui = _ui_messages(store, conversation_id, until)
+    if not messages and not ui:
+        raise InvalidInputError(
+            f"conversation {conversation_id} has no messages: a Cline task holds at least its "
+            "first one, and neither Cline nor import cline can open an empty task folder, so "
+            "nothing was written; export it once it has a message (or export a moment of it "
+            "that had one)."
+        )
     updates = [u for u in store.context_updates(conversation_id) if _exportable(u, notes)]
     files: dict[str, Any] = {}
     if messages or API_HISTORY_FILE in present or not imported:

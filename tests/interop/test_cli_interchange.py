@@ -261,6 +261,28 @@ def test_export_cline_keeps_a_search_result_as_its_block(tmp_path: Path) -> None
     assert _tool_result(tmp_path / "b.db", cid) == [SEARCH_RESULT]
 
 
+def test_export_cline_of_a_conversation_without_messages_is_refused_writing_nothing(
+    tmp_path: Path,
+) -> None:
+    """A Cline task holds at least its first message: an empty task folder is one that
+    neither Cline nor ``import cline`` can open, so none is written."""
+    db = tmp_path / "a.db"
+    with ContextStore.open(db) as store:
+        empty = store.create_conversation().id
+        started = store.create_conversation()
+        store.append(started.id, "user", "the task")
+        before = store.fork(started.id, at=0).id  # the moment before the task began
+    for cid in (empty, before):
+        task = tmp_path / "tasks" / cid
+        code, out, err = _run(db, "export", "cline", cid, str(task))
+        assert (code, out) == (2, "")
+        assert f"conversation {cid} has no messages" in err and "nothing was written" in err
+        assert not (tmp_path / "tasks").exists()
+    code, _, err = _run(db, "export", "cline", started.id, str(tmp_path / "tasks" / started.id))
+    assert code == 0, err
+    assert _run(tmp_path / "b.db", "import", "cline", str(tmp_path / "tasks" / started.id))[0] == 0
+
+
 def test_the_old_command_names_are_hidden_aliases(tmp_path: Path) -> None:
     db = tmp_path / "a.db"
     for name in ("import-cline", "export-cline", "import-gemini"):
