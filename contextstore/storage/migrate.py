@@ -115,7 +115,8 @@ def ensure_schema(engine: Engine, *, auto_migrate: bool, is_sqlite: bool) -> str
 
     The whole upgrade runs in one transaction that holds the write lock, so two processes
     opening a new database at once migrate it once, and a failed migration leaves the
-    database as it was.
+    database as it was. The revision returned is the one found under that lock: the second
+    of two such processes returns the revision the first one made, not None.
 
     Raises:
         SchemaOutdatedError: the database is behind and ``auto_migrate`` is False.
@@ -140,8 +141,7 @@ def ensure_schema(engine: Engine, *, auto_migrate: bool, is_sqlite: bool) -> str
             f"contextstore needs {head}; run 'contextstore migrate' (or open the store with "
             "auto_migrate=True) to upgrade it."
         )
-    upgrade(engine, is_sqlite=is_sqlite)
-    return current
+    return upgrade(engine, is_sqlite=is_sqlite)
 
 
 def refuse_unknown_revision(current: str | None, where: str = "the database") -> None:
@@ -165,9 +165,11 @@ def refuse_unknown_revision(current: str | None, where: str = "the database") ->
         ) from exc
 
 
-def upgrade(engine: Engine, *, is_sqlite: bool, revision: str = "head") -> None:
-    """Upgrade the database to ``revision`` in one transaction."""
-    _migrate(engine, is_sqlite=is_sqlite, action="upgrade", revision=revision)
+def upgrade(engine: Engine, *, is_sqlite: bool, revision: str = "head") -> str | None:
+    """Upgrade the database to ``revision`` in one transaction; returns the revision it was
+    at once the migration lock was held (None: no schema), which another process migrating
+    the same database may have changed since the caller last looked."""
+    return _migrate(engine, is_sqlite=is_sqlite, action="upgrade", revision=revision)
 
 
 def downgrade(engine: Engine, *, is_sqlite: bool, revision: str) -> None:
@@ -200,7 +202,7 @@ def _create_as_remembered(engine: Engine) -> bool:
     return True
 
 
-def _migrate(engine: Engine, *, is_sqlite: bool, action: str, revision: str) -> None:
+def _migrate(engine: Engine, *, is_sqlite: bool, action: str, revision: str) -> str | None:
     with engine.connect() as connection:
         enforced = False
         made: head_schema.HeadSchema | None = None
@@ -212,6 +214,7 @@ def _migrate(engine: Engine, *, is_sqlite: bool, action: str, revision: str) -> 
                 from alembic import command
 
                 _lock_for_migration(connection)
+                found = current_revision(connection)
                 from_empty = is_sqlite and action == "upgrade" and revision == "head"
                 from_empty = from_empty and head_schema.is_empty(connection)
                 config = alembic_config(connection)
@@ -240,6 +243,7 @@ def _migrate(engine: Engine, *, is_sqlite: bool, action: str, revision: str) -> 
                 _foreign_keys(connection, True)
         if made is not None:
             head_schema.remember(str(migrations_location()), made)
+    return found
 
 
 def _foreign_keys(connection: Connection, on: bool | None) -> bool:
