@@ -15,6 +15,7 @@ import click
 from contextstore.cli import terminal
 from contextstore.cli.common import IntegerRange, command_line, open_store, shown_location
 from contextstore.cli.output import conversation_rows, ordered_counts
+from contextstore.core.errors import ContextStoreError
 from contextstore.core.records import PreparedRequest
 from contextstore.devtools import demo_data
 from contextstore.store import ContextStore
@@ -53,10 +54,15 @@ def demo(ctx: click.Context, crash_kills: int) -> None:
     run = _run_number(store)
     terminal.out(f"database: {shown_location(store.location)}")
     terminal.out(f"demo run {run}: its conversations are titled 'demo {run}: ...'")
-    conv_id = _demo_rollback(ctx, store, run)
-    overflow_id, request_id = _demo_overflow(store, run)
-    _demo_secrets_and_audit(store, conv_id)
-    _demo_formats(store, conv_id)
+    made: list[str] = []
+    try:
+        conv_id = _demo_rollback(ctx, store, run, made)
+        overflow_id, request_id = _demo_overflow(store, run, made)
+        _demo_secrets_and_audit(store, conv_id)
+        _demo_formats(store, conv_id)
+    except BaseException:
+        _remove_unfinished(ctx, store, made)
+        raise
     if crash_kills:
         _demo_crash(crash_kills)
     _look_further(ctx, store, conv_id, overflow_id, request_id)
@@ -67,10 +73,41 @@ def _heading(text: str) -> None:
     terminal.out(f"== {text} ==")
 
 
-def _demo_rollback(ctx: click.Context, store: ContextStore, run: int) -> str:
+def _remove_unfinished(ctx: click.Context, store: ContextStore, made: list[str]) -> None:
+    """Delete the conversations a demo that stopped before its end had written, so that no
+    half demo stays in the user's database; say so, or which ones stayed and how to delete
+    them when the database refuses that too (the role may not delete, the server is gone)."""
+    if not made:
+        return
+    left = []
+    for conversation_id in made:
+        try:
+            store.delete_conversation(conversation_id)
+        except ContextStoreError:
+            left.append(conversation_id)
+    if not left:
+        written = (
+            f"the conversation it had written ({made[0]}) was"
+            if len(made) == 1
+            else f"the {len(made)} conversations it had written ({', '.join(made)}) were"
+        )
+        terminal.note(f"the demo stopped before its end; {written} deleted: none of it is left.")
+        return
+    which = (
+        f"conversation {left[0]} is" if len(left) == 1 else f"conversations {', '.join(left)} are"
+    )
+    deletes = "; ".join(command_line(ctx, "delete", cid, "--yes") for cid in left)
+    terminal.note(
+        f"the demo stopped before its end and could not delete what it had written: {which} "
+        f"left unfinished; delete with: {deletes}"
+    )
+
+
+def _demo_rollback(ctx: click.Context, store: ContextStore, run: int, made: list[str]) -> str:
     conv = store.create_conversation(
         model_id="claude-sonnet-4-5", context_window=200_000, title=f"demo {run}: {TASK_TITLE}"
     )
+    made.append(conv.id)
     _heading(f"a coding session, checkpointed, broken, rolled back ({conv.id})")
     written = store.append(conv.id, demo_data.opening_turns())
     store.record_request(conv.id, tokens_in=3_120, tokens_out=180, cache_reads=1_900, cost=0.0142)
@@ -134,10 +171,11 @@ def _decision_line(label: str, ctx: PreparedRequest) -> str:
     )
 
 
-def _demo_overflow(store: ContextStore, run: int) -> tuple[str, int]:
+def _demo_overflow(store: ContextStore, run: int, made: list[str]) -> tuple[str, int]:
     conv = store.create_conversation(
         model_id="claude-sonnet-4-5", context_window=64_000, title=f"demo {run}: overflow"
     )
+    made.append(conv.id)
     _heading(f"a session that overflows a 64,000-token window ({conv.id})")
     store.append(conv.id, [*demo_data.opening_turns(), *demo_data.long_session(8)])
     first = store.prepare_request(conv.id, system=SYSTEM)
