@@ -20,7 +20,9 @@ from contextstore.cli.common import (
 )
 from contextstore.cli.output import ordered_counts
 from contextstore.core.errors import CorruptDatabaseError, ReadOnlyError, SchemaError
+from contextstore.core.validate import check_path
 from contextstore.storage.backup import backup_file, destination_path
+from contextstore.storage.engine import refuse_database_url
 from contextstore.storage.migrate import HEAD_REVISION
 from contextstore.store import ContextStore
 
@@ -105,6 +107,20 @@ def check(ctx: click.Context, conversation_id: str | None, full: bool, as_json: 
         ctx.exit(CorruptDatabaseError.exit_code)
 
 
+def _sqlite_file_argument(name: str, value: str, command: str, wanted: str) -> None:
+    """Refuse an argument that names no SQLite file (empty, too long for a path, a database
+    URL) in the command's own words: SRC and DEST, where the library names its parameters
+    ("destination must be a file path", "source 'postgresql://...' is a database URL").
+
+    Raises:
+        click.BadParameter: the argument is empty (exit 2).
+        InvalidInputError: it is too long for a path, or a database URL (exit 2).
+    """
+    if not value.strip():
+        raise click.BadParameter(f"is empty; name {wanted}.", param_hint=f"'{name}'")
+    refuse_database_url(name, check_path(name, value), command)
+
+
 @click.command()
 @click.argument("destination", metavar="DEST", type=WrittenPath("a backup", dir_okay=True))
 @click.option("--force", is_flag=True, help="Replace DEST if it is an existing file.")
@@ -115,8 +131,7 @@ def backup(ctx: click.Context, destination: str, force: bool, as_json: bool) -> 
 
     A store whose schema needs 'contextstore migrate' is copied as it is (back it up, then
     migrate)."""
-    if not destination.strip():
-        raise click.BadParameter("is empty; name a new file or a directory.", param_hint="'DEST'")
+    _sqlite_file_argument("DEST", destination, "backup", "a new file or a directory")
     try:
         store = open_store(ctx, auto_migrate=False, read_only=True)
     except SchemaError:
@@ -143,6 +158,8 @@ def backup(ctx: click.Context, destination: str, force: bool, as_json: bool) -> 
 def recover(source: str, destination: str, as_json: bool) -> None:
     """Salvage what a damaged SQLite store SRC still holds into a new store DEST; SRC is
     never changed. Prints what was recovered and what was lost, per table."""
+    _sqlite_file_argument("SRC", source, "recover", "the damaged database file")
+    _sqlite_file_argument("DEST", destination, "recover", "a new file for the recovered store")
     report = ContextStore.recover(source, destination)
     if as_json:
         data = dataclasses.asdict(report)

@@ -139,6 +139,76 @@ def test_a_database_url_named_as_a_sqlite_file_is_refused_with_its_password_mask
     assert list(here.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("args", "refusal"),
+    [
+        (("recover", "", "out.db"), "Invalid value for 'SRC': is empty; name the damaged"),
+        (("recover", "SEEDED", ""), "Invalid value for 'DEST': is empty; name a new file for"),
+        (("recover", URL, "out.db"), "error: SRC 'postgresql://owner:***@db.example:5432/"),
+        (("recover", "SEEDED", URL), "error: DEST 'postgresql://owner:***@db.example:5432/"),
+        (("recover", "SEEDED", "d" * 300), "error: DEST is too long for a file path (300 bytes"),
+        (("recover", "s" * 300, "out.db"), "error: SRC is too long for a file path (300 bytes"),
+        (("backup", URL), "error: DEST 'postgresql://owner:***@db.example:5432/agents' is a"),
+        (("backup", "d" * 300), "error: DEST is too long for a file path (300 bytes"),
+    ],
+    ids=[
+        "recover-empty-src",
+        "recover-empty-dest",
+        "recover-url-src",
+        "recover-url-dest",
+        "recover-long-dest",
+        "recover-long-src",
+        "backup-url-dest",
+        "backup-long-dest",
+    ],
+)
+def test_recover_and_backup_name_their_arguments_as_their_help_does(
+    seeded: Seeded,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: tuple[str, ...],
+    refusal: str,
+) -> None:
+    """The refusals named the library's parameters: "source must be a file path, got ''",
+    "destination 'postgresql://...' is a database URL", "destination is too long"."""
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    command = args[0]
+    usage = run(command, "--help").out
+    assert (" SRC DEST" if command == "recover" else " DEST\n") in usage
+    got = run(*[seeded.db if a == "SEEDED" else a for a in args], "--db", seeded.db)
+    assert got.code == 2, got.err
+    assert refusal in got.err
+    assert "source" not in got.err and "destination" not in got.err
+    assert list(here.iterdir()) == []
+
+
+def test_a_backup_of_a_store_needing_migrate_refuses_a_url_as_destination(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store whose schema needs 'contextstore migrate' is backed up by copying its file,
+    which skipped the URL check: "the directory postgresql:/owner:s3cret-pw@db.example:5432
+    does not exist", the password in clear."""
+    old = tmp_path / "old.db"
+    with ContextStore.open(old):
+        pass
+    engine = create_engine(f"sqlite:///{old}")
+    try:
+        downgrade(engine, is_sqlite=True, revision="0012")
+    finally:
+        engine.dispose()
+    monkeypatch.chdir(tmp_path)
+    got = run("--db", str(old), "backup", URL)
+    assert got.code == 2, got.err
+    assert got.err == (
+        "error: DEST 'postgresql://owner:***@db.example:5432/agents' is a database URL, but "
+        "backup reads and writes SQLite files; name a file. A PostgreSQL database is backed up "
+        "with pg_dump, restored with pg_restore and checked with pg_amcheck.\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.db"]
+
+
 def _fifo(tmp_path: Path) -> Path:
     path = tmp_path / "pipe"
     os.mkfifo(path)
