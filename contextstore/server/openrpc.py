@@ -62,7 +62,8 @@ STORE_ERRORS: dict[str, tuple[type[errors.ContextStoreError], str]] = {
     "ReadOnlyLocation": (
         errors.ReadOnlyLocationError,
         "The database cannot be written where it is (a read-only file, directory or "
-        "medium, or a PostgreSQL standby); nothing was written.",
+        "medium, a PostgreSQL standby, or a PostgreSQL role without the privileges a write "
+        "needs); nothing was written.",
     ),
 }
 """The error families a method can answer with, one per error code, each with what it

@@ -32,6 +32,16 @@ RPC_RULES: tuple[tuple[str, str], ...] = (
     ),
     # The server's store is opened once, from the command line that started it.
     (r"open it without read_only=True to write", "start the server without --read-only to write"),
+    # A PostgreSQL role refused a write (a role that may only read, served without the flag).
+    (
+        r"A role meant only to read opens the store with read_only=True \(--read-only on the "
+        r"command line\)",
+        "A server for a role meant only to read is started with --read-only",
+    ),
+    # The check method runs the same checks as the command line's check.
+    (r"'contextstore check' shows where", "the check method shows where"),
+    (r"Run 'contextstore check'", "Call the check method"),
+    (r"run 'contextstore check'", "call the check method"),
     # A client cannot reopen the server's store with another limit.
     (
         r"split it, store large files outside the conversation, or open the store with a "

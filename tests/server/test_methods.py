@@ -762,7 +762,7 @@ def test_store_errors_name_methods_not_python_calls(rpc: RpcClient) -> None:
         assert "ContextStore." not in error["message"] and "(system=" not in error["message"]
         assert "None" not in error["message"]
     # The others: test_a_read_only_location_names_the_server_flag and the tests below it.
-    assert len(RPC_RULES) == 15
+    assert len(RPC_RULES) == 19
 
 
 @pytest.mark.parametrize(
@@ -866,6 +866,80 @@ def test_a_read_only_location_names_the_server_flag(tmp_path: Path) -> None:
     assert answer["error"]["code"] == -32009
     assert "start the server with --read-only" in answer["error"]["message"]
     assert "read_only=True" not in answer["error"]["message"] + answer["error"]["data"]["message"]
+
+
+def _answer(store: Any, method: str, **params: Any) -> dict[str, Any]:
+    """The error a client gets for one call the dispatcher answers from ``store``."""
+    from contextstore.server.jsonrpc import Dispatcher
+
+    request = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    answer = json.loads(Dispatcher(store).handle_bytes(json.dumps(request)) or b"")
+    error: dict[str, Any] = answer["error"]
+    assert error["data"]["message"] == error["message"]
+    return error
+
+
+def test_a_role_refused_a_write_is_told_how_a_server_is_started_for_it() -> None:
+    """A PostgreSQL role that may not write, served without --read-only: the refusal said
+    "A role meant only to read opens the store with read_only=True (--read-only on the
+    command line)", a Python argument and a command line no client writes."""
+    from contextstore.storage.privileges import refused
+
+    error = refused("permission denied for table conversations", None, writing=True)
+
+    class _MayOnlyRead:
+        def create_conversation(self) -> None:
+            raise error
+
+    answer = _answer(_MayOnlyRead(), "create_conversation")
+    assert answer["code"] == -32009
+    assert answer["data"]["error_class"] == "ReadOnlyLocationError"
+    assert answer["message"].startswith(
+        "PostgreSQL refused the role connected a privilege the write needs (permission denied "
+        "for table conversations); nothing was written. A server for a role meant only to "
+        "read is started with --read-only; the schema's owner grants "
+    )
+    assert "read_only=" not in answer["message"] and "command line" not in answer["message"]
+
+
+def test_a_damaged_store_points_at_the_check_method(tmp_path: Path) -> None:
+    """A row or file damaged behind the server: the errors said to run 'contextstore
+    check', a command of the server's machine, where the client has the check method."""
+    import sqlite3
+
+    db = tmp_path / "damaged.db"
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "hi")
+        request_id = store.prepare_request(cid).request_id
+        other = store.create_conversation().id
+        store.append(other, [{"role": "user", "content": "word " * 500}] * 200)
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE request_options SET data = json_set(data, '$.view_rules', 99)")
+        connection.execute("UPDATE conversations SET metadata = '{' WHERE id = ?", (cid,))
+    with ContextStore.open(db) as store:
+        said = {
+            "row": _answer(store, "get_conversation", conversation_id=cid)["message"],
+            "rules": _answer(store, "request_payload", conversation_id=cid, request_id=request_id)[
+                "message"
+            ],
+        }
+        size = db.stat().st_size
+        with db.open("r+b") as handle:
+            handle.seek(size * 2 // 5)
+            handle.write(b"\xde\xad" * (size // 10))
+        said["file"] = _answer(store, "messages", conversation_id=other)["message"]
+        checked = _answer(store, "check")  # the method the messages point at
+    assert checked["data"]["error_class"] == "CorruptDatabaseError"
+    assert said["row"].endswith(
+        "holds a value that is not valid JSON; the row is damaged. Call the check method and "
+        "restore the database from a backup."
+    )
+    assert said["rules"].endswith("upgrade contextstore, or call the check method.")
+    assert said["file"].startswith("the database is damaged (")
+    assert "; the check method shows where; salvage what is still readable" in said["file"]
+    for message in said.values():
+        assert "contextstore check" not in message and "ContextStore." not in message
 
 
 def _python_or_cli(message: str) -> list[str]:

@@ -199,6 +199,38 @@ def test_the_command_line_names_the_grants_for_a_read_only_role(roles: Roles) ->
     assert f"GRANT SELECT ON ALL TABLES IN SCHEMA {roles.schema} TO {no_select};" in unread.err
 
 
+def test_a_server_for_a_role_that_may_only_read_names_its_flag_and_the_grants(
+    roles: Roles, tmp_path: Path
+) -> None:
+    """Over JSON-RPC the refusal said "opens the store with read_only=True (--read-only on
+    the command line)": a Python argument and a command line no client writes."""
+    from tests.server.conftest import start_stdio
+
+    reader = roles.make(*READS)
+    said = {}
+    for flags in ((), ("--read-only",)):
+        url: Any = roles.url(reader)  # start_stdio passes it on as --db
+        process, client = start_stdio(url, tmp_path / "data", *flags)
+        try:
+            cid = client.result("list_conversations")[0]["id"]
+            said[flags] = client.error("checkpoint", conversation_id=cid, label="cp")
+        finally:
+            process.stop()
+    served, read_only = said[()], said[("--read-only",)]
+    assert served["data"]["error_class"] == "ReadOnlyLocationError", served
+    assert (
+        "; nothing was written. A server for a role meant only to read is started with "
+        "--read-only; the owner of schema " in served["message"]
+    )
+    assert (
+        f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {roles.schema} TO {reader};" in (served["message"])
+    )
+    assert "read_only=" not in served["message"] and "command line" not in served["message"]
+    assert read_only["message"] == (
+        "this store was opened read-only; start the server without --read-only to write."
+    )
+
+
 def test_a_role_reaches_the_server_over_its_socket_named_as_libpq_names_it(
     roles: Roles,
 ) -> None:
