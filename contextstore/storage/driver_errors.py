@@ -174,7 +174,16 @@ def classify_database_error(
         return refused(reason, None if engine is None else identity(engine), writing=False)
     if state == _POSTGRES_CANCELLED:
         return cancelled(reason)
-    if code.startswith("SQLITE_READONLY") or state in _POSTGRES_READ_ONLY:
+    if state in _POSTGRES_READ_ONLY:
+        situation = f"PostgreSQL refuses writes on this connection ({reason})"
+        return ReadOnlyLocationError(
+            f"{situation}: the server is a standby, or default_transaction_read_only is on for "
+            "the role, the database or the URL's options; connect to the primary or turn the "
+            "setting off, or open the store with read_only=True (--read-only on the command "
+            "line). Nothing was written.",
+            situation=situation,
+        )
+    if code.startswith("SQLITE_READONLY"):
         situation = f"the database cannot be written there ({reason})"
         return ReadOnlyLocationError(
             f"{situation}; check the file's and its directory's permissions, or open the "

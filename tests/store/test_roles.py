@@ -176,6 +176,38 @@ def test_a_role_that_may_only_read_is_refused_writes_with_the_grants_to_run(
         assert conv.id not in {c.id for c in store.list_conversations()}
 
 
+def test_a_role_whose_transactions_are_read_only_is_not_told_about_file_permissions(
+    roles: Roles,
+) -> None:
+    """A role (or database) with default_transaction_read_only on, or a standby: the
+    refusal said "the database cannot be written there (...); check the file's and its
+    directory's permissions", advice for a SQLite file."""
+    role = roles.make(
+        *READS,
+        "GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}",
+        "GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
+        "ALTER ROLE {role} SET default_transaction_read_only = on",
+    )
+    with ContextStore.open(roles.url(role)) as store:
+        conv = store.list_conversations()[0]
+        with pytest.raises(ReadOnlyLocationError) as refused:
+            store.checkpoint(conv.id, label="cp")
+        assert store.checkpoints(conv.id) == []
+    message = str(refused.value)
+    assert message.startswith(
+        "PostgreSQL refuses writes on this connection (cannot execute UPDATE in a read-only "
+        "transaction): the server is a standby, or default_transaction_read_only is on for "
+        "the role, the database or the URL's options; "
+    )
+    assert "file" not in message and "permissions" not in message
+    cli = run("checkpoint", conv.id, "--label", "cp", "--db", roles.url(role))
+    assert cli.code == ReadOnlyLocationError.exit_code
+    assert cli.err.endswith("or open the store with --read-only. Nothing was written.\n")
+    _admin(f"ALTER ROLE {role} RESET default_transaction_read_only")
+    with ContextStore.open(roles.url(role)) as store:
+        assert store.checkpoint(conv.id, label="cp").label == "cp"
+
+
 def test_the_command_line_names_the_grants_for_a_read_only_role(roles: Roles) -> None:
     reader = roles.make(*READS)
     url = roles.url(reader)
