@@ -3,7 +3,9 @@
 Sections: the key numbers; the chart (:mod:`contextstore.cli.report_chart`); a timeline of
 events; the conversation as the model saw it at the last request, hidden ranges folded
 (``<details>``), the tool results the view left out folded too, the placeholders it sent in
-their place marked, and each rewrite beside its original; the audit tables.
+their place marked, and each rewrite beside its original (each distinct inline image embedded
+once; thinking, documents and server tool blocks shown by what they hold, encrypted data
+left out); the audit tables.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from contextstore.cli.output import DEDUP_COLUMNS, dedup_rows, has_usage, ordere
 from contextstore.cli.times import format_ts
 from contextstore.core.audit_records import AuditReport, TimelineEvent, ViewedBlock, ViewedMessage
 from contextstore.core.overlays import block_text
+from contextstore.core.server_tools import CONTAINER_UPLOAD
 
 CSS = """
 :root { --ink: #1d2330; --muted: #5b6475; --line: #d9dee7; --soft: #f4f6fa;
@@ -169,26 +172,127 @@ def _timeline(events: Sequence[TimelineEvent]) -> str:
     )
 
 
-def _image(data: dict[str, Any]) -> str:
-    """An image block: inline when its bytes are in the row (base64), else its type; the
-    page fetches nothing."""
+class _Page:
+    """What the page has shown so far: each distinct inline image is embedded once, at its
+    first showing, and a repeat links to it (a screenshot sent again, or kept in a hidden
+    range and in the view, made the file grow by its whole size at every showing)."""
+
+    def __init__(self) -> None:
+        self.images: dict[tuple[str, str], tuple[str, int]] = {}
+        self.message = 0
+
+
+def _image(data: dict[str, Any], page: _Page) -> str:
+    """An image block: inline when its bytes are in the row (base64), once per distinct
+    image; by URL or file id, named (the page fetches nothing)."""
     source = data.get("source") or {}
     media = str(source.get("media_type", ""))
-    if source.get("type") == "base64" and media.startswith("image/"):
+    kind = source.get("type")
+    if kind == "base64" and media.startswith("image/"):
+        key = (media, str(source.get("data", "")))
+        shown = page.images.get(key)
+        if shown is not None:
+            anchor, message = shown
+            return (
+                f'<div class="tool"><a href="#{anchor}">image {escape(media)}: the one shown '
+                f"in #{message}</a> (embedded once)</div>"
+            )
+        anchor = f"image-{len(page.images) + 1}"
+        page.images[key] = (anchor, page.message)
         return (
-            f'<img class="inline" alt="image" '
-            f'src="data:{escape(media)};base64,{escape(str(source.get("data", "")))}">'
+            f'<img class="inline" id="{anchor}" alt="image" '
+            f'src="data:{escape(media)};base64,{escape(key[1])}">'
         )
-    return f'<div class="tool">image {escape(media)}</div>'
+    what = f"image {escape(media)}" if media else "image"
+    return f'<div class="tool">{what} {_source(source)}</div>'
 
 
-def _result_item(item: Any) -> str:
-    """One item of a tool result held as a list, after the one its text is read from."""
+def _source(source: Any) -> str:
+    """Where a non-inline image's or document's content is: its URL (as text: the page
+    fetches nothing) or its file id."""
+    if not isinstance(source, dict):
+        return ""
+    kind = source.get("type")
+    if kind == "url":
+        return f"at {_isolated(source.get('url', ''))} (not fetched)"
+    if kind == "file":
+        return f"file {_isolated(source.get('file_id', ''))}"
+    if kind == "base64":
+        size = len(str(source.get("data", ""))) * 3 // 4
+        return f"(about {size:,} bytes, not embedded)"
+    return f"({escape(str(kind))} source)"
+
+
+def _document(data: dict[str, Any], page: _Page) -> str:
+    """A document: its title, context and text (a plain-text or content source), or what
+    it is and where (a PDF's bytes are not embedded; a URL is not fetched)."""
+    source = data.get("source") or {}
+    media = source.get("media_type") if isinstance(source, dict) else None
+    head = "document"
+    if data.get("title"):
+        head += f" {_isolated(data['title'])}"
+    if media:
+        head += f", {escape(str(media))}"
+    kind = source.get("type") if isinstance(source, dict) else None
+    body = ""
+    if kind == "text":
+        body = f"<pre>{_text(str(source.get('data', '')))}</pre>"
+    elif kind == "content":
+        content = source.get("content")
+        items = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        body = "".join(_result_item(item, page) for item in items or [])
+    else:
+        head += f" {_source(source)}"
+    context = ""
+    if data.get("context"):
+        context = f'<div class="tool">context</div><pre>{_text(str(data["context"]))}</pre>'
+    return f'<div class="tool">{head}</div>{context}{body}'
+
+
+def _search_result(data: dict[str, Any]) -> str:
+    """A search result given in a tool result: its title, source and texts."""
+    texts = "".join(
+        f"<pre>{_text(str(item.get('text', '')))}</pre>"
+        for item in data.get("content") or []
+        if isinstance(item, dict)
+    )
+    return (
+        f'<div class="tool">search result {_isolated(data.get("title", ""))} from '
+        f"{_isolated(data.get('source', ''))}</div>{texts}"
+    )
+
+
+def _without_secrets(value: Any) -> Any:
+    """``value`` with its encrypted fields (``encrypted_content``, ``encrypted_index``) left
+    out: opaque to a reader, sent back verbatim, often long."""
+    if isinstance(value, dict):
+        return {
+            k: f"[{len(str(v)):,} encrypted characters]"
+            if k.startswith("encrypted")
+            else _without_secrets(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_without_secrets(v) for v in value]
+    return value
+
+
+def _json(value: Any) -> str:
+    return f"<pre>{_text(json.dumps(value, indent=2, ensure_ascii=False))}</pre>"
+
+
+def _result_item(item: Any, page: _Page) -> str:
+    """One item of a tool result held as a list (or of a document's content), after the
+    one its text is read from."""
     kind = item.get("type") if isinstance(item, dict) else None
     if kind == "text" and isinstance(item.get("text"), str):
         return f"<pre>{_text(item['text'])}</pre>"
     if kind == "image":
-        return _image(item)
+        return _image(item, page)
+    if kind == "document":
+        return _document(item, page)
+    if kind == "search_result":
+        return _search_result(item)
     return f'<div class="tool">{escape(str(kind))} item</div>'
 
 
@@ -202,7 +306,42 @@ def _more_items(data: dict[str, Any]) -> list[Any]:
     return content[1:] if block_text(data) is not None else content
 
 
-def _block(block: ViewedBlock) -> str:
+def _thinking(data: dict[str, Any]) -> str:
+    """Thinking as text, and whether it goes back to the model; redacted thinking by its
+    size only (the provider encrypted it: it is sent back as stored, never read)."""
+    if data.get("type") == "redacted_thinking":
+        size = len(str(data.get("data", "")))
+        return (
+            f'<div class="tool">redacted thinking: {size:,} characters the provider '
+            "encrypted, sent back as stored (not shown)</div>"
+        )
+    sent = "" if data.get("signature") else ", no signature: the Anthropic format leaves it out"
+    return (
+        f'<div class="tool">thinking{sent}</div><pre>{_text(str(data.get("thinking", "")))}</pre>'
+    )
+
+
+def _other(block: ViewedBlock) -> str:
+    """A block with no text of its own: thinking, a document, a server tool's call or
+    result, shown by what it holds rather than by its type alone."""
+    data = block.block
+    if block.type in {"thinking", "redacted_thinking"}:
+        return _thinking(data)
+    if block.type == "server_tool_use":
+        return (
+            f'<div class="tool">server tool call {_isolated(data.get("name"))} '
+            f"(id {_isolated(data.get('id'))})</div>{_json(data.get('input'))}"
+        )
+    if block.type == CONTAINER_UPLOAD:
+        return f'<div class="tool">container upload {_source({**data, "type": "file"})}</div>'
+    shown = {k: v for k, v in data.items() if k not in {"type", "tool_use_id", "cache_control"}}
+    what = escape(block.type)
+    if "tool_use_id" in data:
+        what += f" for {_isolated(data.get('tool_use_id'))}"
+    return f'<div class="tool">{what}</div>{_json(_without_secrets(shown))}'
+
+
+def _block(block: ViewedBlock, page: _Page) -> str:
     data = block.block
     if block.type == "tool_use":
         arguments = json.dumps(data.get("input"), indent=2, ensure_ascii=False)
@@ -211,9 +350,11 @@ def _block(block: ViewedBlock) -> str:
             f"(id {_isolated(data.get('id'))})</div><pre>{_text(arguments)}</pre>"
         )
     elif block.type == "image":
-        body = _image(data)
+        body = _image(data, page)
+    elif block.type == "document":
+        body = _document(data, page)
     elif block.type != "tool_result" and block.original_text is block.effective_text is None:
-        body = f'<div class="tool">{escape(block.type)} block</div>'
+        body = _other(block)
     else:
         prefix = ""
         if block.type == "tool_result":
@@ -235,7 +376,7 @@ def _block(block: ViewedBlock) -> str:
         else:
             body = f"{prefix}<pre>{_text(block.original_text)}</pre>"
         if block.type == "tool_result":
-            body += "".join(_result_item(item) for item in _more_items(data))
+            body += "".join(_result_item(item, page) for item in _more_items(data))
     if block.dropped:
         return (
             f'<details class="dropped block {escape(block.type)}"><summary>{escape(block.type)} '
@@ -258,7 +399,8 @@ def _added(block: dict[str, Any]) -> str:
     )
 
 
-def _message(message: ViewedMessage) -> str:
+def _message(message: ViewedMessage, page: _Page) -> str:
+    page.message = message.index
     rewritten = sum(1 for b in message.blocks if b.rewritten)
     dropped = sum(1 for b in message.blocks if b.dropped)
     note = f", {rewritten} block{'s' if rewritten != 1 else ''} rewritten" if rewritten else ""
@@ -266,7 +408,9 @@ def _message(message: ViewedMessage) -> str:
         note += f", {dropped} block{'s' if dropped != 1 else ''} not sent"
     if message.added:
         note += f", {len(message.added)} added by the view"
-    blocks = "".join(_added(b) for b in message.added) + "".join(_block(b) for b in message.blocks)
+    blocks = "".join(_added(b) for b in message.added) + "".join(
+        _block(b, page) for b in message.blocks
+    )
     article = (
         f'<article class="message {escape(message.role)}" id="m{message.index}">'
         f"<header>#{message.index} {escape(message.role)}{note}</header>{blocks}</article>"
@@ -281,12 +425,13 @@ def _message(message: ViewedMessage) -> str:
 
 
 def _conversation(messages: Sequence[ViewedMessage]) -> str:
+    page = _Page()
     parts: list[str] = []
     position = 0
     while position < len(messages):
         message = messages[position]
         if not message.hidden:
-            parts.append(_message(message))
+            parts.append(_message(message, page))
             position += 1
             continue
         end = position
@@ -296,7 +441,7 @@ def _conversation(messages: Sequence[ViewedMessage]) -> str:
         parts.append(
             f'<details class="hidden-range"><summary>messages {folded[0].index}-'
             f"{folded[-1].index} ({len(folded)}) hidden from the model by truncation</summary>"
-            f"{''.join(_message(m) for m in folded)}</details>"
+            f"{''.join(_message(m, page) for m in folded)}</details>"
         )
         position = end
     return "".join(parts) or '<p class="meta">no messages</p>'
@@ -364,6 +509,16 @@ def _audit_tables(report: AuditReport) -> str:
                 [
                     (f.result_message_idx, f.tool_name or "", f.error)
                     for f in report.failed_tool_calls
+                ],
+            ),
+        ),
+        (
+            "Checkpoints",
+            _table(
+                ("id", "time", "label", "git", "note"),
+                [
+                    (c.id, format_ts(c.ts), c.label or "", c.git_hash or "", c.note or "")
+                    for c in report.checkpoints
                 ],
             ),
         ),

@@ -64,3 +64,20 @@ def test_the_report_lists_the_de_duplication_rewrites(tmp_path: Path) -> None:
     assert [(int(r[1]), int(r[2]), int(r[6].replace(",", ""))) for r in rows[1:]] == [
         (s["message_idx"], s["block_idx"], s["chars_saved"]) for s in savings
     ]
+
+
+def test_the_report_lists_the_checkpoints_as_audit_does(tmp_path: Path) -> None:
+    """``audit`` has a checkpoints section (label, git commit, note); the report counted
+    them and had no table, so a real Cline task's 47 commits were not on the page."""
+    task = need(CLINE / "gmfstu-task-1769053680585")
+    db = str(tmp_path / "c.db")
+    assert run("--db", db, "import", "cline", str(task)).code == 0
+    audited = run("--db", db, "audit", task.name, "--json").json()["checkpoints"]
+    assert len(audited) > 20 and all(c["git_hash"] for c in audited)
+    out = tmp_path / "c.html"
+    assert run("--db", db, "report", task.name, "-o", str(out)).code == 0
+    rows = _rows(_section(out.read_text(encoding="utf-8"), "Checkpoints"))
+    assert rows[0] == ["id", "time", "label", "git", "note"]
+    assert [(r[0], r[1], r[2], r[3]) for r in rows[1:]] == [
+        (f"{c['id']:,}", format_ts(c["ts"]), c["label"] or "", c["git_hash"]) for c in audited
+    ]

@@ -3,6 +3,8 @@ folds the hidden range, shows rewrites, requests nothing from the network, logs 
 
 from __future__ import annotations
 
+import base64
+import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -251,3 +253,61 @@ def test_a_result_the_view_dropped_is_folded_and_its_placeholder_shown(
 
 def _result(tool_id: str, content: str) -> dict[str, object]:
     return {"type": "tool_result", "tool_use_id": tool_id, "content": content}
+
+
+IMAGES = """(() => {
+  const images = [...document.querySelectorAll('#conversation img')];
+  return {
+    images: images.length,
+    drawn: images.filter((i) => i.complete && i.naturalWidth === 480).length,
+    links: [...document.querySelectorAll('#conversation a')]
+      .map((a) => a.getAttribute('href')),
+    ids: images.map((i) => i.id),
+  };
+})()"""
+
+
+def test_a_screenshot_sent_again_is_embedded_once(browser: Browser, tmp_path: Path) -> None:
+    """A screenshot a tool returned 30 times (Cline's browser_action looking at a page that
+    did not change) was embedded 30 times, the file growing by its whole size each time;
+    it is embedded once and each repeat links to it."""
+    from PIL import Image
+
+    picture = Image.effect_noise((480, 320), 60).convert("RGB")
+    buffer = io.BytesIO()
+    picture.save(buffer, "PNG")
+    shot = base64.b64encode(buffer.getvalue()).decode()
+    other = Image.new("RGB", (480, 10), (200, 30, 30))
+    buffer = io.BytesIO()
+    other.save(buffer, "PNG")
+    second = base64.b64encode(buffer.getvalue()).decode()
+    db = tmp_path / "shots.db"
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(cid, "user", "look at the page")
+        for n in range(30):
+            data = second if n == 29 else shot
+            store.append(
+                cid,
+                "assistant",
+                [{"type": "tool_use", "id": f"t{n}", "name": "browser_action", "input": {}}],
+            )
+            store.append(cid, "user", [_screenshot(f"t{n}", data)])
+            store.record_request(cid, tokens_in=1_000 + n, tokens_out=10)
+    out = tmp_path / "shots.html"
+    assert run("--db", str(db), "report", cid, "-o", str(out)).code == 0
+    assert out.stat().st_size < 2 * len(shot) + len(second) + 200_000
+    page = browser.load(out.as_uri(), IMAGES)
+    assert page.errors == []
+    measured = page.value
+    assert measured["images"] == measured["drawn"] == 2
+    assert measured["links"] == [f"#{measured['ids'][0]}"] * 28
+
+
+def _screenshot(tool_id: str, data: str) -> dict[str, object]:
+    image = {"type": "base64", "media_type": "image/png", "data": data}
+    return {
+        "type": "tool_result",
+        "tool_use_id": tool_id,
+        "content": [{"type": "text", "text": "screenshot"}, {"type": "image", "source": image}],
+    }

@@ -1,0 +1,116 @@
+"""The report shows what a thinking block, a document and a server tool's blocks hold (they
+were shown by their type alone, "thinking block"), without what no reader should see there:
+redacted thinking's encrypted data, a PDF's bytes, a search result's encrypted content."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+
+from contextstore import ContextStore
+from tests.cli.conftest import run
+from tests.interop.real import CLINE, need
+
+PDF = base64.b64encode(b"%PDF-1.4\n" + b"PDFBYTES" * 400).decode()
+ENCRYPTED = "ENCRYPTEDTHINKING" * 20
+
+
+def _conversation(page: str) -> str:
+    return page[page.index('<section id="conversation"') : page.index('<section id="audit"')]
+
+
+def test_thinking_from_a_real_cline_task_is_shown_as_its_text(tmp_path: Path) -> None:
+    task = need(CLINE / "gmfstu-task-1769053680585")
+    db = str(tmp_path / "r.db")
+    assert run("--db", db, "import", "cline", str(task)).code == 0
+    out = tmp_path / "r.html"
+    assert run("--db", db, "report", task.name, "-o", str(out)).code == 0
+    shown = _conversation(out.read_text(encoding="utf-8"))
+    history = json.loads((task / "api_conversation_history.json").read_text(encoding="utf-8"))
+    # the page shows the messages stored by the last request (the answer to it came after)
+    shown_count = shown.count('<article class="message')
+    thoughts = [
+        block
+        for message in history[:shown_count]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "thinking"
+    ]
+    assert thoughts
+    for thought in thoughts:
+        assert html.escape(thought["thinking"][:300]) in shown
+        assert thought["signature"] not in shown
+    assert len(thoughts) > 20 and "thinking block" not in shown
+
+
+def test_documents_thinking_and_server_tools_show_what_they_hold(tmp_path: Path) -> None:
+    db = str(tmp_path / "k.db")
+    pdf = {"type": "base64", "media_type": "application/pdf", "data": PDF}
+    notes = {"type": "text", "media_type": "text/plain", "data": "the notes <b>say</b> hi"}
+    search = {
+        "type": "web_search_result",
+        "url": "https://example.org/found",
+        "title": "Found <it>",
+        "encrypted_content": "ENCRYPTEDRESULT" * 10,
+        "page_age": None,
+    }
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(
+            cid,
+            "user",
+            [
+                {"type": "text", "text": "read these"},
+                {"type": "document", "title": "Spec <i>2</i>", "source": pdf},
+                {"type": "document", "title": "notes.txt", "source": notes, "context": "ctx!"},
+                {"type": "image", "source": {"type": "url", "url": "https://example.com/x.png"}},
+            ],
+        )
+        store.append(
+            cid,
+            "assistant",
+            [
+                {"type": "thinking", "thinking": "weighing <the> spec", "signature": "SIG0"},
+                {"type": "redacted_thinking", "data": ENCRYPTED},
+                {"type": "thinking", "thinking": "an unsigned thought"},
+                {
+                    "type": "server_tool_use",
+                    "id": "srvtoolu_1",
+                    "name": "web_search",
+                    "input": {"query": "what <is> it"},
+                },
+                {
+                    "type": "web_search_tool_result",
+                    "tool_use_id": "srvtoolu_1",
+                    "content": [search],
+                },
+                {"type": "text", "text": "done"},
+            ],
+        )
+        store.record_request(cid, tokens_in=100, tokens_out=10)
+    out = tmp_path / "k.html"
+    assert run("--db", db, "report", cid, "-o", str(out)).code == 0
+    page = out.read_text(encoding="utf-8")
+    shown = _conversation(page)
+    for text in (
+        "Spec &lt;i&gt;2&lt;/i&gt;",
+        "application/pdf",
+        "the notes &lt;b&gt;say&lt;/b&gt; hi",
+        "ctx!",
+        "https://example.com/x.png",
+        "weighing &lt;the&gt; spec",
+        "an unsigned thought",
+        "no signature",
+        "redacted thinking",
+        "web_search",
+        "what &lt;is&gt; it",
+        "https://example.org/found",
+        "Found &lt;it&gt;",
+    ):
+        assert text in shown, text
+    for secret in (PDF[:100], "PDFBYTES", "ENCRYPTEDTHINKING", "ENCRYPTEDRESULT", "SIG0"):
+        assert secret not in page, secret
+    assert " block</div>" not in shown
+    assert 'src="https:' not in page and 'href="https:' not in page
