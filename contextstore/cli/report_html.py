@@ -557,8 +557,12 @@ def build(
     title = conv.title or conv.id
     last = report.requests[-1] if report.requests else None
     moment = f"at request {last.request_id} ({format_ts(last.ts)})" if last else "now (no requests)"
+    fork = ""
+    if conv.parent_id is not None:
+        at = "" if conv.forked_at_ts is None else f" at {escape(format_ts(conv.forked_at_ts))}"
+        fork = f" (forked from {_isolated(conv.parent_id)}{at})"
     meta = (
-        f"conversation {_isolated(conv.id)} · model {_isolated(conv.model_id or 'unknown')} · "
+        f"conversation {_isolated(conv.id)}{fork} · model {_isolated(conv.model_id or 'unknown')} · "
         f"window {report.context_window:,} tokens{'' if conv.context_window else ', none set'} "
         f"(maximum allowed size {report.max_allowed_size:,.0f}) · generated "
         f"{escape(generated_at)}"

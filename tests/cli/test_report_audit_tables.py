@@ -81,3 +81,20 @@ def test_the_report_lists_the_checkpoints_as_audit_does(tmp_path: Path) -> None:
     assert [(r[0], r[1], r[2], r[3]) for r in rows[1:]] == [
         (f"{c['id']:,}", format_ts(c["ts"]), c["label"] or "", c["git_hash"]) for c in audited
     ]
+
+
+def test_a_forks_report_names_the_conversation_it_was_forked_from(tmp_path: Path) -> None:
+    """A fork's report read as a conversation of its own: its parent and the moment it
+    shares the history up to were nowhere on the page."""
+    db = str(tmp_path / "f.db")
+    with ContextStore.open(db) as store:
+        parent = store.create_conversation().id
+        store.append(parent, "user", "hello")
+        cp = store.checkpoint(parent, "start")
+        store.append(parent, "assistant", "hi")
+        child = store.fork(parent, at=cp.ts)
+    out = tmp_path / "f.html"
+    assert run("--db", db, "report", child.id, "-o", str(out)).code == 0
+    meta = re.search(r'<p class="meta">(.*?)</p>', out.read_text(encoding="utf-8"))
+    assert meta is not None
+    assert f"forked from <bdi>{parent}</bdi> at {format_ts(cp.ts)}" in meta.group(1)
