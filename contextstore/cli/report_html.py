@@ -562,7 +562,8 @@ def build(
         at = "" if conv.forked_at_ts is None else f" at {escape(format_ts(conv.forked_at_ts))}"
         fork = f" (forked from {_isolated(conv.parent_id)}{at})"
     meta = (
-        f"conversation {_isolated(conv.id)}{fork} · model {_isolated(conv.model_id or 'unknown')} · "
+        f"conversation {_isolated(conv.id)}{fork} · "
+        f"model {_isolated(conv.model_id or 'unknown')} · "
         f"window {report.context_window:,} tokens{'' if conv.context_window else ', none set'} "
         f"(maximum allowed size {report.max_allowed_size:,.0f}) · generated "
         f"{escape(generated_at)}"
