@@ -85,12 +85,18 @@ PREVIEW_CHARS = 4_000
 """Characters of a block shown before the rest is cut (the database keeps everything)."""
 
 
-def _text(value: str | None) -> str:
+HIDDEN_PREVIEW_CHARS = 500
+"""Characters of a block of a message hidden by truncation shown before the rest is cut: the
+visible messages are bounded by the window, the hidden ones grow with the conversation (a
+report of 10,000 messages, 9,000 of them hidden, was 25 MB, 20 MB of it the hidden range)."""
+
+
+def _text(value: str | None, limit: int = PREVIEW_CHARS) -> str:
     if value is None:
         return ""
-    if len(value) > PREVIEW_CHARS:
-        cut = len(value) - PREVIEW_CHARS
-        value = f"{value[:PREVIEW_CHARS]}\n... [{cut:,} more characters in the database]"
+    if len(value) > limit:
+        cut = len(value) - limit
+        value = f"{value[:limit]}\n... [{cut:,} more characters in the database]"
     return escape(value)
 
 
@@ -180,6 +186,7 @@ class _Page:
     def __init__(self) -> None:
         self.images: dict[tuple[str, str], tuple[str, int]] = {}
         self.message = 0
+        self.limit = PREVIEW_CHARS
 
 
 def _image(data: dict[str, Any], page: _Page) -> str:
@@ -236,7 +243,7 @@ def _document(data: dict[str, Any], page: _Page) -> str:
     kind = source.get("type") if isinstance(source, dict) else None
     body = ""
     if kind == "text":
-        body = f"<pre>{_text(str(source.get('data', '')))}</pre>"
+        body = f"<pre>{_text(str(source.get('data', '')), page.limit)}</pre>"
     elif kind == "content":
         content = source.get("content")
         items = [{"type": "text", "text": content}] if isinstance(content, str) else content
@@ -245,14 +252,16 @@ def _document(data: dict[str, Any], page: _Page) -> str:
         head += f" {_source(source)}"
     context = ""
     if data.get("context"):
-        context = f'<div class="tool">context</div><pre>{_text(str(data["context"]))}</pre>'
+        context = (
+            f'<div class="tool">context</div><pre>{_text(str(data["context"]), page.limit)}</pre>'
+        )
     return f'<div class="tool">{head}</div>{context}{body}'
 
 
-def _search_result(data: dict[str, Any]) -> str:
+def _search_result(data: dict[str, Any], page: _Page) -> str:
     """A search result given in a tool result: its title, source and texts."""
     texts = "".join(
-        f"<pre>{_text(str(item.get('text', '')))}</pre>"
+        f"<pre>{_text(str(item.get('text', '')), page.limit)}</pre>"
         for item in data.get("content") or []
         if isinstance(item, dict)
     )
@@ -277,8 +286,8 @@ def _without_secrets(value: Any) -> Any:
     return value
 
 
-def _json(value: Any) -> str:
-    return f"<pre>{_text(json.dumps(value, indent=2, ensure_ascii=False))}</pre>"
+def _json(value: Any, page: _Page) -> str:
+    return f"<pre>{_text(json.dumps(value, indent=2, ensure_ascii=False), page.limit)}</pre>"
 
 
 def _result_item(item: Any, page: _Page) -> str:
@@ -286,13 +295,13 @@ def _result_item(item: Any, page: _Page) -> str:
     one its text is read from."""
     kind = item.get("type") if isinstance(item, dict) else None
     if kind == "text" and isinstance(item.get("text"), str):
-        return f"<pre>{_text(item['text'])}</pre>"
+        return f"<pre>{_text(item['text'], page.limit)}</pre>"
     if kind == "image":
         return _image(item, page)
     if kind == "document":
         return _document(item, page)
     if kind == "search_result":
-        return _search_result(item)
+        return _search_result(item, page)
     return f'<div class="tool">{escape(str(kind))} item</div>'
 
 
@@ -306,7 +315,7 @@ def _more_items(data: dict[str, Any]) -> list[Any]:
     return content[1:] if block_text(data) is not None else content
 
 
-def _thinking(data: dict[str, Any]) -> str:
+def _thinking(data: dict[str, Any], page: _Page) -> str:
     """Thinking as text, and whether it goes back to the model; redacted thinking by its
     size only (the provider encrypted it: it is sent back as stored, never read)."""
     if data.get("type") == "redacted_thinking":
@@ -316,21 +325,20 @@ def _thinking(data: dict[str, Any]) -> str:
             "encrypted, sent back as stored (not shown)</div>"
         )
     sent = "" if data.get("signature") else ", no signature: the Anthropic format leaves it out"
-    return (
-        f'<div class="tool">thinking{sent}</div><pre>{_text(str(data.get("thinking", "")))}</pre>'
-    )
+    thought = _text(str(data.get("thinking", "")), page.limit)
+    return f'<div class="tool">thinking{sent}</div><pre>{thought}</pre>'
 
 
-def _other(block: ViewedBlock) -> str:
+def _other(block: ViewedBlock, page: _Page) -> str:
     """A block with no text of its own: thinking, a document, a server tool's call or
     result, shown by what it holds rather than by its type alone."""
     data = block.block
     if block.type in {"thinking", "redacted_thinking"}:
-        return _thinking(data)
+        return _thinking(data, page)
     if block.type == "server_tool_use":
         return (
             f'<div class="tool">server tool call {_isolated(data.get("name"))} '
-            f"(id {_isolated(data.get('id'))})</div>{_json(data.get('input'))}"
+            f"(id {_isolated(data.get('id'))})</div>{_json(data.get('input'), page)}"
         )
     if block.type == CONTAINER_UPLOAD:
         return f'<div class="tool">container upload {_source({**data, "type": "file"})}</div>'
@@ -338,7 +346,7 @@ def _other(block: ViewedBlock) -> str:
     what = escape(block.type)
     if "tool_use_id" in data:
         what += f" for {_isolated(data.get('tool_use_id'))}"
-    return f'<div class="tool">{what}</div>{_json(_without_secrets(shown))}'
+    return f'<div class="tool">{what}</div>{_json(_without_secrets(shown), page)}'
 
 
 def _block(block: ViewedBlock, page: _Page) -> str:
@@ -347,14 +355,14 @@ def _block(block: ViewedBlock, page: _Page) -> str:
         arguments = json.dumps(data.get("input"), indent=2, ensure_ascii=False)
         body = (
             f'<div class="tool">tool call {_isolated(data.get("name"))} '
-            f"(id {_isolated(data.get('id'))})</div><pre>{_text(arguments)}</pre>"
+            f"(id {_isolated(data.get('id'))})</div><pre>{_text(arguments, page.limit)}</pre>"
         )
     elif block.type == "image":
         body = _image(data, page)
     elif block.type == "document":
         body = _document(data, page)
     elif block.type != "tool_result" and block.original_text is block.effective_text is None:
-        body = _other(block)
+        body = _other(block, page)
     else:
         prefix = ""
         if block.type == "tool_result":
@@ -367,14 +375,14 @@ def _block(block: ViewedBlock, page: _Page) -> str:
             how = f"{_isolated(block.rewrite_kind)} by {_isolated(block.rewrite_source)}"
             body = (
                 f'{prefix}<div class="rewrite"><div class="original"><h4>original</h4>'
-                f"<pre>{_text(block.original_text)}</pre></div>"
+                f"<pre>{_text(block.original_text, page.limit)}</pre></div>"
                 f'<div class="effective"><h4>shown to the model ({how})</h4>'
-                f"<pre>{_text(block.effective_text)}</pre></div></div>"
+                f"<pre>{_text(block.effective_text, page.limit)}</pre></div></div>"
             )
         elif block.original_text is None and block.type == "tool_result":
             body = prefix  # no text: its items (a screenshot) follow
         else:
-            body = f"{prefix}<pre>{_text(block.original_text)}</pre>"
+            body = f"{prefix}<pre>{_text(block.original_text, page.limit)}</pre>"
         if block.type == "tool_result":
             body += "".join(_result_item(item, page) for item in _more_items(data))
     if block.dropped:
@@ -401,6 +409,7 @@ def _added(block: dict[str, Any]) -> str:
 
 def _message(message: ViewedMessage, page: _Page) -> str:
     page.message = message.index
+    page.limit = HIDDEN_PREVIEW_CHARS if message.hidden else PREVIEW_CHARS
     rewritten = sum(1 for b in message.blocks if b.rewritten)
     dropped = sum(1 for b in message.blocks if b.dropped)
     note = f", {rewritten} block{'s' if rewritten != 1 else ''} rewritten" if rewritten else ""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 from pathlib import Path
 
 from contextstore import ContextStore
@@ -114,3 +115,35 @@ def test_documents_thinking_and_server_tools_show_what_they_hold(tmp_path: Path)
         assert secret not in page, secret
     assert " block</div>" not in shown
     assert 'src="https:' not in page and 'href="https:' not in page
+
+
+def test_a_long_conversations_hidden_range_is_previewed_short(tmp_path: Path) -> None:
+    """The visible messages are bounded by the window, the hidden ones are not: each of
+    their blocks was shown up to 4,000 characters, so a report of 10,000 messages, 9,000
+    of them hidden, was 25 MB. A hidden message's block now shows its first 500."""
+    db = str(tmp_path / "long.db")
+    line = "0123456789abcdefghi\n"
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append_many(
+            cid,
+            [
+                {"role": "user" if n % 2 == 0 else "assistant", "content": f"#{n} " + line * 500}
+                for n in range(400)
+            ],
+        )
+        store.set_deleted_range(cid, 389)
+        store.record_request(cid, tokens_in=100, tokens_out=10)
+    out = tmp_path / "long.html"
+    assert run("--db", db, "report", cid, "-o", str(out)).code == 0
+    page = out.read_text(encoding="utf-8")
+    hidden = page[page.index('<details class="hidden-range"') : page.index("</details>")]
+    texts = re.findall(r"<pre>(.*?)</pre>", hidden, re.S)
+    assert len(texts) == 388
+    for n, text in enumerate(texts, start=2):
+        shown, more = text.split("\n... [")
+        assert len(shown) == 500 and shown.startswith(f"#{n} ")
+        assert more == f"{len(f'#{n} ') + len(line) * 500 - 500:,} more characters in the database]"
+    visible = re.findall(r"<pre>(.*?)</pre>", page[page.index("</details>") :], re.S)
+    assert len(visible) == 10 and all(len(t.split("\n...")[0]) == 4_000 for t in visible)
+    assert out.stat().st_size < 600_000
