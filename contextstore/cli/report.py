@@ -45,6 +45,7 @@ def report(ctx: click.Context, conversation_id: str, output: Path) -> None:
         messages,
         report_chart.render_svg(audit, events),
         generated_at=format_ts(now_ms()),
+        later=store.message_count(conversation_id) - len(messages),
     )
     if to_stdout:
         terminal.document(page)

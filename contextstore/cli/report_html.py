@@ -553,6 +553,19 @@ def _audit_tables(report: AuditReport) -> str:
     return "".join(f"<h3>{escape(title)}</h3>{body}" for title, body in sections)
 
 
+def _later(count: int, conversation_id: str) -> str:
+    """A note that messages stored after the last request are not on the page (the answer
+    to that request among them), and where to read them."""
+    if count <= 0:
+        return ""
+    what = "message" if count == 1 else "messages"
+    return (
+        f'<p class="meta later">{count:,} later {what}, stored after that request (its '
+        f"answer among them), not shown here: <code>contextstore show "
+        f"{escape(conversation_id)}</code> lists every message.</p>"
+    )
+
+
 def build(
     report: AuditReport,
     events: Sequence[TimelineEvent],
@@ -560,8 +573,10 @@ def build(
     chart_svg: str,
     *,
     generated_at: str,
+    later: int = 0,
 ) -> str:
-    """The whole report as one HTML document."""
+    """The whole report as one HTML document; ``later`` messages, stored after the last
+    request (its answer among them), are counted below the conversation, not shown."""
     conv = report.conversation
     title = conv.title or conv.id
     last = report.requests[-1] if report.requests else None
@@ -587,7 +602,7 @@ def build(
         "</section>"
         f'<section id="timeline"><h2>Timeline</h2>{_timeline(events)}</section>'
         f'<section id="conversation"><h2>The conversation as the model saw it {escape(moment)}'
-        f"</h2>{_conversation(messages)}</section>"
+        f"</h2>{_conversation(messages)}{_later(later, conv.id)}</section>"
         f'<section id="audit"><h2>Audit</h2>{_audit_tables(report)}</section>'
         "</body></html>\n"
     )

@@ -1,6 +1,8 @@
-"""The report shows what a thinking block, a document and a server tool's blocks hold (they
-were shown by their type alone, "thinking block"), without what no reader should see there:
-redacted thinking's encrypted data, a PDF's bytes, a search result's encrypted content."""
+"""The report's conversation section. It shows what a thinking block, a document and a
+server tool's blocks hold (they were shown by their type alone, "thinking block"), without
+what no reader should see there: redacted thinking's encrypted data, a PDF's bytes, a search
+result's encrypted content. Its size stays bounded where the conversation is not (hidden
+ranges), and it says what it leaves out (messages after the last request)."""
 
 from __future__ import annotations
 
@@ -147,3 +149,24 @@ def test_a_long_conversations_hidden_range_is_previewed_short(tmp_path: Path) ->
     visible = re.findall(r"<pre>(.*?)</pre>", page[page.index("</details>") :], re.S)
     assert len(visible) == 10 and all(len(t.split("\n...")[0]) == 4_000 for t in visible)
     assert out.stat().st_size < 600_000
+
+
+def test_messages_after_the_last_request_are_counted_not_dropped_silently(
+    tmp_path: Path,
+) -> None:
+    """The page shows the conversation at the last request; the real Cline task's last
+    message, the model's final answer, came after it and was nowhere on the page, with
+    nothing saying so."""
+    task = need(CLINE / "gmfstu-task-1769053680585")
+    db = str(tmp_path / "r.db")
+    assert run("--db", db, "import", "cline", str(task)).code == 0
+    history = json.loads((task / "api_conversation_history.json").read_text(encoding="utf-8"))
+    out = tmp_path / "r.html"
+    assert run("--db", db, "report", task.name, "-o", str(out)).code == 0
+    shown = _conversation(out.read_text(encoding="utf-8"))
+    articles = shown.count('<article class="message')
+    later = len(history) - articles
+    assert later >= 1
+    what = "message" if later == 1 else "messages"
+    assert f"{later} later {what}, stored after that request" in shown
+    assert f"contextstore show {task.name}" in shown
