@@ -178,10 +178,17 @@ def _timeline(events: Sequence[TimelineEvent]) -> str:
     )
 
 
+REPEATED_IMAGE_CHARS = 10_000
+"""An inline image of at least this many base64 characters is embedded once, at its first
+showing, and a repeat links to it; a smaller one (an icon) is embedded at every showing, where
+it costs about what a link would."""
+
+
 class _Page:
-    """What the page has shown so far: each distinct inline image is embedded once, at its
-    first showing, and a repeat links to it (a screenshot sent again, or kept in a hidden
-    range and in the view, made the file grow by its whole size at every showing)."""
+    """What the page has shown so far: each distinct inline image (of
+    :data:`REPEATED_IMAGE_CHARS` or more) is embedded once, at its first showing, and a
+    repeat links to it (a screenshot sent again made the file grow by its whole size at
+    every showing); and how much of a block the current message shows."""
 
     def __init__(self) -> None:
         self.images: dict[tuple[str, str], tuple[str, int]] = {}
@@ -197,6 +204,9 @@ def _image(data: dict[str, Any], page: _Page) -> str:
     kind = source.get("type")
     if kind == "base64" and media.startswith("image/"):
         key = (media, str(source.get("data", "")))
+        inline = f'alt="image" src="data:{escape(media)};base64,{escape(key[1])}"'
+        if len(key[1]) < REPEATED_IMAGE_CHARS:
+            return f'<img class="inline" {inline}>'
         shown = page.images.get(key)
         if shown is not None:
             anchor, message = shown
@@ -206,10 +216,7 @@ def _image(data: dict[str, Any], page: _Page) -> str:
             )
         anchor = f"image-{len(page.images) + 1}"
         page.images[key] = (anchor, page.message)
-        return (
-            f'<img class="inline" id="{anchor}" alt="image" '
-            f'src="data:{escape(media)};base64,{escape(key[1])}">'
-        )
+        return f'<img class="inline" id="{anchor}" {inline}>'
     what = f"image {escape(media)}" if media else "image"
     return f'<div class="tool">{what} {_source(source)}</div>'
 
