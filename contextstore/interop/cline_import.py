@@ -1,8 +1,8 @@
 """Moving Cline tasks into and out of a store, through the public ``ContextStore`` API only.
 
-:func:`import_cline` reads every task first (a link out of the folder, a file over the size
-limit or nested too deep stops everything before anything is written), then writes all of
-them in one transaction: an import lands whole or not at all. :func:`export_cline` writes a
+:func:`import_cline` reads and writes one task after another, all of them in one
+transaction: an import lands whole or not at all (a link out of the folder, a file over the
+size limit or nested too deep stops everything, and nothing is written). :func:`export_cline` writes a
 conversation back as a task folder.
 """
 

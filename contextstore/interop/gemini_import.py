@@ -1,8 +1,8 @@
 """Moving Gemini CLI chats into and out of a store, through the public ``ContextStore`` API only.
 
-:func:`import_gemini` reads every chat first (a link out of the folder, a file over the
-size limit or nested too deep stops everything before anything is written), then writes all
-of them in one transaction. :func:`export_gemini` writes a conversation as a session
+:func:`import_gemini` reads and writes one chat after another, all of them in one
+transaction (a link out of the folder, a file over the size limit or nested too deep stops
+everything, and nothing is written). :func:`export_gemini` writes a conversation as a session
 recording (``.jsonl`` as current Gemini CLI writes, ``.json`` as older versions did) or as a
 ``/chat save`` checkpoint.
 """

@@ -98,35 +98,39 @@ def run_import(
     exported: Exported | None = None,
     context_window: int | None = None,
 ) -> ImportReport:
-    """Plan every item (reading its files), then write all plans in one transaction.
+    """Plan each item (reading its files) and write it, all items in one transaction.
 
     An item whose files hold nothing readable is ``skipped``, one that no longer continues
     its conversation a ``conflict``, each with a note; with ``single`` (one item named
-    directly) their error is raised instead. An unsafe file raises for any item, before
-    anything is written. ``exported`` plans what exporting a conversation now would write,
-    and ``context_window`` is the window the user gives every conversation written (see
-    :func:`apply_plan`).
+    directly) their error is raised instead. An unsafe file raises for any item, and the
+    transaction leaves nothing written. ``exported`` plans what exporting a conversation
+    now would write, and ``context_window`` is the window the user gives every
+    conversation written (see :func:`apply_plan`).
+
+    Each plan is written before the next item is read, so that only one item's files and
+    rows are held in memory at a time: the plans of a whole installation (hundreds of
+    tasks, megabytes each) used to be held at once, so the import's memory grew with the
+    number of tasks.
     """
     started = time.perf_counter()
     steps = 2 * len(items)
-    planned: list[ImportPlan | ItemReport] = []
-    for item in items:
-        try:
-            planned.append(plan(item))
-        except InteropError as exc:
-            if single or isinstance(exc, UnsafeInputError):
-                raise
-            planned.append(ItemReport(str(item), None, SKIPPED, skipped=(note_for(exc),)))
-        if progress is not None:
-            progress(str(item), steps)
     reports: list[ItemReport] = []
     with store.transaction():
-        for entry in planned:
+        for item in items:
+            try:
+                planned: ImportPlan | ItemReport = plan(item)
+            except InteropError as exc:
+                if single or isinstance(exc, UnsafeInputError):
+                    raise
+                planned = ItemReport(str(item), None, SKIPPED, skipped=(note_for(exc),))
+            if progress is not None:
+                progress(str(item), steps)
             report = (
-                entry
-                if isinstance(entry, ItemReport)
-                else _apply(store, entry, replace, single, exported, context_window)
+                planned
+                if isinstance(planned, ItemReport)
+                else _apply(store, planned, replace, single, exported, context_window)
             )
+            del planned  # the item's rows, before the next item is read
             reports.append(report)
             if progress is not None:
                 progress(report.path, steps)
