@@ -2,8 +2,8 @@
 
 :func:`import_cline` reads and writes one task after another, all of them in one
 transaction: an import lands whole or not at all (a link out of the folder, a file over the
-size limit or nested too deep stops everything, and nothing is written). :func:`export_cline` writes a
-conversation back as a task folder.
+size limit or nested too deep stops everything, and nothing is written).
+:func:`export_cline` writes a conversation back as a task folder.
 """
 
 from __future__ import annotations

@@ -291,7 +291,11 @@ class Database:
         self.check_writable()
         joined = self._thread.joined
         if joined is not None and self._thread.kind != "read":
-            with translated_errors(self.engine), joined.begin_nested():
+            with (
+                _busy_in_transaction(self._thread.kind == "transaction"),
+                translated_errors(self.engine),
+                joined.begin_nested(),
+            ):
                 return work(joined)
         if joined is not None:
             # A write from inside a read (a caller's hook reading the store, say) gets a
@@ -441,6 +445,27 @@ class Database:
             raise ReadOnlyError(
                 "this store was opened read-only; open it without read_only=True to write."
             )
+
+
+@contextmanager
+def _busy_in_transaction(in_transaction: bool) -> Iterator[None]:
+    """A write inside :meth:`Database.transaction` that waited out its lock wait (PostgreSQL's
+    ``lock_timeout``, another transaction holding a row it needs) says so: it is not tried
+    again, and the whole transaction is undone. The retried write's words ("for 8
+    attempts") were wrong there: two imports of one folder at once on PostgreSQL, the second
+    waiting 5 s on a conversation the first had just written, said so after one wait."""
+    try:
+        yield
+    except DatabaseBusyError as exc:
+        if not in_transaction or type(exc) is not DatabaseBusyError or is_cancelled(exc):
+            raise
+        raise DatabaseBusyError(
+            "another transaction held a row this write needed (a conversation another "
+            "import or program was writing) for the whole lock wait, and the write was part "
+            "of a larger transaction (an import is one), which is not tried again: it was "
+            "rolled back whole, so nothing it wrote was kept. Retry once the other writer "
+            "has finished."
+        ) from exc.__cause__
 
 
 def _retried_while_busy(attempt: Callable[[], T]) -> T:

@@ -6,16 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
 from contextstore import ContextStore, DatabaseBusyError
+from contextstore.interop import import_cline
 from contextstore.storage import database, engine
 from tests import conftest
 from tests.cli.conftest import run
 from tests.conftest import POSTGRES_URL, session
+from tests.interop.cline_factory import story
 from tests.pg_schemas import connect_args
 
 HOLDER_GIVES_UP = "20s"
@@ -110,3 +113,26 @@ def test_the_lock_timeout_is_set_unless_the_url_gives_one(schema: str) -> None:
     given = {"connect_args": {"options": f"-csearch_path={schema} -clock_timeout=1234"}}
     with ContextStore.open(str(POSTGRES_URL), engine_kwargs=given) as store:
         assert store.query("SHOW lock_timeout").rows == [("1234ms",)]
+
+
+def test_an_import_that_meets_a_held_conversation_says_it_was_not_retried(
+    schema: str, tmp_path: Path
+) -> None:
+    """Two imports of one Cline folder at once: the second, inside its one transaction,
+    waits on a conversation the first is writing. It is not retried (the transaction cannot
+    be run again), yet its error said it stayed locked "for 8 attempts"; it now says what
+    happened, and that nothing of the import was kept."""
+    folder = tmp_path / "1760000000000"
+    story(3).write(folder)
+    with _store(schema) as store:
+        import_cline(store, folder)
+        story(5).write(folder)  # the agent went on
+        held = conversation_held(schema, "1760000000000")
+        with held, pytest.raises(DatabaseBusyError) as raised:
+            import_cline(store, folder)
+        message = str(raised.value)
+        assert "attempts" not in message, message
+        assert "not tried again" in message and "nothing it wrote was kept" in message
+        assert len(store.messages("1760000000000")) == 7
+        assert [item.status for item in import_cline(store, folder).items] == ["updated"]
+        assert len(store.messages("1760000000000")) == 11
