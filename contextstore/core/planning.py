@@ -114,6 +114,20 @@ SETTINGS: tuple[str, ...] = ("auto_condense", "subagent")
 ``set_auto_condense`` and ``create_subagent``), read by every prepare."""
 
 
+def check_settings(metadata: Mapping[str, Any]) -> None:
+    """Refuse metadata naming one of the store's :data:`SETTINGS` with a value no prepare
+    could use.
+
+    Raises:
+        InvalidInputError: naming the setting.
+    """
+    check_threshold("metadata['auto_condense']", metadata.get("auto_condense"))
+    if not isinstance(metadata.get("subagent", False), bool):
+        raise InvalidInputError(
+            f"metadata['subagent'] must be true or false, got {shown(metadata['subagent'])}."
+        )
+
+
 def with_settings_kept(metadata: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
     """``metadata`` replacing ``current``, with the store's :data:`SETTINGS` of ``current``
     that ``metadata`` does not name: an importer writing its bookkeeping would otherwise
@@ -122,11 +136,7 @@ def with_settings_kept(metadata: Mapping[str, Any], current: Mapping[str, Any]) 
     Raises:
         InvalidInputError: ``metadata`` names a setting with a value no prepare could use.
     """
-    check_threshold("metadata['auto_condense']", metadata.get("auto_condense"))
-    if not isinstance(metadata.get("subagent", False), bool):
-        raise InvalidInputError(
-            f"metadata['subagent'] must be true or false, got {shown(metadata['subagent'])}."
-        )
+    check_settings(metadata)
     kept = {key: current[key] for key in SETTINGS if key in current and key not in metadata}
     return {**metadata, **kept}
 

@@ -11,7 +11,7 @@ from contextstore.core.content import NormalizedMessage, normalize_message_dict
 from contextstore.core.errors import ContentTooLargeError, InvalidInputError, TimelineError
 from contextstore.core.nodes import CallInfo, CountedMessage, NodeRow, batch_calls
 from contextstore.core.overlays import UpdateKind, UpdateMode, block_text
-from contextstore.core.planning import with_settings_kept
+from contextstore.core.planning import check_settings, with_settings_kept
 from contextstore.core.records import RemovedSourceRecords, RollbackReport, SourceRecord
 from contextstore.core.rows import (
     ROW_TABLES,
@@ -324,7 +324,7 @@ class InteropMixin(StoreBase):
         ``metadata`` names them."""
         check_id(conversation_id)
         values = self._masked(check_json_object("metadata", metadata))
-        with_settings_kept(values, {})
+        check_settings(values)
 
         def work(connection: Connection) -> None:
             current = self._locked(connection, conversation_id).metadata
