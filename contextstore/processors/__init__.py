@@ -20,7 +20,12 @@ from contextstore.processors.pipeline import (
 )
 from contextstore.processors.secret_patterns import PATTERNS, SecretPattern
 from contextstore.processors.secret_text import Finding, find_secrets, mask_text, mask_value
-from contextstore.processors.secrets import SecretMasker, mask_message, mask_tools
+from contextstore.processors.secrets import (
+    SecretMasker,
+    mask_block,
+    mask_message,
+    mask_tools,
+)
 from contextstore.processors.summarize import Summarizer, SummaryHook, SummaryRequest
 from contextstore.processors.trimming import OutputTrimmer, truncate_middle
 
@@ -45,6 +50,7 @@ __all__ = [
     "drop_stale",
     "find_secrets",
     "is_stale",
+    "mask_block",
     "mask_message",
     "mask_text",
     "mask_tools",

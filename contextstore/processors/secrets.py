@@ -66,6 +66,7 @@ __all__ = [
     "SecretMasker",
     "find_secrets",
     "marker",
+    "mask_block",
     "mask_message",
     "mask_text",
     "mask_tools",
@@ -127,6 +128,46 @@ def mask_message(
         for block in content:
             if isinstance(block, dict):
                 _mask_block_in_place(block, mask, confidence, patterns)
+    return result
+
+
+def mask_block(
+    block: dict[str, Any],
+    *,
+    confidence: str = HIGH,
+    patterns: Sequence[SecretPattern] = PATTERNS,
+    thinking: bool = False,
+) -> dict[str, Any]:
+    """Return a deep copy of one content block with every secret masked, as
+    :func:`mask_message` masks the blocks of a message; the input is untouched.
+
+    ``thinking=True`` also masks a ``thinking`` block's text, which :func:`mask_message`
+    leaves alone because the provider verifies its signature when it is sent back: for a
+    copy that is only read (the HTML report), never sent. ``redacted_thinking`` holds only
+    the provider's encrypted data and is kept either way.
+
+    Raises:
+        InvalidInputError: ``block`` is not a dict.
+    """
+    if not isinstance(block, dict):
+        raise InvalidInputError(
+            f"mask_block takes a content block dict ({{'type': ...}}), got {shown(block)}; "
+            "mask a message with mask_message and a text with mask_text."
+        )
+    result: dict[str, Any] = json_copy(block)
+
+    def mask(text: str) -> str:
+        return mask_text(text, confidence=confidence, patterns=patterns)[0]
+
+    if thinking and result.get("type") == "thinking":
+        if isinstance(result.get("thinking"), str):
+            result["thinking"] = mask(result["thinking"])
+        for key in result.keys() - UNMASKED_BLOCK_FIELDS - {"thinking"}:
+            result[key] = mask_value({key: result[key]}, confidence=confidence, patterns=patterns)[
+                key
+            ]
+        return result
+    _mask_block_in_place(result, mask, confidence, patterns)
     return result
 
 
