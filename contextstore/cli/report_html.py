@@ -5,7 +5,9 @@ events; the conversation as the model saw it at the last request, hidden ranges 
 (``<details>``), the tool results the view left out folded too, the placeholders it sent in
 their place marked, and each rewrite beside its original (each distinct inline image embedded
 once; thinking, documents and server tool blocks shown by what they hold, encrypted data
-left out); the audit tables.
+left out); the audit tables, the failed tool calls with their calls' inputs. It renders
+the texts it is given: the report masks their secrets first
+(:mod:`contextstore.cli.report_mask`), and the header says whether it did.
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ from typing import Any
 
 from contextstore.cli.output import DEDUP_COLUMNS, dedup_rows, has_usage, ordered_counts
 from contextstore.cli.times import format_ts
-from contextstore.core.audit_records import AuditReport, TimelineEvent, ViewedBlock, ViewedMessage
+from contextstore.core.audit_records import (
+    AuditReport,
+    FailedToolCall,
+    TimelineEvent,
+    ViewedBlock,
+    ViewedMessage,
+)
 from contextstore.core.overlays import block_text
 from contextstore.core.server_tools import CONTAINER_UPLOAD
 
@@ -356,6 +364,14 @@ def _other(block: ViewedBlock, page: _Page) -> str:
     return f'<div class="tool">{what}</div>{_json(_without_secrets(shown), page)}'
 
 
+def _indented(document: str) -> str:
+    """A JSON document held as text, indented to be read (as it is when not JSON)."""
+    try:
+        return json.dumps(json.loads(document), indent=2, ensure_ascii=False)
+    except ValueError:
+        return document
+
+
 def _block(block: ViewedBlock, page: _Page) -> str:
     data = block.block
     if block.type == "tool_use":
@@ -463,6 +479,34 @@ def _conversation(messages: Sequence[ViewedMessage]) -> str:
     return "".join(parts) or '<p class="meta">no messages</p>'
 
 
+FAILED_INPUT_CHARS = 1_000
+"""Characters of a failed call's input shown in the failed calls' table (a call that
+wrote a file holds the whole file)."""
+
+
+def _failed_calls(calls: Sequence[FailedToolCall]) -> str:
+    """The failed tool calls: where the error came, what was called (the tool, the call's
+    message and id, its input) and the error (the first 300 characters of the result)."""
+    if not calls:
+        return '<p class="meta">none</p>'
+    rows = []
+    for f in calls:
+        if f.call_message_idx is None:
+            call = f"not stored ({_isolated(f.tool_use_id or '')})"
+        else:
+            call = f"#{f.call_message_idx} ({_isolated(f.tool_use_id or '')})"
+        arguments = (
+            "" if f.input is None else f"<pre>{_text(_indented(f.input), FAILED_INPUT_CHARS)}</pre>"
+        )
+        rows.append(
+            f'<tr><td class="num">{f.result_message_idx:,}</td>'
+            f"<td>{escape(f.tool_name or '')}</td><td>{call}</td>"
+            f"<td>{arguments}</td><td><pre>{_text(f.error)}</pre></td></tr>"
+        )
+    head = "".join(f"<th>{h}</th>" for h in ("message", "tool", "call", "input", "error"))
+    return f'<table class="failed-calls"><tr>{head}</tr>{"".join(rows)}</table>'
+
+
 def _audit_tables(report: AuditReport) -> str:
     sections = [
         (
@@ -520,13 +564,7 @@ def _audit_tables(report: AuditReport) -> str:
         ),
         (
             "Failed tool calls",
-            _table(
-                ("message", "tool", "error"),
-                [
-                    (f.result_message_idx, f.tool_name or "", f.error)
-                    for f in report.failed_tool_calls
-                ],
-            ),
+            _failed_calls(report.failed_tool_calls),
         ),
         (
             "Checkpoints",
@@ -560,6 +598,22 @@ def _audit_tables(report: AuditReport) -> str:
     return "".join(f"<h3>{escape(title)}</h3>{body}" for title, body in sections)
 
 
+def _secrets_line(masked: bool) -> str:
+    """The header's line saying whether the page's texts have their secrets masked."""
+    if masked:
+        return (
+            '<p class="meta secrets">Secrets masked: the API keys, tokens, private keys and '
+            "passwords the store's secret masker finds in any text of this page, the originals "
+            "included, read <code>[REDACTED:kind]</code> (the database keeps them; "
+            "<code>report --show-secrets</code> writes them).</p>"
+        )
+    return (
+        '<p class="meta secrets unmasked"><b>Secrets NOT masked</b> (written with '
+        "<code>--show-secrets</code>): the originals below show every credential they hold. "
+        "Do not send this file on.</p>"
+    )
+
+
 def _later(count: int, conversation_id: str) -> str:
     """A note that messages stored after the last request are not on the page (the answer
     to that request among them), and where to read them."""
@@ -581,9 +635,12 @@ def build(
     *,
     generated_at: str,
     later: int = 0,
+    secrets_masked: bool = True,
 ) -> str:
     """The whole report as one HTML document; ``later`` messages, stored after the last
-    request (its answer among them), are counted below the conversation, not shown."""
+    request (its answer among them), are counted below the conversation, not shown.
+    ``secrets_masked`` says whether the caller masked the texts it gives (the header says
+    which the page holds; this function masks nothing)."""
     conv = report.conversation
     title = conv.title or conv.id
     last = report.requests[-1] if report.requests else None
@@ -603,7 +660,8 @@ def build(
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>contextstore report: {escape(title)}</title><style>{CSS}</style></head><body>"
-        f'<header><h1>{escape(title)}</h1><p class="meta">{meta}</p></header>'
+        f'<header><h1>{escape(title)}</h1><p class="meta">{meta}</p>'
+        f"{_secrets_line(secrets_masked)}</header>"
         f'<section id="numbers">{_numbers(report)}</section>'
         f'<section id="chart" class="chart"><h2>Context tokens per request</h2>{chart_svg}'
         "</section>"

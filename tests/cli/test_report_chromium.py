@@ -311,3 +311,38 @@ def _screenshot(tool_id: str, data: str) -> dict[str, object]:
         "tool_use_id": tool_id,
         "content": [{"type": "text", "text": "screenshot"}, {"type": "image", "source": image}],
     }
+
+
+SECRETS_PAGE = """(() => {
+  const line = document.querySelector('body > header .secrets');
+  const box = line ? line.getBoundingClientRect() : null;
+  const rows = [...document.querySelectorAll('table.failed-calls tr')].slice(1);
+  return {
+    text: document.documentElement.textContent,
+    line: line ? line.innerText : null,
+    lineDrawn: box !== null && box.width > 0 && box.height > 0,
+    calls: rows.map((r) => [...r.cells].map((c) => c.innerText)),
+    inputsDrawn: rows.filter((r) => r.cells[3].getBoundingClientRect().height > 0).length,
+  };
+})()"""
+
+
+def test_a_page_with_masked_secrets_renders(browser: Browser, tmp_path: Path) -> None:
+    """The report of a conversation holding credentials in many places: the page Chromium
+    draws holds none of them (entities decoded, folded sections and the chart included),
+    says in its header that they are masked, and its failed calls show their inputs."""
+    from tests.cli.test_report_secrets import SHOWN, _conversation
+
+    db = tmp_path / "secrets.db"
+    cid = _conversation(db)
+    out = tmp_path / "secrets.html"
+    assert run("--db", str(db), "report", cid, "-o", str(out)).code == 0
+    page = browser.load(out.as_uri(), SECRETS_PAGE)
+    assert page.errors == []
+    assert all(url.startswith(("file:", "data:")) for url in page.requests), page.requests
+    measured = page.value
+    assert {where for where, secret in SHOWN.items() if secret in measured["text"]} == set()
+    assert measured["line"].startswith("Secrets masked") and measured["lineDrawn"]
+    assert len(measured["calls"]) == measured["inputsDrawn"] == 4
+    login = next(row for row in measured["calls"] if row[1] == "login")
+    assert '"password": "[REDACTED:password]"' in login[3]
