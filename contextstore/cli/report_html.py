@@ -372,18 +372,34 @@ def _indented(document: str) -> str:
         return document
 
 
+def _beside(original: str, block: ViewedBlock, page: _Page) -> str:
+    """A rewritten block's original (``original``, as the page shows it) beside what the
+    model was shown in its place (a tool call's input as indented JSON)."""
+    how = f"{_isolated(block.rewrite_kind)} by {_isolated(block.rewrite_source)}"
+    shown = block.effective_text
+    if block.type == "tool_use" and shown is not None:
+        shown = _indented(shown)
+    return (
+        f'<div class="rewrite"><div class="original"><h4>original</h4>{original}</div>'
+        f'<div class="effective"><h4>shown to the model ({how})</h4>'
+        f"<pre>{_text(shown, page.limit)}</pre></div></div>"
+    )
+
+
 def _block(block: ViewedBlock, page: _Page) -> str:
     data = block.block
     if block.type == "tool_use":
         arguments = json.dumps(data.get("input"), indent=2, ensure_ascii=False)
+        shown = f"<pre>{_text(arguments, page.limit)}</pre>"
         body = (
             f'<div class="tool">tool call {_isolated(data.get("name"))} '
-            f"(id {_isolated(data.get('id'))})</div><pre>{_text(arguments, page.limit)}</pre>"
+            f"(id {_isolated(data.get('id'))})</div>"
+            f"{_beside(shown, block, page) if block.rewritten else shown}"
         )
-    elif block.type == "image":
-        body = _image(data, page)
-    elif block.type == "document":
-        body = _document(data, page)
+    elif block.type in {"image", "document"}:
+        body = _image(data, page) if block.type == "image" else _document(data, page)
+        if block.rewritten:
+            body = _beside(body, block, page)
     elif block.type != "tool_result" and block.original_text is block.effective_text is None:
         body = _other(block, page)
     else:
@@ -395,13 +411,8 @@ def _block(block: ViewedBlock, page: _Page) -> str:
                 f"{error}</div>"
             )
         if block.rewritten:
-            how = f"{_isolated(block.rewrite_kind)} by {_isolated(block.rewrite_source)}"
-            body = (
-                f'{prefix}<div class="rewrite"><div class="original"><h4>original</h4>'
-                f"<pre>{_text(block.original_text, page.limit)}</pre></div>"
-                f'<div class="effective"><h4>shown to the model ({how})</h4>'
-                f"<pre>{_text(block.effective_text, page.limit)}</pre></div></div>"
-            )
+            original = f"<pre>{_text(block.original_text, page.limit)}</pre>"
+            body = f"{prefix}{_beside(original, block, page)}"
         elif block.original_text is None and block.type == "tool_result":
             body = prefix  # no text: its items (a screenshot) follow
         else:

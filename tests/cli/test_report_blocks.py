@@ -170,3 +170,45 @@ def test_messages_after_the_last_request_are_counted_not_dropped_silently(
     what = "message" if later == 1 else "messages"
     assert f"{later} later {what}, stored after that request" in shown
     assert f"contextstore show {task.name}" in shown
+
+
+def test_a_rewritten_call_image_or_document_shows_its_rewrite(tmp_path: Path) -> None:
+    """A tool call's input, an image and a document the secret masker rewrote were shown
+    as stored only, under "1 block rewritten": what the model was shown in their place was
+    not on the page (a text's rewrite was)."""
+    db = tmp_path / "w.db"
+    url = "https://u:hunter2secret@h/a.png"
+    with ContextStore.open(db) as store:
+        cid = store.create_conversation().id
+        store.append(
+            cid,
+            "user",
+            [
+                {"type": "text", "text": "look"},
+                {"type": "image", "source": {"type": "url", "url": url}},
+                {"type": "document", "title": f"from {url}", "source": _text_source("notes")},
+            ],
+        )
+        store.append(
+            cid,
+            "assistant",
+            [{"type": "tool_use", "id": "t1", "name": "fetch", "input": {"url": url}}],
+        )
+        store.append(cid, "user", [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}])
+        prepared = store.prepare_request(cid, model="claude-sonnet-4-5", max_tokens=100)
+        store.record_request(cid, request_id=prepared.request_id, tokens_in=100, tokens_out=5)
+    out = tmp_path / "w.html"
+    assert run("--db", str(db), "report", cid, "-o", str(out), "--show-secrets").code == 0
+    shown = _conversation(out.read_text(encoding="utf-8"))
+    for index, kinds in ((0, ["image", "document"]), (1, ["tool_use"])):
+        article = shown[shown.index(f'id="m{index}"') :]
+        article = article[: article.index("</article>")]
+        for kind in kinds:
+            block = article[article.index(f'<div class="block {kind}">') :]
+            block = block[: block.index('<div class="block', 1)] if kind == "image" else block
+            assert '<div class="effective"><h4>shown to the model' in block, kind
+            assert "hunter2secret" in block and "[REDACTED:url_password]" in block, kind
+
+
+def _text_source(text: str) -> dict[str, str]:
+    return {"type": "text", "media_type": "text/plain", "data": text}
