@@ -39,7 +39,7 @@ from contextstore.core.errors import (
 )
 from contextstore.core.os_errors import NO_SPACE, os_error
 from contextstore.core.store_files import store_files
-from contextstore.core.validate import is_utf8, readable_text
+from contextstore.core.validate import is_utf8, model_id_problem, readable_text
 from contextstore.storage.driver_errors import first_line
 from contextstore.storage.engine import resolve_target, shown_url
 from contextstore.storage.paths import default_database_path, default_location
@@ -156,6 +156,20 @@ def at_most(limit: int) -> Any:
         return value
 
     return check
+
+
+def model_id_option(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A callback refusing an option's model id as the store would (blank, surrounded by
+    whitespace, unprintable, too long), naming the option: the store's refusal named its
+    ``model_id`` parameter."""
+    problem = None if value is None else model_id_problem(value)
+    if problem is not None:
+        raise click.BadParameter(
+            f"the model id {problem}; give it as its provider names it (e.g. "
+            "'claude-sonnet-4-5'), or leave the option out.",
+            param=param,
+        )
+    return value
 
 
 def report_library_error(exc: ContextStoreError, ctx: click.Context | None = None) -> int:

@@ -7,14 +7,14 @@ import click
 from contextstore.cli import terminal
 from contextstore.cli.common import (
     IntegerRange,
-    at_most,
     command_line,
     json_option,
+    model_id_option,
     open_store,
 )
 from contextstore.cli.history import conversation_json
 from contextstore.core.records import Conversation
-from contextstore.core.validate import MAX_INT32, MAX_NAME_LENGTH
+from contextstore.core.validate import MAX_INT32
 from contextstore.core.window import context_window_info
 
 
@@ -23,7 +23,7 @@ from contextstore.core.window import context_window_info
 @click.option(
     "--model-id",
     default=None,
-    callback=at_most(MAX_NAME_LENGTH),
+    callback=model_id_option,
     help="The model the conversation talks to from now on (new requests name it).",
 )
 @click.option(

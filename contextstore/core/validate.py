@@ -484,6 +484,51 @@ def check_id(value: Any, what: str = "conversation id") -> str:
     return str(value)
 
 
+def model_id_problem(value: Any) -> str | None:
+    """Why ``value`` is not a model id, or None when it is one.
+
+    A model id is the name a provider gives a model (``claude-sonnet-4-5``,
+    ``anthropic/claude-3.5-sonnet``): 1 to :data:`MAX_NAME_LENGTH` printable characters,
+    without whitespace at either end. A blank one would be sent to the provider as the
+    model's name (``"model": " "``), which no provider has. The one rule behind every way a
+    model id comes in (the library, the command line, JSON-RPC, the importers).
+    """
+    if not isinstance(value, str):
+        return f"must be a string, got {shown(value)}"
+    if not value.strip():
+        return f"is blank ({shown(value)})"
+    if len(value) > MAX_NAME_LENGTH:
+        return f"is {len(value):,} characters long, over the limit of {MAX_NAME_LENGTH}"
+    if value != value.strip():
+        return f"starts or ends with whitespace ({shown(value)})"
+    odd = next((c for c in value if not c.isprintable()), None)
+    if odd is not None:
+        return f"holds the unprintable character U+{ord(odd):04X}"
+    return None
+
+
+def is_model_id(value: Any) -> bool:
+    """True when :func:`check_model_id` takes ``value`` (an importer reading another tool's
+    file keeps only such a model id, and reads a blank one as none recorded)."""
+    return model_id_problem(value) is None
+
+
+def check_model_id(name: str, value: Any, *, optional: bool = True) -> None:
+    """Refuse anything but a model id (see :func:`model_id_problem`); None when ``optional``.
+
+    Raises:
+        InvalidInputError: the value is not a model id; the message names ``name``.
+    """
+    if value is None and optional:
+        return
+    problem = model_id_problem(value)
+    if problem is not None:
+        raise InvalidInputError(
+            f"{name} {problem}; give the model's id as its provider names it "
+            "(e.g. 'claude-sonnet-4-5')."
+        )
+
+
 def check_json_object(
     name: str, value: Any, *, max_bytes: int | None = MAX_JSON_BYTES
 ) -> dict[str, Any]:

@@ -16,11 +16,11 @@ from contextstore.core.planning import check_threshold
 from contextstore.core.records import Conversation
 from contextstore.core.validate import (
     MAX_ID_LENGTH,
-    MAX_NAME_LENGTH,
     MAX_TITLE_LENGTH,
     check_id,
     check_int,
     check_json_object,
+    check_model_id,
     check_text,
     check_ts,
 )
@@ -52,7 +52,7 @@ class ConversationsMixin(StoreBase):
         it replays, so that rows keep the other tool's timestamps.
         """
         check_text("id", id, MAX_ID_LENGTH)
-        check_text("model_id", model_id, MAX_NAME_LENGTH)
+        check_model_id("model_id", model_id)
         check_int("context_window", context_window, minimum=1)
         check_text("title", title, MAX_TITLE_LENGTH)
         if parent_id is not None:
@@ -150,7 +150,7 @@ class ConversationsMixin(StoreBase):
         the ``quarter`` strategy, no notices, and no truncation when it cannot progress.
         """
         check_id(parent_id)
-        check_text("model_id", model_id, 200)
+        check_model_id("model_id", model_id)
         check_int("context_window", context_window, minimum=1)
         check_text("title", title, MAX_TITLE_LENGTH)
         parent = self.get_conversation(parent_id)
@@ -207,7 +207,7 @@ class ConversationsMixin(StoreBase):
             ConversationNotFoundError: no conversation has this id.
         """
         check_id(conversation_id)
-        check_text("model_id", model_id, MAX_NAME_LENGTH)
+        check_model_id("model_id", model_id)
         check_int("context_window", context_window, minimum=1)
 
         def work(connection: Connection) -> Conversation:

@@ -39,6 +39,7 @@ from contextstore.core.validate import (
     check_int,
     check_json_object,
     check_json_value,
+    check_model_id,
     check_number,
     check_text,
     check_token_total,
@@ -388,7 +389,7 @@ def _request_values(row: RequestRow) -> dict[str, Any]:
         check_int(name, getattr(row, name))
     check_token_total({name: getattr(row, name) for name in TOKEN_COUNTS})
     check_number("cost", row.cost)
-    check_text("model_id", row.model_id, MAX_NAME_LENGTH)
+    check_model_id("model_id", row.model_id)
     check_text("failure", row.failure, MAX_NAME_LENGTH)
     return {
         "ts": row.ts,

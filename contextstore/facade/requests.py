@@ -37,6 +37,7 @@ from contextstore.core.validate import (
     check_id,
     check_int,
     check_json_value,
+    check_model_id,
     check_number,
     check_text,
     check_token_total,
@@ -128,7 +129,7 @@ class RequestsMixin(StoreBase):
         active = self._active(pipeline)
         self._check_summarizer(summarizer)
         check_int("max_tokens", max_tokens, minimum=1)
-        check_text("model", model, MAX_NAME_LENGTH)
+        check_model_id("model", model)
         checked_system = self._masked_system(check_system(system), active)
         options = self._request_options(format, checked_system, tools, model, max_tokens)
         masked_tools = self._masked_tools(options["tools"], active)
@@ -438,7 +439,7 @@ class RequestsMixin(StoreBase):
             check_int(name, value)
         check_token_total(counts)
         check_number("cost", cost)
-        check_text("model_id", model_id, MAX_NAME_LENGTH)
+        check_model_id("model_id", model_id)
         check_int("request_id", request_id, minimum=1)
         check_text("failure", failure, MAX_NAME_LENGTH)
         if ts is not None and request_id is not None:

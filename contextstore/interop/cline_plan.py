@@ -40,7 +40,7 @@ from contextstore.core.rows import (
     MessageRow,
     UpdateRow,
 )
-from contextstore.core.validate import MAX_ID_LENGTH
+from contextstore.core.validate import MAX_ID_LENGTH, is_model_id
 from contextstore.interop.cline import (
     API_HISTORY_FILE,
     CONTEXT_HISTORY_FILE,
@@ -57,7 +57,6 @@ from contextstore.interop.cline_window import stated_window
 from contextstore.interop.errors import ClineTaskError
 from contextstore.interop.files import (
     Note,
-    is_name,
     json_kind,
     path_text,
     without_nul,
@@ -309,7 +308,7 @@ def _model_id(task: ClineTask) -> str | None:
     for message in [*reversed(task.messages), *reversed(task.ui_messages)]:
         info = message.get("modelInfo")
         candidates.append(info.get("modelId") if isinstance(info, dict) else None)
-    return next((c for c in candidates if is_name(c)), None)
+    return next((c for c in candidates if is_model_id(c)), None)
 
 
 def _metadata(task: ClineTask, notes: list[Note]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from contextstore.core.rows import (
     SourceRecordRow,
     UpdateRow,
 )
-from contextstore.core.validate import MAX_HASH_LENGTH, MAX_ID_LENGTH, MAX_INT32
+from contextstore.core.validate import MAX_HASH_LENGTH, MAX_ID_LENGTH, MAX_INT32, is_model_id
 from contextstore.interop.cline import is_int
 from contextstore.interop.cline_session import (
     ClineSession,
@@ -39,7 +39,7 @@ from contextstore.interop.cline_session import (
 )
 from contextstore.interop.cline_session_blocks import store_message
 from contextstore.interop.errors import ClineSessionError
-from contextstore.interop.files import Note, is_name, path_text
+from contextstore.interop.files import Note, path_text
 from contextstore.interop.plan import (
     ImportPlan,
     MetadataPart,
@@ -309,7 +309,7 @@ def _request_slot(
         cache_writes=writes,
         cache_reads=reads,
         cost=float(cost) if cost is not None else None,
-        model_id=model_id if is_name(model_id) else None,
+        model_id=model_id if is_model_id(model_id) else None,
         details=details,
     )
     return Slot(None, lambda ts: dataclasses.replace(row, ts=ts))
@@ -470,10 +470,10 @@ def _model_id(session: ClineSession, messages: Sequence[Mapping[str, Any]]) -> s
     for message in reversed(messages):
         info = message.get("modelInfo")
         model = info.get("id") if isinstance(info, Mapping) else None
-        if is_name(model):
+        if is_model_id(model):
             return str(model)
     model = (session.manifest or {}).get("model")
-    return str(model) if is_name(model) else None
+    return str(model) if is_model_id(model) else None
 
 
 def _metadata(session: ClineSession, notes: list[Note]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from contextstore.core.rows import (
     SourceRecordRow,
     TimelineRow,
 )
-from contextstore.core.validate import MAX_INT32
+from contextstore.core.validate import MAX_INT32, is_model_id
 from contextstore.interop.cline import (
     TASK_HISTORY_FILE,
     ClineTask,
@@ -282,7 +282,7 @@ def _request_slot(
     details = fitting_details(_request_details(info, ui, j, path, notes), path, where, notes)
     model = message.get("modelInfo")
     model_id = model.get("modelId") if isinstance(model, dict) else None
-    model_id = model_id if is_name(model_id) else None
+    model_id = model_id if is_model_id(model_id) else None
     if any(v is not None for v in usage.values()):
         state.last_total = sum(v or 0 for v in usage.values())
 

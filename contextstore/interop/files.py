@@ -165,8 +165,9 @@ def without_nul(value: Any) -> tuple[Any, int]:
 
 
 def is_name(value: Any) -> bool:
-    """True for a string the store takes as a model id or a failure reason: 1 to
-    :data:`MAX_NAME_LENGTH` characters, without NUL."""
+    """True for a string the store takes as a failure reason: 1 to :data:`MAX_NAME_LENGTH`
+    characters, without NUL (a model id is held to more: see
+    :func:`~contextstore.core.validate.is_model_id`)."""
     return isinstance(value, str) and 0 < len(value) <= MAX_NAME_LENGTH and _NUL not in value
 
 

@@ -25,10 +25,10 @@ from typing import Any, Final
 
 from contextstore.core.content import normalize_message_dict
 from contextstore.core.rows import MessageRow, RequestRow, SourceRecordRow, TimelineRow
-from contextstore.core.validate import MAX_ID_LENGTH, MAX_INT32, MAX_MESSAGE_BYTES
+from contextstore.core.validate import MAX_ID_LENGTH, MAX_INT32, MAX_MESSAGE_BYTES, is_model_id
 from contextstore.interop.cline import is_int
 from contextstore.interop.errors import GeminiChatError
-from contextstore.interop.files import Note, is_name, nul_note, path_text, without_nul
+from contextstore.interop.files import Note, nul_note, path_text, without_nul
 from contextstore.interop.gemini import (
     CONTENTS,
     GeminiChat,
@@ -375,7 +375,7 @@ def _request_maker(
         given - cached if given is not None and cached is not None and cached <= given else given
     )
     model = record.get("model")
-    model_id = model if is_name(model) else None
+    model_id = model if is_model_id(model) else None
     details = fitting_details({"tokens": dict(tokens)}, str(chat.path), f"messages[{index}]", notes)
 
     def make(ts: int) -> TimelineRow:
@@ -422,7 +422,7 @@ def token_limit(model_id: str | None) -> int:
 
 def _model_id(chat: GeminiChat) -> str | None:
     models = [without_nul(r.get("model"))[0] for r in chat.records if r.get("type") == "gemini"]
-    return next((m for m in reversed(models) if is_name(m)), None)
+    return next((m for m in reversed(models) if is_model_id(m)), None)
 
 
 def _metadata(chat: GeminiChat, notes: list[Note]) -> dict[str, Any]:

@@ -68,6 +68,15 @@ def test_set_model_refusals_name_the_flag_and_change_nothing(seeded: Seeded) -> 
     assert _window(seeded.db, seeded.cid) == 200_000
 
 
+def test_set_model_refuses_a_blank_model_id_naming_the_flag(seeded: Seeded) -> None:
+    for value in (" ", " gpt-4o", "gpt\t4o"):
+        got = run("--db", seeded.db, "set-model", seeded.cid, "--model-id", value)
+        assert got.code == 2, (value, got.err)
+        assert "Invalid value for '--model-id': the model id " in got.err, got.err
+    with seeded.store() as store:
+        assert store.get_conversation(seeded.cid).model_id == "claude-sonnet-4-5"
+
+
 def test_import_cline_context_window_sets_it_on_new_and_earlier_imports(tmp_path: Path) -> None:
     db, task = str(tmp_path / "s.db"), _task(tmp_path)
     assert run("--db", db, "import", "cline", str(task)).code == 0

@@ -699,6 +699,31 @@ def test_a_refused_call_writes_nothing(rpc: RpcClient, transports: dict[str, Any
     assert rpc.result("row_counts", conversation_id=state["cid"]) == before
 
 
+def test_a_blank_model_id_is_refused_naming_the_member_and_changes_nothing(
+    rpc: RpcClient,
+) -> None:
+    """``"model_id": " "`` was taken, and the conversation's requests named model " "."""
+    state = _conversation(rpc)
+    cid = state["cid"]
+    conversations = len(rpc.result("list_conversations"))
+    before = rpc.result("row_counts", conversation_id=cid)
+    for method, params, member in [
+        ("create_conversation", {"model_id": " "}, "model_id"),
+        ("set_conversation_model", {"conversation_id": cid, "model_id": " "}, "model_id"),
+        ("create_subagent", {"parent_id": cid, "model_id": "\t"}, "model_id"),
+        ("prepare_request", {"conversation_id": cid, "model": " gpt-4o"}, "model"),
+        ("record_request", {"conversation_id": cid, "tokens_in": 1, "model_id": ""}, "model_id"),
+    ]:
+        error = rpc.error(method, **params)
+        assert error["code"] == -32602, (method, error)
+        assert error["message"].startswith(f"{member} is blank") or error["message"].startswith(
+            f"{member} starts or ends with whitespace"
+        ), (method, error["message"])
+    assert rpc.result("row_counts", conversation_id=cid) == before
+    assert len(rpc.result("list_conversations")) == conversations
+    assert rpc.result("get_conversation", conversation_id=cid)["model_id"] == "claude-sonnet-4-5"
+
+
 @pytest.mark.parametrize(
     ("method", "params", "problem"),
     [
