@@ -13,6 +13,7 @@ import math
 import os
 import re
 import reprlib
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from functools import wraps
 from typing import Any, Final, ParamSpec, TypeVar, cast
@@ -488,10 +489,13 @@ def model_id_problem(value: Any) -> str | None:
     """Why ``value`` is not a model id, or None when it is one.
 
     A model id is the name a provider gives a model (``claude-sonnet-4-5``,
-    ``anthropic/claude-3.5-sonnet``): 1 to :data:`MAX_NAME_LENGTH` printable characters,
-    without whitespace at either end. A blank one would be sent to the provider as the
-    model's name (``"model": " "``), which no provider has. The one rule behind every way a
-    model id comes in (the library, the command line, JSON-RPC, the importers).
+    ``anthropic/claude-3.5-sonnet``): 1 to :data:`MAX_NAME_LENGTH` characters of valid
+    Unicode text, without whitespace at either end and without control characters (a
+    newline, a tab, NUL). A blank one would be sent to the provider as the model's name
+    (``"model": " "``), which no provider has. Other text is kept as given (a caller's
+    string is data: any letters, symbols and format characters round-trip). The one rule
+    behind every way a model id comes in (the library, the command line, JSON-RPC, the
+    importers).
     """
     if not isinstance(value, str):
         return f"must be a string, got {shown(value)}"
@@ -501,9 +505,11 @@ def model_id_problem(value: Any) -> str | None:
         return f"is {len(value):,} characters long, over the limit of {MAX_NAME_LENGTH}"
     if value != value.strip():
         return f"starts or ends with whitespace ({shown(value)})"
-    odd = next((c for c in value if not c.isprintable()), None)
-    if odd is not None:
-        return f"holds the unprintable character U+{ord(odd):04X}"
+    control = next((c for c in value if unicodedata.category(c) == "Cc"), None)
+    if control is not None:
+        return f"holds the control character U+{ord(control):04X}"
+    if not is_utf8(value):
+        return "is not valid Unicode text (it holds a lone surrogate)"
     return None
 
 
