@@ -37,7 +37,7 @@ from contextstore.core.errors import (
     NotFoundError,
     ReadOnlyLocationError,
 )
-from contextstore.core.os_errors import NO_SPACE, os_error
+from contextstore.core.os_errors import NO_SPACE, missing_folder, missing_folder_text, os_error
 from contextstore.core.store_files import store_files
 from contextstore.core.validate import is_utf8, model_id_problem, readable_text
 from contextstore.storage.driver_errors import first_line
@@ -125,24 +125,42 @@ def refuse_text_not_utf8(cmd: click.Command) -> None:
 
 
 class WrittenPath(click.Path):
-    """``click.Path`` for a file or folder a command writes where standard output cannot
-    take it (a folder of task files, a database, a file written beside others): ``-`` is
-    refused, since it would be a file of that name in the current folder, where ``report
-    -o -`` writes to standard output. ``./-`` still names such a file."""
+    """``click.Path`` for a file or folder a command writes.
 
-    def __init__(self, what: str, **kwargs: Any) -> None:
+    The folder that holds it must exist: a mistyped path is refused, naming the folder,
+    rather than made into folders nobody looks in (a folder the command writes, such as
+    ``export cline``'s OUT_DIR, is made itself, but not its parents). ``-`` is refused
+    where standard output cannot take what is written (a folder of task files, a
+    database, a file written beside others), since it would be a file of that name in the
+    current folder; ``stdout=True`` takes it (``report -o -``). ``./-`` still names such a
+    file."""
+
+    def __init__(self, what: str, *, stdout: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.what = what
+        self.stdout = stdout
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if value in ("-", b"-"):
+            if self.stdout:
+                return super().convert(value, param, ctx)
             self.fail(
                 f"'-' means standard output, which cannot take {self.what}; name a path "
                 "instead ('./-' for one named '-').",
                 param,
                 ctx,
             )
-        return super().convert(value, param, ctx)
+        converted = super().convert(value, param, ctx)
+        text = os.fsdecode(converted)
+        if "://" in text:  # a database URL: the command refuses it, its password masked
+            return converted
+        try:
+            folder = missing_folder(Path(text))
+        except (OSError, ValueError):  # a name too long: the command's write names it
+            folder = None
+        if folder is not None:
+            self.fail(f"cannot write {text}: {missing_folder_text(folder)}", param, ctx)
+        return converted
 
 
 def at_most(limit: int) -> Any:

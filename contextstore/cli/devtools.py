@@ -137,9 +137,7 @@ def _json_out(_ctx: click.Context, _param: click.Parameter, value: str | None) -
     """A ``--json-out`` file that can be written once the run ends (checked before it starts)."""
     if value is None:
         return None
-    folder = Path(value).absolute().parent
-    if not folder.is_dir():
-        raise click.BadParameter(f"the folder {folder} does not exist; create it first.")
+    folder = Path(value).absolute().parent  # there: WrittenPath checked it
     if not os.access(folder, os.W_OK):
         raise click.BadParameter(f"the folder {folder} cannot be written to.")
     return value

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from contextstore.cli import report_chart, report_html, terminal
-from contextstore.cli.common import open_store
+from contextstore.cli.common import WrittenPath, open_store
 from contextstore.cli.report_mask import (
     FAILED_ERROR_CHARS,
     ReportMasker,
@@ -30,7 +30,7 @@ from contextstore.store import ContextStore
     "-o",
     "--output",
     "output",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    type=WrittenPath("the report", stdout=True, dir_okay=False, writable=True, path_type=Path),
     required=True,
     help="The HTML file to write (replaced if it exists); - writes the page to stdout.",
 )

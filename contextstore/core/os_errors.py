@@ -80,3 +80,43 @@ def _check_regular_target(path: Path) -> None:
             f"{path} is not a regular file (a folder, a device, a pipe or a socket); name "
             "a file to write. Nothing was written."
         )
+
+
+def missing_folder(path: Path) -> Path | None:
+    """The folder that would hold ``path`` when it does not exist (a typo in the path, or a
+    folder not made yet), else None: it exists, or a file stands where a folder should
+    (:func:`check_regular_targets` says so).
+
+    What writes a file the caller named (a backup, an export, a report) refuses such a
+    path rather than make the folders: a mistyped folder made silently hides the file
+    where nobody looks, as ``cp`` and a shell's ``>`` refuse it too.
+
+    Raises:
+        OSError: the system refuses to look the path up (a name too long).
+    """
+    folder = path.absolute().parent
+    if folder.exists():
+        return None
+    nearest = next((p for p in folder.parents if p.exists()), None)
+    return path.parent if nearest is None or nearest.is_dir() else None
+
+
+def check_folder_exists(path: Path, what: str) -> None:
+    """Refuse to write ``what`` (``"the backup"``) at ``path`` when the folder to hold it
+    does not exist or a file stands where a folder should.
+
+    Raises:
+        InvalidInputError: that folder is not there; nothing was written.
+    """
+    with os_errors(f"write {what}", path):  # a name too long for the file system
+        _check_regular_target(path)
+        folder = missing_folder(path)
+    if folder is not None:
+        raise InvalidInputError(f"{missing_folder_text(folder, what)} Nothing was written.")
+
+
+def missing_folder_text(folder: Path, what: str | None = None) -> str:
+    """The refusal of a missing ``folder`` to write ``what`` in: one wording for the
+    library and the command line (whose message names the argument instead of ``what``)."""
+    written = "" if what is None else f", so {what} cannot be written there"
+    return f"the folder {folder} does not exist{written}; create it first or correct the path."

@@ -325,9 +325,13 @@ def export_cline(
         history_file: json_text(history),
     }
     encoded = utf8_files(written, name_holder=target)  # refused before any write
-    with os_errors("write the Cline task files"):
-        target.mkdir(parents=True, exist_ok=True)
-        for path, data in encoded.items():
+    with os_errors("write the Cline task files", target):
+        # The history file's folder too, so that a missing one fails before any file is
+        # written (it left the task files behind, under an error naming a temporary file).
+        for folder in (target, history_file.parent):
+            folder.mkdir(parents=True, exist_ok=True)
+    for path, data in encoded.items():
+        with os_errors("write the Cline task files", path):
             write_bytes_atomic(path, data)
     counts = {
         "messages": len(messages),

@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 
 from contextstore.core.errors import CorruptDatabaseError, InvalidInputError, StorageFullError
 from contextstore.core.health import BackupResult
-from contextstore.core.os_errors import check_regular_targets, os_errors
+from contextstore.core.os_errors import check_folder_exists, check_regular_targets, os_errors
 from contextstore.core.store_files import check_not_named_as_side_file, check_not_store_files
 from contextstore.storage.engine import check_utf8_name, make_engine, sqlite_file_target
 from contextstore.storage.paths import expand_user
@@ -113,8 +113,7 @@ def backup_sqlite(engine: Engine, dest: Path, *, force: bool) -> BackupResult:
             f"{dest} already exists; name a new file or a directory, or pass force=True "
             "(--force) to replace it."
         )
-    if not dest.parent.is_dir():
-        raise InvalidInputError(f"the directory {dest.parent} does not exist; create it first.")
+    check_folder_exists(dest, "the backup")
     with os_errors("write the backup", dest):
         return _backup_beside(engine, dest, force=force)
 

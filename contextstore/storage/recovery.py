@@ -31,7 +31,7 @@ from pathlib import Path
 
 from contextstore.core.errors import CorruptDatabaseError, InvalidInputError, NotFoundError
 from contextstore.core.health import RecoveryReport, TableRecovery
-from contextstore.core.os_errors import os_errors
+from contextstore.core.os_errors import check_folder_exists, os_errors
 from contextstore.core.store_files import check_not_named_as_side_file
 from contextstore.storage.damaged_file import (
     Scan,
@@ -231,10 +231,7 @@ def salvage(source: Path, destination: Path) -> RecoveryReport:
             f"{destination} already exists; recover into a new file (the damaged file is "
             "never changed)."
         )
-    if not destination.parent.is_dir():
-        raise InvalidInputError(
-            f"the directory {destination.parent} does not exist; create it first."
-        )
+    check_folder_exists(destination, "the recovered store")
     check_not_named_as_side_file(destination)
     check_utf8_name(str(destination), "the recovered store's file")  # before any copy
     token = secrets.token_hex(4)

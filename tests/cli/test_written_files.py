@@ -22,6 +22,7 @@ from contextstore.core.errors import (
     StorageFullError,
 )
 from contextstore.core.os_errors import os_error
+from contextstore.interop import export_cline
 from contextstore.interop.writing import write_text_atomic
 from contextstore.storage.migrate import downgrade
 from tests.cli.conftest import Seeded, run, seed
@@ -524,6 +525,7 @@ def test_exported_files_get_the_umask_and_keep_the_mode_they_had(
     """Exports used to be 0600 (a temporary file's mode, renamed into place), and writing
     over a file with --force changed its mode to that."""
     session = tmp_path / "chats" / "session.jsonl"
+    session.parent.mkdir()  # the folder of a file a command writes must exist
     assert run("--db", seeded.db, "export", "gemini", seeded.cid, str(session)).code == 0
     assert _mode(session) == 0o644
     session.chmod(0o640)
@@ -539,6 +541,7 @@ def test_exported_files_get_the_umask_and_keep_the_mode_they_had(
     history.write_text("[]")
     history.chmod(0o644)
     task = tmp_path / "storage" / "tasks" / seeded.cid
+    task.parent.mkdir()
     assert run("--db", seeded.db, "export", "cline", seeded.cid, str(task)).code == 0
     written = sorted(task.iterdir())
     assert written and {_mode(p) for p in [*written, history]} == {0o644}
@@ -562,3 +565,67 @@ def test_a_written_file_takes_the_umask_or_the_replaced_files_mode(tmp_path: Pat
         assert (tmp_path / "new.json").read_text() == "[]"
     finally:
         os.umask(old)
+
+
+MISSING_FOLDER_COMMANDS = {
+    "export gemini": (["export", "gemini", "{cid}", "{missing}/s.jsonl"], "'OUT'"),
+    "export gemini --checkpoint": (
+        ["export", "gemini", "{cid}", "{missing}/c.json", "--checkpoint"],
+        "'OUT'",
+    ),
+    "export cline": (["export", "cline", "{cid}", "{missing}/task"], "'OUT_DIR'"),
+    "export cline --history": (
+        ["export", "cline", "{cid}", "{here}/task", "--history", "{missing}/taskHistory.json"],
+        "'--history'",
+    ),
+    "backup": (["backup", "{missing}/b.db"], "'DEST'"),
+    "recover": (["recover", "{db}", "{missing}/r.db"], "'DEST'"),
+    "report -o": (["report", "{cid}", "-o", "{missing}/r.html"], "'-o' / '--output'"),
+    "bench --json-out": (["bench", "--json-out", "{missing}/b.json"], "'--json-out'"),
+    "crash-test --db": (["crash-test", "--db", "{missing}/c.db"], "'--db'"),
+}
+
+
+@pytest.mark.parametrize("name", MISSING_FOLDER_COMMANDS)
+def test_every_command_refuses_a_file_in_a_folder_that_is_not_there(
+    seeded: Seeded, tmp_path: Path, name: str
+) -> None:
+    """``export gemini`` (and ``export cline`` above OUT_DIR) made every missing folder of a
+    mistyped path, where ``backup`` and ``recover`` refused it without naming DEST, and
+    ``export cline --history`` wrote the task files, then failed naming a temporary file.
+    Each refuses it now, naming the argument and the folder, and writes nothing."""
+    here = tmp_path / "here"
+    here.mkdir()
+    missing = here / "typo" / "deeper"
+    args, flag = MISSING_FOLDER_COMMANDS[name]
+    values = {"cid": seeded.cid, "db": seeded.db, "here": here, "missing": missing}
+    got = run("--db", seeded.db, *[a.format(**values) for a in args])
+    assert got.code == 2, got.err
+    assert f"Invalid value for {flag}" in got.err, got.err
+    assert f"the folder {missing} does not exist; create it first" in got.err, got.err
+    assert list(here.iterdir()) == []
+
+
+def test_a_library_export_cline_makes_the_history_files_folder_as_it_makes_out_dir(
+    seeded: Seeded, tmp_path: Path
+) -> None:
+    """The Python exporters make the folders they write into (the command line refuses a
+    missing one first): a history file in a missing folder failed after the task files
+    were written, under an error naming its temporary file."""
+    history = tmp_path / "state" / "taskHistory.json"
+    task = tmp_path / "tasks" / "t1"
+    with seeded.store() as store:
+        report = export_cline(store, seeded.cid, task, history_path=history)
+    assert history in report.files and history.is_file()
+    assert (task / "api_conversation_history.json").is_file()
+
+
+@needs_unwritable
+def test_an_export_clines_history_file_that_cannot_be_written_is_named_not_its_temporary(
+    seeded: Seeded, tmp_path: Path
+) -> None:
+    history = UNWRITABLE / "taskHistory.json"
+    got = run("--db", seeded.db, "export", "cline", seeded.cid, str(tmp_path / "t"), "--history",
+              str(history))  # fmt: skip
+    assert got.code == 9, got.err
+    assert f"({history})" in got.err and ".tmp." not in got.err, got.err

@@ -796,6 +796,7 @@ def test_an_export_over_import_bookkeeping_edited_since_is_refused_naming_it(
         )
         assert f"({key} missing or of the wrong type: edited since?)" in str(raised.value)
         assert not out.exists()
+    out.parent.mkdir(exist_ok=True)  # the folder of a file a command writes must exist
     args = ["export", *kind.split()[:1], conversation, str(out)]
     result = CliRunner().invoke(cli, ["--db", str(db), *args, *(["--checkpoint"] * (" " in kind))])
     assert result.exit_code == 2, result.output

@@ -252,6 +252,7 @@ def test_export_cline_keeps_a_search_result_as_its_block(tmp_path: Path) -> None
     """Cline's history is Anthropic's format: the block goes out and comes back as it was."""
     cid = _searched(tmp_path / "a.db")
     task = tmp_path / "tasks" / cid
+    task.parent.mkdir()  # export cline makes OUT_DIR, not the folders above it
     code, _, err = _run(tmp_path / "a.db", "export", "cline", cid, str(task))
     assert code == 0, err
     history = json.loads((task / "api_conversation_history.json").read_text())
@@ -272,12 +273,13 @@ def test_export_cline_of_a_conversation_without_messages_is_refused_writing_noth
         started = store.create_conversation()
         store.append(started.id, "user", "the task")
         before = store.fork(started.id, at=0).id  # the moment before the task began
+    (tmp_path / "tasks").mkdir()  # export cline makes OUT_DIR, not the folders above it
     for cid in (empty, before):
         task = tmp_path / "tasks" / cid
         code, out, err = _run(db, "export", "cline", cid, str(task))
         assert (code, out) == (2, "")
         assert f"conversation {cid} has no messages" in err and "nothing was written" in err
-        assert not (tmp_path / "tasks").exists()
+        assert list((tmp_path / "tasks").iterdir()) == []
     code, _, err = _run(db, "export", "cline", started.id, str(tmp_path / "tasks" / started.id))
     assert code == 0, err
     assert _run(tmp_path / "b.db", "import", "cline", str(tmp_path / "tasks" / started.id))[0] == 0
@@ -444,6 +446,7 @@ def test_a_task_metadata_file_that_is_no_object_is_noted_and_exported_back(
     assert set(skipped) == {"ui_messages.json", "task_metadata.json"}
     assert skipped["task_metadata.json"]["position"] is None
     assert skipped["task_metadata.json"]["reason"].startswith("holds an array, not the object")
+    (tmp_path / "out").mkdir()  # export cline makes OUT_DIR, not the folders above it
     code, _, err = _run(db, "export", "cline", "t_meta", str(tmp_path / "out" / "t_meta"))
     assert code == 0, err
     assert json.loads((tmp_path / "out" / "t_meta" / "task_metadata.json").read_text()) == [1]
@@ -542,3 +545,4 @@ def test_rows_an_import_replaced_are_archived_listed_and_restored(tmp_path: Path
     assert code == 0, err
     with ContextStore.open(db) as store:
         assert store.source_records("1760000000000") == before
+

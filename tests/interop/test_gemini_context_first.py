@@ -45,6 +45,7 @@ def test_a_shared_chat_exported_as_a_session_keeps_its_first_prompt(tmp_path: Pa
             [{"type": "text", "text": "read two files"}],
             [{"type": "text", "text": "Both read."}],
         ]
+    out.parent.mkdir()  # the folder of a file a command writes must exist
     _run(db, "export", "gemini", conversation.id, str(out))
     records = [json.loads(line) for line in out.read_text().splitlines()[1:]]
     assert resumed_history(records) == [

@@ -76,6 +76,7 @@ def test_a_prompt_starting_with_a_slash_or_question_mark_survives_resume(
     with ContextStore.open(tmp_path / "a.db") as store:
         cid = _conversation(store)
     out = tmp_path / "chats" / "session.jsonl"
+    out.parent.mkdir()  # the folder of a file a command writes must exist
     result = CliRunner().invoke(
         cli, ["--db", str(tmp_path / "a.db"), "export", "gemini", cid, str(out)], obj={}
     )

@@ -24,14 +24,15 @@ def test_a_checkpoint_into_a_jsonl_name_is_refused(tmp_path: Path, name: str) ->
     assert run("--db", db, "import", "gemini", str(session)).code == 0
     cid = json.loads(session.read_text(encoding="utf-8"))["sessionId"]
     out = tmp_path / "out" / name
+    out.parent.mkdir()  # the folder of a file a command writes must exist
     got = run("--db", db, "export", "gemini", cid, str(out), "--checkpoint")
     assert got.code == 2, got.err
     assert "a checkpoint is one JSON document" in got.err and "Name it .json" in got.err
     assert "Nothing was written." in got.err and "Traceback" not in got.err
-    assert not out.parent.exists()
+    assert list(out.parent.iterdir()) == []
     with ContextStore.open(db) as store, pytest.raises(GeminiChatError, match="read back as"):
         export_gemini(store, cid, out, checkpoint=True, overwrite=True)
-    assert not out.parent.exists()
+    assert list(out.parent.iterdir()) == []
 
 
 def test_a_checkpoint_and_a_session_under_other_names_import_back(tmp_path: Path) -> None:

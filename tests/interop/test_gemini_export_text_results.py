@@ -48,6 +48,7 @@ def test_exported_session_answers_each_call_with_its_text_result(tmp_path: Path)
     db, out = tmp_path / "a.db", tmp_path / "xg" / "s.jsonl"
     code, text = _run(db, "import", "cline", str(task))
     assert code == 0, text
+    out.parent.mkdir()  # the folder of a file a command writes must exist
     code, text = _run(db, "export", "gemini", "1760000000000", str(out))
     assert code == 0, text
     records = _records(out)
