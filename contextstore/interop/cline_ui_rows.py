@@ -141,7 +141,10 @@ def ui_slots(task: ClineTask, anchors: Sequence[int], notes: list[Note]) -> list
             segment.append(_checkpoint_slot(message, path, where, notes))
     item = task.history_item
     if item is not None and "conversationHistoryDeletedRange" in item:
-        history = str(task.directory.parent.parent / "state" / TASK_HISTORY_FILE)
+        # The file the item was read from: the user's --history, not where Cline keeps it.
+        history = str(
+            task.history_file or task.directory.parent.parent / "state" / TASK_HISTORY_FILE
+        )
         value = item["conversationHistoryDeletedRange"]
         if value != state.seen:
             where = f"HistoryItem {item.get('id')}"
@@ -154,6 +157,7 @@ def ui_slots(task: ClineTask, anchors: Sequence[int], notes: list[Note]) -> list
                 where,
                 usable_ts(item.get("ts")),
                 notes,
+                TASK_HISTORY_FILE,
             )
     return segments
 
@@ -167,8 +171,13 @@ def _range_slot(
     where: str,
     own: int | None,
     notes: list[Note],
+    file_name: str | None = None,
 ) -> None:
-    """Append the range row a UI message's (or the HistoryItem's) range calls for, if any."""
+    """Append the range row a UI message's (or the HistoryItem's) range calls for, if any.
+
+    Notes name ``path``, the file read; the row's reason names Cline's file by
+    ``file_name`` (default: ``path``'s name), so that the row is the same whichever copy
+    of ``taskHistory.json`` was read (a re-import compares rows)."""
     state.seen = value
     if value is None:
         if state.written is not None:
@@ -227,7 +236,7 @@ def _range_slot(
                 f"so it was imported as the deleted range [2, {end}].",
             )
         )
-    reason = f"imported from Cline's {path.rsplit('/', 1)[-1]} ({where})"
+    reason = f"imported from Cline's {file_name or path.rsplit('/', 1)[-1]} ({where})"
     total = state.last_total
     segment.append(
         Slot(

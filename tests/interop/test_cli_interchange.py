@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
 import select
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -546,3 +548,77 @@ def test_rows_an_import_replaced_are_archived_listed_and_restored(tmp_path: Path
     with ContextStore.open(db) as store:
         assert store.source_records("1760000000000") == before
 
+
+HISTORY_CASES = {
+    "bad JSON": ("{broken", 0),
+    "a range that is no range": (
+        '[{"id": "1760000000000", "conversationHistoryDeletedRange": "x"}]',
+        0,
+    ),
+    "a range past the history": (
+        '[{"id": "1760000000000", "conversationHistoryDeletedRange": [2, 999]}]',
+        0,
+    ),
+    "missing": (None, 2),
+    "a folder": ("folder", 2),
+    "unreadable": ("unreadable", 2),
+}
+
+
+@pytest.mark.parametrize("case", HISTORY_CASES)
+def test_import_cline_history_problems_name_the_file_the_user_passed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    """A HistoryItem's range that could not be used was noted under Cline's own place for
+    the file (``<storage>/state/taskHistory.json``, next to the task folder's parent),
+    which the user never named and which need not exist, instead of --history's FILE."""
+    story(3).write(tmp_path / "copy" / "tasks" / "1760000000000")
+    history = tmp_path / "elsewhere" / "history-copy.json"
+    history.parent.mkdir()
+    content, code = HISTORY_CASES[case]
+    if content == "folder":
+        history.mkdir()
+    elif content == "unreadable":
+        history.write_text("[]", encoding="utf-8")
+        real_read = Path.read_bytes
+
+        def refused(path: Path) -> bytes:
+            if path == history:
+                raise PermissionError(13, "Permission denied", str(path))
+            return real_read(path)
+
+        monkeypatch.setattr(Path, "read_bytes", refused)
+    elif content is not None:
+        history.write_text(content, encoding="utf-8")
+    got_code, out, err = _run(
+        tmp_path / "a.db",
+        "import",
+        "cline",
+        str(tmp_path / "copy" / "tasks" / "1760000000000"),
+        "--history",
+        str(history),
+    )
+    assert got_code == code, err
+    said = out + err
+    assert str(history) in said, said
+    assert "state/taskHistory.json" not in said and ".tmp" not in said, said
+
+
+def test_a_range_read_from_history_is_the_same_row_whichever_copy_of_the_file_was_read(
+    tmp_path: Path,
+) -> None:
+    """Notes name the file read; the range row's reason names Cline's file, so that a task
+    imported with --history from a copy and later from Cline's storage is unchanged."""
+    task = story(4).write(tmp_path / "storage" / "tasks" / "1760000000000")
+    item = '[{"id": "1760000000000", "conversationHistoryDeletedRange": [2, 3]}]'
+    copy = tmp_path / "history-copy.json"
+    copy.write_text(item, encoding="utf-8")
+    (tmp_path / "storage" / "state").mkdir()
+    (tmp_path / "storage" / "state" / "taskHistory.json").write_text(item, encoding="utf-8")
+    db = tmp_path / "a.db"
+    assert _run(db, "import", "cline", str(task), "--history", str(copy))[0] == 0
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        reasons = connection.execute("SELECT reason FROM deleted_ranges").fetchall()
+    assert reasons == [("imported from Cline's taskHistory.json (HistoryItem 1760000000000)",)]
+    code, out, err = _run(db, "import", "cline", str(task))
+    assert code == 0 and out.startswith("unchanged"), out + err
