@@ -8,6 +8,7 @@ nothing does.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -30,7 +31,17 @@ from contextstore.core.validate import MAX_INT32
 from contextstore.interop.cline_import import cline_tasks, export_cline, import_cline
 from contextstore.interop.files import MAX_FILE_BYTES
 from contextstore.interop.gemini_import import export_gemini, gemini_chats, import_gemini
-from contextstore.interop.report import CONFLICT, ExportReport, ImportReport, ItemReport
+from contextstore.interop.report import (
+    CONFLICT,
+    IMPORTED,
+    REPLACED,
+    SKIPPED,
+    UNCHANGED,
+    UPDATED,
+    ExportReport,
+    ImportReport,
+    ItemReport,
+)
 
 Importer = Callable[..., ImportReport]
 Finder = Callable[..., Any]
@@ -88,13 +99,25 @@ def _run_import(
             terminal.out(_item_line(item))
             for note in item.skipped:
                 terminal.note(f"  skipped: {cli_wording(str(note))}")
-        terminal.note(f"{len(items)} item(s) in {merged.seconds:.2f} s")
+        terminal.note(_summary(items, merged.seconds))
     conflicts = [item for item in items if item.status == CONFLICT]
     if conflicts:
         raise InvalidInputError(
             f"{len(conflicts)} item(s) no longer continue what was imported and were left "
             "as they were; import them again with --replace to start them over."
         )
+
+
+STATUSES = (IMPORTED, UPDATED, UNCHANGED, REPLACED, SKIPPED, CONFLICT)
+"""Every status an imported item can have, in the order the summary counts them."""
+
+
+def _summary(items: Sequence[ItemReport], seconds: float) -> str:
+    """The last line of an import: how many items, and how many of each status (every
+    status, 0 included, so that a script or a reader finds each in one place)."""
+    counts = Counter(item.status for item in items)
+    by_status = ", ".join(f"{counts[status]} {status}" for status in STATUSES)
+    return f"{len(items)} item(s) in {seconds:.2f} s: {by_status}"
 
 
 def _ignore(_steps: int = 1) -> None:

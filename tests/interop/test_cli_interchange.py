@@ -622,3 +622,30 @@ def test_a_range_read_from_history_is_the_same_row_whichever_copy_of_the_file_wa
     assert reasons == [("imported from Cline's taskHistory.json (HistoryItem 1760000000000)",)]
     code, out, err = _run(db, "import", "cline", str(task))
     assert code == 0 and out.startswith("unchanged"), out + err
+
+
+def test_the_last_line_of_an_import_counts_the_items_by_status(tmp_path: Path) -> None:
+    """It said only '5 item(s) in 0.41 s': of 300 tasks, which were new, updated, left
+    as they were, skipped or in conflict took reading every line above it."""
+    tasks = tmp_path / "storage" / "tasks"
+    story(2).write(tasks / "1760000000001")  # unchanged
+    story(2).write(tasks / "1760000000002")  # grows: updated
+    story(2).write(tasks / "1760000000003")  # rewritten after contextstore wrote to it
+    db = tmp_path / "a.db"
+    assert _run(db, "import", "cline", str(tasks))[0] == 0
+    story(4).write(tasks / "1760000000002")
+    with ContextStore.open(db) as store:
+        store.append("1760000000003", "user", "written in contextstore")
+    story(3).write(tasks / "1760000000003")
+    story(2).write(tasks / "1760000000004")  # new
+    (tasks / "1760000000005" / "api_conversation_history.json").mkdir(parents=True)  # skipped
+    code, out, err = _run(db, "import", "cline", str(tasks))
+    assert code == 2, err
+    statuses = [line.split()[0] for line in out.splitlines()]
+    assert sorted(statuses) == ["conflict", "imported", "skipped", "unchanged", "updated"]
+    (last,) = [line for line in err.splitlines() if " item(s) in " in line]
+    assert last.endswith(
+        ": 1 imported, 1 updated, 1 unchanged, 0 replaced, 1 skipped, 1 conflict"
+    ), last
+    assert last.startswith("5 item(s) in ")
+    assert err.splitlines()[-1].startswith("error: 1 item(s) no longer continue")
