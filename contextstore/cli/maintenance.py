@@ -16,6 +16,7 @@ from contextstore.cli.common import (
     refuse_read_only_location,
     shown_location,
     sqlite_file,
+    store_removed_if_refused,
     yes_option,
 )
 from contextstore.cli.output import ordered_counts
@@ -36,7 +37,8 @@ def migrate(ctx: click.Context, as_json: bool) -> None:
     if (ctx.find_root().obj or {}).get("read_only"):
         refuse_read_only_location(ctx)
         raise ReadOnlyError("migrate upgrades the schema, which writes; drop --read-only.")
-    store = open_store(ctx, writes=True)
+    with store_removed_if_refused(ctx) as opened:  # a new file's first migration, stopped
+        store = opened
     found, where = store.revision_found, shown_location(store.location)
     if as_json:
         terminal.print_json(

@@ -136,10 +136,18 @@ def ensure_schema(engine: Engine, *, auto_migrate: bool, is_sqlite: bool) -> str
         check_schema_usable(engine)
     refuse_unknown_revision(current)
     if not auto_migrate:
+        if current is None:
+            delete = ", or a file to delete" if is_sqlite else ""
+            raise SchemaOutdatedError(
+                "the database holds no contextstore schema yet (an empty database, as a "
+                f"first run stopped while it created the schema leaves{delete}); run "
+                "'contextstore migrate' (or open the store with auto_migrate=True) to "
+                "upgrade it."
+            )
         raise SchemaOutdatedError(
-            f"the database is at revision {current or 'none (empty)'} but this version of "
-            f"contextstore needs {head}; run 'contextstore migrate' (or open the store with "
-            "auto_migrate=True) to upgrade it."
+            f"the database is at revision {current} but this version of contextstore needs "
+            f"{head}; run 'contextstore migrate' (or open the store with auto_migrate=True) "
+            "to upgrade it."
         )
     return upgrade(engine, is_sqlite=is_sqlite)
 
