@@ -23,11 +23,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from click.core import ParameterSource
-from sqlalchemy.exc import DBAPIError
 
 from contextstore.cli import terminal
 from contextstore.cli.wording import PROGRAM, cli_wording
@@ -41,16 +40,15 @@ from contextstore.core.errors import (
 from contextstore.core.os_errors import NO_SPACE, missing_folder, missing_folder_text, os_error
 from contextstore.core.store_files import store_files
 from contextstore.core.validate import is_utf8, model_id_problem, readable_text
-from contextstore.storage.driver_errors import first_line
-from contextstore.storage.engine import resolve_target, shown_url
 from contextstore.storage.paths import default_database_path, default_location
-from contextstore.storage.privileges import INSUFFICIENT_PRIVILEGE
 from contextstore.storage.sqlite_file import (
     inspect_database_file,
     unusable_path,
     writable_location,
 )
-from contextstore.store import ContextStore
+
+if TYPE_CHECKING:
+    from contextstore.store import ContextStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -412,6 +410,11 @@ def open_store(
     way to run it: where nothing can be written it is refused saying so
     (:func:`cannot_write_there`), not with the library's advice to open it read-only. Left
     False by commands that read, and by ``serve``, which serves reads with ``--read-only``."""
+    from sqlalchemy.exc import DBAPIError
+
+    from contextstore.storage.driver_errors import first_line
+    from contextstore.store import ContextStore
+
     obj = ctx.find_root().obj or {}
     location = obj.get("db")
     if obj.get("read_only"):
@@ -447,6 +450,8 @@ def open_store(
 def _driver_said(exc: DatabaseUnavailableError) -> bool:
     """Whether ``exc`` is the driver's refusal to connect, which the command line words as
     a location to check (not a privilege the role lacks: its message names the grants)."""
+    from contextstore.storage.privileges import INSUFFICIENT_PRIVILEGE
+
     cause = exc.__cause__
     driver = getattr(cause, "orig", None) or cause
     return driver is not None and getattr(driver, "sqlstate", None) != INSUFFICIENT_PRIVILEGE
@@ -583,6 +588,8 @@ def sqlite_file(ctx: click.Context) -> Path | None:
 
 
 def _sqlite_file_at(location: str | None) -> Path | None:
+    from contextstore.storage.engine import resolve_target
+
     text = default_location() if location is None else location
     return resolve_target(text, default_database_path()).sqlite_path
 
@@ -599,6 +606,8 @@ def _refuse_missing_file(location: str | None) -> None:
         CorruptDatabaseError: no file, but its write-ahead log or journal is there.
         InvalidInputError: the system refuses to look the path up (a name too long).
     """
+    from contextstore.storage.engine import resolve_target
+
     text = default_location() if location is None else location
     target = resolve_target(text, default_database_path())
     if target.in_memory:
@@ -629,6 +638,8 @@ def shown_location(location: str | None) -> str:
         return "the default database"
     if "://" not in location:
         return location
+    from contextstore.storage.engine import shown_url
+
     return shown_url(location)
 
 

@@ -8,7 +8,7 @@ import json
 import shlex
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,7 +18,9 @@ from contextstore.cli.output import conversation_rows, ordered_counts
 from contextstore.core.errors import ContextStoreError
 from contextstore.core.records import PreparedRequest
 from contextstore.devtools import demo_data
-from contextstore.store import ContextStore
+
+if TYPE_CHECKING:
+    from contextstore.store import ContextStore
 
 TASK_TITLE = "fix the CSV header"
 SYSTEM = "You are a careful coding agent."

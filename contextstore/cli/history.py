@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -11,9 +11,11 @@ from contextstore.cli import terminal
 from contextstore.cli.common import command_line, json_option, open_store
 from contextstore.cli.output import clipped, conversation_rows
 from contextstore.cli.times import MOMENT, Moment, format_ts, resolve
-from contextstore.core.nodes import Node
 from contextstore.core.records import Conversation
-from contextstore.store import ContextStore
+
+if TYPE_CHECKING:
+    from contextstore.core.nodes import Node
+    from contextstore.store import ContextStore
 
 FORMATS = ("stored", "anthropic", "openai", "gemini")
 

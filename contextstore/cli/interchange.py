@@ -28,9 +28,7 @@ from contextstore.cli.common import (
 from contextstore.cli.wording import cli_wording
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.validate import MAX_INT32
-from contextstore.interop.cline_import import cline_tasks, export_cline, import_cline
 from contextstore.interop.files import MAX_FILE_BYTES
-from contextstore.interop.gemini_import import export_gemini, gemini_chats, import_gemini
 from contextstore.interop.report import (
     CONFLICT,
     IMPORTED,
@@ -200,6 +198,8 @@ def import_cline_command(
     """Import Cline tasks and Cline 4 sessions: PATH is a tasks/<id>/ or sessions/<id>/
     folder, a folder of either, or Cline's storage folder (the one holding tasks/ and
     state/, or sessions/: ~/.cline/data), whose every task and session comes in."""
+    from contextstore.interop.cline_import import cline_tasks, import_cline
+
     _run_import(
         ctx,
         import_cline,
@@ -234,6 +234,8 @@ def import_gemini_command(
 ) -> None:
     """Import Gemini CLI chats: PATH is a session recording, a /chat save checkpoint, a
     /chat share file, or a folder holding them (chats/, ~/.gemini/tmp)."""
+    from contextstore.interop.gemini_import import gemini_chats, import_gemini
+
     _run_import(
         ctx,
         import_gemini,
@@ -274,6 +276,8 @@ def export_cline_command(
 ) -> None:
     """Write a conversation as a Cline task folder (history, UI messages, overlays,
     metadata, HistoryItem)."""
+    from contextstore.interop.cline_import import export_cline
+
     store = open_store(ctx, auto_migrate=False)
     report = export_cline(
         store, conversation_id, out_dir, overwrite=force, history_path=history_path
@@ -302,6 +306,8 @@ def export_gemini_command(
     """Write a conversation as a Gemini CLI session recording (JSONL as current versions
     write when OUT ends in .jsonl; any other name, .json included, gets the single JSON
     object of older ones) or a checkpoint (--checkpoint; OUT not ending in .jsonl)."""
+    from contextstore.interop.gemini_import import export_gemini
+
     store = open_store(ctx, auto_migrate=False)
     report = export_gemini(store, conversation_id, out, checkpoint=checkpoint, overwrite=force)
     _print_export(report, as_json)

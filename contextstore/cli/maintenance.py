@@ -22,10 +22,6 @@ from contextstore.cli.common import (
 from contextstore.cli.output import ordered_counts
 from contextstore.core.errors import CorruptDatabaseError, ReadOnlyError, SchemaError
 from contextstore.core.validate import check_path
-from contextstore.storage.backup import backup_file, destination_path
-from contextstore.storage.engine import refuse_database_url
-from contextstore.storage.migrate import HEAD_REVISION
-from contextstore.store import ContextStore
 
 
 @click.command()
@@ -34,6 +30,8 @@ from contextstore.store import ContextStore
 def migrate(ctx: click.Context, as_json: bool) -> None:
     """Upgrade the database schema to the current version (a new database gets it whole),
     and say from which revision."""
+    from contextstore.storage.migrate import HEAD_REVISION
+
     if (ctx.find_root().obj or {}).get("read_only"):
         refuse_read_only_location(ctx)
         raise ReadOnlyError("migrate upgrades the schema, which writes; drop --read-only.")
@@ -118,6 +116,8 @@ def _sqlite_file_argument(name: str, value: str, command: str, wanted: str) -> N
         click.BadParameter: the argument is empty (exit 2).
         InvalidInputError: it is too long for a path, or a database URL (exit 2).
     """
+    from contextstore.storage.engine import refuse_database_url
+
     if not value.strip():
         raise click.BadParameter(f"is empty; name {wanted}.", param_hint=f"'{name}'")
     refuse_database_url(name, check_path(name, value), command)
@@ -133,6 +133,8 @@ def backup(ctx: click.Context, destination: str, force: bool, as_json: bool) -> 
 
     A store whose schema needs 'contextstore migrate' is copied as it is (back it up, then
     migrate)."""
+    from contextstore.storage.backup import backup_file, destination_path
+
     _sqlite_file_argument("DEST", destination, "backup", "a new file or a directory")
     try:
         store = open_store(ctx, auto_migrate=False, read_only=True)
@@ -160,6 +162,8 @@ def backup(ctx: click.Context, destination: str, force: bool, as_json: bool) -> 
 def recover(source: str, destination: str, as_json: bool) -> None:
     """Salvage what a damaged SQLite store SRC still holds into a new store DEST; SRC is
     never changed. Prints what was recovered and what was lost, per table."""
+    from contextstore.store import ContextStore
+
     _sqlite_file_argument("SRC", source, "recover", "the damaged database file")
     _sqlite_file_argument("DEST", destination, "recover", "a new file for the recovered store")
     report = ContextStore.recover(source, destination)

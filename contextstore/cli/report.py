@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from contextstore.cli import report_chart, report_html, terminal
 from contextstore.cli.common import WrittenPath, open_store
-from contextstore.cli.report_mask import (
-    FAILED_ERROR_CHARS,
-    ReportMasker,
-    error_texts,
-    masked_events,
-    masked_messages,
-    masked_report,
-)
 from contextstore.cli.times import format_ts
 from contextstore.core.audit_records import AuditReport, ViewedMessage
 from contextstore.core.os_errors import NO_SPACE, NOT_WRITABLE, os_error
 from contextstore.core.store_files import check_not_store_files
-from contextstore.storage.clock import now_ms
-from contextstore.store import ContextStore
+
+if TYPE_CHECKING:
+    from contextstore.store import ContextStore
 
 
 @click.command()
@@ -49,6 +43,8 @@ def report(ctx: click.Context, conversation_id: str, output: Path, show_secrets:
     """Write an HTML report: tokens per request against the window, events, the
     conversation as the model saw it at the last request, secrets masked (--show-secrets:
     not). Needs the 'report' extra."""
+    from contextstore.storage.clock import now_ms
+
     if not report_chart.available():
         terminal.error(report_chart.INSTALL_HINT)
         ctx.exit(1)
@@ -61,6 +57,13 @@ def report(ctx: click.Context, conversation_id: str, output: Path, show_secrets:
     last = audit.requests[-1].ts if audit.requests else None
     messages = store.viewed_messages(conversation_id, as_of=last)
     if not show_secrets:
+        from contextstore.cli.report_mask import (
+            ReportMasker,
+            masked_events,
+            masked_messages,
+            masked_report,
+        )
+
         masker = ReportMasker.of(store.pipeline)
         audit = masked_report(audit, masker, _error_texts(store, conversation_id, audit, messages))
         events = masked_events(events, masker)
@@ -90,6 +93,8 @@ def _error_texts(
     """The whole texts of the failed calls' results, masked whole before the page cuts them:
     from the messages on the page, else (a failure after the last request whose text the
     audit cut) from every stored message."""
+    from contextstore.cli.report_mask import FAILED_ERROR_CHARS, error_texts
+
     texts = error_texts((m.index, [b.block for b in m.blocks]) for m in messages)
     cut = [
         f

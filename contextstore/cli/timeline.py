@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -28,7 +28,9 @@ from contextstore.core.validate import (
     MAX_LABEL_LENGTH,
     MAX_TITLE_LENGTH,
 )
-from contextstore.store import ContextStore
+
+if TYPE_CHECKING:
+    from contextstore.store import ContextStore
 
 
 def checkpoint_json(cp: Checkpoint) -> dict[str, Any]:

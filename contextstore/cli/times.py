@@ -15,13 +15,15 @@ import re
 import shlex
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from contextstore.core.errors import CheckpointNotFoundError, InvalidInputError
 from contextstore.core.validate import MAX_LABEL_LENGTH, MAX_TS, is_utf8, readable_text
-from contextstore.store import ContextStore
+
+if TYPE_CHECKING:
+    from contextstore.store import ContextStore
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _ISO = re.compile(
