@@ -21,7 +21,6 @@ from contextstore.core.block_models import (
     ToolUseBlock,
 )
 from contextstore.core.server_blocks import SERVER_BLOCK_MODELS, ServerBlock
-from contextstore.core.server_tools import SERVER_BLOCK_TYPES
 
 ContentBlock = Annotated[
     TextBlock
@@ -36,12 +35,6 @@ ContentBlock = Annotated[
     Field(discriminator="type"),
 ]
 """Any content block, a search result (held by tool results) included."""
-
-BLOCK_TYPES: frozenset[str] = frozenset(
-    {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"}
-    | SERVER_BLOCK_TYPES
-)
-"""The block types a message holds (a search result only inside a tool result)."""
 
 BLOCK_MODELS: dict[str, type[StrictBlock]] = {
     "text": TextBlock,

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import ValidationError
-
-from contextstore.core.block_errors import describe
-from contextstore.core.block_kinds import BLOCK_ADAPTER, BLOCK_TYPES
 from contextstore.core.errors import InvalidMessageError
 from contextstore.core.server_tools import (
     ASSISTANT_ONLY,
     PAIRED_TYPES,
+    SERVER_BLOCK_TYPES,
     SERVER_TOOL_USE,
     check_server_pairs,
 )
@@ -37,8 +34,17 @@ from contextstore.core.validate import (
     text_bytes,
 )
 
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
 Role = Literal["user", "assistant"]
 ROLES: frozenset[str] = frozenset({"user", "assistant"})
+BLOCK_TYPES: frozenset[str] = frozenset(
+    {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"}
+    | SERVER_BLOCK_TYPES
+)
+"""The block types a message holds (a search result only inside a tool result); each has
+its model in :data:`~contextstore.core.block_kinds.BLOCK_MODELS`."""
 
 
 _INNER_RESULT_TYPES = frozenset({"text", "image", "document", "search_result"})
@@ -203,6 +209,26 @@ class NormalizedMessage:
         return message
 
 
+def _block_adapter() -> TypeAdapter[Any]:
+    """The models' validator of any block, ``BLOCK_ADAPTER``: imported from
+    :mod:`.block_kinds` with the first block that needs it, so that the models (pydantic,
+    about a tenth of a second) stay unloaded where nothing is appended (a command that only
+    reads a store), then kept in this module."""
+    kept: TypeAdapter[Any] | None = globals().get("BLOCK_ADAPTER")
+    if kept is not None:
+        return kept
+    from contextstore.core.block_kinds import BLOCK_ADAPTER
+
+    globals()["BLOCK_ADAPTER"] = BLOCK_ADAPTER
+    return BLOCK_ADAPTER
+
+
+def __getattr__(name: str) -> Any:
+    if name == "BLOCK_ADAPTER":
+        return _block_adapter()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def validate_block(
     block: Any, position: str, *, checked: bool = False, kinds: frozenset[str] = BLOCK_TYPES
 ) -> dict[str, Any]:
@@ -229,8 +255,12 @@ def validate_block(
             "the tool_use block it answers."
         )
     if model_needed(block, kind):
+        from pydantic import ValidationError
+
+        from contextstore.core.block_errors import describe
+
         try:
-            BLOCK_ADAPTER.validate_python(block)
+            _block_adapter().validate_python(block)
         except ValidationError as exc:
             raise InvalidMessageError(describe(exc.errors(), block, position, kind)) from exc
     if kind in _CALL_TYPES or kind in PAIRED_TYPES:

@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 import pytest
 
+from contextstore import ContextStore
 from contextstore.cli import cli
 from contextstore.cli.main import COMMANDS, LazyGroup
 
@@ -92,6 +93,48 @@ def test_the_probe_sees_what_a_command_imports(tmp_path: Path) -> None:
     assert "contextstore.cli.history" in modules
     code, _, modules = _probe("--db", str(tmp_path / "new.db"), "migrate")
     assert code == 0 and {"sqlalchemy", "contextstore.store"} <= modules
+
+
+def test_reading_a_store_loads_no_content_models(tmp_path: Path) -> None:
+    """The pydantic models that check appended blocks load with the first block that needs
+    one, not with the store: the commands that read never do."""
+    db = tmp_path / "small.db"
+    with ContextStore.open(db) as store:
+        conv = store.create_conversation(model_id="claude-sonnet-4-5")
+        store.append(conv.id, "user", [{"type": "text", "text": "<task>fix it</task>"}])
+        store.checkpoint(conv.id, label="start")
+    for words in (
+        ("conversations",),
+        ("show", conv.id),
+        ("checkpoints", conv.id),
+        ("requests", conv.id),
+        ("audit", conv.id),
+    ):
+        code, _, modules = _probe("--db", str(db), *words)
+        assert code == 0 and "contextstore.store" in modules, words
+        assert [m for m in modules if m.split(".")[0] == "pydantic"] == [], words
+
+
+def test_a_block_that_needs_its_model_is_still_checked_by_it() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _CHECKED_BY_ITS_MODEL], capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.split("\n")[:2] == ["False", "True"], done.stderr
+    assert "image" in done.stdout
+
+
+_CHECKED_BY_ITS_MODEL = """
+import sys
+from contextstore.core.content import validate_block
+from contextstore.core.errors import InvalidMessageError
+
+print("pydantic" in sys.modules)
+try:
+    validate_block({"type": "image", "source": {"type": "base64"}}, "content[0]")
+except InvalidMessageError as exc:
+    print("pydantic" in sys.modules)
+    print(exc)
+"""
 
 
 def test_the_table_says_of_each_command_what_its_help_says() -> None:
