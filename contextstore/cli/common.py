@@ -47,6 +47,8 @@ from contextstore.storage.sqlite_file import (
     writable_location,
 )
 
+# The store and SQLAlchemy are imported by the functions that open or name a store, so that
+# a command's --help loads neither (see cli/main.py).
 if TYPE_CHECKING:
     from contextstore.store import ContextStore
 
