@@ -143,7 +143,8 @@ COMMANDS: dict[str, LazyCommand] = {
         "contextstore.cli.report",
         "report",
         "Write an HTML report: tokens per request against the window, events, the "
-        "conversation as the model saw it at the last request. Needs the 'report' extra.",
+        "conversation as the model saw it at the last request, secrets masked (--show-secrets: "
+        "not). Needs the 'report' extra.",
     ),
     "import": LazyCommand(
         "contextstore.cli.interchange",
