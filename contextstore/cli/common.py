@@ -563,8 +563,11 @@ def store_removed_if_refused(ctx: click.Context) -> Iterator[ContextStore]:
     try:
         new = path if path is not None and not os.path.lexists(path) else None
         made = [] if new is None else [folder for folder in new.parents if not folder.exists()]
+        # Beside a missing database, a file of its name that is there already (a
+        # write-ahead log whose database was moved away) is not this command's to remove.
+        found = set() if new is None else {f for f, _ in store_files(new) if os.path.lexists(f)}
     except OSError:  # a name too long: the store's open names it
-        new, made = None, []
+        new, made, found = None, [], set()
     with terminated_as_exception():
         store: ContextStore | None = None
         try:
@@ -575,6 +578,8 @@ def store_removed_if_refused(ctx: click.Context) -> Iterator[ContextStore]:
                 if store is not None:
                     store.close()
                 for file, _ in store_files(new):
+                    if file in found:
+                        continue
                     with suppress(OSError):  # gone, or a read-only place: the error stands
                         file.unlink()
                 for folder in made:  # the nearest first
