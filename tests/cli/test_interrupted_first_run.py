@@ -30,6 +30,9 @@ from contextstore.storage import migrate
 
 moment, name, *args = sys.argv[1:]
 sent = getattr(signal, name)
+# Ctrl-C as a terminal delivers it: a job a shell starts in the background (CI's) inherits
+# SIGINT ignored, and Python then leaves it so.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def stopped_after(step):
