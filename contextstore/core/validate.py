@@ -13,7 +13,6 @@ import math
 import os
 import re
 import reprlib
-import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from functools import wraps
 from typing import Any, Final, ParamSpec, TypeVar, cast
@@ -486,30 +485,31 @@ def check_id(value: Any, what: str = "conversation id") -> str:
 
 
 def model_id_problem(value: Any) -> str | None:
-    """Why ``value`` is not a model id, or None when it is one.
+    """Why ``value`` is not a model id (a phrase that follows the argument's name, ``must
+    ...``), or None when it is one.
 
     A model id is the name a provider gives a model (``claude-sonnet-4-5``,
-    ``anthropic/claude-3.5-sonnet``): 1 to :data:`MAX_NAME_LENGTH` characters of valid
-    Unicode text, without whitespace at either end and without control characters (a
-    newline, a tab, NUL). A blank one would be sent to the provider as the model's name
-    (``"model": " "``), which no provider has. Other text is kept as given (a caller's
-    string is data: any letters, symbols and format characters round-trip). The one rule
-    behind every way a model id comes in (the library, the command line, JSON-RPC, the
-    importers).
+    ``anthropic/claude-3.5-sonnet``): what :func:`check_text` takes for any name (1 to
+    :data:`MAX_NAME_LENGTH` characters of valid Unicode text without NUL), and neither blank
+    nor with whitespace at either end: a blank one would be sent to the provider as the
+    model's name (``"model": " "``), which no provider has. Other text is kept as given (a
+    caller's string is data: any letters, symbols and format characters round-trip, and
+    the command line shows control characters as symbols). The one rule behind every way a
+    model id comes in (the library, the command line, JSON-RPC, the importers).
     """
-    if not isinstance(value, str):
-        return f"must be a string, got {shown(value)}"
+    if not isinstance(value, str) or not value or len(value) > MAX_NAME_LENGTH:
+        return (
+            f"must be a non-empty string of at most {MAX_NAME_LENGTH} characters, "
+            f"got {shown(value)}"
+        )
     if not value.strip():
-        return f"is blank ({shown(value)})"
-    if len(value) > MAX_NAME_LENGTH:
-        return f"is {len(value):,} characters long, over the limit of {MAX_NAME_LENGTH}"
+        return f"must not be blank, got {shown(value)}"
     if value != value.strip():
-        return f"starts or ends with whitespace ({shown(value)})"
-    control = next((c for c in value if unicodedata.category(c) == "Cc"), None)
-    if control is not None:
-        return f"holds the control character U+{ord(control):04X}"
+        return f"must not start or end with whitespace, got {shown(value)}"
+    if NUL in value:
+        return "must not contain a NUL character"
     if not is_utf8(value):
-        return "is not valid Unicode text (it holds a lone surrogate)"
+        return "must be valid Unicode text (it holds a lone surrogate)"
     return None
 
 

@@ -69,7 +69,7 @@ def test_set_model_refusals_name_the_flag_and_change_nothing(seeded: Seeded) -> 
 
 
 def test_set_model_refuses_a_blank_model_id_naming_the_flag(seeded: Seeded) -> None:
-    for value in (" ", " gpt-4o", "gpt\t4o"):
+    for value in (" ", " gpt-4o", "gpt-4o\t", ""):
         got = run("--db", seeded.db, "set-model", seeded.cid, "--model-id", value)
         assert got.code == 2, (value, got.err)
         assert "Invalid value for '--model-id': the model id " in got.err, got.err
