@@ -54,8 +54,12 @@ def report(ctx: click.Context, conversation_id: str, output: Path, show_secrets:
         check_not_store_files([output], store.path)
     audit = store.audit(conversation_id)
     events = store.timeline(conversation_id)
-    last = audit.requests[-1].ts if audit.requests else None
-    messages = store.viewed_messages(conversation_id, as_of=last)
+    last = audit.requests[-1] if audit.requests else None
+    if last is not None and last.prepared:
+        # what it sent: by the view rules it was prepared with, which may be older
+        messages = store.viewed_messages(conversation_id, request_id=last.request_id)
+    else:
+        messages = store.viewed_messages(conversation_id, as_of=last.ts if last else None)
     if not show_secrets:
         from contextstore.cli.report_mask import (
             ReportMasker,

@@ -23,6 +23,7 @@ from contextstore.cli.times import format_ts
 from contextstore.core.audit_records import (
     AuditReport,
     FailedToolCall,
+    RequestUsage,
     TimelineEvent,
     ViewedBlock,
     ViewedMessage,
@@ -638,6 +639,25 @@ def _later(count: int, conversation_id: str) -> str:
     )
 
 
+def _rules(last: RequestUsage | None, conversation_id: str) -> str:
+    """A note saying by which view rules the conversation section shows the messages: those
+    the last request was prepared with, or this version's when it was recorded only."""
+    if last is None:
+        return ""
+    if last.prepared:
+        return (
+            f'<p class="meta rules">By the view rules request {last.request_id} was prepared '
+            f"with, as <code>contextstore request {escape(conversation_id)} {last.request_id} "
+            "--payload</code> rebuilds what it sent (they may be older than this "
+            "version's).</p>"
+        )
+    return (
+        f'<p class="meta rules">Request {last.request_id} was recorded, not prepared here: '
+        "the messages are shown by this version's view rules, and the agent may have sent "
+        "them otherwise.</p>"
+    )
+
+
 def build(
     report: AuditReport,
     events: Sequence[TimelineEvent],
@@ -678,7 +698,8 @@ def build(
         "</section>"
         f'<section id="timeline"><h2>Timeline</h2>{_timeline(events)}</section>'
         f'<section id="conversation"><h2>The conversation as the model saw it {escape(moment)}'
-        f"</h2>{_conversation(messages)}{_later(later, conv.id)}</section>"
+        f"</h2>{_rules(last, conv.id)}{_conversation(messages)}{_later(later, conv.id)}"
+        "</section>"
         f'<section id="audit"><h2>Audit</h2>{_audit_tables(report)}</section>'
         "</body></html>\n"
     )

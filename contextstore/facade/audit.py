@@ -21,7 +21,7 @@ from contextstore.core.audit_records import (
     ViewedBlock,
     ViewedMessage,
 )
-from contextstore.core.errors import InvalidInputError
+from contextstore.core.errors import InvalidInputError, RequestNotFoundError
 from contextstore.core.overlays import block_text
 from contextstore.core.records import Checkpoint
 from contextstore.core.shown import ShownMessage, shown_by_view
@@ -33,11 +33,13 @@ from contextstore.core.validate import (
     check_int,
     check_text,
 )
+from contextstore.core.view import VIEW_RULES
 from contextstore.core.window import context_window_info
+from contextstore.facade.base import stored_view_rules
 from contextstore.facade.history import HistoryMixin
 from contextstore.facade.timeline import TimelineMixin
 from contextstore.storage import audit as audit_sql
-from contextstore.storage import history, ranges, updates
+from contextstore.storage import history, ranges, requests, updates
 from contextstore.storage.codec import decode_object
 from contextstore.storage.engine import resolve_target
 from contextstore.storage.paths import default_database_path
@@ -200,7 +202,7 @@ class AuditMixin(HistoryMixin, TimelineMixin):
         return hits
 
     def viewed_messages(
-        self, conversation_id: str, *, as_of: int | None = None
+        self, conversation_id: str, *, as_of: int | None = None, request_id: int | None = None
     ) -> list[ViewedMessage]:
         """Every stored message at ``as_of`` (now by default), marked hidden when the deleted
         range covers it, each block with its original text and what the model was shown.
@@ -212,15 +214,44 @@ class AuditMixin(HistoryMixin, TimelineMixin):
         placeholders), a message it inserted is the previous message's ``followed_by``.
         Stored rewrites only: the pipeline's are counted once ``prepare_request`` stored
         them. (The model's exact message list is :meth:`render`.)
+
+        ``as_of`` applies this version's view rules. ``request_id`` (instead of ``as_of``)
+        gives what a request prepared here sent: the rows at its moment, by the view rules it
+        was prepared with, as :meth:`request_payload` rebuilds it (a request prepared before
+        a rule changed was sent without it).
+
+        Raises:
+            InvalidInputError: both ``as_of`` and ``request_id`` were given.
+            RequestNotFoundError: the conversation has no such request, or it was recorded
+                without being prepared here (pass its ``ts`` as ``as_of`` instead).
+            CorruptRowError: the request's options name view rules this version lacks.
         """
         check_id(conversation_id)
         limit = self._as_of(as_of)
+        if request_id is not None:
+            check_int("request_id", request_id, minimum=1, optional=False)
+            if as_of is not None:
+                raise InvalidInputError(
+                    "pass as_of or request_id, not both: a request's view is at its own moment."
+                )
+        rules = VIEW_RULES
         with self._db.read() as connection:
             self._conversation(connection, conversation_id)
+            if request_id is not None:
+                record = self._request(connection, conversation_id, request_id)
+                options = requests.load_options(connection, request_id)
+                if options is None:
+                    raise RequestNotFoundError(
+                        f"request {request_id} was recorded without being prepared here, so "
+                        "no view rules are stored for it; pass its ts as as_of for the view "
+                        "by this version's rules."
+                    )
+                rules = stored_view_rules(options, request_id)
+                limit = record.ts
             stored, _, _ = history.load_messages(connection, conversation_id, limit)
             hidden = ranges.load_deleted_range(connection, conversation_id, limit)
             rewrites = updates.load_overlays(connection, conversation_id, limit)
-        changes = shown_by_view(stored, hidden, rewrites)
+        changes = shown_by_view(stored, hidden, rewrites, rules=rules)
         viewed = []
         for index, message in enumerate(stored):
             change = changes.get(index, UNCHANGED)

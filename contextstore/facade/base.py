@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from contextstore.core.errors import (
     ConcurrentChangeError,
     ConversationNotFoundError,
+    CorruptRowError,
     InvalidInputError,
     RequestNotFoundError,
 )
@@ -25,6 +26,7 @@ from contextstore.core.state import ConversationState
 from contextstore.core.system_prompt import rewrite_system_texts
 from contextstore.core.tokens import CheckedCounter, TiktokenCounter, TokenCounter
 from contextstore.core.validate import MAX_MESSAGE_BYTES, check_ts, shown
+from contextstore.core.view import VIEW_RULES
 from contextstore.facade.render_cache import PREPARE_CACHE_BYTES, RenderCache
 from contextstore.processors.pipeline import Pipeline, default_pipeline
 from contextstore.processors.runner import RunContext
@@ -47,6 +49,24 @@ CALLS_LOCK = threading.Lock()
 
 PLAN_ATTEMPTS = 3
 """How many times a decision is planned again when its conversation changed meanwhile."""
+
+
+def stored_view_rules(options: dict[str, Any], request_id: int) -> int:
+    """The version of the view rules a prepared request was built with, read from its
+    stored options: a request prepared before the options recorded one was built by the
+    first. Its payload and its view are rebuilt by these rules, not the current ones.
+
+    Raises:
+        CorruptRowError: the options name a version this code does not have.
+    """
+    rules = options.get("view_rules", 1)
+    if isinstance(rules, bool) or not isinstance(rules, int) or not 1 <= rules <= VIEW_RULES:
+        raise CorruptRowError(
+            f"the options of request {request_id} name view rules {rules!r:.40}, which "
+            "this version of contextstore does not have; upgrade contextstore, or run "
+            "'contextstore check'."
+        )
+    return rules
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ from typing import Any
 
 from contextstore.core.errors import (
     ContentTooLargeError,
-    CorruptRowError,
     IntegrityViolationError,
     InvalidInputError,
     PayloadMismatchError,
@@ -48,7 +47,7 @@ from contextstore.core.validate import (
 )
 from contextstore.core.view import VIEW_RULES, build_view, pending_calls
 from contextstore.core.window import context_window_info
-from contextstore.facade.base import Snapshot, StoreBase
+from contextstore.facade.base import Snapshot, StoreBase, stored_view_rules
 from contextstore.facade.collector import collector_paused
 from contextstore.facade.prepare_memo import (
     PrepareMemo,
@@ -505,15 +504,7 @@ class RequestsMixin(StoreBase):
                     "requests from prepare_request can be rebuilt."
                 )
             state = history.load_state(connection, conversation_id, record.ts)
-        # A request prepared before the view rules last changed records no version (1) or an
-        # older one: it is rebuilt by the rules it was built with.
-        rules = options.get("view_rules", 1)
-        if isinstance(rules, bool) or not isinstance(rules, int) or not 1 <= rules <= VIEW_RULES:
-            raise CorruptRowError(
-                f"the options of request {request_id} name view rules {rules!r:.40}, which "
-                "this version of contextstore does not have; upgrade contextstore, or run "
-                "'contextstore check'."
-            )
+        rules = stored_view_rules(options, request_id)
         view = build_view(state.messages, state.deleted_range, state.overlays, rules=rules)
         payload = self._payload(view, options)
         if payload_sha256(payload) != record.payload_sha256:

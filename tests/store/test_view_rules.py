@@ -9,7 +9,12 @@ from typing import Any
 
 import pytest
 
-from contextstore import ContextStore, CorruptRowError
+from contextstore import (
+    ContextStore,
+    CorruptRowError,
+    InvalidInputError,
+    RequestNotFoundError,
+)
 from contextstore.core import view as view_rules
 from contextstore.facade import requests as requests_facade
 from contextstore.processors import runner
@@ -472,3 +477,82 @@ def test_an_empty_error_result_by_rules_11_is_rebuilt_empty(
     assert [r["content"] for r in _result_blocks(current.payload)] != [""]
     assert store.request_payload(conv.id, old.request_id) == old.payload
     assert store.request_payload(conv.id, current.request_id) == current.payload
+
+
+def test_the_view_of_a_request_is_by_the_rules_it_was_prepared_with(
+    store: ContextStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The audit's view of a request's moment applied the current rules: a request
+    prepared by rules 1 sent a ``result missing`` placeholder beside Cline's text result,
+    and ``viewed_messages`` showed that message sent as stored."""
+    conv = store.create_conversation()
+    store.append(conv.id, _cline_text_result_history())
+    with monkeypatch.context() as patched:
+        patched.setattr(requests_facade, "VIEW_RULES", 1)
+        patched.setattr(runner, "finish_view", partial(view_rules.finish_view, rules=1))
+        old = store.prepare_request(conv.id)
+    assert old.request_id is not None
+    (sent,) = [b for b in old.payload["messages"][2]["content"] if b["type"] == "tool_result"]
+    (request,) = store.requests(conv.id)
+
+    by_now = store.viewed_messages(conv.id, as_of=request.ts)[2]
+    by_request = store.viewed_messages(conv.id, request_id=old.request_id)[2]
+
+    assert by_now.added == [] and by_now.followed_by == []
+    assert by_request.added == [sent]
+    assert sent["content"] == "result missing"
+    assert [b.block for b in by_request.blocks] == [b.block for b in by_now.blocks]
+
+
+def test_the_view_of_a_rules_10_request_keeps_the_result_it_sent(
+    store: ContextStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rules 11 drop a result after the cut answering the hidden call just before it; a
+    rules 10 request sent it, and its view says so (not "not sent")."""
+    same = "functions.read_file:0"
+    conv = store.create_conversation()
+    store.append(
+        conv.id,
+        [
+            user("task"),
+            assistant(tool_use(same, path="a.py")),
+            user(tool_result(same, "a.py's text")),
+            assistant("next"),
+            assistant(tool_use(same, path="b.py")),
+            user(tool_result(same, "b.py's text")),
+            assistant("done"),
+        ],
+    )
+    store.set_deleted_range(conv.id, 4)
+    with monkeypatch.context() as patched:
+        patched.setattr(requests_facade, "VIEW_RULES", 10)
+        patched.setattr(runner, "finish_view", partial(view_rules.finish_view, rules=10))
+        old = store.prepare_request(conv.id)
+    assert old.request_id is not None
+    assert [r["content"] for r in _result_blocks(old.payload)] == ["b.py's text"]
+    (request,) = store.requests(conv.id)
+
+    by_now = store.viewed_messages(conv.id, as_of=request.ts)[5]
+    by_request = store.viewed_messages(conv.id, request_id=old.request_id)[5]
+
+    assert [b.dropped for b in by_now.blocks] == [True]
+    assert [b.dropped for b in by_request.blocks] == [False] and by_request.added == []
+
+
+def test_the_view_of_a_request_needs_one_prepared_here(store: ContextStore) -> None:
+    conv = store.create_conversation()
+    store.append(conv.id, "user", "task")
+    recorded = store.record_request(conv.id, tokens_in=5, tokens_out=1)
+    prepared = store.prepare_request(conv.id)
+    assert prepared.request_id is not None
+    with pytest.raises(RequestNotFoundError, match="recorded without being prepared here"):
+        store.viewed_messages(conv.id, request_id=recorded.id)
+    with pytest.raises(RequestNotFoundError, match="has no request 99"):
+        store.viewed_messages(conv.id, request_id=99)
+    with pytest.raises(InvalidInputError, match="as_of or request_id, not both"):
+        store.viewed_messages(conv.id, as_of=recorded.ts, request_id=prepared.request_id)
+    # a request prepared by the current rules: the same view as at its moment
+    moment = store.requests(conv.id)[-1].ts
+    assert store.viewed_messages(conv.id, request_id=prepared.request_id) == (
+        store.viewed_messages(conv.id, as_of=moment)
+    )
