@@ -149,6 +149,11 @@ def backup(ctx: click.Context, destination: str, force: bool, as_json: bool) -> 
         terminal.print_json(dataclasses.asdict(result))
         return
     terminal.out(result.path)
+    if result.removed_leftovers:
+        terminal.note(
+            f"removed {len(result.removed_leftovers)} temporary file(s) that interrupted "
+            f"backups left: {', '.join(result.removed_leftovers)}"
+        )
     terminal.note(
         f"backed up {result.conversations} conversation(s), {result.bytes} bytes; "
         f"restore by opening it (--db {result.path}) or copying it over the store."

@@ -53,6 +53,9 @@ class BackupResult:
     bytes: int
     pages: int
     conversations: int
+    removed_leftovers: list[str] = field(default_factory=list)
+    """Temporary files of earlier backups to the same destination that were interrupted
+    (killed, a power cut) and that this one removed."""
 
 
 @dataclass(frozen=True)
