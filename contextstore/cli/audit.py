@@ -18,7 +18,7 @@ from contextstore.cli.output import DEDUP_COLUMNS, clipped, dedup_rows, has_usag
 from contextstore.cli.settings import window_text
 from contextstore.cli.timeline import checkpoint_json
 from contextstore.cli.times import format_ts
-from contextstore.core.audit_records import AuditReport
+from contextstore.core.audit_records import REMOVED_NOTHING, AuditReport
 from contextstore.core.validate import MAX_INT32
 
 
@@ -173,7 +173,8 @@ def _print_audit(ctx: click.Context, report: AuditReport) -> None:
                 format_ts(r.ran_at),
                 format_ts(r.cutoff_ts),
                 r.target if r.target is not None else "(import)",
-                ", ".join(f"{n} {name}" for name, n in ordered_counts(r.removed) if n) or "0",
+                ", ".join(f"{n} {name}" for name, n in ordered_counts(r.removed) if n)
+                or REMOVED_NOTHING,
                 "purged" if r.purged else f"{r.rows_archived} archived",
                 format_ts(r.restored_ts),
             )

@@ -21,6 +21,7 @@ from typing import Any
 from contextstore.cli.output import DEDUP_COLUMNS, dedup_rows, has_usage, ordered_counts
 from contextstore.cli.times import format_ts
 from contextstore.core.audit_records import (
+    REMOVED_NOTHING,
     AuditReport,
     FailedToolCall,
     RequestUsage,
@@ -598,7 +599,8 @@ def _audit_tables(report: AuditReport) -> str:
                         format_ts(r.ran_at),
                         format_ts(r.cutoff_ts),
                         r.target if r.target is not None else "(import)",
-                        ", ".join(f"{n} {t}" for t, n in ordered_counts(r.removed) if n),
+                        ", ".join(f"{n} {t}" for t, n in ordered_counts(r.removed) if n)
+                        or REMOVED_NOTHING,
                         "purged" if r.purged else f"{r.rows_archived} archived",
                         format_ts(r.restored_ts),
                     )

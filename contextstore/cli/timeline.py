@@ -153,6 +153,13 @@ def _rollback_as_confirmed(
     return report
 
 
+def _no_rollback_ran(report: RollbackReport, as_json: bool) -> None:
+    """Say that nothing was written after the cutoff, so no rollback ran (none is recorded)."""
+    terminal.note(f"nothing was written after {format_ts(report.cutoff_ts)}; no rollback ran.")
+    if as_json:
+        terminal.print_json(rollback_json(report))
+
+
 @click.command()
 @click.argument("conversation_id", metavar="CID")
 @click.option(
@@ -198,9 +205,7 @@ def rollback(
         )
         return
     if preview.total_removed == 0:
-        terminal.note(f"nothing was written after {format_ts(preview.cutoff_ts)}; no rollback ran.")
-        if as_json:
-            terminal.print_json(rollback_json(dataclasses.replace(preview, dry_run=False)))
+        _no_rollback_ran(dataclasses.replace(preview, dry_run=False), as_json)
         return
     summary = ", ".join(f"{n} {name}" for name, n in ordered_counts(preview.removed) if n)
     how = "deleted for good (--purge)" if purge else "archived (undo with restore)"
@@ -215,6 +220,9 @@ def rollback(
         report = store.rollback(conversation_id, _target(to), purge=purge)
     else:
         report = _rollback_as_confirmed(store, conversation_id, _target(to), preview, purge)
+    if report.rollback_id is None:  # what the preview counted was gone by then
+        _no_rollback_ran(report, as_json)
+        return
     if as_json:
         terminal.print_json(rollback_json(report))
         return

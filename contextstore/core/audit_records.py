@@ -112,6 +112,12 @@ class FailedToolCall:
     """The first 300 characters of the result."""
 
 
+REMOVED_NOTHING = "removed nothing"
+"""What the audit, the report and the timeline say of a rollback that removed no row: one
+recorded before a rollback with nothing after its cutoff stopped running (it writes nothing
+now)."""
+
+
 @dataclass(frozen=True)
 class RollbackEvent:
     """One rollback and what it removed, per table (a row of ``audit_rollbacks``)."""

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from contextstore.core.audit_records import (
+    REMOVED_NOTHING,
     AuditReport,
     DedupSaving,
     FailedToolCall,
@@ -156,12 +157,29 @@ class AuditMixin(HistoryMixin, TimelineMixin):
 
     def timeline(self, conversation_id: str) -> list[TimelineEvent]:
         """Every event of the conversation in timeline order: messages, truncations,
-        rewrites, requests, checkpoints and rollbacks (a rollback at the time it ran)."""
+        rewrites, requests, checkpoints and rollbacks (a rollback at the time it ran).
+
+        A rollback that removed no row (recorded by versions before a rollback with nothing
+        after its cutoff stopped running) says so in its ``detail``."""
         check_id(conversation_id)
         with self._db.read() as connection:
             self._conversation(connection, conversation_id)
             rows = audit_sql.timeline_events(connection, conversation_id)
-        return [_fields(TimelineEvent, r) for r in rows]
+            empty = (
+                {
+                    int(r["rollback_id"])
+                    for r in audit_sql.rollback_events(connection, conversation_id)
+                    if not any(_removed(r).values())
+                }
+                if any(r["event"] == "rollback" for r in rows)
+                else set()
+            )
+        return [
+            _fields(TimelineEvent, r, detail=f"{r['detail']}, {REMOVED_NOTHING}")
+            if r["event"] == "rollback" and int(r["ref_id"]) in empty
+            else _fields(TimelineEvent, r)
+            for r in rows
+        ]
 
     def search(
         self, text: str, *, limit: int = 50, conversation_id: str | None = None

@@ -42,6 +42,16 @@ IDS_BELOW = 946_684_800_000
 began before it, so a ``to`` at or after it is a moment, never taken for an id."""
 
 
+class _NothingAfter(Exception):
+    """Raised inside a rollback's transaction that found nothing written after its cutoff,
+    so that the transaction is undone (its tick and its ``rollbacks`` row): no rollback
+    ran. Carries the report the caller gets."""
+
+    def __init__(self, report: RollbackReport) -> None:
+        super().__init__("nothing was written after the cutoff")
+        self.report = report
+
+
 class TimelineMixin(StoreBase):
     """Checkpoints, rollbacks with their archive, and forks."""
 
@@ -157,6 +167,12 @@ class TimelineMixin(StoreBase):
         rollback's id, unless ``purge`` is True, so :meth:`restore` can put them back. Overlays and
         ranges written before the cutoff stay. Returns the number of rows removed per
         table; with ``dry_run`` nothing is written and the report says what would go.
+
+        When nothing was written after the cutoff (a checkpoint with nothing after it, or
+        ``to`` the conversation's last ``ts``), no rollback runs: nothing is written, no
+        ``rollbacks`` row lists it in the audit, and the report's counts are zero, its
+        ``rollback_id`` None and ``archived`` False, as ``contextstore rollback`` says "no
+        rollback ran".
         """
         check_id(conversation_id)
         if not isinstance(purge, bool) or not isinstance(dry_run, bool):
@@ -187,14 +203,21 @@ class TimelineMixin(StoreBase):
             counts, first_removed = timeline.remove_after(
                 connection, conversation_id, cutoff, archive_into=None if purge else rollback_id
             )
+            if not any(counts.values()):
+                raise _NothingAfter(RollbackReport(conversation_id, cutoff, counts, None, False))
             if first_removed is not None:
                 set_message_count(connection, conversation_id, first_removed)
             timeline.set_rollback_counts(connection, rollback_id, counts)
             return RollbackReport(conversation_id, cutoff, counts, rollback_id, not purge)
 
         # Pipelined on PostgreSQL: BEGIN goes out with the first statement, and the two
-        # updates after the removal go with the COMMIT.
-        report = self._db.write(work, pipeline=True)
+        # updates after the removal go with the COMMIT. Whether anything is after the
+        # cutoff is known from the removal itself, so a rollback that removes rows costs
+        # no statement more.
+        try:
+            report = self._db.write(work, pipeline=True)
+        except _NothingAfter as nothing:
+            return nothing.report
         self._forget_calls(conversation_id)
         return report
 
