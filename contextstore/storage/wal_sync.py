@@ -23,6 +23,9 @@ Why this keeps the promise:
 What changes: another connection may read a commit up to one sync before it is on disk (a
 write that depends on it lands later in the same WAL, so its own sync covers both). Files
 whose journal is not a WAL keep ``synchronous=FULL``: SQLite syncs them inside the commit.
+So do all files where Python has no ``os.fdatasync`` (macOS and Windows, where naming it
+failed every write with ``AttributeError``; on Windows a descriptor opened read-only could
+not be flushed either).
 """
 
 from __future__ import annotations
@@ -77,9 +80,12 @@ class WalSync:
 
 def defer_wal_sync(driver_connection: Any, database: Path) -> WalSync | None:
     """Switch a connection to ``synchronous=NORMAL`` and return what syncs its commits, when
-    the file's journal is a WAL; None (the connection left at ``FULL``) otherwise.
+    the file's journal is a WAL and the platform has ``fdatasync``; None (the connection
+    left at ``FULL``) otherwise.
 
     Called outside any transaction (SQLite refuses to change ``synchronous`` inside one)."""
+    if not hasattr(os, "fdatasync"):
+        return None
     cursor = driver_connection.execute("PRAGMA journal_mode")
     mode = str(cursor.fetchone()[0]).lower()
     cursor.close()

@@ -253,6 +253,19 @@ def test_without_full_durability_or_a_file_nothing_is_synced_by_the_store(
         cleanup()
 
 
+def test_without_fdatasync_sqlite_syncs_inside_the_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """macOS and Windows have no ``os.fdatasync``: every write of a durable file store
+    failed there with ``AttributeError``. There the store's connection stays at FULL."""
+    monkeypatch.delattr(os, "fdatasync")
+    with ContextStore.open(tmp_path / "agent.db") as store:
+        conversation = store.create_conversation().id
+        store.append(conversation, [user("a"), user("b")])
+        assert held_connection_setting(store, "synchronous") == FULL
+        assert store.message_count(conversation) == 2
+
+
 def test_a_failed_sync_says_the_write_is_committed_but_not_known_on_disk(
     durable: tuple[ContextStore, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
