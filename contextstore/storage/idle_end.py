@@ -22,9 +22,17 @@ about to run had not reached it, so running it on a new connection repeats nothi
 
 
 def _readable(fd: int) -> bool:
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    return bool(poller.poll(0))
+    """True when the socket ``fd`` has something to read, looked at without waiting.
+
+    ``select.poll`` where there is one (``select.select`` refuses descriptors from 1024 on);
+    Windows has none, and there ``select.select`` takes any socket (naming ``select.poll``
+    failed every PostgreSQL call after the first)."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([fd], [], [], 0)
+    return bool(readable)
 
 
 def ended_while_idle(raw: Any) -> BaseException | None:

@@ -351,6 +351,26 @@ def test_a_connection_the_server_ends_for_idleness_is_replaced_unseen(roles: Rol
             assert connection.connection.driver_connection.info.backend_pid != ended_pid
 
 
+def test_without_select_poll_an_ended_connection_is_still_replaced(
+    roles: Roles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows has no ``select.poll``: every PostgreSQL call after a store's first failed
+    there with AttributeError. The look at the idle socket uses ``select.select`` instead."""
+    monkeypatch.delattr(select, "poll")
+    role = roles.make(*READS)
+    with ContextStore.open(roles.url(role), read_only=True) as store:
+        conv = store.list_conversations()[0]
+        assert store.messages(conv.id)[0]["content"] == conv.title
+        with store.database.read() as connection:
+            raw: Any = connection.connection.driver_connection
+            raw.execute("SET idle_session_timeout = '10ms'")  # this session only
+        ended_pid = raw.info.backend_pid
+        assert select.select([raw.pgconn.socket], [], [], 60)[0]
+        assert store.messages(conv.id)[0]["content"] == conv.title
+        with store.database.read() as connection:
+            assert connection.connection.driver_connection.info.backend_pid != ended_pid
+
+
 def test_a_statement_the_role_s_statement_timeout_cancels_is_busy_and_not_retried(
     roles: Roles,
 ) -> None:
