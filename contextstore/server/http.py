@@ -23,6 +23,7 @@ import hmac
 import ipaddress
 import signal
 import socket
+import sys
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
@@ -263,7 +264,11 @@ def bind(host: str, port: int, *, allow_remote: bool) -> socket.socket:
     address = "127.0.0.1" if host == "localhost" else host
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if sys.platform != "win32":
+        # Rebinds a port whose last server's connections wait in TIME_WAIT. On Windows it
+        # would let this socket take a port another program listens on: asyncio's servers
+        # set it on POSIX only, for that reason.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((address, port))
     except OSError as exc:

@@ -7,6 +7,7 @@ import gzip
 import http.client
 import json
 import signal
+import socket
 import sqlite3
 import stat
 import subprocess
@@ -702,3 +703,19 @@ def test_a_client_killed_mid_request_loses_nothing_acknowledged(
     else:  # a whole request may have landed before the kill; nothing else did
         assert stored[5:] in ([], ["m5"])
     assert client.result("check", conversation_id=cid)["problems"] == []
+
+
+@pytest.mark.parametrize(("platform", "reused"), [("linux", 1), ("darwin", 1), ("win32", 0)])
+def test_the_port_is_shared_with_no_other_program_on_windows(
+    platform: str, reused: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On Windows SO_REUSEADDR lets a socket bind a port another program listens on (the
+    server could take another's port, or have its own taken): it is set on POSIX only."""
+    from contextstore.server import http as server_http
+
+    monkeypatch.setattr(server_http.sys, "platform", platform)
+    sock = server_http.bind("127.0.0.1", 0, allow_remote=False)
+    try:
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR) == reused
+    finally:
+        sock.close()
