@@ -66,7 +66,9 @@ def parse_moment(text: str) -> Moment:
             raise ValueError(f"{value!r} is not a valid date ({reason})") from exc
         try:
             ts = to_ms(parsed)
-        except (OverflowError, ValueError):  # a date the local time zone cannot place
+        # A date the local time zone cannot place; on Windows, OSError for one before 1970
+        # (its localtime() takes no negative time).
+        except (OverflowError, OSError, ValueError):
             ts = -1
         if not 0 <= ts <= MAX_TS:
             raise ValueError(f"{value!r} is before 1970 or too far in the future")

@@ -209,6 +209,26 @@ def test_a_local_time_the_clocks_skipped_is_refused(
         time.tzset()
 
 
+def test_a_date_windows_cannot_place_locally_is_refused_as_before_1970(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Windows' localtime() takes no time before 1970: there ``datetime.astimezone()`` of
+    such a naive date raises OSError (errno 22), which ended ``--as-of 1960-01-01`` as an
+    internal error. It is the same refusal as on Linux."""
+    from contextstore.cli import times
+
+    def windows_to_ms(moment: datetime) -> int:
+        if moment.tzinfo is None and moment.year < 1970:
+            raise OSError(22, "Invalid argument")
+        return real_to_ms(moment)
+
+    real_to_ms = times.to_ms
+    monkeypatch.setattr(times, "to_ms", windows_to_ms)
+    with pytest.raises(ValueError, match="is before 1970 or too far in the future"):
+        parse_moment("1960-01-01")
+    assert parse_moment("2026-12-01T10:00:00Z").ts == 1796119200000
+
+
 def test_moments_are_ms_iso_dates_or_labels(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TZ", "Europe/Paris")
     time.tzset()
