@@ -14,7 +14,6 @@ import difflib
 import math
 import os
 import shlex
-import signal
 import tempfile
 import threading
 import time
@@ -60,9 +59,11 @@ REFUSED_EXIT = 2
 """Exit code when a destructive command is refused for want of ``--yes``."""
 DECLINED_EXIT = 1
 """Exit code when the person at the terminal answers no."""
-CLOSED_OUTPUT_EXIT = 128 + signal.SIGPIPE
+CLOSED_OUTPUT_EXIT = 128 + 13
 """Exit code when the reader of the output went away (``| head``): what a shell reports
-for a program that SIGPIPE ended, as ``git log | head`` gives."""
+for a program that SIGPIPE ended, as ``git log | head`` gives. SIGPIPE is 13 on Linux,
+macOS and the BSDs; Windows has none (``signal.SIGPIPE`` is missing there, and naming it
+here stopped the whole command line from loading), and gets the same code."""
 
 DB_HELP = (
     "Database file or SQLAlchemy URL (default: $CONTEXTSTORE_DB, else the per-user data "
