@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
@@ -60,7 +61,7 @@ def parse_moment(text: str) -> Moment:
         return Moment(text, ts=ts)
     if _ISO.match(value):
         try:
-            parsed = datetime.fromisoformat(value.replace(" ", "T", 1))
+            parsed = _from_iso(value.replace(" ", "T", 1))
         except ValueError as exc:
             reason = "its UTC offset is not within a day" if "offset" in str(exc) else exc
             raise ValueError(f"{value!r} is not a valid date ({reason})") from exc
@@ -85,6 +86,21 @@ def parse_moment(text: str) -> Moment:
             "given), and this reads as no date or milliseconds"
         )
     return Moment(text, label=text)
+
+
+def _from_iso(text: str) -> datetime:
+    """``datetime.fromisoformat`` as Python 3.11 reads the forms :data:`_ISO` lets through.
+
+    Python 3.10 reads only what ``isoformat()`` writes: ``Z``, an offset without its colon
+    (``+0530``) and a fraction of other than 3 or 6 digits were refused there as invalid
+    dates. They are rewritten to its forms first (digits past the sixth dropped, as 3.11
+    does)."""
+    if sys.version_info < (3, 11):
+        if "T" in text and text.endswith("Z"):
+            text = text[:-1] + "+00:00"
+        text = re.sub(r"(T\d{2}(?::\d{2}){0,2}(?:\.\d+)?[+-]\d{2})(\d{2})$", r"\1:\2", text)
+        text = re.sub(r"\.(\d+)", lambda m: "." + (m.group(1) + "000000")[:6], text)
+    return datetime.fromisoformat(text)
 
 
 def _skipped(local: datetime) -> bool:

@@ -209,6 +209,22 @@ def test_a_local_time_the_clocks_skipped_is_refused(
         time.tzset()
 
 
+@pytest.mark.parametrize(
+    ("text", "ts"),
+    [
+        ("2026-12-01T10:00:00Z", 1796119200000),
+        ("2026-12-01T10Z", 1796119200000),
+        ("2026-12-01T15:30+0530", 1796119200000),
+        ("2026-12-01T05:00:00.25-0500", 1796119200250),
+        ("2026-12-01T10:00:00.1239999+00:00", 1796119200123),
+    ],
+)
+def test_every_python_reads_the_same_iso_forms(text: str, ts: int) -> None:
+    """Python 3.10's ``fromisoformat`` refused ``Z``, an offset without its colon and a
+    fraction of other than 3 or 6 digits, which 3.11 and later read."""
+    assert parse_moment(text).ts == ts
+
+
 def test_a_date_windows_cannot_place_locally_is_refused_as_before_1970(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
