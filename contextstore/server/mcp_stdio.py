@@ -33,7 +33,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 from types import TracebackType
-from typing import Any, Generic, Protocol, Self, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, get_args
 
 import anyio
 from mcp.shared.message import SessionMessage
@@ -55,6 +55,10 @@ from contextstore.server.jsonrpc import (
     clipped,
     parse_int,
 )
+
+if TYPE_CHECKING:
+    # typing.Self is Python 3.11's: importing it stopped 'contextstore mcp' on 3.10.
+    from typing_extensions import Self
 
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
