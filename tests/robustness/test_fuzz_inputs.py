@@ -255,6 +255,17 @@ def outcome(call: Callable[[], Any]) -> str:
     return "ok"
 
 
+@contextlib.contextmanager
+def _inside(folder: str) -> Iterator[None]:
+    """``contextlib.chdir`` (Python 3.11 and later) for every supported Python."""
+    before = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
 def _restore(stores: list[ContextStore]) -> None:
     """Put the victim back where a call deleted it (on every backend alike)."""
     for store in stores:
@@ -288,7 +299,7 @@ def test_any_input_gets_a_result_or_a_contextstore_error_alike_on_every_backend(
         # A relative path drawn (a backup's destination) lands in a new folder per store:
         # a file the first store wrote would otherwise make the second refuse to overwrite
         # it, and the checkout would collect them.
-        with tempfile.TemporaryDirectory() as here, contextlib.chdir(here):
+        with tempfile.TemporaryDirectory() as here, _inside(here):
             result = outcome(lambda store=store, a=per_store: getattr(store, method)(**a))
         if result != "ok":
             assert dump(store) == before, f"{method} was refused ({result}) but changed rows"
