@@ -31,6 +31,13 @@ update's metadata, a request's tool definitions."""
 MAX_JSON_DEPTH: Final = 100
 """Deepest nesting of arrays and objects in any JSON value: a message (its content, tool
 inputs and extra fields), metadata, tool definitions, an imported file."""
+MAX_PARSED_JSON_DEPTH: Final = 500
+"""Deepest nesting of a JSON text the servers parse at all. Python's parser gives up
+(``RecursionError``) near 1,000 levels on 3.10 and 3.11, near 1,500 on 3.12 and 10,000 on
+3.13: a request nested past it was a parse error on one Python and an invalid value on
+another. A text deeper than this is refused as unreadable before it is parsed, alike on
+every Python; one up to it is parsed, and its values are refused past
+:data:`MAX_JSON_DEPTH`."""
 MAX_JSON_INT_DIGITS: Final = 300
 """Integers in JSON values have fewer digits than this (floats reach about 1e308)."""
 NUL: Final = "\x00"
@@ -692,3 +699,36 @@ def _refusing(
             "a value nests lists and dicts deeper than Python can copy; the store "
             f"accepts {MAX_JSON_DEPTH} levels"
         ) from exc
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_JSON_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in a JSON text (strings ignored)."""
+    depth = deepest = 0
+    for bracket in _JSON_BRACKETS.findall(_JSON_STRING.sub("", text)):
+        if bracket in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def nests_deeper_than(text: str, value: Any, limit: int) -> bool:
+    """True when ``value``, parsed from the JSON text ``text``, nests arrays and objects
+    deeper than ``limit``. Walks without recursion, and only a value whose text has more
+    brackets than ``limit`` (counting those inside strings: a quick bound)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth >= limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from contextstore.core.validate import MAX_JSON_DEPTH, MAX_NAME_LENGTH
+from contextstore.core.validate import MAX_JSON_DEPTH, MAX_NAME_LENGTH, json_depth
 from contextstore.interop.errors import (
     FileTooLargeError,
     InteropError,
@@ -35,9 +35,6 @@ from contextstore.interop.recovery import MAX_INT_DIGITS, recover
 
 MAX_FILE_BYTES: Final = 256 * 1024 * 1024
 """Largest file an import reads (per file)."""
-
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
-_BRACKETS = re.compile(r"[\[\]{}]")
 
 BYTE_ORDER_MARK = "\ufeff"
 """What a UTF-8 file may start with when an editor saved it; never part of the JSON."""
@@ -365,18 +362,6 @@ class Folder:
             cut_short = value is None or not damage.problem.startswith("Extra data")
             notes.append(Note(str(path), damage.describe(), reason, cut_short=cut_short))
         return value
-
-
-def json_depth(text: str) -> int:
-    """The deepest nesting of arrays and objects in a JSON text (strings ignored)."""
-    depth = deepest = 0
-    for bracket in _BRACKETS.findall(_STRING.sub("", text)):
-        if bracket in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        else:
-            depth -= 1
-    return deepest
 
 
 def check_depth(text: str, path: Path, where: str | None = None) -> None:

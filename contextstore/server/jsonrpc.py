@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from contextstore.core.errors import ContextStoreError, InvalidInputError
-from contextstore.core.validate import MAX_JSON_DEPTH
+from contextstore.core.validate import MAX_JSON_DEPTH, MAX_PARSED_JSON_DEPTH, nests_deeper_than
 from contextstore.server.methods import METHODS, InvalidParamsError, Method
 from contextstore.server.wording import rpc_wording
 from contextstore.store import ContextStore
@@ -142,6 +142,18 @@ def encode(message: Any) -> bytes:
     return text.encode("utf-8", "backslashreplace")
 
 
+def _nested_too_deeply() -> bytes:
+    """The parse error for a message nested past what is parsed (on every Python alike)."""
+    return encode(
+        error_response(
+            None,
+            PARSE_ERROR,
+            "parse error: the message nests arrays or objects too deeply to be read; "
+            f"the store keeps JSON at most {MAX_JSON_DEPTH} levels deep.",
+        )
+    )
+
+
 class Dispatcher:
     """Answers JSON-RPC messages by calling the store through the method table."""
 
@@ -157,15 +169,10 @@ class Dispatcher:
                 # UTF-16 and UTF-32); a byte order mark is tolerated.
                 data = data.decode("utf-8-sig")
             message = json.loads(data, parse_constant=_reject_constant, parse_int=parse_int)
+            if nests_deeper_than(data, message, MAX_PARSED_JSON_DEPTH):
+                return _nested_too_deeply()  # as Python 3.11 could not parse it
         except RecursionError:
-            return encode(
-                error_response(
-                    None,
-                    PARSE_ERROR,
-                    "parse error: the message nests arrays or objects too deeply to be read; "
-                    f"the store keeps JSON at most {MAX_JSON_DEPTH} levels deep.",
-                )
-            )
+            return _nested_too_deeply()
         except UnicodeDecodeError as exc:
             return encode(error_response(None, PARSE_ERROR, _not_utf8(exc)))
         except UnreadableNumberError as exc:

@@ -48,7 +48,13 @@ from mcp.types import (
 from pydantic import BaseModel, ValidationError
 
 from contextstore.core.errors import InvalidInputError
-from contextstore.core.validate import MAX_JSON_DEPTH, MAX_JSON_INT_DIGITS, check_json_value
+from contextstore.core.validate import (
+    MAX_JSON_DEPTH,
+    MAX_JSON_INT_DIGITS,
+    MAX_PARSED_JSON_DEPTH,
+    check_json_value,
+    nests_deeper_than,
+)
 from contextstore.server.jsonrpc import (
     MAX_ECHOED_NAME,
     UnreadableNumberError,
@@ -165,14 +171,18 @@ def _members(line: str) -> dict[str, Any] | None:
     if spans is None:
         return None
     members: dict[str, Any] = {}
+    too_deep = _Unread(
+        f"nests arrays and objects more than {MAX_JSON_DEPTH} levels deep; flatten the value"
+    )
     for name, span in spans:
         try:
-            members[name] = json.loads(span, parse_int=parse_int)
-        except RecursionError:
-            members[name] = _Unread(
-                f"nests arrays and objects more than {MAX_JSON_DEPTH} levels deep; "
-                "flatten the value"
+            value = json.loads(span, parse_int=parse_int)
+            # What Python 3.11 could not parse is unreadable on every Python.
+            members[name] = (
+                too_deep if nests_deeper_than(span, value, MAX_PARSED_JSON_DEPTH) else value
             )
+        except RecursionError:
+            members[name] = too_deep
         except UnreadableNumberError as exc:
             members[name] = _Unread(
                 f"holds an integer of {exc.digits:,} digits, over the {MAX_JSON_INT_DIGITS} a "

@@ -157,6 +157,23 @@ def test_json_nested_past_what_the_parser_reads_is_named_as_such(rpc: RpcClient)
     assert "too deeply" in error["message"] and "not JSON" not in error["message"]
 
 
+@pytest.mark.parametrize("depth", [700, 1_200, 5_000])
+def test_how_deep_a_message_is_read_does_not_depend_on_the_python(
+    rpc: RpcClient, depth: int
+) -> None:
+    """Python's parser reads about 1,000 levels on 3.11, 1,500 on 3.12, 10,000 on 3.13:
+    the same message was a parse error on one and invalid params on another. Past 500
+    levels it is a parse error on every Python; up to there, invalid params."""
+    deep = '{"metadata": {"x": ' + "[" * depth + "]" * depth + "}}"
+    text = f'{{"jsonrpc": "2.0", "id": 1, "method": "create_conversation", "params": {deep}}}'
+    error = _send(rpc, text)["error"]
+    assert error["code"] == -32700 and "too deeply" in error["message"]
+    shallow = '{"metadata": {"x": ' + "[" * 400 + "]" * 400 + "}}"
+    text = f'{{"jsonrpc": "2.0", "id": 2, "method": "create_conversation", "params": {shallow}}}'
+    error = _send(rpc, text)["error"]
+    assert error["code"] == -32602 and "more than 100 levels deep" in error["message"]
+
+
 def test_ids_come_back_as_sent(rpc: RpcClient) -> None:
     for request_id in ("abc", 7, 2.5, None):
         message = {"jsonrpc": "2.0", "id": request_id, "method": "list_conversations"}
