@@ -91,6 +91,8 @@ def _literal(annotation: Any) -> set[str]:
 
 def test_the_accepted_types_are_the_sdks() -> None:
     from anthropic.types import Base64ImageSourceParam, Base64PDFSourceParam
+
+    pytest.importorskip("google.genai", reason="google-genai needs Python 3.11")
     from google.genai._gaos.types.interactions.imagecontent import ImageContentMimeType
 
     image = typing.get_type_hints(Base64ImageSourceParam, include_extras=True)["media_type"]
