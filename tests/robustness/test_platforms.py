@@ -5,12 +5,12 @@ Python whose ``sitecustomize`` (a folder put first on ``PYTHONPATH``, inherited 
 processes the command starts) takes away, before anything imports contextstore, what the
 Python documentation marks as unavailable on Windows: the POSIX-only signals
 (``signal.SIGPIPE``, ``SIGKILL``, ``SIGHUP``, ``SIGALRM``...), ``select.poll`` and
-``epoll``, ``os.register_at_fork``, ``os.fdatasync`` (absent on macOS too), the POSIX-only
-``os.O_*`` flags, and the modules ``fcntl``, ``termios``, ``tty``, ``pty``, ``resource``,
-``pwd``, ``grp`` and ``syslog``. Text files: ``open()`` without an encoding reads the
-locale's on Windows (cp1252), so the child runs in the C locale without UTF-8 mode (ASCII:
-stricter still) and any such call (an ``EncodingWarning``) is an error; its standard
-streams are cp1252, as Windows gives a redirected one.
+``epoll``, ``os.fork`` and ``os.register_at_fork``, ``os.fdatasync`` (absent on macOS
+too), the POSIX-only ``os.O_*`` flags, and the modules ``fcntl``, ``termios``, ``tty``,
+``pty``, ``resource``, ``pwd``, ``grp`` and ``syslog``. Text files: ``open()`` without an
+encoding reads the locale's on Windows (cp1252), so the child runs in the C locale without
+UTF-8 mode (ASCII: stricter still) and any such call (an ``EncodingWarning``) is an error;
+its standard streams are cp1252, as Windows gives a redirected one.
 
 What it cannot show: path syntax (``C:\\``, backslashes), Windows' file locking (a file
 open elsewhere cannot be replaced or deleted), its console. The whole suite runs on Linux.
@@ -59,7 +59,8 @@ SHIM = textwrap.dedent(
         if hasattr(select, name):
             delattr(select, name)
 
-    for name in ("register_at_fork", "fdatasync", "O_CLOEXEC", "O_NOFOLLOW", "O_DIRECTORY",
+    for name in ("fork", "forkpty", "register_at_fork", "fdatasync",
+                 "O_CLOEXEC", "O_NOFOLLOW", "O_DIRECTORY",
                  "O_NOCTTY", "O_DSYNC", "O_SYNC", "O_PATH", "O_TMPFILE", "O_NOATIME",
                  "getuid", "geteuid", "getgid", "getegid", "getpgid", "setsid", "killpg",
                  "sync", "statvfs", "fstatvfs", "getloadavg", "uname", "mkfifo"):
