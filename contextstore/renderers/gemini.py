@@ -111,6 +111,19 @@ def _image_part(block: Block, rules: int) -> Part | None:
     return _media_part(block, "image/png")
 
 
+def _guessed_type(url: str) -> str | None:
+    """The media type ``url``'s file name suggests, or None.
+
+    Python 3.13's ``mimetypes`` parses the URL first and refuses brackets around a host
+    that is no IP address, even in the password (``https://u:[REDACTED:url_password]@...``,
+    as secret masking writes it): the render failed with ValueError there. Escaped, the
+    brackets leave the file name, all the type is read from, as it was."""
+    try:
+        return mimetypes.guess_type(url)[0]
+    except ValueError:
+        return mimetypes.guess_type(url.replace("[", "%5B").replace("]", "%5D"))[0]
+
+
 def _media_part(block: Block, default_type: str) -> Part | None:
     """Return the part for an image or document source, or None if it cannot be sent."""
     source = block.get("source")
@@ -122,7 +135,7 @@ def _media_part(block: Block, default_type: str) -> Part | None:
         return {"inlineData": {"mimeType": mime_type, "data": source.get("data", "")}}
     if kind == "url":
         url = str(source.get("url", ""))
-        mime_type = mimetypes.guess_type(url)[0] or FALLBACK_MIME_TYPE
+        mime_type = _guessed_type(url) or FALLBACK_MIME_TYPE
         return {"fileData": {"mimeType": mime_type, "fileUri": url}}
     if kind == "text":
         return {"text": str(source.get("data", ""))}

@@ -106,6 +106,18 @@ def test_url_image_becomes_file_data() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["https://u:[REDACTED:url_password]@x.test/a.webp", "https://[not-an-ip]/a.webp"],
+)
+def test_a_url_with_brackets_around_no_ip_address_is_rendered_on_every_python(url: str) -> None:
+    """Python 3.13's mimetypes refuses such a URL (ValueError); secret masking writes one
+    whenever it masks a URL's password."""
+    image = {"type": "image", "source": {"type": "url", "url": url}}
+    contents = render_contents([{"role": "user", "content": [image]}])
+    assert contents[0]["parts"] == [{"fileData": {"mimeType": "image/webp", "fileUri": url}}]
+
+
 def test_result_for_an_unknown_call_gets_a_placeholder_name_and_call() -> None:
     contents = render_contents(
         [{"role": "user", "content": [tool_result("gone", "old"), text("now")]}]
