@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import sys
 from typing import Any
 
 from sqlalchemy import Connection, Text, and_, cast, func, inspect, or_, select, text
@@ -177,6 +178,11 @@ def _deny_attach(action: int, *_args: Any) -> int:
     return sqlite3.SQLITE_OK
 
 
+def _allow_all(*_: object) -> int:
+    """SQLite authorizer that allows everything, as having none does."""
+    return sqlite3.SQLITE_OK
+
+
 def _refusal(exc: BaseException) -> Exception:
     """The error to raise for a failed caller query: a refused write, or bad SQL."""
     orig = getattr(exc, "orig", exc)
@@ -336,7 +342,9 @@ def _sqlite_memory(database: Database, sql: str) -> tuple[list[str], list[tuple[
             # check the file's permissions (an in-memory store has no file).
             raise _refused_query(exc, database) from exc
         finally:
-            raw.set_authorizer(None)
+            # None clears it from Python 3.11 on; 3.10 took None as the authorizer and
+            # refused every later statement of the store ("not authorized").
+            raw.set_authorizer(None if sys.version_info >= (3, 11) else _allow_all)
             raw.execute("PRAGMA query_only = OFF")
 
 

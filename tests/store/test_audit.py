@@ -602,6 +602,15 @@ def test_a_query_that_writes_is_refused_as_a_query_not_as_a_read_only_location(
     assert [c.title for c in store.list_conversations()] == ["kept"]
 
 
+def test_the_store_writes_after_a_query(store: ContextStore) -> None:
+    """On Python 3.10 an in-memory store refused every statement after its first query
+    ("not authorized"): its sqlite3 took None as the query's authorizer, not as none."""
+    conv = store.create_conversation()
+    assert store.query("SELECT count(*) FROM messages").rows == [(0,)]
+    store.append(conv.id, "user", "after the query")
+    assert store.query("SELECT count(*) FROM messages").rows == [(1,)]
+
+
 def test_query_refuses_several_statements(store: ContextStore) -> None:
     store.create_conversation(title="kept")
     for sql in ("SELECT 1; DELETE FROM conversations", "COMMIT; DELETE FROM conversations"):
