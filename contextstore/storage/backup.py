@@ -30,6 +30,7 @@ from contextstore.core.errors import CorruptDatabaseError, InvalidInputError, St
 from contextstore.core.health import BackupResult
 from contextstore.core.os_errors import check_folder_exists, check_regular_targets, os_errors
 from contextstore.core.store_files import check_not_named_as_side_file, check_not_store_files
+from contextstore.storage.driver_errors import sqlite_code
 from contextstore.storage.engine import check_utf8_name, make_engine, sqlite_file_target
 from contextstore.storage.paths import expand_user
 
@@ -286,7 +287,7 @@ def _copy(engine: Engine, temporary: Path) -> tuple[int, int]:
             try:
                 source.backup(target)
             except sqlite3.OperationalError as exc:
-                if getattr(exc, "sqlite_errorname", "").startswith("SQLITE_FULL"):
+                if sqlite_code(exc).startswith("SQLITE_FULL"):
                     raise StorageFullError(
                         f"the backup did not fit on the disk ({exc}); nothing was written to "
                         "the destination. Free space and retry."

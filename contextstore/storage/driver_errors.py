@@ -112,9 +112,24 @@ def first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def _sqlite_code(driver: BaseException) -> str:
+_SQLITE_MESSAGES = {
+    "database disk image is malformed": "SQLITE_CORRUPT",
+    "file is not a database": "SQLITE_NOTADB",
+    "database or disk is full": "SQLITE_FULL",
+    "attempt to write a readonly database": "SQLITE_READONLY",
+    _SQLITE_BAD_JSON: "SQLITE_ERROR",
+}
+"""SQLite's own message for each result code recognised here, for Python 3.10, whose
+``sqlite3`` errors carry no ``sqlite_errorname`` (3.11 added it): there a damaged, full or
+read-only database was an internal error. Extended codes have no message of their own."""
+
+
+def sqlite_code(driver: BaseException) -> str:
+    """SQLite's result code name of a ``sqlite3`` error (``SQLITE_FULL``), or ``""``."""
     name = getattr(driver, "sqlite_errorname", None)
-    return name if isinstance(name, str) else ""
+    if isinstance(name, str):
+        return name
+    return _SQLITE_MESSAGES.get(first_line(driver), "")
 
 
 def classify_database_error(
@@ -133,7 +148,7 @@ def classify_database_error(
     driver = _driver_error(exc)
     if driver is None:
         return None
-    code = _sqlite_code(driver)
+    code = sqlite_code(driver)
     state = getattr(driver, "sqlstate", None)
     reason = first_line(driver)
     if code.startswith(_SQLITE_CORRUPT) or state in _POSTGRES_CORRUPT:
