@@ -230,6 +230,11 @@ def _write_refused(orig: BaseException, message: str) -> str | None:
     return None
 
 
+_QUERY_ERRORS = (DBAPIError, StatementError, sqlite3.Error, sqlite3.Warning)
+"""What a refused query raises. ``sqlite3.Warning`` is no ``sqlite3.Error``: Python 3.10
+refuses several statements with it (3.11 with ``ProgrammingError``), which reached the
+caller as itself."""
+
 _SEVERAL_STATEMENTS = (
     "you can only execute one statement at a time",  # sqlite3
     "cannot insert multiple commands into a prepared statement",  # PostgreSQL
@@ -309,7 +314,7 @@ def run_read_only(
         if target.is_sqlite:
             return _sqlite_memory(database, sql)
         return _postgres(database, sql)
-    except (DBAPIError, StatementError, sqlite3.Error) as exc:
+    except _QUERY_ERRORS as exc:
         raise _refused_query(exc, database) from exc
 
 
@@ -336,7 +341,7 @@ def _sqlite_memory(database: Database, sql: str) -> tuple[list[str], list[tuple[
         raw.set_authorizer(_deny_attach)
         try:
             return _fetch(connection, sql)
-        except (DBAPIError, StatementError, sqlite3.Error) as exc:
+        except _QUERY_ERRORS as exc:
             # Refused here, inside the read: leaving it, SQLite's "attempt to write a
             # readonly database" became ReadOnlyLocationError, which tells the caller to
             # check the file's permissions (an in-memory store has no file).
