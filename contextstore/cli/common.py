@@ -14,6 +14,7 @@ import difflib
 import math
 import os
 import shlex
+import signal
 import tempfile
 import threading
 import time
