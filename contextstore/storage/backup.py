@@ -223,14 +223,17 @@ def _remove_if_unheld(path: Path) -> bool:
         os.close(fd)
 
 
-def _locked_partial(dest: Path) -> tuple[Path, int]:
+def _locked_partial(dest: Path) -> tuple[Path, int | None]:
     """A new, empty temporary file beside ``dest`` and a descriptor holding its ``flock``,
-    which tells another backup's :func:`remove_leftovers` that this one is running."""
+    which tells another backup's :func:`remove_leftovers` that this one is running (None
+    without ``flock``: a file Windows holds open could not be put in place or removed)."""
     for _ in range(PARTIAL_ATTEMPTS):
         temporary = dest.with_name(partial_name(dest.name))
-        fd = os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600)
-        if fcntl is None:  # pragma: no cover - Windows
-            return temporary, fd
+        flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(temporary, flags, 0o600)
+        if fcntl is None:
+            os.close(fd)
+            return temporary, None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             created = os.fstat(fd)
@@ -271,7 +274,8 @@ def _backup_beside(engine: Engine, dest: Path, *, force: bool) -> BackupResult:
         ):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
-        os.close(lock)
+        if lock is not None:
+            os.close(lock)
     return BackupResult(
         path=str(dest), bytes=dest.stat().st_size, pages=pages, conversations=conversations
     )
