@@ -177,8 +177,13 @@ def sqlite_file_target(path: Path) -> DatabaseTarget:
         InvalidInputError: the name is not UTF-8 text (:func:`check_utf8_name`).
     """
     check_utf8_name(str(path), "the database file")
-    url = URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
-    return DatabaseTarget(url, path, False)
+    return DatabaseTarget(_path_url(path), path, False)
+
+
+def _path_url(path: Path) -> str:
+    """The URL text of the SQLite file ``path`` (SQLAlchemy 2.1 escapes its ``?``; 2.0
+    writes it as it is, so only the :class:`URL` object names the file exactly)."""
+    return URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
 
 
 _PASSWORD = re.compile(r"^([^:/?#]+://[^:/?#@]*:)[^@]*@")
@@ -380,7 +385,7 @@ def make_engine(
     return engine
 
 
-def _sqlite_file_url(target: DatabaseTarget, *, read_only: bool, create: bool) -> str:
+def _sqlite_file_url(target: DatabaseTarget, *, read_only: bool, create: bool) -> str | URL:
     """Check the file before SQLite sees it, and choose how to open it (a new file is
     created once the engine is made).
 
@@ -403,9 +408,11 @@ def _sqlite_file_url(target: DatabaseTarget, *, read_only: bool, create: bool) -
     if read_only:
         database, _, options = read_only_uri(path).partition("?")
         query = {**dict(urllib.parse.parse_qsl(options)), "uri": "true"}
-        return URL.create("sqlite", database=database, query=query).render_as_string(
-            hide_password=False
-        )
+        return URL.create("sqlite", database=database, query=query)
+    if target.url == _path_url(path):
+        # A path, not a URL the caller wrote: the URL object, since SQLAlchemy 2.0 reads a
+        # ``?`` in the text as its query (``a?b.db`` opened a file named ``a``).
+        return URL.create("sqlite", database=str(path))
     return target.url
 
 
@@ -452,7 +459,7 @@ def _refuse_own_options(kwargs: Mapping[str, Any], target: DatabaseTarget) -> No
         )
 
 
-def _created(url: str, **kwargs: Any) -> Engine:
+def _created(url: str | URL, **kwargs: Any) -> Engine:
     """``create_engine(url, **kwargs)``, its refusal of an argument (a name this dialect
     and pool do not take, a value of the wrong type: a ``poolclass`` or ``module`` that is
     none raised ``AttributeError``, an ``echo`` that is no flag ``KeyError``) as
