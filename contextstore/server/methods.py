@@ -240,7 +240,8 @@ def wire_type(hint: Any) -> Any:
         return hint
     if origin is Annotated:
         inner = wire_type(args[0])
-        return hint if inner is args[0] else Annotated[(inner, *args[1:])]
+        metadata = (inner, *args[1:])
+        return hint if inner is args[0] else Annotated[metadata]
     converted = tuple(wire_type(arg) for arg in args)
     if origin is tuple:
         return Annotated[tuple[converted], BeforeValidator(array_as_tuple)]  # type: ignore[valid-type]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -122,7 +123,11 @@ def test_a_normal_run_never_writes_the_golden_files() -> None:
         )
         assert done.returncode == 0, done.stdout[-2000:]
         expected = len(cases()) * len(FORMATS) + 1  # and the orphan result's
-        assert f"{expected} passed" in done.stdout, done.stdout[-500:]
+        summary = done.stdout.strip().splitlines()[-1]
+        counts = {name: int(n) for n, name in re.findall(r"(\d+) (passed|skipped)", summary)}
+        # Python 3.10 has no google-genai, whose oracle checks then skip, saying so.
+        assert counts.get("passed", 0) + counts.get("skipped", 0) == expected, summary
+        assert counts.get("passed", 0) >= expected - len(cases()) - 1, summary
         assert _snapshot() == before, f"a run with {REGEN_VARIABLE}={value} wrote a golden file"
 
 
