@@ -23,8 +23,8 @@ from contextstore.cli.common import (
     WrittenPath,
     handle_errors,
     open_store,
-    store_removed_if_refused,
 )
+from contextstore.cli.new_store import store_removed_if_refused
 from contextstore.cli.wording import cli_wording
 from contextstore.core.errors import InvalidInputError
 from contextstore.core.validate import MAX_INT32

@@ -16,9 +16,9 @@ from contextstore.cli.common import (
     refuse_read_only_location,
     shown_location,
     sqlite_file,
-    store_removed_if_refused,
     yes_option,
 )
+from contextstore.cli.new_store import store_removed_if_refused
 from contextstore.cli.output import ordered_counts
 from contextstore.core.errors import CorruptDatabaseError, ReadOnlyError, SchemaError
 from contextstore.core.validate import check_path
